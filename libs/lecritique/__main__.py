@@ -1,0 +1,3 @@
+from lecritique.cli.main import app
+
+app()

@@ -1,0 +1,42 @@
+"""Advantage estimators and critic metrics: pure functions over token-level arrays, no I/O.
+
+>>> from lecritique.advantages import AdvantageBatch, get_estimator
+>>> est = get_estimator("tether", ema_decay=0.95)
+>>> adv = est.compute(batch)   # frozen with the coefficient fitted on earlier batches
+>>> est.update(batch)          # then fit on this batch, for the next one
+
+Value losses need torch and live in :mod:`lecritique.advantages.losses`.
+"""
+
+from lecritique.advantages import estimators as _estimators  # noqa: F401  (registers the estimators)
+from lecritique.advantages.base import AdvantageEstimator, estimator_names, get_estimator
+from lecritique.advantages.batch import AdvantageBatch
+from lecritique.advantages.estimators import (
+    EVPOEstimator,
+    GAEEstimator,
+    LVRLEstimator,
+    MeanEstimator,
+    RLOOEstimator,
+    TetherEstimator,
+    ValueEstimator,
+)
+from lecritique.advantages.groups import leave_one_out_mean
+from lecritique.advantages.metrics import explained_variance, top1_ranking_accuracy, value_mse
+
+__all__ = [
+    "AdvantageBatch",
+    "AdvantageEstimator",
+    "EVPOEstimator",
+    "GAEEstimator",
+    "LVRLEstimator",
+    "MeanEstimator",
+    "RLOOEstimator",
+    "TetherEstimator",
+    "ValueEstimator",
+    "estimator_names",
+    "explained_variance",
+    "get_estimator",
+    "leave_one_out_mean",
+    "top1_ranking_accuracy",
+    "value_mse",
+]

@@ -1,0 +1,146 @@
+"""The validated input of every advantage estimator.
+
+Arrays may be numpy arrays or torch tensors; they are validated and converted to float64/int64
+numpy once, here, so every estimator computes on the same clean representation. Outputs follow
+the type of ``rewards`` (torch in, torch out) and are float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+def _is_torch(x: object) -> bool:
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def _to_numpy(x: Any) -> np.ndarray[Any, Any]:
+    if _is_torch(x):
+        return np.asarray(x.detach().cpu().numpy())
+    return np.asarray(x)
+
+
+@dataclass(frozen=True, init=False)
+class AdvantageBatch:
+    """Token-level inputs of one policy batch.
+
+    - ``rewards`` [B]: terminal return of each trajectory.
+    - ``group_ids`` [B]: integer group of each trajectory (same task, same batch).
+    - ``mask`` [B, T]: 1 on policy-generated tokens, 0 on prompt/padding/environment tokens.
+    - ``values`` [B, T] or None: critic value of the state before each token.
+    - ``step_ids`` [B, T] or None: step (turn) index of each token, for step-level estimators.
+
+    Invalid input raises ``ValueError`` naming the offending field.
+    """
+
+    rewards: FloatArray
+    group_ids: IntArray
+    mask: BoolArray
+    values: FloatArray | None
+    step_ids: IntArray | None
+    returns_torch: bool
+
+    def __init__(
+        self,
+        rewards: Any,
+        group_ids: Any,
+        mask: Any,
+        values: Any = None,
+        step_ids: Any = None,
+    ) -> None:
+        rewards_np = _to_numpy(rewards)
+        if rewards_np.ndim != 1:
+            raise ValueError(f"rewards must have shape [B], got {rewards_np.shape}")
+        if not np.issubdtype(rewards_np.dtype, np.number) or np.issubdtype(rewards_np.dtype, np.complexfloating):
+            raise ValueError(f"rewards must be real numbers, got dtype {rewards_np.dtype}")
+        rewards_f = rewards_np.astype(np.float64)
+        if not np.all(np.isfinite(rewards_f)):
+            bad = int(np.flatnonzero(~np.isfinite(rewards_f))[0])
+            raise ValueError(f"rewards contains a non-finite value at index {bad}")
+        batch_size = rewards_f.shape[0]
+        if batch_size == 0:
+            raise ValueError("rewards is empty: a batch needs at least one trajectory")
+
+        group_np = _to_numpy(group_ids)
+        if group_np.shape != (batch_size,):
+            raise ValueError(f"group_ids must have shape [{batch_size}] like rewards, got {group_np.shape}")
+        if not np.issubdtype(group_np.dtype, np.integer):
+            raise ValueError(f"group_ids must be integers, got dtype {group_np.dtype}")
+
+        mask_np = _to_numpy(mask)
+        if mask_np.ndim != 2 or mask_np.shape[0] != batch_size:
+            raise ValueError(f"mask must have shape [B={batch_size}, T], got {mask_np.shape}")
+        if mask_np.dtype != np.bool_:
+            if not np.all((mask_np == 0) | (mask_np == 1)):
+                raise ValueError("mask must contain only 0 and 1")
+            mask_np = mask_np.astype(np.bool_)
+        empty_rows = np.flatnonzero(~mask_np.any(axis=1))
+        if empty_rows.size:
+            raise ValueError(
+                f"mask has {empty_rows.size} all-masked row(s) (first: row {int(empty_rows[0])}): "
+                "every trajectory needs at least one policy token"
+            )
+
+        values_f: FloatArray | None = None
+        if values is not None:
+            values_np = _to_numpy(values)
+            if values_np.shape != mask_np.shape:
+                raise ValueError(f"values must have the shape of mask {mask_np.shape}, got {values_np.shape}")
+            values_f = values_np.astype(np.float64)
+            bad_values = mask_np & ~np.isfinite(values_f)
+            if bad_values.any():
+                row, col = (int(i) for i in np.argwhere(bad_values)[0])
+                raise ValueError(f"values contains a non-finite value at a policy token (row {row}, token {col})")
+            # Padding may hold anything (NaN included); estimators never read it.
+            values_f = np.where(mask_np, values_f, 0.0)
+
+        steps_i: IntArray | None = None
+        if step_ids is not None:
+            steps_np = _to_numpy(step_ids)
+            if steps_np.shape != mask_np.shape:
+                raise ValueError(f"step_ids must have the shape of mask {mask_np.shape}, got {steps_np.shape}")
+            if not np.issubdtype(steps_np.dtype, np.integer):
+                raise ValueError(f"step_ids must be integers, got dtype {steps_np.dtype}")
+            steps_i = steps_np.astype(np.int64)
+
+        object.__setattr__(self, "rewards", rewards_f)
+        object.__setattr__(self, "group_ids", group_np.astype(np.int64))
+        object.__setattr__(self, "mask", mask_np)
+        object.__setattr__(self, "values", values_f)
+        object.__setattr__(self, "step_ids", steps_i)
+        object.__setattr__(self, "returns_torch", _is_torch(rewards))
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.rewards.shape[0])
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.mask.shape[1])
+
+    def require_values(self, estimator: str) -> FloatArray:
+        if self.values is None:
+            raise ValueError(f"values is required by the {estimator!r} estimator but is None")
+        return self.values
+
+    def require_step_ids(self, estimator: str) -> IntArray:
+        if self.step_ids is None:
+            raise ValueError(f"step_ids is required by the {estimator!r} estimator but is None")
+        return self.step_ids
+
+    def output(self, token_advantages: FloatArray) -> Any:
+        """Zero non-policy tokens and convert to the caller's array type (float32)."""
+        out = np.where(self.mask, token_advantages, 0.0).astype(np.float32)
+        if self.returns_torch:
+            import torch
+
+            return torch.from_numpy(out)
+        return out

@@ -1,0 +1,329 @@
+"""One small class per advantage estimator.
+
+Equation numbers refer to Le Critique (``papers/le-critique-privileged-value-functions.txt``)
+unless stated otherwise. Returns are terminal, undiscounted unless an option says otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lecritique.advantages.base import AdvantageEstimator, register
+from lecritique.advantages.batch import AdvantageBatch, FloatArray, IntArray
+from lecritique.advantages.groups import group_index, group_mean, group_std, leave_one_out_mean
+from lecritique.advantages.metrics import explained_variance
+
+_EPS = 1e-6
+
+
+def _broadcast(per_trajectory: FloatArray, batch: AdvantageBatch) -> FloatArray:
+    tokens: FloatArray = np.broadcast_to(per_trajectory[:, None], batch.mask.shape).astype(np.float64)
+    return tokens
+
+
+def _check_unit_interval(name: str, value: float) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value}")
+    return float(value)
+
+
+@register
+class MeanEstimator(AdvantageEstimator):
+    """GRPO group-mean baseline: A_i = R_i - mean_j R_j (eq. 3), optionally / group std.
+
+    Uses the trajectory's own return in its baseline, hence biased by the factor (K-1)/K
+    (eq. 6); kept because it is the standard critic-free reference.
+    """
+
+    name = "mean"
+
+    def __init__(self, *, normalize_std: bool = False) -> None:
+        self.normalize_std = normalize_std
+
+    def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
+        advantages = batch.rewards - group_mean(batch.rewards, batch.group_ids)
+        if self.normalize_std:
+            # All-equal groups have std 0 and advantage 0: dividing by std + eps keeps them 0.
+            advantages = advantages / (group_std(batch.rewards, batch.group_ids) + _EPS)
+        return _broadcast(advantages, batch)
+
+
+@register
+class RLOOEstimator(AdvantageEstimator):
+    """Leave-one-out baseline: A_i = R_i - (1/(K-1)) sum_{j!=i} R_j (eq. 4). Unbiased."""
+
+    name = "rloo"
+
+    def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
+        baseline = leave_one_out_mean(batch.rewards, batch.group_ids, self.name)
+        return _broadcast(batch.rewards - baseline, batch)
+
+
+@register
+class ValueEstimator(AdvantageEstimator):
+    """Monte-Carlo value baseline: A_{i,t} = R_i - V(h_{i,t}) (eq. 8; eq. 12 for a PVF)."""
+
+    name = "value"
+    uses_critic = True
+
+    def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
+        values = batch.require_values(self.name)
+        advantages: FloatArray = batch.rewards[:, None] - values
+        return advantages
+
+
+def _lambda_returns_advantages(
+    rewards: FloatArray, values: FloatArray, mask: np.ndarray[Any, Any], gamma: float, lam: float
+) -> FloatArray:
+    """GAE over the policy tokens of each row (eqs. 9-11), skipping non-policy gaps.
+
+    The reward R_i arrives on the last policy token; the state after it is terminal (V = 0).
+    Tokens of other turns are not steps of the policy's MDP, so the recursion jumps over them:
+    the "next state" of a turn's last token is the next turn's first policy token.
+    """
+    batch_size, length = mask.shape
+    advantages = np.zeros((batch_size, length), dtype=np.float64)
+    next_value = np.zeros(batch_size)
+    next_advantage = np.zeros(batch_size)
+    seen_last = np.zeros(batch_size, dtype=bool)
+    for t in range(length - 1, -1, -1):
+        active = mask[:, t]
+        reward_t = np.where(active & ~seen_last, rewards, 0.0)
+        delta = reward_t + gamma * next_value - values[:, t]
+        advantage_t = delta + gamma * lam * next_advantage
+        advantages[:, t] = np.where(active, advantage_t, 0.0)
+        next_value = np.where(active, values[:, t], next_value)
+        next_advantage = np.where(active, advantage_t, next_advantage)
+        seen_last |= active
+    return advantages
+
+
+@register
+class GAEEstimator(AdvantageEstimator):
+    """Generalised advantage estimation (eqs. 9-11) with separate lambdas for policy and critic.
+
+    ``compute`` returns A^{lambda_gae}; :meth:`value_targets` returns R^{lambda_target} =
+    V + A^{lambda_target} for the value loss. With gamma = lambda = 1 the residuals telescope
+    and the advantages equal the ``value`` estimator's R - V.
+    """
+
+    name = "gae"
+    uses_critic = True
+
+    def __init__(self, *, gamma: float = 1.0, lambda_gae: float = 1.0, lambda_target: float = 1.0) -> None:
+        self.gamma = _check_unit_interval("gamma", gamma)
+        self.lambda_gae = _check_unit_interval("lambda_gae", lambda_gae)
+        self.lambda_target = _check_unit_interval("lambda_target", lambda_target)
+
+    def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
+        values = batch.require_values(self.name)
+        return _lambda_returns_advantages(batch.rewards, values, batch.mask, self.gamma, self.lambda_gae)
+
+    def value_targets(self, batch: AdvantageBatch) -> Any:
+        """Critic regression targets R^{lambda_target}_{i,t} (eq. 10), zero off-policy."""
+        values = batch.require_values(self.name)
+        advantages = _lambda_returns_advantages(batch.rewards, values, batch.mask, self.gamma, self.lambda_target)
+        return batch.output(values + advantages)
+
+    def compute_with_targets(self, batch: AdvantageBatch) -> tuple[Any, Any]:
+        return self.compute(batch), self.value_targets(batch)
+
+
+def _bucket_of_positions(length: int, buckets: int, max_length: int | None) -> IntArray:
+    """m(t) for every token position: M uniform bins over [0, max_length) (eq. 18)."""
+    horizon = max_length if max_length is not None else length
+    positions = np.arange(length)
+    bucket: IntArray = np.minimum(positions * buckets // max(horizon, 1), buckets - 1).astype(np.int64)
+    return bucket
+
+
+@register
+class TetherEstimator(AdvantageEstimator):
+    """TETHER: b = (1 - rho) b^LOO + rho V, A = R - b (eq. 15; per-bucket rho_m(t), eq. 18).
+
+    ``compute`` uses the coefficient fitted on earlier batches (rho_{k-1}); ``update`` then fits
+    rho_hat_k = clip_[0,1](sum (R - B)(V - B) / sum (V - B)^2) over this batch's policy tokens
+    (eqs. 16, 22) and smooths rho_k = d rho_{k-1} + (1 - d) rho_hat_k (eq. 17), so no batch
+    ever uses a coefficient fitted on its own returns. rho_0 = 0 (pure group baseline).
+    """
+
+    name = "tether"
+    uses_critic = True
+
+    def __init__(
+        self,
+        *,
+        ema_decay: float = 0.95,
+        buckets: int = 1,
+        max_length: int | None = None,
+        initial_rho: float = 0.0,
+    ) -> None:
+        self.ema_decay = _check_unit_interval("ema_decay", ema_decay)
+        if buckets < 1:
+            raise ValueError(f"buckets must be >= 1, got {buckets}")
+        if max_length is not None and max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {max_length}")
+        self.buckets = buckets
+        self.max_length = max_length
+        self.rho = np.full(buckets, _check_unit_interval("initial_rho", initial_rho))
+        self.last_fit = np.full(buckets, np.nan)
+        self.updates = 0
+
+    def _mixture_terms(self, batch: AdvantageBatch) -> tuple[FloatArray, FloatArray, IntArray]:
+        values = batch.require_values(self.name)
+        loo = leave_one_out_mean(batch.rewards, batch.group_ids, self.name)[:, None]
+        group_advantage: FloatArray = batch.rewards[:, None] - loo
+        correction: FloatArray = values - loo
+        bucket = _bucket_of_positions(batch.num_tokens, self.buckets, self.max_length)
+        return group_advantage, correction, bucket
+
+    def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
+        group_advantage, correction, bucket = self._mixture_terms(batch)
+        # A_rho = A_B - rho * (V - B), eq. 19 of Appendix C.
+        advantages: FloatArray = group_advantage - self.rho[bucket][None, :] * correction
+        return advantages
+
+    def fit(self, batch: AdvantageBatch) -> FloatArray:
+        """rho_hat per bucket on this batch (NaN where sum (V - B)^2 = 0)."""
+        group_advantage, correction, bucket = self._mixture_terms(batch)
+        weights = batch.mask.astype(np.float64)
+        token_bucket = np.broadcast_to(bucket[None, :], batch.mask.shape)
+        numerator = np.bincount(
+            token_bucket.ravel(), weights=(weights * group_advantage * correction).ravel(), minlength=self.buckets
+        )
+        denominator = np.bincount(
+            token_bucket.ravel(), weights=(weights * correction * correction).ravel(), minlength=self.buckets
+        )
+        fitted = np.full(self.buckets, np.nan)
+        defined = denominator > 0
+        fitted[defined] = np.clip(numerator[defined] / denominator[defined], 0.0, 1.0)
+        return fitted
+
+    def update(self, batch: AdvantageBatch) -> None:
+        fitted = self.fit(batch)
+        defined = ~np.isnan(fitted)
+        self.rho = np.where(defined, self.ema_decay * self.rho + (1 - self.ema_decay) * np.nan_to_num(fitted), self.rho)
+        self.last_fit = fitted
+        self.updates += 1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "rho": self.rho.tolist(),
+            "last_fit": [None if np.isnan(x) else float(x) for x in self.last_fit],
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        rho = np.asarray(state["rho"], dtype=np.float64)
+        if rho.shape != (self.buckets,):
+            raise ValueError(f"rho in state has {rho.size} bucket(s), estimator has {self.buckets}")
+        if np.any((rho < 0) | (rho > 1)):
+            raise ValueError("rho in state must lie in [0, 1]")
+        self.rho = rho
+        self.last_fit = np.asarray([np.nan if x is None else x for x in state.get("last_fit", [None] * self.buckets)])
+        self.updates = int(state.get("updates", 0))
+
+    def metrics(self) -> dict[str, float]:
+        out = {"tether_rho": float(self.rho.mean())}
+        if self.buckets > 1:
+            out.update({f"tether_rho_bucket_{m}": float(r) for m, r in enumerate(self.rho)})
+        return out
+
+
+@register
+class EVPOEstimator(AdvantageEstimator):
+    """EVPO (Le Critique Appendix C, eq. 25): use the critic (A = R - V) when the previous
+    batch's explained variance was positive, else the group mean (A = R - mean R).
+
+    The decision is lagged like TETHER's rho: the first batch uses the group mean.
+    """
+
+    name = "evpo"
+    uses_critic = True
+
+    def __init__(self) -> None:
+        self.previous_explained_variance: float | None = None
+
+    def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
+        ev = self.previous_explained_variance
+        if ev is not None and ev > 0:
+            values = batch.require_values(self.name)
+            critic: FloatArray = batch.rewards[:, None] - values
+            return critic
+        return _broadcast(batch.rewards - group_mean(batch.rewards, batch.group_ids), batch)
+
+    def update(self, batch: AdvantageBatch) -> None:
+        ev = explained_variance(batch.require_values(self.name), batch.rewards, batch.mask)
+        if not np.isnan(ev):
+            self.previous_explained_variance = ev
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"previous_explained_variance": self.previous_explained_variance}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        value = state["previous_explained_variance"]
+        self.previous_explained_variance = None if value is None else float(value)
+
+    def metrics(self) -> dict[str, float]:
+        ev = self.previous_explained_variance
+        return {"evpo_uses_critic": float(ev is not None and ev > 0)}
+
+
+@register
+class LVRLEstimator(AdvantageEstimator):
+    """LVRL step advantages (LVRL paper, Figure 1).
+
+    For trajectory i with steps s_0 .. s_{S-1} (from ``step_ids`` on policy tokens), the state
+    values are V(s_0) := mu_G (the group's success rate), V(s_j) := the critic's value at the
+    first token of step j for 0 < j < S, and V(s_S) := R_i. The step advantage is
+    A_j = V(s_{j+1}) - V(s_j), normalised across all steps of the group (centred and, with
+    ``normalize_std``, divided by their std), and shared by every token of the step.
+    """
+
+    name = "lvrl"
+    uses_critic = True
+
+    def __init__(self, *, normalize_std: bool = True, center: bool = True) -> None:
+        self.normalize_std = normalize_std
+        self.center = center
+
+    def step_advantages(self, batch: AdvantageBatch) -> list[FloatArray]:
+        """Unnormalised step advantages of each trajectory (length S_i each)."""
+        values = batch.require_values(self.name)
+        step_ids = batch.require_step_ids(self.name)
+        success_rate = group_mean(batch.rewards, batch.group_ids)
+        per_row: list[FloatArray] = []
+        for row in range(batch.batch_size):
+            positions = np.flatnonzero(batch.mask[row])
+            steps, first = np.unique(step_ids[row, positions], return_index=True)
+            state_values = np.empty(steps.size + 1)
+            state_values[0] = success_rate[row]
+            state_values[1:-1] = values[row, positions[first[1:]]]
+            state_values[-1] = batch.rewards[row]
+            per_row.append(np.diff(state_values))
+        return per_row
+
+    def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
+        per_row = self.step_advantages(batch)
+        index, _ = group_index(batch.group_ids)
+        groups = index.max() + 1
+        sums = np.bincount(index, weights=[a.sum() for a in per_row], minlength=groups)
+        counts = np.bincount(index, weights=[a.size for a in per_row], minlength=groups)
+        means = sums / counts
+        squares = np.bincount(
+            index, weights=[((a - means[g]) ** 2).sum() for a, g in zip(per_row, index, strict=True)], minlength=groups
+        )
+        stds = np.sqrt(squares / counts)
+        step_ids = batch.require_step_ids(self.name)
+        out = np.zeros(batch.mask.shape)
+        for row, step_adv in enumerate(per_row):
+            g = index[row]
+            normalised = step_adv - means[g] if self.center else step_adv
+            if self.normalize_std:
+                normalised = normalised / (stds[g] + _EPS)
+            positions = np.flatnonzero(batch.mask[row])
+            steps = np.unique(step_ids[row, positions])
+            out[row, positions] = normalised[np.searchsorted(steps, step_ids[row, positions])]
+        return out

@@ -1,0 +1,74 @@
+"""How well a critic predicts returns.
+
+- explained variance, Le Critique §4.3: EV = 1 - Var(R - V) / Var(R) over policy tokens;
+- value MSE against Monte-Carlo value estimates, GenAC §6.3.1;
+- top-1 ranking accuracy among candidate next segments, GenAC §6.3.2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lecritique.advantages.batch import _to_numpy
+
+
+def _token_pairs(values: Any, returns: Any, mask: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    values_np = _to_numpy(values).astype(np.float64)
+    returns_np = _to_numpy(returns).astype(np.float64)
+    if values_np.ndim == 2 and returns_np.ndim == 1:
+        if returns_np.shape[0] != values_np.shape[0]:
+            raise ValueError(f"returns has {returns_np.shape[0]} rows, values has {values_np.shape[0]}")
+        returns_np = np.broadcast_to(returns_np[:, None], values_np.shape)
+    if returns_np.shape != values_np.shape:
+        raise ValueError(f"returns shape {returns_np.shape} does not match values shape {values_np.shape}")
+    if mask is None:
+        selected = np.ones(values_np.shape, dtype=bool)
+    else:
+        selected = _to_numpy(mask).astype(bool)
+        if selected.shape != values_np.shape:
+            raise ValueError(f"mask shape {selected.shape} does not match values shape {values_np.shape}")
+    return values_np[selected], returns_np[selected]
+
+
+def explained_variance(values: Any, returns: Any, mask: Any = None) -> float:
+    """1 - Var(R - V) / Var(R) over the selected tokens; NaN when undefined (no tokens, Var(R) = 0).
+
+    ``returns`` may be per trajectory [B] (broadcast over tokens) or per token like ``values``.
+    """
+    v, r = _token_pairs(values, returns, mask)
+    if r.size == 0:
+        return float("nan")
+    variance = float(np.var(r))
+    if variance == 0.0 or not np.isfinite(variance):
+        return float("nan")
+    return float(1.0 - np.var(r - v) / variance)
+
+
+def value_mse(values: Any, targets: Any, mask: Any = None) -> float:
+    """Mean squared error of predicted values against (e.g. Monte-Carlo) targets; NaN if empty."""
+    v, r = _token_pairs(values, targets, mask)
+    if r.size == 0:
+        return float("nan")
+    return float(np.mean((v - r) ** 2))
+
+
+def top1_ranking_accuracy(predicted: Any, true_values: Any) -> float:
+    """Fraction of rows whose highest-scored candidate has the highest true value.
+
+    Both arrays are [N, k] (k candidate next segments per state). A tie for the best true value
+    counts as a hit for any of the tied candidates. NaN for N = 0.
+    """
+    pred = _to_numpy(predicted).astype(np.float64)
+    true = _to_numpy(true_values).astype(np.float64)
+    if pred.ndim != 2 or pred.shape != true.shape:
+        raise ValueError(f"predicted {pred.shape} and true_values {true.shape} must both be [N, k]")
+    if pred.shape[0] == 0:
+        return float("nan")
+    if pred.shape[1] < 2:
+        raise ValueError(f"ranking needs k >= 2 candidates, got k = {pred.shape[1]}")
+    chosen = np.argmax(pred, axis=1)
+    best = true.max(axis=1)
+    hits = true[np.arange(true.shape[0]), chosen] >= best
+    return float(hits.mean())

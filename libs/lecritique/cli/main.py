@@ -1,0 +1,28 @@
+"""Entry point of the ``lecritique`` console script.
+
+Sub-command modules import heavy dependencies (torch, grpc) inside their commands, so
+``lecritique --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from lecritique import __version__
+
+app = typer.Typer(
+    name="lecritique",
+    help="Reinforcement learning of LLMs with learned value functions (PVF, TETHER, GenAC, LVRL).",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def version() -> None:
+    """Print the lecritique version."""
+    typer.echo(__version__)
+
+
+if __name__ == "__main__":
+    app()
