@@ -1,0 +1,1 @@
+"""Models: policies (any HF causal LM), critics (backbone + scalar head), tiny CPU models."""

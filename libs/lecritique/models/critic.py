@@ -1,0 +1,54 @@
+"""The discriminative critic: the policy's backbone plus a scalar value head per token.
+
+Stored as a normal Hugging Face token-classification model with one label
+(``AutoModelForTokenClassification``, e.g. ``LlamaForTokenClassification``), so it is saved and
+loaded with ``save_pretrained``/``from_pretrained`` like any model. Initialised from the policy
+(backbone copied, head random), as in Le Critique Appendix B.3. The head's output is a logit;
+the value in [0, 1] is its sigmoid (BCE training) or the raw output (MSE training).
+
+Alignment: the critic reads ``[critic context][prompt][trajectory tokens]``. The value of the
+state *before* trajectory token t, V(h_t), is the head output at the position of the token that
+precedes it, i.e. ``context_len + prompt_len + t - 1``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import AutoModelForTokenClassification, PreTrainedModel
+
+logger = logging.getLogger(__name__)
+
+
+def critic_from_policy(policy_dir: str | Path, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
+    """A critic whose backbone is the policy's and whose scalar head is freshly initialised."""
+    model = AutoModelForTokenClassification.from_pretrained(str(policy_dir), num_labels=1, dtype=dtype)
+    logger.info("initialised critic from policy %s (head random)", policy_dir)
+    return model
+
+
+def load_critic(critic_dir: str | Path, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
+    """Load a critic saved with ``save_pretrained``."""
+    model = AutoModelForTokenClassification.from_pretrained(str(critic_dir), dtype=dtype)
+    if model.config.num_labels != 1:
+        raise ValueError(f"{critic_dir} is not a critic: num_labels={model.config.num_labels}, expected 1")
+    return model
+
+
+def value_outputs(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Head output (logit) at every position, shape [B, L]."""
+    return model(input_ids=input_ids, attention_mask=attention_mask).logits[..., 0]
+
+
+def state_value_positions(prefix_len: int, num_tokens: int) -> np.ndarray:
+    """Positions whose head output is V(h_t) for t = 0..num_tokens-1.
+
+    ``prefix_len`` is everything before the first trajectory token (critic context + prompt);
+    it must be >= 1 so that V(h_0) has a position to be read from.
+    """
+    if prefix_len < 1:
+        raise ValueError(f"prefix_len must be >= 1 (the critic needs a prompt), got {prefix_len}")
+    return np.arange(prefix_len - 1, prefix_len - 1 + num_tokens)
