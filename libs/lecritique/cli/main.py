@@ -18,6 +18,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def main() -> None:
+    """lecritique command line."""
+
+
 @app.command()
 def version() -> None:
     """Print the lecritique version."""
