@@ -10,6 +10,7 @@ ENVIRONMENTS = {
     "arithmetic": {},
     "arithmetic-tags": {"answer_tags": True},
     "countdown": {},
+    "reasoning_gym": {"datasets": {"basic_arithmetic": 1, "mini_sudoku": 1}},
 }
 
 MALFORMED = {
