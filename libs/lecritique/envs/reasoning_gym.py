@@ -51,6 +51,10 @@ class ReasoningGymDataset(BaseModel):
     """Keyword settings of the dataset's generator (its reasoning-gym config class), without seed/size."""
 
 
+def _default_mixture() -> dict[str, float | ReasoningGymDataset]:
+    return {"basic_arithmetic": 1.0}
+
+
 class ReasoningGymConfig(EnvironmentConfigBase):
     kind: Literal["reasoning_gym"] = "reasoning_gym"
     """Selects the Reasoning Gym mixture environment."""
