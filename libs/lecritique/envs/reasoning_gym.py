@@ -58,9 +58,7 @@ def _default_mixture() -> dict[str, float | ReasoningGymDataset]:
 class ReasoningGymConfig(EnvironmentConfigBase):
     kind: Literal["reasoning_gym"] = "reasoning_gym"
     """Selects the Reasoning Gym mixture environment."""
-    datasets: dict[str, float | ReasoningGymDataset] = Field(
-        default_factory=lambda: {"basic_arithmetic": 1.0}
-    )
+    datasets: dict[str, float | ReasoningGymDataset] = Field(default_factory=_default_mixture)
     """Dataset name -> weight, or -> {weight, config}; names are reasoning-gym's registered datasets."""
     binary_reward: bool = False
     """Round partial credit down: reward 1 only when the dataset scores the answer as fully correct."""
