@@ -249,3 +249,19 @@ def _assert_no_leftovers(folder: Path) -> None:
     assert not extra, f"temporary entries left behind: {extra}"
     for name in names - {"LATEST", ".lock"}:
         assert name == version_dirname(int(name))
+
+
+def test_wait_latest_blocks_until_a_publish_and_times_out(tmp_path: Path) -> None:
+    store = WeightStore(tmp_path)
+    with pytest.raises(TimeoutError, match="no version of 'policy'"):
+        store.wait_latest("policy", timeout=0.3, poll_seconds=0.05)
+    publisher = subprocess.Popen(
+        [sys.executable, "-c", PUBLISHER_SCRIPT, str(tmp_path), "late", "1"],
+        env=_subprocess_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert store.wait_latest("policy", timeout=60, poll_seconds=0.05) == (0, store.path("policy", 0))
+    finally:
+        publisher.communicate(timeout=60)

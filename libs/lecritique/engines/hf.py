@@ -36,8 +36,8 @@ class HFEngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: Literal["hf"] = "hf"
     """Discriminator."""
-    model_path: str
-    """Hugging Face model directory of the initial policy weights."""
+    model_path: str | None = None
+    """Hugging Face model directory of the initial policy weights (filled in at launch when None)."""
     dtype: DType = "float32"
     """Parameter dtype."""
     device: str = "cpu"
@@ -84,6 +84,8 @@ class HFEngine:
         self.config = config
         self.version = 0
         if model is None or tokenizer is None:
+            if config.model_path is None:
+                raise ValueError("hf engine config has no model_path; set it to the policy's model directory")
             model, tokenizer = load_policy(config.model_path, config.dtype)
         self.model: Any = _on_device(model, config.device)
         self.tokenizer = tokenizer
@@ -106,6 +108,7 @@ class HFEngine:
             "device": self.config.device,
             "dtype": self.config.dtype,
             "max_batch_size": self.config.max_batch_size,
+            "max_position_embeddings": getattr(self.model.config, "max_position_embeddings", None),
         }
 
     def close(self) -> None:

@@ -35,8 +35,8 @@ class VLLMEngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: Literal["vllm"] = "vllm"
     """Discriminator."""
-    model_path: str
-    """Hugging Face model directory of the initial policy weights."""
+    model_path: str | None = None
+    """Hugging Face model directory of the initial policy weights (filled in at launch when None)."""
     dtype: DType = "float32"
     """Parameter and activation dtype (float32 on CPU so logprobs match the trainer's)."""
     max_model_len: int = Field(default=512, ge=16)
@@ -59,6 +59,8 @@ class VLLMEngine:
     """Batched sampling with vLLM; in-place weight reloads."""
 
     def __init__(self, config: VLLMEngineConfig) -> None:
+        if config.model_path is None:
+            raise ValueError("vllm engine config has no model_path; set it to the policy's model directory")
         # Read by the engine core process at start-up; must be set before it is spawned.
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.cpu_kv_cache_gib))
         from vllm import LLM

@@ -117,8 +117,16 @@ class ChatTemplate(PromptTemplate):
         return tail
 
 
-def build_template(config: PlainTemplateConfig | ChatTemplateConfig, tokenizer: Any = None) -> PromptTemplate:
-    """The template described by ``config`` (``chat`` needs the policy's tokenizer)."""
+def build_template(
+    config: PlainTemplateConfig | ChatTemplateConfig | Literal["plain", "chat"], tokenizer: Any = None
+) -> PromptTemplate:
+    """The template described by ``config`` or by a bare kind (``chat`` needs the policy's tokenizer)."""
+    if config == "plain":
+        config = PlainTemplateConfig()
+    elif config == "chat":
+        config = ChatTemplateConfig()
+    elif isinstance(config, str):
+        raise ValueError(f"unknown template kind {config!r}; use 'plain' or 'chat'")
     if isinstance(config, PlainTemplateConfig):
         return PlainTemplate(config)
     if tokenizer is None:

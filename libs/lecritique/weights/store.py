@@ -111,6 +111,17 @@ class WeightStore:
                 version = found[-1]
         return version, self.path(role, version)
 
+    def wait_latest(self, role: str, timeout: float | None = None, poll_seconds: float = 0.2) -> tuple[int, Path]:
+        """Block until ``role`` has a version (e.g. a server started before the first publish)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            found = self.latest(role)
+            if found is not None:
+                return found
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"no version of {role!r} was published in {self.root} within {timeout:.1f} s")
+            time.sleep(poll_seconds)
+
     def announced(self, role: str) -> int | None:
         """The newest version announced in Redis, or None (no client or nothing announced)."""
         if self.redis is None:
