@@ -37,5 +37,9 @@ bench: bench-advantages
 bench-advantages: $(STAMP)
 	$(PY) bench/advantages.py
 
+# Regenerate the gRPC stubs; tests/rpc/test_protos.py fails when committed stubs are stale.
+proto: $(STAMP)
+	$(PY) -m grpc_tools.protoc -Iprotos --python_out=libs --grpc_python_out=libs --pyi_out=libs protos/lecritique/v1/*.proto
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
