@@ -11,8 +11,9 @@ import json
 import numpy as np
 
 from lecritique.arrays import ALLOWED_DTYPES
+from lecritique.envs.base import EpisodeState, Task
 from lecritique.trajectory import Trajectory
-from lecritique.v1 import common_pb2
+from lecritique.v1 import common_pb2, environment_pb2
 
 
 def to_tensor(array: np.ndarray | None) -> common_pb2.Tensor:
@@ -81,4 +82,45 @@ def trajectory_from_proto(message: common_pb2.Trajectory) -> Trajectory:
         advantages=from_tensor(message.advantages),
         critic_context_ids=from_tensor(message.critic_context_ids),
         metadata=json.loads(message.metadata_json) if message.metadata_json else {},
+    )
+
+
+def task_to_proto(task: Task) -> environment_pb2.Task:
+    return environment_pb2.Task(
+        task_id=task.task_id,
+        prompt=task.prompt,
+        reference=task.reference or "",
+        has_reference=task.reference is not None,
+        privileged=dict(task.privileged),
+        metadata_json=json.dumps(task.metadata, separators=(",", ":")),
+    )
+
+
+def task_from_proto(message: environment_pb2.Task) -> Task:
+    return Task(
+        task_id=message.task_id,
+        prompt=message.prompt,
+        reference=message.reference if message.has_reference else None,
+        privileged=dict(message.privileged),
+        metadata=json.loads(message.metadata_json) if message.metadata_json else {},
+    )
+
+
+def episode_to_proto(state: EpisodeState) -> environment_pb2.EpisodeState:
+    return environment_pb2.EpisodeState(
+        task=task_to_proto(state.task),
+        observation=state.observation,
+        turn=state.turn,
+        done=state.done,
+        data_json=json.dumps(state.data, separators=(",", ":")),
+    )
+
+
+def episode_from_proto(message: environment_pb2.EpisodeState) -> EpisodeState:
+    return EpisodeState(
+        task=task_from_proto(message.task),
+        observation=message.observation,
+        turn=message.turn,
+        done=message.done,
+        data=json.loads(message.data_json) if message.data_json else {},
     )

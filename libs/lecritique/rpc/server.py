@@ -7,13 +7,16 @@ a ``/metrics`` HTTP side port, and a graceful stop on SIGTERM/SIGINT.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent import futures
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -102,6 +105,7 @@ def start_server(
     metrics_port: int | None = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     max_workers: int = 8,
+    port_file: Path | None = None,
 ) -> RunningServer:
     """Start a gRPC server with health, reflection, metrics; returns once it is SERVING."""
     server = grpc.server(
@@ -118,12 +122,25 @@ def start_server(
     if bound == 0:
         raise RuntimeError(f"{service}: could not bind gRPC port {host}:{port}")
     server.start()
+    bound_metrics_port = None
     if metrics_port is not None:
-        start_http_server(metrics_port)
+        metrics_server, _ = start_http_server(metrics_port)
+        bound_metrics_port = int(metrics_server.server_port)
     for name in (*names, ""):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    logger.info("%s serving gRPC on %s:%d (metrics on %s)", service, host, bound, metrics_port)
-    return RunningServer(server, health_servicer, bound, metrics_port, names)
+    logger.info("%s serving gRPC on %s:%d (metrics on %s)", service, host, bound, bound_metrics_port)
+    running = RunningServer(server, health_servicer, bound, bound_metrics_port, names)
+    if port_file is not None:
+        write_port_file(port_file, running)
+    return running
+
+
+def write_port_file(path: Path, running: RunningServer) -> None:
+    """Announce the bound ports (services may bind port 0) atomically for the launcher."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(json.dumps({"grpc": running.port, "metrics": running.metrics_port, "pid": os.getpid()}))
+    temporary.replace(path)
 
 
 def run_until_signal(running: RunningServer, on_stop: Callable[[], None] | None = None) -> None:
