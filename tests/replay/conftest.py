@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def make_buffer(redis_db: redis.Redis, request: pytest.FixtureRequest) -> Callable[..., ReplayBuffer[Any]]:
     """``make_buffer(capacity=..., ...)``: a buffer on a freshly emptied server, named after the test."""
-    experiment = request.node.name.replace("[", "-").replace("]", "")[:100]
+    experiment = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name)[:100]
 
     def make(**kwargs: Any) -> ReplayBuffer[Any]:
         kwargs.setdefault("experiment", experiment)
