@@ -31,11 +31,12 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+import struct
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from numbers import Integral
-from typing import Any, Generic, NamedTuple, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, cast, overload
 
 import redis
 from pydantic import BaseModel, ConfigDict
@@ -51,6 +52,7 @@ P = TypeVar("P")
 _EVICTION_REASONS = ("capacity", "reuse", "age")
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _ERROR_PREFIX = "LECRITIQUE "
+_RECORD_HEADER = struct.Struct(scripts.SAMPLE_RECORD_HEADER)
 
 
 class ReplayConfigError(ValueError):
@@ -346,20 +348,28 @@ class ReplayBuffer(Generic[P]):
         args: list[str | int] = [*self._settings, count, current, secrets.randbits(31)]
         keys = self.keys.script_keys()
         with self._seconds["sample"].time():
-            flat, age_uses, reuse_evicted, depth = self._call(
+            records, age_uses, reuse_evicted, depth = self._call(
                 lambda: self._sample_script(keys=keys, args=args), "sample"
             )
         self._depth_gauge.set(depth)
         self._record_evictions("age", age_uses)
         self._record_evictions("reuse", [self.config.max_reuse] * reuse_evicted)
         entries: list[ReplayEntry[P]] = []
-        for offset in range(0, len(flat), 4):
-            entry_id, payload, version, used = flat[offset : offset + 4]
+        view = memoryview(records)
+        offset = 0
+        while offset < len(view):
+            id_length, used, version, payload_length = _RECORD_HEADER.unpack_from(view, offset)
+            offset += _RECORD_HEADER.size
+            entry_id = bytes(view[offset : offset + id_length]).decode()
+            offset += id_length
+            payload = bytes(view[offset : offset + payload_length])
+            offset += payload_length
             if current_policy_version is not None:
-                self._sample_age.observe(current_policy_version - int(version))
+                self._sample_age.observe(current_policy_version - version)
             self._reuse_count.observe(used)
-            decoded = self._decode(payload) if self._decode is not None else payload
-            entries.append(ReplayEntry(_text(entry_id), decoded, int(used)))
+            # Without a decoder P is bytes (see the __init__ overloads).
+            decoded = self._decode(payload) if self._decode is not None else cast(P, payload)
+            entries.append(ReplayEntry(entry_id, decoded, used))
         self._sampled.inc(len(entries))
         return entries, len(age_uses)
 
