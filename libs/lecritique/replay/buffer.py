@@ -314,8 +314,8 @@ class ReplayBuffer(Generic[P]):
         if isinstance(policy_version, Sequence) and not isinstance(policy_version, (str, bytes)):
             if len(policy_version) != count:
                 raise ValueError(f"policy_version has {len(policy_version)} entries for {count} payloads")
-            return [_version(value, f"policy_version[{index}]") for index, value in enumerate(policy_version)]
-        return [_version(policy_version, "policy_version")] * count
+            return [_non_negative_int(value, f"policy_version[{index}]") for index, value in enumerate(policy_version)]
+        return [_non_negative_int(policy_version, "policy_version")] * count
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -327,9 +327,9 @@ class ReplayBuffer(Generic[P]):
         required and older entries are evicted first (never returned). Returns fewer than
         ``n`` entries (possibly none) when fewer are held.
         """
-        count = _count(n, "n")
+        count = _non_negative_int(n, "n")
         if current_policy_version is not None:
-            current_policy_version = _version(current_policy_version, "current_policy_version")
+            current_policy_version = _non_negative_int(current_policy_version, "current_policy_version")
         elif self.config.max_age_versions is not None:
             raise ValueError(
                 f"current_policy_version is required: experiment {self.experiment!r} has "
@@ -340,7 +340,7 @@ class ReplayBuffer(Generic[P]):
 
     def evict_stale(self, current_policy_version: int) -> int:
         """Evict entries older than ``max_age_versions``; returns how many (0 without an age bound)."""
-        _, age_evicted = self._sample(0, _version(current_policy_version, "current_policy_version"))
+        _, age_evicted = self._sample(0, _non_negative_int(current_policy_version, "current_policy_version"))
         return age_evicted
 
     def _sample(self, count: int, current_policy_version: int | None) -> tuple[list[ReplayEntry[P]], int]:
@@ -462,21 +462,14 @@ def _payload_bytes(payload: object, index: int) -> bytes:
     return bytes(data)
 
 
-def _version(value: object, name: str) -> int:
+def _non_negative_int(value: object, name: str) -> int:
+    """Policy versions and counts: ints (numpy ints too, bools not) >= 0."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    version = int(value)
-    if version < 0:
-        raise ValueError(f"{name} must be >= 0, got {version}")
-    return version
-
-
-def _count(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if int(value) < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return int(value)
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"{name} must be >= 0, got {number}")
+    return number
 
 
 def _text(value: bytes | str) -> str:
