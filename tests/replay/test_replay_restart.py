@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+import redis
 from lecritique.replay import (
     RedisUnavailableError,
     ReplayBuffer,
@@ -136,3 +137,23 @@ def test_connect_redis_starts_one_embedded_server_per_data_dir(tmp_path, monkeyp
     assert first.config_get("appendonly") == {"appendonly": "yes"}
     first.close()
     second.close()
+
+
+def test_push_retried_after_a_lost_reply_is_stored_once(make_buffer, redis_db):
+    buffer = make_buffer(capacity=100, retry=QUICK_RETRY)
+    real_script = buffer._push_script
+    attempts = []
+
+    def reply_lost_once(**kwargs):
+        result = real_script(**kwargs)  # the server ran the script ...
+        attempts.append(result)
+        if len(attempts) == 1:
+            raise redis.ConnectionError("connection reset after the script ran")  # ... the reply never came
+        return result
+
+    buffer._push_script = reply_lost_once
+    ids = buffer.push([b"a", b"b", b"c"], policy_version=0)
+
+    assert len(attempts) == 2
+    assert [entry_id.decode() for entry_id, _ in redis_db.xrange(buffer.keys.stream)] == ids
+    assert buffer.stats().pushed_total == 3

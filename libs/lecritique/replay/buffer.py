@@ -251,7 +251,7 @@ class ReplayBuffer(Generic[P]):
     def push(
         self,
         payloads: Iterable[object],
-        policy_version: int | Sequence[int],
+        policy_version: int | Iterable[int],
         *,
         idempotency_key: str | None = None,
     ) -> list[str]:
@@ -287,6 +287,10 @@ class ReplayBuffer(Generic[P]):
         self._depth_gauge.set(depth)
         if duplicate:
             logger.info("Replay push %s for experiment %r was already stored; returning its ids", token, self.experiment)
+            if idempotency_key is None:
+                # Only our own retry can repeat a generated token: the first attempt stored the
+                # entries but its reply was lost, so this call is the one that reports them.
+                self._pushed.inc(len(ids))
             return ids
         self._pushed.inc(len(ids))
         self._record_evictions("capacity", evicted_uses)
@@ -310,11 +314,13 @@ class ReplayBuffer(Generic[P]):
         return encoded
 
     @staticmethod
-    def _policy_versions(policy_version: int | Sequence[int], count: int) -> list[int]:
-        if isinstance(policy_version, Sequence) and not isinstance(policy_version, (str, bytes)):
-            if len(policy_version) != count:
-                raise ValueError(f"policy_version has {len(policy_version)} entries for {count} payloads")
-            return [_non_negative_int(value, f"policy_version[{index}]") for index, value in enumerate(policy_version)]
+    def _policy_versions(policy_version: int | Iterable[int], count: int) -> list[int]:
+        # One version per entry may come as a list, tuple or numpy array.
+        if isinstance(policy_version, Iterable) and not isinstance(policy_version, (str, bytes)):
+            versions = list(policy_version)
+            if len(versions) != count:
+                raise ValueError(f"policy_version has {len(versions)} entries for {count} payloads")
+            return [_non_negative_int(value, f"policy_version[{index}]") for index, value in enumerate(versions)]
         return [_non_negative_int(policy_version, "policy_version")] * count
 
     # -- reads --------------------------------------------------------------------------------
