@@ -1,13 +1,14 @@
 """Replay buffer throughput next to raw Redis stream commands on the same server, same run.
 
-    python bench/replay.py [--entries 20000] [--batch 64] [--payload-bytes 4096] [--appendfsync everysec]
+    python bench/replay.py [--entries 10000] [--batch 64] [--payload-bytes 4096] [--pairs 5]
+                           [--appendfsync everysec] [--json results.json]
 
 Raw baselines take one round trip per batch, like one ``push``/``sample`` call: pipelined
-``XADD`` x batch for push; for sample both a sequential ``XRANGE ... COUNT batch`` scan (the
-cheapest possible read) and pipelined ``XRANGE id id`` of random ids (the access pattern sampling
-needs). Raw and buffer runs alternate in pairs and the medians are reported, so that load from
-other processes on a shared machine hits one pair rather than one side. Target: the buffer keeps
->= 50% of raw Redis throughput.
+``XADD`` x batch for push; for sample a sequential ``XRANGE ... COUNT batch`` scan (the cheapest
+possible read), pipelined ``XRANGE id id`` of random ids (the access pattern sampling needs) and,
+for a drain, a read-and-delete loop. Raw and buffer runs alternate in pairs and medians are
+reported, so that load from other processes on a shared machine hits one pair rather than one
+side. Target: the buffer keeps >= 50% of raw Redis throughput.
 """
 
 from __future__ import annotations
@@ -87,6 +88,29 @@ def _raw_read(client, payloads: list[bytes], batch: int) -> tuple[Callable[[], N
             last = entries[-1][0].decode()
             milliseconds, sequence = last.split("-")
             cursor = f"{milliseconds}-{int(sequence) + 1}"
+
+    return prepare, run
+
+
+def _raw_consume(client, payloads: list[bytes], batch: int) -> tuple[Callable[[], None], Callable[[], int]]:
+    """Read-and-delete, the raw pattern of a drain: each round trip deletes the previous batch
+    and reads the next one (pipelined ``XDEL`` + ``XRANGE - + COUNT batch``)."""
+
+    def prepare() -> None:
+        _raw_push(client, payloads, batch, None)()
+
+    def run() -> int:
+        read, previous = 0, []
+        while True:
+            pipe = client.pipeline(transaction=False)
+            if previous:
+                pipe.xdel("bench:raw", *previous)
+            pipe.xrange("bench:raw", min="-", max="+", count=batch)
+            entries = pipe.execute()[-1]
+            if not entries:
+                return read
+            read += len(entries)
+            previous = [entry_id for entry_id, _ in entries]
 
     return prepare, run
 
@@ -229,6 +253,12 @@ def main() -> None:
             "sample, drain (max_reuse=1, evicts each entry)",
             "XRANGE COUNT batch (sequential)",
             _raw_read(client, payloads, batch),
+            _buffer_sample(client, payloads, batch, 1, sample_calls),
+        ),
+        (
+            "sample, drain (max_reuse=1, evicts each entry)",
+            "pipelined XDEL + XRANGE COUNT (consume)",
+            _raw_consume(client, payloads, batch),
             _buffer_sample(client, payloads, batch, 1, sample_calls),
         ),
     ]
