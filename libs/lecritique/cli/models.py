@@ -21,6 +21,9 @@ def build_tiny_command(
     max_steps: Annotated[int | None, typer.Option(help="Step budget (default: the task's).")] = None,
     force: Annotated[bool, typer.Option(help="Replace OUT if it holds something else.")] = False,
     cache_dir: Annotated[Path | None, typer.Option(help="Cache root (default: $LECRITIQUE_CACHE/tiny).")] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML/JSON file of further TinyBuildConfig fields (architecture, batch_size, ...).")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Build a tiny Llama with a character tokenizer, warm-started on the task's demonstrations."""
@@ -29,8 +32,20 @@ def build_tiny_command(
 
     if task not in TINY_TASKS:
         raise typer.BadParameter(f"unknown tiny task {task!r}; known: {', '.join(sorted(TINY_TASKS))}", param_hint="--task")
-    config = TinyBuildConfig(task=task, seed=seed, max_minutes=minutes, max_steps=max_steps)
-    build = build_tiny_model(config, out=out, cache_dir=cache_dir, force=force)
+    import yaml
+    from pydantic import ValidationError
+
+    settings = yaml.safe_load(config.read_text()) if config is not None else {}
+    if not isinstance(settings, dict):
+        raise typer.BadParameter(f"{config} must hold a mapping of TinyBuildConfig fields", param_hint="--config")
+    settings.update(task=task, seed=seed, max_minutes=minutes)
+    if max_steps is not None:
+        settings["max_steps"] = max_steps
+    try:
+        build_config = TinyBuildConfig.model_validate(settings)
+    except ValidationError as error:
+        raise typer.BadParameter(str(error), param_hint="--config") from None
+    build = build_tiny_model(build_config, out=out, cache_dir=cache_dir, force=force)
     evaluation = build.report["eval"]
     typer.echo(
         f"{build.path}: {build.report['parameters']} parameters, {build.report['steps']} steps "
