@@ -71,7 +71,7 @@ def main() -> None:
         rates: dict[str, list[float]] = {"vllm": [], "hf": []}
         with Progress(console=console, transient=True) as progress:
             bar = progress.add_task("rollout bench", total=2 * (args.pairs + 1))
-            for name, engine in (("vllm", vllm), ("hf", hf)):
+            for engine in (vllm, hf):
                 _timed(engine, prompts, sampling)  # warm-up
                 progress.advance(bar)
             for _ in range(args.pairs):
