@@ -92,8 +92,9 @@ class TinyBuildConfig(BaseModel):
     """Seed of the initialisation, the task samples, the demonstrations and the evaluations."""
     architecture: TinyArchitecture = Field(default_factory=TinyArchitecture)
     """Model shape."""
-    batch_size: int = Field(default=128, ge=1)
-    """Demonstration episodes per optimizer step."""
+    batch_size: int = Field(default=32, ge=1)
+    """Demonstration episodes per optimizer step (small batches learn more per example here:
+    at equal examples seen, batch 32 reached 2% validation success where batch 128 had 0%)."""
     learning_rate: float = Field(default=1e-3, gt=0)
     """Peak AdamW learning rate (>= 3e-4 is fine for SFT; RL on these models wants ~1e-4)."""
     warmup_steps: int = Field(default=20, ge=0)
@@ -243,7 +244,8 @@ def _train_and_store(
         (staging / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n")
         if report["stopped_because"] == "time":
             logger.warning("tiny build cut by the %.1f-minute guard: not cached", config.max_minutes)
-            final = staging.with_name(f".uncached-{key}-{os.getpid()}")
+            _remove_stale_uncached(cached_dir.parent)
+            final = staging.with_name(f".uncached-{key}-{os.getpid()}-{time.time_ns()}")
             staging.rename(final)
             return TinyBuild(final, report, cached=False)
         try:
@@ -255,6 +257,14 @@ def _train_and_store(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _remove_stale_uncached(root: Path, max_age_seconds: float = 86400.0) -> None:
+    """Delete day-old builds that were cut by the time guard (never cached, only handed out)."""
+    now = time.time()
+    for entry in root.glob(".uncached-*"):
+        if now - entry.stat().st_mtime > max_age_seconds:
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _task_alphabet(environment: Environment, tasks: list[Task], rng: random.Random) -> list[str]:
