@@ -17,7 +17,7 @@ def build_tiny_command(
     task: Annotated[str, typer.Option(help="Tiny task name (see `lecritique models tasks`).")],
     out: Annotated[Path, typer.Option(help="Directory that receives the model (a copy of the cache entry).")],
     seed: Annotated[int, typer.Option(help="Seed of initialisation, data and evaluation.")] = 0,
-    minutes: Annotated[float, typer.Option(help="Wall-clock guard on training; a build cut by it is not cached.")] = 3.0,
+    minutes: Annotated[float, typer.Option(help="Wall-clock guard on training; a build cut by it is not cached.")] = 6.0,
     max_steps: Annotated[int | None, typer.Option(help="Step budget (default: the task's).")] = None,
     force: Annotated[bool, typer.Option(help="Replace OUT if it holds something else.")] = False,
     cache_dir: Annotated[Path | None, typer.Option(help="Cache root (default: $LECRITIQUE_CACHE/tiny).")] = None,
