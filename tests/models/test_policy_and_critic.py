@@ -101,7 +101,8 @@ def test_critic_values_align_with_trajectory_tokens(policy_dir: Path) -> None:
         for t in range(len(tokens)):
             # V(h_t): the critic has read the prefix and tokens[:t], nothing more.
             ids = torch.tensor([prefix + tokens[:t]])
-            logit = value_outputs(critic, ids, torch.ones_like(ids))[0, -1]
+            with torch.no_grad():
+                logit = value_outputs(critic, ids, torch.ones_like(ids))[0, -1]
             assert values[t] == pytest.approx(float(torch.sigmoid(logit)), abs=1e-5)
     raw = critic_values(critic, sequences[:1], sigmoid=False)[0]
     assert np.allclose(1 / (1 + np.exp(-raw)), batched[0], atol=1e-6)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -28,6 +29,8 @@ def build_tiny_command(
 ) -> None:
     """Build a tiny Llama with a character tokenizer, warm-started on the task's demonstrations."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # OpenMP threads that spin while waiting lose badly on shared cores; read when torch loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from lecritique.models.tiny import TINY_TASKS, TinyBuildConfig, build_tiny_model
 
     if task not in TINY_TASKS:
