@@ -186,19 +186,13 @@ class CriticTrainer:
         Local to this process (no collective calls), so any single rank may serve predictions.
         """
         validate_critic_trajectories(trajectories, self.vocab_size)
-        module = self.engine.model
-        was_training = module.training
-        module.train(False)
         results: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(trajectories)
-        try:
-            lengths = [_sequence_length(t) for t in trajectories]
-            for group in split_by_token_budget(lengths, self.config.micro_batch_tokens):
-                batch = collate_critic([trajectories[i] for i in group]).to(self.engine.device)
-                values = self._values_from_outputs(self._state_outputs(module, batch)).cpu().numpy()
-                for row, index in enumerate(group):
-                    results[index] = values[row, : trajectories[index].token_ids.shape[0]].astype(np.float32)
-        finally:
-            module.train(was_training)
+        lengths = [_sequence_length(t) for t in trajectories]
+        for group in split_by_token_budget(lengths, self.config.micro_batch_tokens):
+            batch = collate_critic([trajectories[i] for i in group]).to(self.engine.device)
+            values = self._values_from_outputs(self._state_outputs(self.engine.model, batch)).cpu().numpy()
+            for row, index in enumerate(group):
+                results[index] = values[row, : trajectories[index].token_ids.shape[0]].astype(np.float32)
         return results
 
     def save(self, directory: str | Path) -> Path | None:

@@ -89,7 +89,10 @@ class TrainingEngine:
         device: torch.device,
     ) -> None:
         nn.Module.to(model, device)  # in place; PreTrainedModel.to's decorator hides its signature
-        model.train()
+        # Trained in eval mode: no dropout (HF token-classification heads default to 0.1), so the
+        # network that is trained is the deterministic one that sampled the rollout logprobs and
+        # serves the values. Gradients flow the same in either mode.
+        model.train(False)
         self.model: PreTrainedModel = model
         self.context = context
         self.device = device
