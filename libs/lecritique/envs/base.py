@@ -102,7 +102,9 @@ class Environment(ABC):
     def step(self, state: EpisodeState, action: str) -> StepResult:
         """Default single-turn episode: the first action is scored and ends it."""
         result = self.score(state.task, action)
-        done_state = EpisodeState(task=state.task, observation="", turn=state.turn + 1, done=True, data=state.data)
+        done_state = EpisodeState(
+            task=state.task, observation="", turn=state.turn + 1, done=True, data=state.data
+        )
         return StepResult(done_state, "", result.reward, True, result.diagnostic)
 
     def demonstrations(self, task: Task, rng: random.Random) -> Demonstration:

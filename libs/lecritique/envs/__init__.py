@@ -1,0 +1,114 @@
+"""Task suites behind one interface: ``get_environment(name, **config)``.
+
+>>> env = get_environment("sudoku", size=4, empty_cells=[3, 4])
+>>> tasks = env.sample_tasks(8, split="train", seed=0)
+
+Each environment has a pydantic config (``kind`` selects it) in the ``EnvironmentConfig``
+discriminated union that experiment specs embed; ``build_environment(config)`` builds one.
+Heavy libraries (reasoning-gym, minigrid) are imported only when an environment needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from lecritique.envs.arithmetic import ArithmeticConfig, ArithmeticEnvironment
+from lecritique.envs.base import (
+    Demonstration,
+    Environment,
+    EpisodeState,
+    ScoreResult,
+    Split,
+    StepResult,
+    Task,
+)
+from lecritique.envs.config import EnvironmentConfigBase
+from lecritique.envs.countdown import CountdownConfig, CountdownEnvironment
+from lecritique.envs.reasoning_gym import ReasoningGymConfig, ReasoningGymEnvironment
+from lecritique.envs.sudoku import SudokuConfig, SudokuEnvironment
+
+EnvironmentConfig = Annotated[
+    SudokuConfig | ArithmeticConfig | CountdownConfig | ReasoningGymConfig,
+    Field(discriminator="kind"),
+]
+"""One environment's configuration; ``kind`` names the environment."""
+
+_ENVIRONMENTS: dict[str, tuple[type[EnvironmentConfigBase], type[Environment]]] = {
+    "sudoku": (SudokuConfig, SudokuEnvironment),
+    "arithmetic": (ArithmeticConfig, ArithmeticEnvironment),
+    "countdown": (CountdownConfig, CountdownEnvironment),
+    "reasoning_gym": (ReasoningGymConfig, ReasoningGymEnvironment),
+}
+_CONFIG_ADAPTER: TypeAdapter[Any] = TypeAdapter(EnvironmentConfig)
+
+
+def environment_names() -> list[str]:
+    return sorted(_ENVIRONMENTS)
+
+
+def parse_environment_config(data: Mapping[str, Any]) -> EnvironmentConfigBase:
+    """Validate a config mapping with a ``kind`` field; errors name the environment and fields."""
+    kind = data.get("kind")
+    if kind not in _ENVIRONMENTS:
+        raise ValueError(f"unknown environment {kind!r}; known: {', '.join(environment_names())}")
+    try:
+        config: EnvironmentConfigBase = _CONFIG_ADAPTER.validate_python(dict(data))
+    except ValidationError as error:
+        raise ValueError(_describe(str(kind), error)) from None
+    return config
+
+
+def _describe(kind: str, error: ValidationError) -> str:
+    config_class = _ENVIRONMENTS[kind][0]
+    unknown = [str(item["loc"][-1]) for item in error.errors() if item["type"] == "extra_forbidden"]
+    problems = []
+    if unknown:
+        known = ", ".join(name for name in config_class.model_fields if name != "kind")
+        problems.append(f"unknown field(s) {', '.join(unknown)} (known: {known})")
+    for item in error.errors():
+        if item["type"] != "extra_forbidden":
+            location = ".".join(str(part) for part in item["loc"][1:]) or "config"
+            problems.append(f"{location}: {item['msg']}")
+    return f"invalid configuration for environment {kind!r}: " + "; ".join(problems)
+
+
+def build_environment(config: EnvironmentConfigBase) -> Environment:
+    """The environment a validated config describes."""
+    kind = getattr(config, "kind", None)
+    if kind not in _ENVIRONMENTS:
+        raise ValueError(f"unknown environment {kind!r}; known: {', '.join(environment_names())}")
+    config_class, environment_class = _ENVIRONMENTS[kind]
+    if not isinstance(config, config_class):
+        raise TypeError(f"environment {kind!r} needs a {config_class.__name__}, got {type(config).__name__}")
+    return environment_class(config)  # type: ignore[call-arg]
+
+
+def get_environment(name: str, **config: Any) -> Environment:
+    """Build environment ``name`` from keyword settings (validated by its config model)."""
+    if "kind" in config and config["kind"] != name:
+        raise ValueError(f"kind {config['kind']!r} contradicts environment name {name!r}")
+    return build_environment(parse_environment_config({**config, "kind": name}))
+
+
+__all__ = [
+    "ArithmeticConfig",
+    "CountdownConfig",
+    "Demonstration",
+    "Environment",
+    "EnvironmentConfig",
+    "EnvironmentConfigBase",
+    "EpisodeState",
+    "ReasoningGymConfig",
+    "ScoreResult",
+    "Split",
+    "StepResult",
+    "SudokuConfig",
+    "Task",
+    "build_environment",
+    "environment_names",
+    "get_environment",
+    "parse_environment_config",
+]

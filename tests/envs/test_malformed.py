@@ -1,0 +1,49 @@
+"""Malformed completions score 0 with a diagnostic and never raise, in every environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from lecritique.envs import get_environment
+
+ENVIRONMENTS = {
+    "sudoku": {"size": 4, "empty_cells": [3, 4]},
+    "arithmetic": {},
+    "arithmetic-tags": {"answer_tags": True},
+    "countdown": {},
+    "reasoning_gym": {"datasets": {"basic_arithmetic": 1, "mini_sudoku": 1}},
+}
+
+MALFORMED = {
+    "empty": "",
+    "whitespace": " \n\t ",
+    "huge": "7" * 1_000_000,
+    "binary": "\x00\x01\xff\xfe junk \x7f\x1b[2J",
+    "bytes": b"\xff\xfe\x00",
+    "no answer tag": "the answer is probably 42",
+    "unclosed tag": "<answer>42",
+    "surrogates": "\ud800\udfff",
+    "none": None,
+}
+
+
+@pytest.fixture(scope="module", params=sorted(ENVIRONMENTS))
+def env_and_task(request):
+    name = request.param
+    env = get_environment(name.split("-")[0], **ENVIRONMENTS[name])
+    return env, env.sample_tasks(1, seed=0)[0]
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+def test_malformed_completion_scores_zero(env_and_task, kind):
+    env, task = env_and_task
+    result = env.score(task, MALFORMED[kind])
+    assert result.reward == 0.0
+    assert isinstance(result.diagnostic, str) and 0 < len(result.diagnostic) <= 200
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+def test_malformed_action_ends_episode(env_and_task, kind):
+    env, task = env_and_task
+    result = env.step(env.reset(task), MALFORMED[kind])
+    assert result.done and result.reward == 0.0 and result.diagnostic
