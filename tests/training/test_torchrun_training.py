@@ -13,10 +13,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from lecritique.training.policy_worker import read_batch_file, write_batch_file
-from lecritique.trajectory import Trajectory
 from training_helpers import make_trajectory, save_tiny_llama
 from transformers import AutoModelForCausalLM
+
+from lecritique.training.policy_worker import read_batch_file, write_batch_file
+from lecritique.trajectory import Trajectory
+from lecritique.weights import WeightStore
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STEPS = 5
@@ -101,6 +103,8 @@ def _policy_run(workspace: Path, processes: int) -> tuple[dict[str, Any], Path]:
             str(out.with_suffix(".json")),
             "--save-dir",
             str(out),
+            "--weights-root",
+            str(workspace / f"weights_{processes}"),
         ],
     )
     return json.loads(out.with_suffix(".json").read_text()), out
@@ -131,12 +135,20 @@ def test_two_processes_follow_the_single_process_loss_trajectory(workspace: Path
         assert two["policy_tokens"] == one["policy_tokens"]
         assert two["masked_fraction"] == pytest.approx(one["masked_fraction"])
         assert two["mean_ratio"] == pytest.approx(one["mean_ratio"], rel=1e-4)
+    # Rank 0 alone published once per step: versions 0..STEPS-1, the newest equal to the saved policy.
+    store = WeightStore(workspace / "weights_2")
+    assert store.versions("policy") == list(range(STEPS))
+    assert [step["policy_version"] for step in double["steps"]] == list(range(STEPS))
+    latest = store.latest("policy")
+    assert latest is not None and latest[0] == STEPS - 1
+    published_model = AutoModelForCausalLM.from_pretrained(str(latest[1]))
     # Rank 0 saved the final policy; it matches the single-process one.
     single_model = AutoModelForCausalLM.from_pretrained(str(single_dir))
     double_model = AutoModelForCausalLM.from_pretrained(str(double_dir))
     initial_model = AutoModelForCausalLM.from_pretrained(str(workspace / "policy"))
     for name, weight in single_model.state_dict().items():
         torch.testing.assert_close(double_model.state_dict()[name], weight, rtol=1e-3, atol=1e-4)
+        torch.testing.assert_close(published_model.state_dict()[name], double_model.state_dict()[name])
     moved = [not torch.allclose(w, initial_model.state_dict()[n]) for n, w in single_model.state_dict().items()]
     assert all(moved)
 

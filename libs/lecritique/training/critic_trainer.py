@@ -42,6 +42,7 @@ from lecritique.training.collate import (
 from lecritique.training.distributed import all_reduce_sum, current_context, default_device, shard_indices
 from lecritique.training.engine import DTYPES, DType, OptimizerConfig, TrainingEngine
 from lecritique.trajectory import Trajectory
+from lecritique.weights import WeightStore
 
 logger = logging.getLogger(__name__)
 
@@ -198,6 +199,16 @@ class CriticTrainer:
     def save(self, directory: str | Path) -> Path | None:
         """Write the critic as a HF directory (``save_pretrained`` + tokenizer); rank 0 only."""
         return self.engine.save(directory, tokenizer_source=self.tokenizer_source)
+
+    def publish(self, store: WeightStore, role: str = "critic", keep_last: int | None = None) -> int | None:
+        """Publish the current weights as the next version of ``role`` in the weight store.
+
+        Rank 0 writes and returns the new version; other ranks return None. No collective call,
+        so it may be called on rank 0 alone (e.g. from ``run_policy_worker``'s ``on_step``).
+        """
+        if not self.context.is_main:
+            return None
+        return store.publish(role, self.save, keep_last=keep_last)
 
 
 def _sequence_length(trajectory: Trajectory) -> int:

@@ -34,6 +34,7 @@ from lecritique.training.distributed import all_reduce_sum, current_context, def
 from lecritique.training.engine import DTYPES, DType, OptimizerConfig, TrainingEngine
 from lecritique.training.policy_loss import DPPOLossConfig, LossStatistics, PolicyLossConfig, policy_loss
 from lecritique.trajectory import Trajectory
+from lecritique.weights import WeightStore
 
 logger = logging.getLogger(__name__)
 
@@ -144,3 +145,13 @@ class PolicyTrainer:
     def save(self, directory: str | Path) -> Path | None:
         """Write the policy as a HF directory (``save_pretrained`` + tokenizer); rank 0 only."""
         return self.engine.save(directory, tokenizer_source=self.model_dir)
+
+    def publish(self, store: WeightStore, role: str = "policy", keep_last: int | None = None) -> int | None:
+        """Publish the current weights as the next version of ``role`` in the weight store.
+
+        Rank 0 writes and returns the new version; other ranks return None. No collective call,
+        so it may be called on rank 0 alone (e.g. from ``run_policy_worker``'s ``on_step``).
+        """
+        if not self.context.is_main:
+            return None
+        return store.publish(role, self.save, keep_last=keep_last)
