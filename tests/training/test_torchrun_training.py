@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +14,13 @@ import torch
 from training_helpers import make_trajectory, save_tiny_llama
 from transformers import AutoModelForCausalLM
 
+from lecritique.training.distributed import launch_command
 from lecritique.training.policy_worker import read_batch_file, write_batch_file
 from lecritique.trajectory import Trajectory
 from lecritique.weights import WeightStore
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STEPS = 5
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _environment() -> dict[str, str]:
@@ -38,19 +31,7 @@ def _environment() -> dict[str, str]:
 
 
 def _launch(processes: int, program: list[str]) -> None:
-    """``python PROGRAM`` for one process, ``python -m torch.distributed.run`` for several."""
-    if processes == 1:
-        command = [sys.executable, *program]
-    else:
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            f"--nproc_per_node={processes}",
-            "--master_addr=127.0.0.1",
-            f"--master_port={_free_port()}",
-            *program,
-        ]
+    command = launch_command(processes, program)
     result = subprocess.run(command, env=_environment(), capture_output=True, text=True, timeout=240, check=False)
     assert result.returncode == 0, f"{command} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
 

@@ -138,6 +138,8 @@ def test_bad_policy_inputs_raise_errors_naming_the_trajectory_and_field() -> Non
         collate_policy([_trajectory([1], [40], [True])], vocab_size=32)
     with pytest.raises(ValueError, match="'logprobs' has a non-finite value"):
         collate_policy([_trajectory([1], [2], [True], logprobs=np.array([np.nan]))])
+    with pytest.raises(ValueError, match="'logprobs' has a positive log-probability"):
+        collate_policy([_trajectory([1], [2], [True], logprobs=np.array([0.5]))])
     with pytest.raises(ValueError, match="no policy tokens"):
         collate_policy([_trajectory([1], [2], [False])])
     with pytest.raises(ValueError, match="empty"):
