@@ -94,6 +94,10 @@ class DiscriminativeCriticSpec(CriticTrainerConfig):
     """Trajectories per critic update (None: the policy batch size, as in Table 2)."""
     replay: ReplaySpec = Field(default_factory=ReplaySpec)
     """Replay buffer bounds."""
+    publish_every: int = Field(default=1, ge=1)
+    """Publish critic weights every this many updates (large models: publishing costs a checkpoint)."""
+    keep_versions: int = Field(default=8, ge=2)
+    """Critic versions kept in the weight store (older ones are pruned)."""
     evaluator_replicas: int = Field(default=1, ge=1)
     """Value-evaluator service replicas."""
     max_context_chars: int = Field(default=512, ge=1)

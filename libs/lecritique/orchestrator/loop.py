@@ -139,6 +139,8 @@ class Orchestrator:
                         continue
                 cursor += 1
         except BaseException as error:  # surfaced in the consumer
+            if self._stop.is_set():
+                return  # shutting down: in-flight calls fail as channels close
             logger.exception("batch producer failed")
             self._queue.put(error)
 
@@ -317,6 +319,8 @@ class Orchestrator:
                 state = self._policy_step(state, on_step)
         finally:
             self._stop.set()
+            if self._producer is not None:
+                self._producer.join(timeout=60)
         return state
 
     def stop(self) -> None:
