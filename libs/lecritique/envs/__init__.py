@@ -25,13 +25,14 @@ from lecritique.envs.base import (
     StepResult,
     Task,
 )
+from lecritique.envs.codeio import CodeIOConfig, CodeIOEnvironment
 from lecritique.envs.config import EnvironmentConfigBase
 from lecritique.envs.countdown import CountdownConfig, CountdownEnvironment
 from lecritique.envs.reasoning_gym import ReasoningGymConfig, ReasoningGymEnvironment
 from lecritique.envs.sudoku import SudokuConfig, SudokuEnvironment
 
 EnvironmentConfig = Annotated[
-    SudokuConfig | ArithmeticConfig | CountdownConfig | ReasoningGymConfig,
+    SudokuConfig | ArithmeticConfig | CountdownConfig | ReasoningGymConfig | CodeIOConfig,
     Field(discriminator="kind"),
 ]
 """One environment's configuration; ``kind`` names the environment."""
@@ -41,6 +42,7 @@ _ENVIRONMENTS: dict[str, tuple[type[EnvironmentConfigBase], type[Environment]]] 
     "arithmetic": (ArithmeticConfig, ArithmeticEnvironment),
     "countdown": (CountdownConfig, CountdownEnvironment),
     "reasoning_gym": (ReasoningGymConfig, ReasoningGymEnvironment),
+    "codeio": (CodeIOConfig, CodeIOEnvironment),
 }
 _CONFIG_ADAPTER: TypeAdapter[Any] = TypeAdapter(EnvironmentConfig)
 
@@ -95,6 +97,7 @@ def get_environment(name: str, **config: Any) -> Environment:
 
 __all__ = [
     "ArithmeticConfig",
+    "CodeIOConfig",
     "CountdownConfig",
     "Demonstration",
     "Environment",

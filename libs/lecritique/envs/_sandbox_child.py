@@ -34,6 +34,7 @@ import resource
 import signal
 import sys
 import traceback
+from typing import Any
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -104,7 +105,9 @@ def _mounts() -> list[tuple[str, int]]:
 
 def _blocked_ancestors() -> dict[str, list[str]]:
     """Directories others may not traverse -> the interpreter's directories below them."""
-    needed = {os.path.realpath(path) for path in (sys.prefix, sys.base_prefix, *sys.path) if os.path.isdir(path)}
+    needed = {
+        os.path.realpath(path) for path in (sys.prefix, sys.base_prefix, *sys.path) if os.path.isdir(path)
+    }
     blocked: dict[str, list[str]] = {}
     for path in sorted(needed):
         parts = path.strip("/").split("/")
@@ -133,7 +136,10 @@ def expose_interpreter(notes: list[str]) -> None:
         )
         for path, handle in zip(keep, handles, strict=True):
             os.makedirs(path, mode=0o755, exist_ok=True)
-            _check(libc.mount(f"/proc/self/fd/{handle}".encode(), path.encode(), None, MS_BIND | MS_REC, None), path)
+            _check(
+                libc.mount(f"/proc/self/fd/{handle}".encode(), path.encode(), None, MS_BIND | MS_REC, None),
+                path,
+            )
             os.close(handle)
         notes.append(f"covered {ancestor} (not traversable by the sandbox uid); exposed {', '.join(keep)}")
 
@@ -204,13 +210,14 @@ def install_audit_hook(workdir: str, layers: list[str]) -> None:
     forbidden_prefixes = ("socket.", "subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "ctypes.")
     forbidden = {"os.system", "os.fork", "os.forkpty", "os.kill", "os.killpg", "pty.spawn"}
 
-    def hook(event: str, args: tuple) -> None:
+    def hook(event: str, args: tuple[Any, ...]) -> None:
         if event in forbidden or event.startswith(forbidden_prefixes):
             raise PermissionError(f"sandbox: {event} is not allowed")
         if event == "open":
             path, mode, flags = (*args, None, None, None)[:3]
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC)
+                isinstance(flags, int)
+                and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC)
             )
             if writing and isinstance(path, str | bytes):
                 target = os.path.realpath(os.fsdecode(path))
@@ -221,8 +228,8 @@ def install_audit_hook(workdir: str, layers: list[str]) -> None:
     layers.append("audit-hook")
 
 
-def run_call(job: dict, workdir: str) -> dict:
-    namespace: dict = {"__name__": "__sandbox__", "__builtins__": __builtins__}
+def run_call(job: dict[str, Any], workdir: str) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"__name__": "__sandbox__", "__builtins__": __builtins__}
     exec(compile(job["source"], "<sandboxed>", "exec"), namespace)
     function = namespace.get(job["function"])
     if not callable(function):
@@ -231,7 +238,7 @@ def run_call(job: dict, workdir: str) -> dict:
     return {"ok": True, "value": value}
 
 
-def write_result(workdir: str, result: dict) -> None:
+def write_result(workdir: str, result: dict[str, Any]) -> None:
     try:
         text = json.dumps(result, allow_nan=True)
     except (TypeError, ValueError) as error:
@@ -240,7 +247,7 @@ def write_result(workdir: str, result: dict) -> None:
         handle.write(text)
 
 
-def worker(job: dict, workdir: str, layers: list[str], notes: list[str]) -> None:
+def worker(job: dict[str, Any], workdir: str, layers: list[str], notes: list[str]) -> None:
     """The untrusted side: limits, privilege drop, audit hook, the call, the result file."""
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     worker_pid = os.getpid()
@@ -258,7 +265,9 @@ def worker(job: dict, workdir: str, layers: list[str], notes: list[str]) -> None
         if job.get("audit_hook", True):
             install_audit_hook(workdir, layers)
         # Results are written from inside the call's process, so report the layers first.
-        write_result(workdir, {"ok": False, "error": "the call did not finish", "layers": layers, "notes": notes})
+        write_result(
+            workdir, {"ok": False, "error": "the call did not finish", "layers": layers, "notes": notes}
+        )
         try:
             result = run_call(job, workdir)
         except MemoryError:
@@ -287,7 +296,9 @@ def main() -> None:
             except OSError as error:
                 notes.append(str(error))
         elif job.get("namespaces") == "require":
-            write_result(workdir, {"ok": False, "error": "namespaces required but unavailable", "notes": notes})
+            write_result(
+                workdir, {"ok": False, "error": "namespaces required but unavailable", "notes": notes}
+            )
             sys.exit(3)
     # The first child is PID 1 of the new PID namespace: a minimal init whose exit kills every
     # process left in the namespace. The code runs in its child, because the kernel does not

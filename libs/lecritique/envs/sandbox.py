@@ -33,6 +33,7 @@ active in every result (``SandboxResult.layers``); ``"require"`` refuses to run 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -183,10 +184,8 @@ class Sandbox:
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _signal_reason(number: int) -> str:
