@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import time
 
 import pytest
 from lecritique.envs import Task, get_environment
@@ -44,6 +45,16 @@ def sandbox_processes() -> list[str]:
     return found
 
 
+def no_sandbox_processes_remain(grace_seconds: float = 5.0) -> bool:
+    """True once every sandbox process is gone; killed processes need a moment to be reaped."""
+    deadline = time.monotonic() + grace_seconds
+    while sandbox_processes():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"stray sandbox processes: {sandbox_processes()}")
+        time.sleep(0.05)
+    return True
+
+
 def task_running(code: str) -> Task:
     """An input-prediction task whose reference code is ``code``."""
     return Task(
@@ -71,7 +82,7 @@ def assert_contained(env, code: str, *expected: str) -> str:
     if env.setup == "kernel-layers-only":
         # The kernel stopped it, not the audit hook (whose refusals start with "sandbox:").
         assert "sandbox:" not in result.diagnostic
-    assert sandbox_processes() == []
+    assert no_sandbox_processes_remain()
     assert subprocess.run(["true"], check=False).returncode == 0  # the host can still fork
     return result.diagnostic
 

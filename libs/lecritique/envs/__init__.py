@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import Field, TypeAdapter, ValidationError
 
 from lecritique.envs.arithmetic import ArithmeticConfig, ArithmeticEnvironment
+from lecritique.envs.babyai_text import BabyAITextConfig, BabyAITextEnvironment
 from lecritique.envs.base import (
     Demonstration,
     Environment,
@@ -32,7 +33,7 @@ from lecritique.envs.reasoning_gym import ReasoningGymConfig, ReasoningGymEnviro
 from lecritique.envs.sudoku import SudokuConfig, SudokuEnvironment
 
 EnvironmentConfig = Annotated[
-    SudokuConfig | ArithmeticConfig | CountdownConfig | ReasoningGymConfig | CodeIOConfig,
+    SudokuConfig | ArithmeticConfig | CountdownConfig | ReasoningGymConfig | CodeIOConfig | BabyAITextConfig,
     Field(discriminator="kind"),
 ]
 """One environment's configuration; ``kind`` names the environment."""
@@ -43,6 +44,7 @@ _ENVIRONMENTS: dict[str, tuple[type[EnvironmentConfigBase], type[Environment]]] 
     "countdown": (CountdownConfig, CountdownEnvironment),
     "reasoning_gym": (ReasoningGymConfig, ReasoningGymEnvironment),
     "codeio": (CodeIOConfig, CodeIOEnvironment),
+    "babyai_text": (BabyAITextConfig, BabyAITextEnvironment),
 }
 _CONFIG_ADAPTER: TypeAdapter[Any] = TypeAdapter(EnvironmentConfig)
 
@@ -97,6 +99,7 @@ def get_environment(name: str, **config: Any) -> Environment:
 
 __all__ = [
     "ArithmeticConfig",
+    "BabyAITextConfig",
     "CodeIOConfig",
     "CountdownConfig",
     "Demonstration",
