@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from lecritique.envs.answers import ANSWER_INSTRUCTION, clean_completion, extract_tagged_answer, short, tagged
+from lecritique.envs.answers import ANSWER_INSTRUCTION, extract_answer, short, tagged
 from lecritique.envs.base import Demonstration, Environment, ScoreResult, Split, Task
 from lecritique.envs.config import EnvironmentConfigBase
 from lecritique.envs.sandbox import Sandbox, SandboxConfig
@@ -206,12 +206,9 @@ class CodeIOEnvironment(Environment):
         return tasks
 
     def score(self, task: Task, completion: str) -> ScoreResult:
-        text, problem = clean_completion(completion)
-        if text is None:
-            return ScoreResult(0.0, problem)
-        answer = extract_tagged_answer(text)
+        answer, problem = extract_answer(completion, tags=True)
         if answer is None:
-            return ScoreResult(0.0, "no <answer> tag")
+            return ScoreResult(0.0, problem)
         try:
             candidate = json.loads(answer)
         except (ValueError, RecursionError):
