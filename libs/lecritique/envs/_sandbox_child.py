@@ -289,17 +289,20 @@ def main() -> None:
     workdir = os.path.realpath(os.getcwd())
     layers: list[str] = []
     notes: list[str] = []
-    if job.get("namespaces", "auto") != "off":
-        if enter_namespaces(layers, notes):
-            try:
-                make_filesystem_read_only(workdir, layers, notes)
-            except OSError as error:
-                notes.append(str(error))
-        elif job.get("namespaces") == "require":
-            write_result(
-                workdir, {"ok": False, "error": "namespaces required but unavailable", "notes": notes}
-            )
-            sys.exit(3)
+    try:
+        if job.get("namespaces", "auto") != "off":
+            if enter_namespaces(layers, notes):
+                try:
+                    make_filesystem_read_only(workdir, layers, notes)
+                except OSError as error:
+                    notes.append(str(error))
+            elif job.get("namespaces") == "require":
+                error_text = "namespaces required but unavailable"
+                write_result(workdir, {"ok": False, "error": error_text, "notes": notes})
+                sys.exit(3)
+    except OSError as error:  # e.g. a user namespace whose id maps cannot be written
+        write_result(workdir, {"ok": False, "error": f"sandbox set-up failed: {error}", "notes": notes})
+        sys.exit(3)
     # The first child is PID 1 of the new PID namespace: a minimal init whose exit kills every
     # process left in the namespace. The code runs in its child, because the kernel does not
     # deliver default-action signals such as SIGXCPU (the CPU limit) to a namespace's init.
