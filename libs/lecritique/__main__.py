@@ -1,3 +1,5 @@
 from lecritique.cli.main import app
 
-app()
+# Guarded: vLLM's engine core is a spawned process that re-imports the main module.
+if __name__ == "__main__":
+    app()

@@ -117,7 +117,7 @@ class Trajectory:
         if header.pop("v") != _FORMAT_VERSION:
             raise ValueError("unsupported trajectory format version")
         offset = 4 + header_len
-        arrays: dict[str, np.ndarray] = {}
+        arrays: dict[str, Any] = {}
         for name in header.pop("arrays"):
             arrays[name], offset = unpack_array(view, offset)
         return cls(**header, **arrays)

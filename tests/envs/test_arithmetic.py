@@ -6,6 +6,7 @@ import random
 import re
 
 import pytest
+
 from lecritique.envs import get_environment
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from lecritique.envs import get_environment
 from lecritique.envs.expressions import ExpressionError, evaluate
 

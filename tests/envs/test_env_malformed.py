@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from lecritique.envs import get_environment
 
 ENVIRONMENTS = {

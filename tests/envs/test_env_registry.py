@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import BaseModel
+
 from lecritique.envs import (
     EnvironmentConfig,
     SudokuConfig,
@@ -11,7 +13,6 @@ from lecritique.envs import (
     get_environment,
     parse_environment_config,
 )
-from pydantic import BaseModel
 
 
 class Spec(BaseModel):

@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+
 from lecritique.envs import EpisodeState, get_environment
 from lecritique.envs.sudoku import conflict, empty_positions
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
+import numpy as np
+
 from lecritique.advantages.batch import AdvantageBatch, FloatArray
 
 
@@ -20,14 +22,29 @@ class AdvantageEstimator(ABC):
     name: ClassVar[str]
     uses_critic: ClassVar[bool] = False
     """Whether the estimator reads ``values`` (the orchestrator then waits for critic warmup)."""
+    chunk_tokens: ClassVar[int | None] = 1 << 16
+    """Token-level work runs on group-aligned row chunks of about this many tokens (None: whole
+    batch). Every estimator here is group- or row-local given its fitted state, so chunking
+    changes no result, only keeps temporaries cache-sized."""
 
     def compute(self, batch: AdvantageBatch) -> Any:
         """Token advantages [B, T] (float32; torch if ``batch.rewards`` was torch)."""
-        return batch.output(self._token_advantages(batch))
+        if self.chunk_tokens is None:
+            return batch.output(self._token_advantages(batch))
+        out = np.zeros(batch.mask.shape, dtype=np.float32)
+        for rows in batch.group_chunks(self.chunk_tokens):
+            chunk = batch.select(rows)
+            advantages = self._token_advantages(chunk)
+            if isinstance(rows, slice):
+                np.copyto(out[rows], advantages, where=chunk.mask, casting="same_kind")
+            else:
+                out[rows] = np.where(chunk.mask, advantages, 0.0)
+        return batch.wrap(out)
 
     @abstractmethod
     def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
-        """Advantages for every token (off-policy tokens are zeroed by the caller)."""
+        """Advantages for every token of ``batch`` (a whole batch or a group-aligned chunk of
+        one); off-policy tokens are zeroed by the caller."""
 
     def update(self, batch: AdvantageBatch) -> None:  # noqa: B027 - stateless by default
         """Fit lagged state on this batch after its advantages were frozen."""

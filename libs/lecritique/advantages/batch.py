@@ -118,6 +118,34 @@ class AdvantageBatch:
         object.__setattr__(self, "step_ids", steps_i)
         object.__setattr__(self, "returns_torch", _is_torch(rewards))
 
+    def select(self, rows: slice | IntArray) -> AdvantageBatch:
+        """The sub-batch of ``rows``, already validated (no checks, no copies for a slice)."""
+        sub = object.__new__(AdvantageBatch)
+        for name in ("rewards", "group_ids", "mask", "values", "step_ids"):
+            array = getattr(self, name)
+            object.__setattr__(sub, name, None if array is None else array[rows])
+        object.__setattr__(sub, "returns_torch", self.returns_torch)
+        return sub
+
+    def group_chunks(self, max_tokens: int) -> list[slice | IntArray]:
+        """Row selections of about ``max_tokens`` tokens each that never split a group.
+
+        Token-level work runs chunk by chunk so its temporaries stay cache-sized: cost then
+        grows linearly with the batch instead of degrading once arrays outgrow the caches.
+        """
+        order = np.argsort(self.group_ids, kind="stable")
+        contiguous = bool(np.all(order == np.arange(self.batch_size)))
+        sorted_groups = self.group_ids[order]
+        starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
+        rows_per_chunk = max(1, max_tokens // max(self.num_tokens, 1))
+        chunks: list[slice | IntArray] = []
+        begin = 0
+        for boundary in [*starts[1:].tolist(), self.batch_size]:
+            if boundary - begin >= rows_per_chunk or boundary == self.batch_size:
+                chunks.append(slice(begin, boundary) if contiguous else order[begin:boundary])
+                begin = boundary
+        return chunks
+
     @property
     def batch_size(self) -> int:
         return int(self.rewards.shape[0])
@@ -136,9 +164,14 @@ class AdvantageBatch:
             raise ValueError(f"step_ids is required by the {estimator!r} estimator but is None")
         return self.step_ids
 
-    def output(self, token_advantages: FloatArray) -> Any:
+    def output(self, token_advantages: np.ndarray[Any, Any]) -> Any:
         """Zero non-policy tokens and convert to the caller's array type (float32)."""
-        out = np.where(self.mask, token_advantages, 0.0).astype(np.float32)
+        out = np.zeros(self.mask.shape, dtype=np.float32)
+        np.copyto(out, token_advantages, where=self.mask, casting="same_kind")
+        return self.wrap(out)
+
+    def wrap(self, out: npt.NDArray[np.float32]) -> Any:
+        """``out`` as the caller's array type (torch if ``rewards`` was torch)."""
         if self.returns_torch:
             import torch
 

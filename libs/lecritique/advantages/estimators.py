@@ -13,7 +13,7 @@ import numpy as np
 from lecritique.advantages.base import AdvantageEstimator, register
 from lecritique.advantages.batch import AdvantageBatch, FloatArray, IntArray
 from lecritique.advantages.groups import group_index, group_mean, group_std, leave_one_out_mean
-from lecritique.advantages.metrics import explained_variance
+from lecritique.advantages.metrics import explained_variance_from_moments, explained_variance_moments
 
 _EPS = 1e-6
 
@@ -82,22 +82,26 @@ def _lambda_returns_advantages(
     The reward R_i arrives on the last policy token; the state after it is terminal (V = 0).
     Tokens of other turns are not steps of the policy's MDP, so the recursion jumps over them:
     the "next state" of a turn's last token is the next turn's first policy token.
+    The recursion runs backwards over time on [T, B] (transposed) arrays so every step reads
+    contiguous memory.
     """
     batch_size, length = mask.shape
-    advantages = np.zeros((batch_size, length), dtype=np.float64)
+    values_t = np.ascontiguousarray(values.T)
+    mask_t = np.ascontiguousarray(mask.T)
+    advantages_t = np.zeros((length, batch_size), dtype=np.float64)
     next_value = np.zeros(batch_size)
     next_advantage = np.zeros(batch_size)
-    seen_last = np.zeros(batch_size, dtype=bool)
+    pending_reward = rewards.astype(np.float64, copy=True)
+    discount = gamma * lam
     for t in range(length - 1, -1, -1):
-        active = mask[:, t]
-        reward_t = np.where(active & ~seen_last, rewards, 0.0)
-        delta = reward_t + gamma * next_value - values[:, t]
-        advantage_t = delta + gamma * lam * next_advantage
-        advantages[:, t] = np.where(active, advantage_t, 0.0)
-        next_value = np.where(active, values[:, t], next_value)
-        next_advantage = np.where(active, advantage_t, next_advantage)
-        seen_last |= active
-    return advantages
+        active = mask_t[t]
+        # delta_t = r_t + gamma V_{t+1} - V_t, with r_t = R on the row's last policy token only.
+        advantage_t = pending_reward + gamma * next_value - values_t[t] + discount * next_advantage
+        np.copyto(advantages_t[t], advantage_t, where=active)
+        np.copyto(next_value, values_t[t], where=active)
+        np.copyto(next_advantage, advantage_t, where=active)
+        np.copyto(pending_reward, 0.0, where=active)
+    return np.ascontiguousarray(advantages_t.T)
 
 
 @register
@@ -111,6 +115,9 @@ class GAEEstimator(AdvantageEstimator):
 
     name = "gae"
     uses_critic = True
+    # The backward recursion is one vectorised pass over time for the whole batch; chunking
+    # rows would repeat its per-step overhead for every chunk.
+    chunk_tokens = None
 
     def __init__(self, *, gamma: float = 1.0, lambda_gae: float = 1.0, lambda_target: float = 1.0) -> None:
         self.gamma = _check_unit_interval("gamma", gamma)
@@ -187,15 +194,14 @@ class TetherEstimator(AdvantageEstimator):
 
     def fit(self, batch: AdvantageBatch) -> FloatArray:
         """rho_hat per bucket on this batch (NaN where sum (V - B)^2 = 0)."""
-        group_advantage, correction, bucket = self._mixture_terms(batch)
-        weights = batch.mask.astype(np.float64)
-        token_bucket = np.broadcast_to(bucket[None, :], batch.mask.shape)
-        numerator = np.bincount(
-            token_bucket.ravel(), weights=(weights * group_advantage * correction).ravel(), minlength=self.buckets
-        )
-        denominator = np.bincount(
-            token_bucket.ravel(), weights=(weights * correction * correction).ravel(), minlength=self.buckets
-        )
+        numerator = np.zeros(self.buckets)
+        denominator = np.zeros(self.buckets)
+        for rows in batch.group_chunks(self.chunk_tokens or batch.mask.size):
+            chunk = batch.select(rows)
+            group_advantage, correction, bucket = self._mixture_terms(chunk)
+            weighted = np.where(chunk.mask, correction, 0.0)
+            numerator += np.bincount(bucket, weights=(weighted * group_advantage).sum(axis=0), minlength=self.buckets)
+            denominator += np.bincount(bucket, weights=(weighted * correction).sum(axis=0), minlength=self.buckets)
         fitted = np.full(self.buckets, np.nan)
         defined = denominator > 0
         fitted[defined] = np.clip(numerator[defined] / denominator[defined], 0.0, 1.0)
@@ -255,7 +261,12 @@ class EVPOEstimator(AdvantageEstimator):
         return _broadcast(batch.rewards - group_mean(batch.rewards, batch.group_ids), batch)
 
     def update(self, batch: AdvantageBatch) -> None:
-        ev = explained_variance(batch.require_values(self.name), batch.rewards, batch.mask)
+        batch.require_values(self.name)
+        moments = np.zeros(5)
+        for rows in batch.group_chunks(self.chunk_tokens or batch.mask.size):
+            chunk = batch.select(rows)
+            moments += explained_variance_moments(chunk.values, chunk.rewards, chunk.mask)
+        ev = explained_variance_from_moments(moments)
         if not np.isnan(ev):
             self.previous_explained_variance = ev
 

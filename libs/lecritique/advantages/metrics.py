@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from lecritique.advantages.batch import _to_numpy
 
@@ -44,6 +45,26 @@ def explained_variance(values: Any, returns: Any, mask: Any = None) -> float:
     if variance == 0.0 or not np.isfinite(variance):
         return float("nan")
     return float(1.0 - np.var(r - v) / variance)
+
+
+def explained_variance_moments(values: Any, returns: Any, mask: Any = None) -> npt.NDArray[np.float64]:
+    """Sufficient statistics [n, sum R, sum R^2, sum E, sum E^2] with E = R - V, so that
+    explained variance over a batch can be accumulated chunk by chunk."""
+    v, r = _token_pairs(values, returns, mask)
+    error = r - v
+    return np.array([r.size, r.sum(), (r * r).sum(), error.sum(), (error * error).sum()])
+
+
+def explained_variance_from_moments(moments: npt.NDArray[np.float64]) -> float:
+    """Explained variance from accumulated :func:`explained_variance_moments`; NaN if undefined."""
+    count, sum_r, sum_r2, sum_e, sum_e2 = (float(x) for x in moments)
+    if count == 0:
+        return float("nan")
+    variance = sum_r2 / count - (sum_r / count) ** 2
+    if variance <= 1e-12 * max(1.0, sum_r2 / count):
+        return float("nan")
+    error_variance = max(sum_e2 / count - (sum_e / count) ** 2, 0.0)
+    return float(1.0 - error_variance / variance)
 
 
 def value_mse(values: Any, targets: Any, mask: Any = None) -> float:

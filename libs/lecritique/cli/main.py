@@ -9,6 +9,10 @@ from __future__ import annotations
 import typer
 
 from lecritique import __version__
+from lecritique.cli.orchestrate import orchestrate
+from lecritique.cli.report import report
+from lecritique.cli.run import run
+from lecritique.cli.serve import serve
 
 app = typer.Typer(
     name="lecritique",
@@ -21,6 +25,12 @@ app = typer.Typer(
 @app.callback()
 def main() -> None:
     """lecritique command line."""
+
+
+app.command(name="serve")(serve)
+app.command(name="orchestrate")(orchestrate)
+app.command(name="run")(run)
+app.command(name="report")(report)
 
 
 @app.command()

@@ -25,14 +25,16 @@ logger = logging.getLogger(__name__)
 
 def critic_from_policy(policy_dir: str | Path, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
     """A critic whose backbone is the policy's and whose scalar head is freshly initialised."""
-    model = AutoModelForTokenClassification.from_pretrained(str(policy_dir), num_labels=1, dtype=dtype)
+    model: PreTrainedModel = AutoModelForTokenClassification.from_pretrained(
+        str(policy_dir), num_labels=1, dtype=dtype
+    )
     logger.info("initialised critic from policy %s (head random)", policy_dir)
     return model
 
 
 def load_critic(critic_dir: str | Path, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
     """Load a critic saved with ``save_pretrained``."""
-    model = AutoModelForTokenClassification.from_pretrained(str(critic_dir), dtype=dtype)
+    model: PreTrainedModel = AutoModelForTokenClassification.from_pretrained(str(critic_dir), dtype=dtype)
     if model.config.num_labels != 1:
         raise ValueError(f"{critic_dir} is not a critic: num_labels={model.config.num_labels}, expected 1")
     return model
@@ -40,7 +42,8 @@ def load_critic(critic_dir: str | Path, dtype: torch.dtype = torch.float32) -> P
 
 def value_outputs(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Head output (logit) at every position, shape [B, L]."""
-    return model(input_ids=input_ids, attention_mask=attention_mask).logits[..., 0]
+    logits: torch.Tensor = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    return logits[..., 0]
 
 
 def state_value_positions(prefix_len: int, num_tokens: int) -> np.ndarray:

@@ -1,0 +1,70 @@
+"""``lecritique run SPEC --out DIR``: a whole experiment as local processes, with progress."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+
+def run(
+    spec: Annotated[Path, typer.Argument(help="Experiment spec (YAML or JSON).", exists=True, dir_okay=False)],
+    out: Annotated[Path, typer.Option(help="Run directory (created; an existing one is resumed).")],
+    redis_url: Annotated[str | None, typer.Option(envvar="REDIS_URL", help="Use this Redis instead of an embedded one.")] = None,
+    cache_dir: Annotated[Path | None, typer.Option(help="Cache of built tiny models.")] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level of this launcher.")] = "WARNING",
+) -> None:
+    """Start every service on loopback, run the experiment, stop everything, write the report."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s run %(levelname)s %(name)s: %(message)s")
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from lecritique.config import SpecError, load_spec
+    from lecritique.launch.local import LocalLauncher, resolve_policy
+    from lecritique.reporting import write_report
+
+    console = Console()
+    try:
+        experiment = load_spec(spec)
+    except SpecError as error:
+        console.print(f"[red]{error}")
+        raise typer.Exit(2) from None
+    with console.status("preparing the policy model (tiny models are built once and cached)"):
+        experiment = resolve_policy(experiment, cache_dir)
+    launcher = LocalLauncher(experiment, out, redis_url=redis_url)
+    code = 1
+    try:
+        with console.status("starting services"):
+            launcher.start_services()
+        launcher.start_orchestrator()
+        columns = (
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[summary]}"),
+        )
+        with Progress(*columns, console=console) as progress:
+            task = progress.add_task("policy steps", total=experiment.orchestrator.steps, summary="warming up the critic")
+
+            def on_metrics(row: dict[str, Any]) -> None:
+                def fmt(key: str) -> str:
+                    value = row.get(key)
+                    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+                progress.update(
+                    task, completed=row["step"],
+                    summary=f"reward {fmt('reward_mean')}  EV {fmt('value_explained_variance')}  rho {fmt('tether_rho')}",
+                )
+
+            code = launcher.wait(on_metrics)
+    except KeyboardInterrupt:
+        console.print("interrupted: stopping every service")
+    finally:
+        launcher.stop()
+    if (out / "metrics.jsonl").exists():
+        png, md = write_report(out, title=experiment.name)
+        console.print(f"report: {md} and {png}")
+    if code != 0:
+        console.print(f"[red]orchestrator exited with code {code}; see {out / 'logs'}")
+        raise typer.Exit(code or 1)

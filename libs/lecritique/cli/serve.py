@@ -1,0 +1,63 @@
+"""``lecritique serve SERVICE``: run one service process (the entry point of every Dockerfile)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lecritique.config.runtime import ServiceRuntime
+
+
+class Service(StrEnum):
+    rollout = "rollout"
+    environment = "environment"
+    value_evaluator = "value-evaluator"
+    value_trainer = "value-trainer"
+    policy_trainer = "policy-trainer"
+
+
+# Each service is a package under services/ exposing ``serve(runtime)``.
+_MODULES = {
+    Service.rollout: "services.rollout.server",
+    Service.environment: "services.environment_verifier.server",
+    Service.value_evaluator: "services.value_evaluator.server",
+    Service.value_trainer: "services.value_trainer.server",
+    Service.policy_trainer: "services.policy_trainer.server",
+}
+
+
+def serve(
+    service: Annotated[Service, typer.Argument(help="Which service to run.")],
+    spec: Annotated[Path, typer.Option(help="Experiment spec (YAML or JSON).", exists=True, dir_okay=False)],
+    port: Annotated[int, typer.Option(help="gRPC port (0: any free port, see --port-file).")] = 0,
+    metrics_port: Annotated[int | None, typer.Option(help="Prometheus /metrics port (0: any free port).")] = None,
+    experiment: Annotated[str | None, typer.Option(help="Experiment id (default: the spec's name).")] = None,
+    weights_dir: Annotated[Path, typer.Option(help="Root of the weight store.")] = Path("weights"),
+    redis_url: Annotated[str | None, typer.Option(envvar="REDIS_URL", help="Redis URL.")] = None,
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "0.0.0.0",
+    state_dir: Annotated[Path | None, typer.Option(help="Service-local state directory.")] = None,
+    port_file: Annotated[Path | None, typer.Option(help="Write the bound ports here as JSON.")] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Run one lecritique service until SIGTERM/SIGINT."""
+    logging.basicConfig(level=log_level.upper(), format=f"%(asctime)s {service.value} %(levelname)s %(name)s: %(message)s")
+    from lecritique.config import load_spec
+
+    experiment_id = experiment or load_spec(spec).name
+    runtime = ServiceRuntime(
+        port=port,
+        spec_path=spec,
+        experiment_id=experiment_id,
+        weights_dir=weights_dir,
+        redis_url=redis_url,
+        metrics_port=metrics_port,
+        host=host,
+        state_dir=state_dir,
+        port_file=port_file,
+    )
+    importlib.import_module(_MODULES[service]).serve(runtime)

@@ -1,0 +1,205 @@
+"""The experiment spec: one typed document for local runs (YAML) and the REST API (JSON).
+
+Every section forbids unknown fields, so a typo fails before any process starts, with an error
+that names the field's full path (e.g. ``critic.replay.capcity``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from lecritique.config.base import SpecModel
+from lecritique.config.estimators import EstimatorSpec, TetherSpec
+from lecritique.critics.context import CriticContextKind
+from lecritique.engines import EngineConfig, HFEngineConfig
+from lecritique.envs import EnvironmentConfig
+from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
+from lecritique.training.critic_trainer import CriticTrainerConfig
+from lecritique.training.engine import OptimizerConfig
+from lecritique.training.policy_trainer import PolicyTrainerConfig
+
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
+
+
+class SpecError(ValueError):
+    """An invalid experiment spec; the message names every offending field."""
+
+
+class PolicyModelSpec(SpecModel):
+    path: str | None = None
+    """Hugging Face model directory of the initial policy."""
+    tiny: str | None = None
+    """Or: a tiny CPU model built (and cached) by ``lecritique models build-tiny --task`` this name."""
+    template: TemplateConfig = Field(default_factory=PlainTemplateConfig)
+    """How prompts and turns are rendered: ``plain`` concatenation or the tokenizer's ``chat`` template."""
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> PolicyModelSpec:
+        if (self.path is None) == (self.tiny is None):
+            raise ValueError("set exactly one of 'path' and 'tiny'")
+        return self
+
+
+class SamplingSpec(SpecModel):
+    temperature: float = Field(default=1.0, gt=0.0)
+    """Sampling temperature of rollouts (the paper: 1.0)."""
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    """Nucleus sampling mass."""
+    max_tokens: int = Field(default=32, ge=1)
+    """Most tokens of one policy turn."""
+
+
+class RolloutSpec(SpecModel):
+    engine: EngineConfig = Field(default_factory=lambda: HFEngineConfig(kind="hf"))
+    """Inference backend (``hf`` or ``vllm``); its model path is filled in at launch."""
+    replicas: int = Field(default=1, ge=1)
+    """Rollout service replicas; the orchestrator spreads requests across them."""
+    group_size: int = Field(default=4, ge=1)
+    """K: episodes sampled per task."""
+    tasks_per_step: int = Field(default=32, ge=1)
+    """Tasks per policy batch (batch size = tasks_per_step x group_size)."""
+    sampling: SamplingSpec = Field(default_factory=SamplingSpec)
+    """Sampling parameters of policy turns."""
+
+
+class ReplaySpec(SpecModel):
+    capacity: int = Field(default=256, ge=1)
+    """FIFO capacity in trajectories (Le Critique Table 2: 256)."""
+    max_reuse: int = Field(default=2, ge=1)
+    """Evict a trajectory after this many critic batches used it (Table 2: N = 2)."""
+    max_age_versions: int | None = Field(default=None, ge=0)
+    """Never train the critic on trajectories older than this many policy versions (None: no bound)."""
+
+
+class DiscriminativeCriticSpec(CriticTrainerConfig):
+    """The scalar-head critic (backbone copied from the policy, head random; Appendix B.3)."""
+
+    kind: Literal["discriminative"] = "discriminative"
+    """Critic kind served by the value evaluator."""
+    context: CriticContextKind = "none"
+    """Privileged context: none (VF), reference (answer / solved grid), loo_group (other responses + rewards)."""
+    privileged_key: str | None = None
+    """Which privileged field ``reference`` uses (None: the environment's first)."""
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
+    """AdamW settings of the critic (Table 2: lr 1e-5, weight decay 0.01)."""
+    warmup_updates: int = Field(default=20, ge=0)
+    """Critic updates before the first policy update (Appendix B.3: 20)."""
+    batch_size: int | None = Field(default=None, ge=1)
+    """Trajectories per critic update (None: the policy batch size, as in Table 2)."""
+    replay: ReplaySpec = Field(default_factory=ReplaySpec)
+    """Replay buffer bounds."""
+    evaluator_replicas: int = Field(default=1, ge=1)
+    """Value-evaluator service replicas."""
+    max_context_chars: int = Field(default=512, ge=1)
+    """Truncate the rendered privileged context to this many characters."""
+
+
+CriticSpec = Annotated[DiscriminativeCriticSpec, Field(discriminator="kind")]
+
+
+class PolicyTrainerSpec(PolicyTrainerConfig):
+    """Policy optimisation (loss, AdamW) and its process layout."""
+
+    processes: int = Field(default=1, ge=1)
+    """torch.distributed processes (torchrun --nproc_per_node) of the policy trainer."""
+
+
+class OrchestratorSpec(SpecModel):
+    steps: int = Field(default=100, ge=1)
+    """Policy updates to run."""
+    max_off_policy_steps: int = Field(default=8, ge=0)
+    """Drop rollouts generated more than this many policy versions ago (Table 1: 8)."""
+    prefetch_batches: int = Field(default=1, ge=0)
+    """Batches generated ahead of the policy trainer (0: strictly on-policy, no overlap)."""
+    eval_every: int | None = Field(default=None, ge=1)
+    """Evaluate greedy success on held-out tasks every this many steps (None: never)."""
+    eval_tasks: int = Field(default=64, ge=1)
+    """Held-out tasks per evaluation."""
+
+
+class ExperimentSpec(SpecModel):
+    name: str
+    """Experiment name: lowercase letters, digits and '-' (it labels Kubernetes objects)."""
+    seed: int = 0
+    """Seed of task sampling, rollouts and initialisation."""
+    environment: EnvironmentConfig
+    """Task suite and its settings (``kind`` selects the environment)."""
+    policy: PolicyModelSpec
+    """The initial policy model."""
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    """Policy inference."""
+    estimator: EstimatorSpec = Field(default_factory=TetherSpec)
+    """Advantage estimator (``name`` selects it)."""
+    critic: CriticSpec | None = None
+    """The critic; required by critic estimators (value, gae, tether, evpo, lvrl), optional otherwise."""
+    policy_trainer: PolicyTrainerSpec = Field(default_factory=PolicyTrainerSpec)
+    """Policy optimisation."""
+    orchestrator: OrchestratorSpec = Field(default_factory=OrchestratorSpec)
+    """The experiment loop."""
+
+    @field_validator("critic", mode="before")
+    @classmethod
+    def _default_critic_kind(cls, value: Any) -> Any:
+        # The discriminative critic is the default kind; other kinds must be named.
+        if isinstance(value, dict) and "kind" not in value:
+            return {**value, "kind": "discriminative"}
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> ExperimentSpec:
+        if not _NAME.match(self.name):
+            raise ValueError(f"name {self.name!r} must be 1-50 lowercase letters, digits or '-'")
+        estimator = self.estimator.build()
+        if estimator.uses_critic and self.critic is None:
+            raise ValueError(f"estimator {self.estimator.name!r} needs a critic: add a 'critic' section")
+        needs_groups = self.estimator.name in ("rloo", "tether", "lvrl") or (
+            self.critic is not None and self.critic.context == "loo_group"
+        )
+        if needs_groups and self.rollout.group_size < 2:
+            raise ValueError("rollout.group_size must be >= 2 for leave-one-out baselines and contexts")
+        return self
+
+    @property
+    def batch_size(self) -> int:
+        return self.rollout.tasks_per_step * self.rollout.group_size
+
+
+def _format(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        location = ".".join(str(part) for part in item["loc"] if not isinstance(part, int) or True)
+        if item["type"] == "extra_forbidden":
+            lines.append(f"{location}: unknown field")
+        else:
+            lines.append(f"{location or 'spec'}: {item['msg']}")
+    return "invalid experiment spec:\n  " + "\n  ".join(lines)
+
+
+def parse_spec(data: Any) -> ExperimentSpec:
+    """Validate a spec mapping; raises :class:`SpecError` naming every bad field."""
+    if not isinstance(data, dict):
+        raise SpecError(f"an experiment spec must be a mapping, got {type(data).__name__}")
+    try:
+        return ExperimentSpec.model_validate(data)
+    except ValidationError as error:
+        raise SpecError(_format(error)) from None
+
+
+def load_spec(path: str | Path) -> ExperimentSpec:
+    """Read a YAML (or JSON) spec file and validate it."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise SpecError(f"cannot read spec {path}: {error}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as error:
+        raise SpecError(f"spec {path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from None
+    return parse_spec(data)

@@ -1,0 +1,1 @@
+"""Critic inputs: privileged context builders and (later) critic kinds behind ``Evaluate``."""

@@ -1,0 +1,1 @@
+"""Launchers: run an experiment's services as local processes or as Kubernetes workloads."""

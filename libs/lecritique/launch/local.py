@@ -1,0 +1,169 @@
+"""The ``local`` launcher: every service of one experiment as a local process on loopback.
+
+Order: Redis (embedded unless ``REDIS_URL``) -> environment-verifier, policy-trainer (publishes
+policy version 0), value-trainer (publishes critic version 0) -> rollout and value-evaluator
+replicas (they serve the newest published versions) -> the orchestrator. Everything is stopped
+in reverse order on exit, failure or Ctrl-C. The run directory keeps the resolved spec, logs,
+weights, Redis data and the orchestrator's checkpoint, so running again resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lecritique.config.experiment import ExperimentSpec
+from lecritique.launch.processes import ManagedProcess, child_environment, python_command
+
+logger = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def resolve_policy(spec: ExperimentSpec, cache_dir: Path | None = None) -> ExperimentSpec:
+    """Build (or take from the cache) the tiny model a spec names; return the spec with its path."""
+    if spec.policy.path is not None:
+        return spec
+    from lecritique.models.tiny import build_tiny
+
+    assert spec.policy.tiny is not None
+    path = build_tiny(spec.policy.tiny, seed=spec.seed, cache_dir=cache_dir)
+    return spec.model_copy(update={"policy": spec.policy.model_copy(update={"path": str(path), "tiny": None})})
+
+
+class LocalLauncher:
+    def __init__(self, spec: ExperimentSpec, out_dir: Path, *, redis_url: str | None = None, experiment_id: str | None = None) -> None:
+        self.spec = spec
+        self.out_dir = Path(out_dir).resolve()
+        self.experiment_id = experiment_id or spec.name
+        self.redis_url = redis_url or os.environ.get("REDIS_URL")
+        self.redis: Any = None
+        self.services: list[ManagedProcess] = []
+        self.orchestrator: ManagedProcess | None = None
+        self.env = child_environment(REPO_ROOT if (REPO_ROOT / "libs" / "lecritique").is_dir() else None)
+        self.spec_path = self.out_dir / "spec.json"
+        self.weights_dir = self.out_dir / "weights"
+
+    # ---- start-up ------------------------------------------------------------------------
+    def _service(self, name: str, service: str, *, extra_env: dict[str, str] | None = None, torchrun: int = 1) -> ManagedProcess:
+        run_dir = self.out_dir / "run"
+        args = [
+            "lecritique", "serve", service,
+            "--spec", str(self.spec_path),
+            "--experiment", self.experiment_id,
+            "--weights-dir", str(self.weights_dir),
+            "--state-dir", str(self.out_dir / "state"),
+            "--port", "0",
+            "--metrics-port", "0",
+            "--host", "127.0.0.1",
+            "--port-file", str(run_dir / f"{name}.json"),
+        ]
+        if self.redis_url:
+            args += ["--redis-url", self.redis_url]
+        if torchrun > 1:
+            command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={torchrun}", "-m", *args]
+        else:
+            command = python_command(*args)
+        process = ManagedProcess(
+            name=name,
+            command=command,
+            log_path=self.out_dir / "logs" / f"{name}.log",
+            port_file=run_dir / f"{name}.json",
+            env={**self.env, **(extra_env or {})},
+        )
+        process.start()
+        self.services.append(process)
+        return process
+
+    def start_services(self, timeout: float = 600.0) -> dict[str, list[str]]:
+        """Start Redis and every service; returns each service's addresses once all are healthy."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.spec_path.write_text(self.spec.model_dump_json(indent=1))
+        if self.redis_url is None:
+            from lecritique.replay import start_embedded_redis
+
+            self.redis = start_embedded_redis(self.out_dir / "redis")
+            self.redis_url = self.redis.url
+        spec = self.spec
+        first = [self._service("environment", "environment"), self._service("policy-trainer", "policy-trainer", torchrun=spec.policy_trainer.processes)]
+        if spec.critic is not None:
+            first.append(self._service("value-trainer", "value-trainer"))
+        for process in first:
+            process.wait_ready(timeout)
+        second = [self._service(f"rollout-{i}", "rollout") for i in range(spec.rollout.replicas)]
+        if spec.critic is not None:
+            second += [self._service(f"value-evaluator-{i}", "value-evaluator") for i in range(spec.critic.evaluator_replicas)]
+        for process in second:
+            process.wait_ready(timeout)
+        return self.addresses()
+
+    def addresses(self) -> dict[str, list[str]]:
+        grouped: dict[str, list[str]] = {}
+        for process in self.services:
+            kind = process.name.rsplit("-", 1)[0] if process.name[-1].isdigit() else process.name
+            grouped.setdefault(kind, []).append(process.address)
+        return grouped
+
+    def start_orchestrator(self, extra_env: dict[str, str] | None = None) -> ManagedProcess:
+        addresses = self.addresses()
+        args = [
+            "lecritique", "orchestrate",
+            "--spec", str(self.spec_path),
+            "--out", str(self.out_dir),
+            "--experiment", self.experiment_id,
+            "--rollout", ",".join(addresses["rollout"]),
+            "--environment", ",".join(addresses["environment"]),
+            "--policy-trainer", ",".join(addresses["policy-trainer"]),
+        ]
+        if "value-evaluator" in addresses:
+            args += ["--value-evaluator", ",".join(addresses["value-evaluator"])]
+        if "value-trainer" in addresses:
+            args += ["--value-trainer", ",".join(addresses["value-trainer"])]
+        if self.redis_url:
+            args += ["--redis-url", self.redis_url]
+        self.orchestrator = ManagedProcess(
+            name="orchestrator",
+            command=python_command(*args),
+            log_path=self.out_dir / "logs" / "orchestrator.log",
+            env={**self.env, **(extra_env or {})},
+        )
+        self.orchestrator.start()
+        return self.orchestrator
+
+    # ---- running -------------------------------------------------------------------------
+    def wait(self, on_metrics: Callable[[dict[str, Any]], None] | None = None, poll: float = 0.5) -> int:
+        """Follow metrics.jsonl until the orchestrator exits; fail fast if a service dies."""
+        assert self.orchestrator is not None
+        metrics_path = self.out_dir / "metrics.jsonl"
+        offset = metrics_path.stat().st_size if metrics_path.exists() else 0
+        while True:
+            if metrics_path.exists() and on_metrics is not None:
+                with metrics_path.open() as handle:
+                    handle.seek(offset)
+                    for line in handle:
+                        if line.endswith("\n"):
+                            on_metrics(json.loads(line))
+                            offset += len(line.encode())
+            code = self.orchestrator.process.poll() if self.orchestrator.process else 0
+            if code is not None:
+                return code
+            dead = [p for p in self.services if not p.running]
+            if dead:
+                raise RuntimeError(f"service {dead[0].name} died:\n{dead[0].log_tail()}")
+            time.sleep(poll)
+
+    def stop(self) -> None:
+        if self.orchestrator is not None:
+            self.orchestrator.stop()
+        for process in reversed(self.services):
+            process.stop()
+        self.services.clear()
+        if self.redis is not None:
+            self.redis.stop()
+            self.redis = None

@@ -1,0 +1,132 @@
+"""Supervised child processes for local runs: start, wait until healthy, stop cleanly.
+
+Each service runs as its own OS process (``python -m lecritique serve ...``), logs to its own
+file, announces its bound ports in a port file, and is considered up once its gRPC health
+check answers SERVING. Stopping sends SIGTERM to the whole process group (a service may have
+children, e.g. torchrun ranks or vLLM's engine core), then SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+logger = logging.getLogger(__name__)
+
+
+def child_environment(repo_root: Path | None = None, threads: int = 1) -> dict[str, str]:
+    """Environment of service processes: sources importable, one compute thread each.
+
+    Every service computes on the same few cores; one intra-op thread per process avoids the
+    oversubscription that makes several torch processes on two cores slower than one.
+    """
+    env = dict(os.environ)
+    if repo_root is not None:
+        paths = [str(repo_root / "libs"), str(repo_root)]
+        if env.get("PYTHONPATH"):
+            paths.append(env["PYTHONPATH"])
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+    env.setdefault("OMP_NUM_THREADS", str(threads))
+    env.setdefault("MKL_NUM_THREADS", str(threads))
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@dataclass
+class ManagedProcess:
+    name: str
+    command: list[str]
+    log_path: Path
+    port_file: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    grpc_port: int | None = None
+    metrics_port: int | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.port_file is not None:
+            self.port_file.unlink(missing_ok=True)
+        log = self.log_path.open("ab")
+        logger.info("starting %s: %s", self.name, " ".join(self.command))
+        self.process = subprocess.Popen(
+            self.command, stdout=log, stderr=subprocess.STDOUT, env=self.env or None, start_new_session=True
+        )
+        log.close()
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def address(self) -> str:
+        if self.grpc_port is None:
+            raise RuntimeError(f"{self.name} has not announced its port yet")
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def wait_ready(self, timeout: float) -> None:
+        """Wait for the port file and a SERVING health check; fail early if the process dies."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.running:
+                raise RuntimeError(f"{self.name} exited with code {self.process and self.process.returncode}:\n{self.log_tail()}")
+            if self.port_file is not None and self.grpc_port is None and self.port_file.exists():
+                ports = json.loads(self.port_file.read_text())
+                self.grpc_port, self.metrics_port = ports["grpc"], ports.get("metrics")
+            if self.grpc_port is not None and _serving(self.address):
+                logger.info("%s ready on %s (metrics %s)", self.name, self.address, self.metrics_port)
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"{self.name} not ready after {timeout:.0f} s:\n{self.log_tail()}")
+
+    def stop(self, grace: float = 15.0) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                logger.warning("%s did not stop within %.0f s; killing it", self.name, grace)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        """Hard kill (tests of fault tolerance)."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+def _serving(address: str) -> bool:
+    with grpc.insecure_channel(address) as channel:
+        try:
+            response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
+        except grpc.RpcError:
+            return False
+    return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def python_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", *args]

@@ -1,0 +1,232 @@
+"""Typed clients of the five services, over :class:`~lecritique.rpc.client.ReplicaPool`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lecritique.envs.base import EpisodeState, Task
+from lecritique.rpc.client import ReplicaPool
+from lecritique.rpc.codec import (
+    episode_from_proto,
+    episode_to_proto,
+    from_tensor,
+    task_from_proto,
+    task_to_proto,
+    to_tensor,
+    trajectory_to_proto,
+)
+from lecritique.trajectory import Trajectory
+from lecritique.v1 import (
+    common_pb2,
+    environment_pb2,
+    environment_pb2_grpc,
+    policy_pb2,
+    policy_pb2_grpc,
+    rollout_pb2,
+    rollout_pb2_grpc,
+    value_pb2,
+    value_pb2_grpc,
+)
+
+
+@dataclass(frozen=True)
+class GeneratedCompletion:
+    token_ids: np.ndarray
+    logprobs: np.ndarray
+    text: str
+    finish_reason: str
+    policy_version: int
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    state: EpisodeState
+    observation: str
+    reward: float
+    done: bool
+    diagnostic: str
+
+
+class RolloutClient:
+    def __init__(self, pool: ReplicaPool[Any], generate_deadline: float = 600.0) -> None:
+        self.pool = pool
+        self.generate_deadline = generate_deadline
+        self._executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="rollout-client")
+
+    def generate(
+        self,
+        prompts: Sequence[np.ndarray],
+        n: int,
+        *,
+        temperature: float,
+        top_p: float,
+        max_tokens: int,
+        seed: int,
+    ) -> list[list[GeneratedCompletion]]:
+        """n completions per prompt; the prompts are split across every rollout replica."""
+        if not prompts:
+            return []
+        replicas = max(1, len(self.pool.addresses))
+        shards = [list(range(i, len(prompts), replicas)) for i in range(min(replicas, len(prompts)))]
+
+        def run(shard_index: int, indices: list[int]) -> tuple[list[int], Any]:
+            request = rollout_pb2.GenerateRequest(
+                prompts=[to_tensor(np.asarray(prompts[i], dtype=np.int32)) for i in indices],
+                n=n,
+                sampling=rollout_pb2.SamplingParams(
+                    temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed + shard_index
+                ),
+            )
+            return indices, self.pool.call("Generate", request, timeout=self.generate_deadline)
+
+        results: list[list[GeneratedCompletion]] = [[] for _ in prompts]
+        for indices, response in self._executor.map(lambda item: run(*item), enumerate(shards)):
+            for index, group in zip(indices, response.groups, strict=True):
+                results[index] = [
+                    GeneratedCompletion(
+                        token_ids=from_tensor(c.token_ids),
+                        logprobs=from_tensor(c.logprobs),
+                        text=c.text,
+                        finish_reason=c.finish_reason,
+                        policy_version=response.policy_version,
+                    )
+                    for c in group.completions
+                ]
+        return results
+
+    def load_weights(self, version: int, path: str) -> dict[str, Any]:
+        """Every replica loads ``version``; returns per-replica responses (or errors)."""
+        return self.pool.call_each("LoadWeights", rollout_pb2.LoadWeightsRequest(version=version, path=path))
+
+    def info(self) -> dict[str, Any]:
+        response = self.pool.call("Info", common_pb2.ServiceInfoRequest(), timeout=10)
+        return {"weights_version": response.weights_version, **json.loads(response.details_json or "{}")}
+
+
+class EnvironmentClient:
+    def __init__(self, pool: ReplicaPool[Any]) -> None:
+        self.pool = pool
+
+    def sample_tasks(self, n: int, split: str, seed: int) -> list[Task]:
+        response = self.pool.call("SampleTasks", environment_pb2.SampleTasksRequest(n=n, split=split, seed=seed))
+        return [task_from_proto(t) for t in response.tasks]
+
+    def reset(self, tasks: Sequence[Task]) -> list[EpisodeState]:
+        response = self.pool.call("Reset", environment_pb2.ResetRequest(tasks=[task_to_proto(t) for t in tasks]))
+        return [episode_from_proto(s) for s in response.states]
+
+    def step(self, items: Sequence[tuple[EpisodeState, str]]) -> list[StepOutcome]:
+        request = environment_pb2.StepRequest(
+            items=[environment_pb2.StepItem(state=episode_to_proto(s), action=a) for s, a in items]
+        )
+        response = self.pool.call("Step", request)
+        return [
+            StepOutcome(episode_from_proto(r.state), r.observation, r.reward, r.done, r.diagnostic)
+            for r in response.results
+        ]
+
+    def info(self) -> dict[str, Any]:
+        response = self.pool.call("Info", common_pb2.ServiceInfoRequest(), timeout=10)
+        details: dict[str, Any] = json.loads(response.details_json or "{}")
+        return details
+
+
+class ValueEvaluatorClient:
+    def __init__(self, pool: ReplicaPool[Any], deadline: float = 600.0) -> None:
+        self.pool = pool
+        self.deadline = deadline
+
+    def evaluate(
+        self, trajectories: Sequence[Trajectory], context_texts: Sequence[str], prompt_texts: Sequence[str]
+    ) -> tuple[list[np.ndarray], int, dict[str, float]]:
+        request = value_pb2.EvaluateRequest(
+            inputs=[
+                value_pb2.CriticInput(
+                    trajectory=trajectory_to_proto(t),
+                    context_text=c,
+                    context_ids=to_tensor(t.critic_context_ids),
+                    prompt_text=p,
+                )
+                for t, c, p in zip(trajectories, context_texts, prompt_texts, strict=True)
+            ]
+        )
+        response = self.pool.call("Evaluate", request, timeout=self.deadline)
+        values = [from_tensor(v) for v in response.values]
+        return values, int(response.value_version), dict(response.stats)
+
+
+class ValueTrainerClient:
+    def __init__(self, pool: ReplicaPool[Any]) -> None:
+        self.pool = pool
+
+    def status(self) -> value_pb2.ValueTrainerStatus:
+        return self.pool.call("Status", value_pb2.ValueTrainerStatusRequest(), timeout=10)
+
+    def wait_for_updates(self, min_updates: int, timeout: float) -> value_pb2.ValueTrainerStatus:
+        request = value_pb2.WaitForUpdatesRequest(min_updates=min_updates, timeout_seconds=timeout)
+        return self.pool.call("WaitForUpdates", request, timeout=timeout + 10)
+
+
+class PolicyTrainerClient:
+    def __init__(self, pool: ReplicaPool[Any], deadline: float = 1800.0) -> None:
+        self.pool = pool
+        self.deadline = deadline
+
+    def train(self, step: int, trajectories: Sequence[Trajectory]) -> policy_pb2.TrainResponse:
+        request = policy_pb2.TrainRequest(step=step, trajectories=[trajectory_to_proto(t) for t in trajectories])
+        return self.pool.call("Train", request, timeout=self.deadline)
+
+    def status(self) -> policy_pb2.PolicyTrainerStatus:
+        return self.pool.call("Status", policy_pb2.PolicyTrainerStatusRequest(), timeout=30)
+
+
+@dataclass
+class ServiceClients:
+    rollout: RolloutClient
+    environment: EnvironmentClient
+    policy_trainer: PolicyTrainerClient
+    value_evaluator: ValueEvaluatorClient | None = None
+    value_trainer: ValueTrainerClient | None = None
+
+    @classmethod
+    def connect(
+        cls,
+        *,
+        rollout: Sequence[str],
+        environment: Sequence[str],
+        policy_trainer: Sequence[str],
+        value_evaluator: Sequence[str] = (),
+        value_trainer: Sequence[str] = (),
+        max_message_bytes: int | None = None,
+    ) -> ServiceClients:
+        options: dict[str, Any] = {} if max_message_bytes is None else {"max_message_bytes": max_message_bytes}
+        return cls(
+            rollout=RolloutClient(ReplicaPool("rollout", rollout, rollout_pb2_grpc.RolloutStub, **options)),
+            environment=EnvironmentClient(
+                ReplicaPool("environment-verifier", environment, environment_pb2_grpc.EnvironmentVerifierStub, **options)
+            ),
+            policy_trainer=PolicyTrainerClient(
+                ReplicaPool("policy-trainer", policy_trainer, policy_pb2_grpc.PolicyTrainerStub, **options)
+            ),
+            value_evaluator=ValueEvaluatorClient(
+                ReplicaPool("value-evaluator", value_evaluator, value_pb2_grpc.ValueEvaluatorStub, **options)
+            )
+            if value_evaluator
+            else None,
+            value_trainer=ValueTrainerClient(
+                ReplicaPool("value-trainer", value_trainer, value_pb2_grpc.ValueTrainerStub, **options)
+            )
+            if value_trainer
+            else None,
+        )
+
+    def close(self) -> None:
+        for client in (self.rollout, self.environment, self.policy_trainer, self.value_evaluator, self.value_trainer):
+            if client is not None:
+                client.pool.close()

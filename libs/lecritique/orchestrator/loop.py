@@ -1,0 +1,419 @@
+"""The experiment loop of one experiment (``../shared/DESIGN.md``, Le Critique Appendix B).
+
+Per policy step k:
+
+1. take the next batch of finished groups (generated ahead by a producer thread while the
+   previous step trains, at most ``prefetch_batches`` ahead), drop rollouts more than
+   ``max_off_policy_steps`` policy versions old;
+2. build each trajectory's critic context and evaluate every trajectory with the value evaluator
+   (newest critic; the response names the version used);
+3. freeze the advantages with the estimator's state fitted on *earlier* batches, then fit its
+   state on this batch (TETHER's rho, EVPO's explained variance) for the next one;
+4. push the evaluated trajectories to the replay stream (evaluate-before-train);
+5. record the step as pending, send it to the policy trainer, load the published weights into
+   every rollout replica, append the step's metrics, commit the checkpoint.
+
+Before the first policy update the loop only generates, evaluates and pushes, until the value
+trainer reports ``warmup_updates`` critic updates (when the estimator uses the critic).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from prometheus_client import Counter, Gauge, Histogram
+
+from lecritique.advantages import AdvantageBatch, AdvantageEstimator, explained_variance
+from lecritique.config.experiment import ExperimentSpec
+from lecritique.critics.context import GroupMember, build_group_contexts
+from lecritique.orchestrator.clients import ServiceClients
+from lecritique.orchestrator.episodes import EpisodeBatch, EpisodeRunner
+from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
+from lecritique.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
+
+STEP = Gauge("lecritique_orchestrator_step", "Last completed policy step", ["experiment"])
+REWARD = Gauge("lecritique_reward_mean", "Mean reward of the last policy batch", ["experiment"])
+EXPLAINED_VARIANCE = Gauge(
+    "lecritique_value_explained_variance",
+    "Critic explained variance on the last policy batch",
+    ["experiment", "critic_context"],
+)
+RHO = Gauge("lecritique_tether_rho", "TETHER coefficient used for the last batch", ["experiment", "bucket"])
+POLICY_VERSION = Gauge("lecritique_policy_version", "Policy weight version in rollout", ["experiment"])
+VALUE_VERSION = Gauge("lecritique_value_version", "Critic weight version of the last evaluation", ["experiment"])
+DROPPED_STALE = Counter("lecritique_dropped_stale_total", "Rollouts dropped as too off-policy", ["experiment"])
+STEP_SECONDS = Histogram(
+    "lecritique_policy_step_seconds",
+    "Wall time of one policy step",
+    ["experiment"],
+    buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
+)
+VALUE_WAIT = Counter(
+    "lecritique_value_wait_seconds_total", "Time the policy loop spent waiting on the value plane", ["experiment"]
+)
+TOKENS = Counter("lecritique_rollout_tokens_total", "Policy tokens generated", ["experiment"])
+
+
+@dataclass
+class _GeneratedBatch:
+    cursor: int
+    episodes: EpisodeBatch
+    evaluated: list[Trajectory]
+    """The batch's trajectories with critic contexts and values attached (when there is a critic)."""
+    value_version: int
+    rollout_seconds: float
+    evaluate_seconds: float
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        spec: ExperimentSpec,
+        clients: ServiceClients,
+        runner: EpisodeRunner,
+        out_dir: Path,
+        *,
+        experiment_id: str,
+        replay: Any = None,
+        metrics_sink: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.clients = clients
+        self.runner = runner
+        self.out_dir = Path(out_dir)
+        self.experiment_id = experiment_id
+        self.replay = replay
+        self.metrics_sink = metrics_sink
+        self.checkpoints = CheckpointStore(self.out_dir / "orchestrator")
+        self.metrics_path = self.out_dir / "metrics.jsonl"
+        self.estimator: AdvantageEstimator = spec.estimator.build()
+        self.uses_critic = spec.critic is not None
+        self.gates_on_critic = self.estimator.uses_critic
+        self.context_kind = spec.critic.context if spec.critic is not None else "none"
+        self._stop = threading.Event()
+        self._queue: queue.Queue[_GeneratedBatch | BaseException] = queue.Queue(maxsize=max(1, spec.orchestrator.prefetch_batches))
+        self._producer: threading.Thread | None = None
+        self._started = time.monotonic()
+        self._elapsed_before = 0.0
+        self._labels = (experiment_id,)
+
+    # ---- batches -------------------------------------------------------------------------
+    def _generate(self, cursor: int) -> _GeneratedBatch:
+        rollout = self.spec.rollout
+        start = time.perf_counter()
+        tasks = self.clients.environment.sample_tasks(rollout.tasks_per_step, "train", self.spec.seed * 1_000_003 + cursor)
+        episodes = self.runner.run(
+            tasks,
+            rollout.group_size,
+            first_group_id=cursor * rollout.tasks_per_step,
+            seed=self.spec.seed * 7_919 + cursor * 104_729,
+            trajectory_prefix=f"b{cursor}",
+        )
+        rollout_seconds = time.perf_counter() - start
+        # Evaluating right after generation keeps the critic off the policy step's critical path
+        # when batches are prefetched: the next batch is evaluated while this one trains.
+        evaluated, value_version, evaluate_seconds = self._evaluate(episodes)
+        return _GeneratedBatch(cursor, episodes, evaluated, value_version, rollout_seconds, evaluate_seconds)
+
+    def _produce(self, first_cursor: int) -> None:
+        cursor = first_cursor
+        try:
+            while not self._stop.is_set():
+                batch = self._generate(cursor)
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put(batch, timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+                cursor += 1
+        except BaseException as error:  # surfaced in the consumer
+            logger.exception("batch producer failed")
+            self._queue.put(error)
+
+    def _next_batch(self, cursor: int) -> _GeneratedBatch:
+        if self.spec.orchestrator.prefetch_batches == 0:
+            return self._generate(cursor)
+        if self._producer is None:
+            self._producer = threading.Thread(target=self._produce, args=(cursor,), name="batch-producer", daemon=True)
+            self._producer.start()
+        item = self._queue.get()
+        if isinstance(item, BaseException):
+            raise RuntimeError("batch generation failed") from item
+        if item.cursor != cursor:
+            raise RuntimeError(f"batch producer out of order: expected cursor {cursor}, got {item.cursor}")
+        return item
+
+    # ---- critic --------------------------------------------------------------------------
+    def _critic_contexts(self, episodes: EpisodeBatch) -> list[str]:
+        if self.spec.critic is None:
+            return ["" for _ in episodes.trajectories]
+        contexts: list[str] = []
+        by_group: dict[int, list[int]] = {}
+        for index, trajectory in enumerate(episodes.trajectories):
+            by_group.setdefault(trajectory.group_id, []).append(index)
+        slots: dict[int, str] = {}
+        for indices in by_group.values():
+            members = [
+                GroupMember(
+                    trajectory_id=episodes.trajectories[i].trajectory_id,
+                    response_text=" ".join(episodes.action_texts[i]),
+                    reward=episodes.trajectories[i].reward,
+                    privileged=episodes.tasks[i].privileged,
+                )
+                for i in indices
+            ]
+            texts = build_group_contexts(
+                self.context_kind,
+                members,
+                privileged_key=self.spec.critic.privileged_key,
+                max_context_chars=self.spec.critic.max_context_chars,
+            )
+            slots.update(zip(indices, texts, strict=True))
+        contexts = [slots[i] for i in range(len(episodes.trajectories))]
+        return contexts
+
+    def _evaluate(self, episodes: EpisodeBatch) -> tuple[list[Trajectory], int, float]:
+        """Attach critic contexts and values; returns the trajectories, value version, seconds."""
+        trajectories = episodes.trajectories
+        if self.clients.value_evaluator is None:
+            return trajectories, -1, 0.0
+        contexts = self._critic_contexts(episodes)
+        tokenizer = self.runner.tokenizer
+        evaluated = []
+        for trajectory, context in zip(trajectories, contexts, strict=True):
+            context_ids = np.asarray(tokenizer.encode(context, add_special_tokens=False), dtype=np.int32) if context else None
+            evaluated.append(replace(trajectory, critic_context_ids=context_ids, metadata={**trajectory.metadata, "critic_context": self.context_kind}))
+        start = time.perf_counter()
+        values, value_version, _ = self.clients.value_evaluator.evaluate(evaluated, contexts, episodes.prompt_texts)
+        seconds = time.perf_counter() - start
+        evaluated = [
+            replace(t, values=v, value_version=value_version) for t, v in zip(evaluated, values, strict=True)
+        ]
+        return evaluated, value_version, seconds
+
+    @staticmethod
+    def _advantage_batch(trajectories: list[Trajectory]) -> AdvantageBatch:
+        length = max(len(t.token_ids) for t in trajectories)
+        size = len(trajectories)
+        mask = np.zeros((size, length), dtype=bool)
+        step_ids = np.zeros((size, length), dtype=np.int64)
+        values = np.zeros((size, length), dtype=np.float32) if trajectories[0].values is not None else None
+        for row, t in enumerate(trajectories):
+            n = len(t.token_ids)
+            mask[row, :n] = t.policy_mask
+            step_ids[row, :n] = t.step_ids
+            if values is not None and t.values is not None:
+                values[row, :n] = t.values
+        return AdvantageBatch(
+            rewards=np.array([t.reward for t in trajectories]),
+            group_ids=np.array([t.group_id for t in trajectories]),
+            mask=mask,
+            values=values,
+            step_ids=step_ids,
+        )
+
+    # ---- the loop ------------------------------------------------------------------------
+    def _append_metrics(self, row: dict[str, Any]) -> None:
+        with self.metrics_path.open("a") as handle:
+            handle.write(json.dumps(row) + "\n")
+        if self.metrics_sink is not None:
+            self.metrics_sink(row)
+
+    def _metrics_has_step(self, step: int) -> bool:
+        if not self.metrics_path.exists():
+            return False
+        for line in reversed(self.metrics_path.read_text().splitlines()):
+            try:
+                if json.loads(line).get("step") == step:
+                    return True
+            except json.JSONDecodeError:
+                continue
+        return False
+
+    def _elapsed(self) -> float:
+        """Experiment wall time: what earlier orchestrator processes spent plus this one's."""
+        return self._elapsed_before + (time.monotonic() - self._started)
+
+    def _finish_step(self, pending: PendingStep, response: Any, *, recovering: bool = False) -> OrchestratorState:
+        """Load the new weights everywhere, log the step, commit the checkpoint."""
+        results = self.clients.rollout.load_weights(response.policy_version, response.path)
+        failures = {address: r for address, r in results.items() if isinstance(r, Exception)}
+        if len(failures) == len(results):
+            raise RuntimeError(f"no rollout replica loaded policy version {response.policy_version}: {failures}")
+        state = replace(pending.state_after, policy_version=int(response.policy_version), policy_path=response.path)
+        metrics = dict(pending.metrics)
+        metrics.update({f"policy_{k}": v for k, v in response.metrics.items()})
+        metrics["policy_version"] = int(response.policy_version)
+        # A crash between appending the row and committing the checkpoint must not log the step twice.
+        if not (recovering and self._metrics_has_step(pending.step)):
+            self._append_metrics(metrics)
+        self.checkpoints.save(state)
+        self.checkpoints.clear_pending()
+        STEP.labels(*self._labels).set(pending.step)
+        POLICY_VERSION.labels(*self._labels).set(response.policy_version)
+        return state
+
+    def _recover(self, state: OrchestratorState) -> OrchestratorState:
+        pending = self.checkpoints.load_pending()
+        if pending is None:
+            return state
+        status = self.clients.policy_trainer.status()
+        if status.last_step >= pending.step:
+            logger.info("step %d was applied by the policy trainer before the restart; finishing it", pending.step)
+        else:
+            logger.info("resending pending step %d to the policy trainer", pending.step)
+        # Train is idempotent per step: an already-applied step is answered from the trainer's record.
+        response = self.clients.policy_trainer.train(pending.step, pending.trajectories)
+        return self._finish_step(pending, response, recovering=True)
+
+    def _warmup(self, state: OrchestratorState) -> OrchestratorState:
+        critic = self.spec.critic
+        if state.warmup_done or critic is None or not self.gates_on_critic or critic.warmup_updates == 0:
+            return replace(state, warmup_done=True)
+        assert self.clients.value_trainer is not None
+        logger.info("critic warmup: waiting for %d value updates", critic.warmup_updates)
+        while not self._stop.is_set():
+            status = self.clients.value_trainer.status()
+            if status.updates >= critic.warmup_updates:
+                break
+            batch = self._next_batch(state.cursor)
+            self._push_replay(batch.evaluated)
+            state = replace(state, cursor=state.cursor + 1)
+            self.checkpoints.save(state)
+            logger.info("warmup batch %d pushed (critic updates so far: %d)", state.cursor, status.updates)
+        return replace(state, warmup_done=True)
+
+    def _push_replay(self, trajectories: list[Trajectory]) -> None:
+        if self.replay is None:
+            return
+        self.replay.push(trajectories, policy_version=[t.policy_version for t in trajectories])
+
+    def run(self, on_step: Callable[[dict[str, Any]], None] | None = None) -> OrchestratorState:
+        spec = self.spec
+        state = self.checkpoints.load()
+        self._started = time.monotonic()
+        self._elapsed_before = state.elapsed_seconds
+        state = self._recover(state)
+        if state.completed_step >= spec.orchestrator.steps:
+            return state
+        if state.estimator:
+            self.estimator.load_state_dict(state.estimator)
+        state = self._warmup(state)
+        self.checkpoints.save(state)
+        try:
+            while state.completed_step < spec.orchestrator.steps and not self._stop.is_set():
+                state = self._policy_step(state, on_step)
+        finally:
+            self._stop.set()
+        return state
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _policy_step(self, state: OrchestratorState, on_step: Callable[[dict[str, Any]], None] | None) -> OrchestratorState:
+        spec = self.spec
+        step = state.completed_step + 1
+        step_start = time.perf_counter()
+        batch = self._next_batch(state.cursor)
+        wait_seconds = time.perf_counter() - step_start
+        trajectories = batch.episodes.trajectories
+        # A group is dropped whole when any member is too off-policy: group baselines need all K.
+        stale_groups = {
+            t.group_id for t in trajectories
+            if state.policy_version - t.policy_version > spec.orchestrator.max_off_policy_steps
+        }
+        kept = [i for i, t in enumerate(trajectories) if t.group_id not in stale_groups]
+        dropped = len(trajectories) - len(kept)
+        if dropped:
+            DROPPED_STALE.labels(*self._labels).inc(dropped)
+        if not kept:
+            logger.warning("step %d: every rollout of batch %d was stale; sampling again", step, batch.cursor)
+            return replace(state, cursor=state.cursor + 1, dropped_stale_total=state.dropped_stale_total + dropped)
+
+        evaluated = [batch.evaluated[i] for i in kept]
+        value_version = batch.value_version
+        advantage_batch = self._advantage_batch(evaluated)
+        rho_used = self.estimator.metrics()
+        advantages = self.estimator.compute(advantage_batch)
+        self.estimator.update(advantage_batch)
+        with_advantages = [
+            replace(t, advantages=advantages[row, : len(t.token_ids)]) for row, t in enumerate(evaluated)
+        ]
+        self._push_replay(with_advantages)
+        rewards = np.array([t.reward for t in evaluated])
+        ev = (
+            explained_variance(advantage_batch.values, advantage_batch.rewards, advantage_batch.mask)
+            if advantage_batch.values is not None
+            else float("nan")
+        )
+        metrics: dict[str, Any] = {
+            "step": step,
+            "reward_mean": float(rewards.mean()),
+            "value_explained_variance": None if np.isnan(ev) else ev,
+            "value_version": value_version,
+            "dropped_stale": dropped,
+            "batch_cursor": batch.cursor,
+            "trajectories": len(evaluated),
+            "policy_tokens": int(sum(t.num_policy_tokens for t in evaluated)),
+            "rollout_seconds": batch.rollout_seconds,
+            "evaluate_seconds": batch.evaluate_seconds,
+            "batch_wait_seconds": wait_seconds,
+        }
+        if "tether_rho" in rho_used:
+            metrics["tether_rho"] = rho_used["tether_rho"]
+            metrics["tether_rho_fitted"] = self.estimator.metrics()["tether_rho"]
+            metrics.update({k: v for k, v in rho_used.items() if k.startswith("tether_rho_bucket")})
+        metrics.update({k: v for k, v in self.estimator.metrics().items() if not k.startswith("tether_rho")})
+        state_after = replace(
+            state,
+            completed_step=step,
+            cursor=state.cursor + 1,
+            estimator=self.estimator.state_dict(),
+            dropped_stale_total=state.dropped_stale_total + dropped,
+        )
+        # The policy loop waits on the value plane only while it waits for a batch whose
+        # evaluation is still running: at most the wait itself, at most the evaluation time.
+        metrics["value_wait_seconds"] = min(wait_seconds, batch.evaluate_seconds)
+        train_start = time.perf_counter()
+        pending = PendingStep(step, with_advantages, state_after, metrics)
+        self.checkpoints.save_pending(pending)
+        response = self.clients.policy_trainer.train(step, with_advantages)
+        metrics["train_seconds"] = time.perf_counter() - train_start
+        metrics["step_seconds"] = time.perf_counter() - step_start
+        metrics["seconds"] = self._elapsed()
+        pending = PendingStep(step, with_advantages, replace(state_after, elapsed_seconds=metrics["seconds"]), metrics)
+        new_state = self._finish_step(pending, response)
+        self._observe(metrics, value_version)
+        if on_step is not None:
+            on_step(metrics)
+        return new_state
+
+    def _observe(self, metrics: dict[str, Any], value_version: int) -> None:
+        REWARD.labels(*self._labels).set(metrics["reward_mean"])
+        if metrics.get("value_explained_variance") is not None:
+            EXPLAINED_VARIANCE.labels(self.experiment_id, self.context_kind).set(metrics["value_explained_variance"])
+        for key, value in metrics.items():
+            if key == "tether_rho":
+                RHO.labels(self.experiment_id, "all").set(value)
+            elif key.startswith("tether_rho_bucket_"):
+                RHO.labels(self.experiment_id, key.rsplit("_", 1)[-1]).set(value)
+        VALUE_VERSION.labels(*self._labels).set(value_version)
+        STEP_SECONDS.labels(*self._labels).observe(metrics["step_seconds"])
+        VALUE_WAIT.labels(*self._labels).inc(metrics["value_wait_seconds"])
+        TOKENS.labels(*self._labels).inc(metrics["policy_tokens"])
+
+
+def state_summary(state: OrchestratorState) -> dict[str, Any]:
+    return asdict(state)

@@ -1,0 +1,106 @@
+"""The orchestrator's checkpoint: what a restarted orchestrator needs to continue exactly.
+
+Policy steps are exactly-once: before step k is sent to the policy trainer, its batch (frozen
+advantages included), the estimator state fitted on it and the next data cursor are written as a
+*pending* record. A restarted orchestrator that finds a pending step asks the trainer whether
+it already applied it (``Status.last_step``): if so it only finishes the bookkeeping, else it
+resends the same batch. Files are replaced atomically (write + fsync + rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lecritique.trajectory import Trajectory
+
+
+@dataclass
+class OrchestratorState:
+    completed_step: int = 0
+    """Last policy step whose update, weight load and metrics are all done (steps count from 1)."""
+    cursor: int = 0
+    """Index of the next batch of tasks to sample (task sampling is seeded by it)."""
+    estimator: dict[str, Any] = field(default_factory=dict)
+    """``state_dict`` of the advantage estimator (TETHER's rho, EVPO's explained variance)."""
+    warmup_done: bool = False
+    """Whether the critic warmup before the first policy update has finished."""
+    policy_version: int = 0
+    """Newest policy version loaded into rollout."""
+    policy_path: str = ""
+    """Weight-store path of that version."""
+    elapsed_seconds: float = 0.0
+    """Experiment wall time spent before the current orchestrator process started."""
+    dropped_stale_total: int = 0
+    """Rollouts dropped as too off-policy so far."""
+
+
+@dataclass
+class PendingStep:
+    step: int
+    trajectories: list[Trajectory]
+    state_after: OrchestratorState
+    metrics: dict[str, Any]
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    temporary.replace(path)
+
+
+class CheckpointStore:
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.state_path = self.directory / "state.json"
+        self.pending_path = self.directory / "pending.bin"
+
+    def load(self) -> OrchestratorState:
+        if not self.state_path.exists():
+            return OrchestratorState()
+        return OrchestratorState(**json.loads(self.state_path.read_text()))
+
+    def save(self, state: OrchestratorState) -> None:
+        _atomic_write(self.state_path, json.dumps(asdict(state), indent=1).encode())
+
+    def save_pending(self, pending: PendingStep) -> None:
+        header = json.dumps(
+            {"step": pending.step, "state_after": asdict(pending.state_after), "metrics": pending.metrics}
+        ).encode()
+        parts = [struct.pack("<II", len(header), len(pending.trajectories)), header]
+        for trajectory in pending.trajectories:
+            payload = trajectory.to_bytes()
+            parts += [struct.pack("<I", len(payload)), payload]
+        _atomic_write(self.pending_path, b"".join(parts))
+
+    def load_pending(self) -> PendingStep | None:
+        if not self.pending_path.exists():
+            return None
+        data = memoryview(self.pending_path.read_bytes())
+        header_len, count = struct.unpack_from("<II", data, 0)
+        offset = 8
+        header = json.loads(bytes(data[offset : offset + header_len]))
+        offset += header_len
+        trajectories = []
+        for _ in range(count):
+            (length,) = struct.unpack_from("<I", data, offset)
+            offset += 4
+            trajectories.append(Trajectory.from_bytes(data[offset : offset + length]))
+            offset += length
+        return PendingStep(
+            step=header["step"],
+            trajectories=trajectories,
+            state_after=OrchestratorState(**header["state_after"]),
+            metrics=header["metrics"],
+        )
+
+    def clear_pending(self) -> None:
+        self.pending_path.unlink(missing_ok=True)

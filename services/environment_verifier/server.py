@@ -1,0 +1,107 @@
+"""environment-verifier: serves one experiment's environment over gRPC.
+
+Stateless: episode state travels in the messages (``EpisodeState.data_json``), so any replica
+can step any episode and replicas scale horizontally.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import grpc
+from prometheus_client import Counter, Histogram
+
+from lecritique.config import load_spec
+from lecritique.config.runtime import ServiceRuntime
+from lecritique.envs import Environment, build_environment
+from lecritique.rpc.codec import episode_from_proto, episode_to_proto, task_from_proto, task_to_proto
+from lecritique.rpc.server import run_until_signal, start_server
+from lecritique.v1 import common_pb2, environment_pb2, environment_pb2_grpc
+
+logger = logging.getLogger(__name__)
+
+EPISODES_FINISHED = Counter(
+    "lecritique_env_episodes_finished_total", "Episodes that ended", ["experiment", "environment", "outcome"]
+)
+STEP_SECONDS = Histogram(
+    "lecritique_env_step_seconds", "Time to step one batch of episodes", ["experiment", "environment"]
+)
+VERIFICATIONS = Counter(
+    "lecritique_env_verifications_total", "Scored completions and episode steps", ["experiment", "environment"]
+)
+
+
+class EnvironmentVerifierServicer(environment_pb2_grpc.EnvironmentVerifierServicer):
+    def __init__(self, environment: Environment, experiment: str) -> None:
+        self.environment = environment
+        self.experiment = experiment
+        self.labels = (experiment, environment.name)
+
+    def SampleTasks(self, request, context):
+        if request.split not in ("train", "eval"):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"split must be 'train' or 'eval', got {request.split!r}")
+        if request.n < 0:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"n must be >= 0, got {request.n}")
+        tasks = self.environment.sample_tasks(request.n, split=request.split, seed=request.seed)
+        return environment_pb2.SampleTasksResponse(tasks=[task_to_proto(t) for t in tasks])
+
+    def Reset(self, request, context):
+        states = [self.environment.reset(task_from_proto(t)) for t in request.tasks]
+        return environment_pb2.ResetResponse(states=[episode_to_proto(s) for s in states])
+
+    def Step(self, request, context):
+        start = time.perf_counter()
+        results = []
+        for item in request.items:
+            state = episode_from_proto(item.state)
+            if state.done:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"episode of task {state.task.task_id} is already done")
+            result = self.environment.step(state, item.action)
+            if result.done:
+                EPISODES_FINISHED.labels(*self.labels, "success" if result.reward > 0 else "failure").inc()
+            results.append(
+                environment_pb2.StepResult(
+                    state=episode_to_proto(result.state),
+                    observation=result.observation,
+                    reward=result.reward,
+                    done=result.done,
+                    diagnostic=result.diagnostic,
+                )
+            )
+        VERIFICATIONS.labels(*self.labels).inc(len(results))
+        STEP_SECONDS.labels(*self.labels).observe(time.perf_counter() - start)
+        return environment_pb2.StepResponse(results=results)
+
+    def Score(self, request, context):
+        results = []
+        for item in request.items:
+            score = self.environment.score(task_from_proto(item.task), item.completion)
+            results.append(environment_pb2.ScoreResult(reward=score.reward, diagnostic=score.diagnostic))
+        VERIFICATIONS.labels(*self.labels).inc(len(results))
+        return environment_pb2.ScoreResponse(results=results)
+
+    def Info(self, request, context):
+        details = {
+            "environment": self.environment.name,
+            "multi_turn": self.environment.multi_turn,
+            "max_turns": self.environment.max_turns,
+            "privileged_kinds": list(self.environment.privileged_kinds),
+        }
+        return common_pb2.ServiceInfo(
+            service="environment-verifier", experiment=self.experiment, weights_version=-1, details_json=json.dumps(details)
+        )
+
+
+def serve(runtime: ServiceRuntime) -> None:
+    spec = load_spec(runtime.spec_path)
+    environment = build_environment(spec.environment)
+    servicer = EnvironmentVerifierServicer(environment, runtime.experiment_id)
+    running = start_server(
+        service="environment-verifier",
+        add_servicers=lambda server: environment_pb2_grpc.add_EnvironmentVerifierServicer_to_server(servicer, server),
+        service_names=[environment_pb2.DESCRIPTOR.services_by_name["EnvironmentVerifier"].full_name],
+        **runtime.server_options(),
+    )
+    run_until_signal(running)

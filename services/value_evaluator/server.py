@@ -1,0 +1,153 @@
+"""value-evaluator: the serving copy of the critic (Le Critique Appendix B.1).
+
+Serves the newest published critic. A watcher thread loads each newly published version in the
+background and swaps it in between requests (a request keeps the model it started with), so no
+request is dropped or served by a half-loaded model, and every response names its version.
+Critic kinds plug in behind :class:`CriticBackend`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+from prometheus_client import Counter, Gauge, Histogram
+
+from lecritique.config import load_spec
+from lecritique.config.runtime import ServiceRuntime
+from lecritique.rpc.codec import from_tensor, to_tensor, trajectory_from_proto
+from lecritique.rpc.server import run_until_signal, start_server
+from lecritique.trajectory import Trajectory
+from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
+from lecritique.weights import WeightStore
+
+logger = logging.getLogger(__name__)
+
+EVALUATED = Counter("lecritique_value_evaluated_trajectories_total", "Trajectories evaluated", ["experiment"])
+EVALUATE_SECONDS = Histogram(
+    "lecritique_value_evaluate_seconds", "Time per Evaluate request", ["experiment"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+)
+SERVED_VERSION = Gauge("lecritique_value_evaluator_version", "Critic version being served", ["experiment"])
+SWAPS = Counter("lecritique_value_evaluator_swaps_total", "Critic hot swaps", ["experiment"])
+
+
+class CriticBackend(Protocol):
+    """One critic kind: values for a batch of critic inputs."""
+
+    def values(self, inputs: list[value_pb2.CriticInput], request: value_pb2.EvaluateRequest) -> tuple[list[Any], dict[str, float]]:
+        """float32 [T] values per input, plus request statistics."""
+        ...
+
+
+@dataclass
+class _Served:
+    version: int
+    backend: CriticBackend
+
+
+class DiscriminativeCritic:
+    """The scalar-head critic: one forward pass over ``context + prompt + trajectory`` tokens."""
+
+    def __init__(self, path: Path, spec: Any) -> None:
+        from lecritique.training.critic_trainer import CriticTrainer
+
+        self.predictor = CriticTrainer.load(path, spec.critic)
+
+    def values(self, inputs: list[value_pb2.CriticInput], request: value_pb2.EvaluateRequest) -> tuple[list[Any], dict[str, float]]:
+        trajectories: list[Trajectory] = []
+        for item in inputs:
+            trajectory = trajectory_from_proto(item.trajectory)
+            context_ids = from_tensor(item.context_ids)
+            if context_ids is not None:
+                trajectory = replace(trajectory, critic_context_ids=context_ids)
+            trajectories.append(trajectory)
+        return self.predictor.predict(trajectories), {}
+
+
+def load_backend(kind: str, path: Path, spec: Any) -> CriticBackend:
+    if kind == "discriminative":
+        return DiscriminativeCritic(path, spec)
+    raise ValueError(f"unknown critic kind {kind!r}")
+
+
+class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
+    def __init__(self, store: WeightStore, spec: Any, experiment: str, poll_seconds: float = 0.5) -> None:
+        self.store = store
+        self.spec = spec
+        self.kind = spec.critic.kind
+        self.experiment = experiment
+        self.poll_seconds = poll_seconds
+        version, path = store.wait_latest("critic")
+        self._served = _Served(version, load_backend(self.kind, path, spec))
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        SERVED_VERSION.labels(experiment).set(version)
+        self._watcher = threading.Thread(target=self._watch, name="critic-watcher", daemon=True)
+        self._watcher.start()
+
+    @property
+    def served(self) -> _Served:
+        with self._lock:
+            return self._served
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll_seconds):
+            latest = self.store.latest("critic")
+            if latest is None or latest[0] <= self.served.version:
+                continue
+            version, path = latest
+            try:
+                backend = load_backend(self.kind, path, self.spec)
+            except Exception:
+                # A version pruned while loading, or a transient read error: the next poll retries.
+                logger.exception("could not load critic version %d; keeping version %d", version, self.served.version)
+                continue
+            with self._lock:
+                self._served = _Served(version, backend)
+            SERVED_VERSION.labels(self.experiment).set(version)
+            SWAPS.labels(self.experiment).inc()
+            logger.info("now serving critic version %d", version)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def Evaluate(self, request, context):
+        start = time.perf_counter()
+        served = self.served  # this request is answered entirely by this version
+        try:
+            values, stats = served.backend.values(list(request.inputs), request)
+        except ValueError as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        EVALUATED.labels(self.experiment).inc(len(values))
+        EVALUATE_SECONDS.labels(self.experiment).observe(time.perf_counter() - start)
+        return value_pb2.EvaluateResponse(
+            values=[to_tensor(v) for v in values], value_version=served.version, stats=stats
+        )
+
+    def Info(self, request, context):
+        return common_pb2.ServiceInfo(
+            service="value-evaluator", experiment=self.experiment, weights_version=self.served.version,
+            details_json=json.dumps({"critic_kind": self.kind, "context": self.spec.critic.context}),
+        )
+
+
+def serve(runtime: ServiceRuntime) -> None:
+    spec = load_spec(runtime.spec_path)
+    if spec.critic is None:
+        raise SystemExit("value-evaluator: the experiment spec has no critic section")
+    store = WeightStore(runtime.weights_dir, experiment=runtime.experiment_id)
+    servicer = ValueEvaluatorServicer(store, spec, runtime.experiment_id)
+    running = start_server(
+        service="value-evaluator",
+        add_servicers=lambda server: value_pb2_grpc.add_ValueEvaluatorServicer_to_server(servicer, server),
+        service_names=[value_pb2.DESCRIPTOR.services_by_name["ValueEvaluator"].full_name],
+        **runtime.server_options(),
+    )
+    run_until_signal(running, on_stop=servicer.stop)

@@ -1,0 +1,183 @@
+"""value-trainer: trains the critic from the replay stream and publishes versioned weights.
+
+Independent of the policy loop (Le Critique Appendix B): it samples the experiment's replay
+buffer (FIFO, reuse <= N, age <= A, enforced atomically in Redis so several replicas may share
+one stream), takes one optimiser step per batch, and publishes each new version to the weight
+store for the value evaluator to hot-swap. Targets are Monte-Carlo returns, or GAE lambda-returns
+when the experiment sets ``lambda_target < 1``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from prometheus_client import Counter, Gauge
+
+from lecritique.advantages import GAEEstimator
+from lecritique.config import load_spec
+from lecritique.config.runtime import ServiceRuntime
+from lecritique.replay import ReplayBuffer, connect_redis
+from lecritique.rpc.server import run_until_signal, start_server
+from lecritique.trajectory import Trajectory
+from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
+from lecritique.weights import WeightStore
+
+logger = logging.getLogger(__name__)
+
+UPDATES = Counter("lecritique_value_updates_total", "Critic optimiser steps", ["experiment"])
+LOSS = Gauge("lecritique_value_loss", "Critic loss of the last update", ["experiment"])
+TRAIN_EV = Gauge(
+    "lecritique_value_train_explained_variance", "Explained variance of the last critic batch (pre-update)", ["experiment"]
+)
+PUBLISHED = Gauge("lecritique_value_published_version", "Newest published critic version", ["experiment"])
+
+
+def value_targets(trajectories: list[Trajectory], lambda_target: float) -> list[np.ndarray] | None:
+    """GAE lambda-returns (eq. 10) from the values stored at evaluation time; None: MC returns."""
+    if lambda_target >= 1.0:
+        return None
+    from lecritique.advantages import AdvantageBatch
+
+    length = max(len(t.token_ids) for t in trajectories)
+    mask = np.zeros((len(trajectories), length), dtype=bool)
+    values = np.zeros((len(trajectories), length))
+    for row, t in enumerate(trajectories):
+        if t.values is None:
+            raise ValueError(f"trajectory {t.trajectory_id} has no values: GAE targets need the evaluator's values")
+        mask[row, : len(t.token_ids)] = t.policy_mask
+        values[row, : len(t.token_ids)] = t.values
+    batch = AdvantageBatch(
+        rewards=np.array([t.reward for t in trajectories]),
+        group_ids=np.arange(len(trajectories)),
+        mask=mask,
+        values=values,
+    )
+    targets = GAEEstimator(lambda_target=lambda_target).value_targets(batch)
+    return [targets[row, : len(t.token_ids)] for row, t in enumerate(trajectories)]
+
+
+class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
+    def __init__(self, spec: Any, runtime: ServiceRuntime) -> None:
+        from lecritique.training.critic_trainer import CriticTrainer
+
+        self.spec = spec
+        self.critic = spec.critic
+        self.experiment = runtime.experiment_id
+        redis = connect_redis(runtime.redis_url)
+        self.store = WeightStore(runtime.weights_dir, redis=redis, experiment=self.experiment)
+        latest = self.store.latest("critic")
+        if latest is None:
+            policy_version, policy_path = self.store.wait_latest("policy")
+            self.trainer = CriticTrainer.from_policy(policy_path, self.critic)
+            version = self.store.publish("critic", self.trainer.save)
+            logger.info("initialised critic from policy version %d, published as critic version %d", policy_version, version)
+        else:
+            version, path = latest
+            self.trainer = CriticTrainer.load(path, self.critic)
+            logger.info("resuming from critic version %d", version)
+        self.version = version
+        self.replay = ReplayBuffer(
+            redis,
+            experiment=self.experiment,
+            capacity=self.critic.replay.capacity,
+            max_reuse=self.critic.replay.max_reuse,
+            max_age_versions=self.critic.replay.max_age_versions,
+            decode=Trajectory.from_bytes,
+        )
+        self.batch_size = self.critic.batch_size or spec.batch_size
+        self.lambda_target = getattr(spec.estimator, "lambda_target", 1.0)
+        self.updates = 0
+        self.last: dict[str, float] = {}
+        self._condition = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._train_loop, name="critic-training", daemon=True)
+        PUBLISHED.labels(self.experiment).set(version)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _policy_version(self) -> int | None:
+        latest = self.store.latest("policy")
+        return None if latest is None else latest[0]
+
+    def _train_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if len(self.replay) < self.batch_size:
+                    # Le Critique trains on full rollout-sized batches: wait for enough fresh data.
+                    self._stop.wait(0.1)
+                    continue
+                entries = self.replay.sample(self.batch_size, current_policy_version=self._policy_version())
+                if len(entries) < self.batch_size:
+                    self._stop.wait(0.1)
+                    continue
+                trajectories = [entry.payload for entry in entries]
+                metrics = self.trainer.train_step(trajectories, value_targets(trajectories, self.lambda_target))
+                version = self.store.publish("critic", self.trainer.save, keep_last=3)
+            except Exception:
+                logger.exception("critic update failed; retrying")
+                self._stop.wait(1.0)
+                continue
+            with self._condition:
+                self.updates += 1
+                self.version = version
+                self.last = metrics
+                self._condition.notify_all()
+            UPDATES.labels(self.experiment).inc()
+            LOSS.labels(self.experiment).set(metrics["loss"])
+            if np.isfinite(metrics.get("explained_variance", float("nan"))):
+                TRAIN_EV.labels(self.experiment).set(metrics["explained_variance"])
+            PUBLISHED.labels(self.experiment).set(version)
+            logger.info("critic update %d -> version %d (loss %.4f)", self.updates, version, metrics["loss"])
+
+    def _status(self) -> value_pb2.ValueTrainerStatus:
+        with self._condition:
+            last = dict(self.last)
+            return value_pb2.ValueTrainerStatus(
+                updates=self.updates,
+                published_version=self.version,
+                last_loss=last.get("loss", float("nan")),
+                last_explained_variance=last.get("explained_variance", float("nan")),
+                replay_depth=len(self.replay),
+                metrics={k: float(v) for k, v in last.items()},
+            )
+
+    def Status(self, request, context):
+        return self._status()
+
+    def WaitForUpdates(self, request, context):
+        deadline = time.monotonic() + max(0.0, request.timeout_seconds)
+        with self._condition:
+            while self.updates < request.min_updates and time.monotonic() < deadline and context.is_active():
+                self._condition.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+        return self._status()
+
+    def Info(self, request, context):
+        return common_pb2.ServiceInfo(
+            service="value-trainer", experiment=self.experiment, weights_version=self.version,
+            details_json=json.dumps({"batch_size": self.batch_size, "loss": self.critic.loss}),
+        )
+
+
+def serve(runtime: ServiceRuntime) -> None:
+    spec = load_spec(runtime.spec_path)
+    if spec.critic is None:
+        raise SystemExit("value-trainer: the experiment spec has no critic section")
+    service = ValueTrainerService(spec, runtime)
+    running = start_server(
+        service="value-trainer",
+        add_servicers=lambda server: value_pb2_grpc.add_ValueTrainerServicer_to_server(service, server),
+        service_names=[value_pb2.DESCRIPTOR.services_by_name["ValueTrainer"].full_name],
+        **runtime.server_options(),
+    )
+    service.start()
+    run_until_signal(running, on_stop=service.stop)
