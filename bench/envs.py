@@ -23,12 +23,13 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "libs")]
 
-from lecritique.envs import Environment, Task, get_environment  # noqa: E402
-from lecritique.envs.answers import tagged  # noqa: E402
-from lecritique.envs.sandbox import Sandbox, active_layers  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 from rich.table import Table  # noqa: E402
+
+from lecritique.envs import Environment, Task, get_environment  # noqa: E402
+from lecritique.envs.answers import tagged  # noqa: E402
+from lecritique.envs.sandbox import Sandbox, active_layers  # noqa: E402
 
 
 def rate(work: Callable[[int], int], seconds: float) -> tuple[float, int]:

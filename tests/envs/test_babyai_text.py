@@ -7,9 +7,10 @@ import random
 import re
 
 import pytest
+from minigrid.utils.baby_ai_bot import BabyAIBot
+
 from lecritique.envs import EpisodeState, get_environment
 from lecritique.envs.babyai_text import ACTIONS, _make_level, _reset, describe_view
-from minigrid.utils.baby_ai_bot import BabyAIBot
 
 _THING = re.compile(
     r"an? (?:(open|closed|locked) )?(\w+) (ball|box|key|door|wall)"

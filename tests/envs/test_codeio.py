@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+
 from lecritique.envs import get_environment
 from lecritique.envs.answers import tagged
 from lecritique.envs.codeio import json_equal, load_programs

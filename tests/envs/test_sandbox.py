@@ -14,6 +14,7 @@ import subprocess
 import time
 
 import pytest
+
 from lecritique.envs import Task, get_environment
 from lecritique.envs.sandbox import Sandbox, SandboxConfig, active_layers
 
