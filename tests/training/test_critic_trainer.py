@@ -7,12 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from training_helpers import VOCAB_SIZE, make_trajectory
+from transformers import AutoModelForCausalLM
+
 from lecritique.advantages import AdvantageBatch, GAEEstimator, explained_variance
 from lecritique.training.critic_trainer import CriticTrainer, CriticTrainerConfig
 from lecritique.training.engine import OptimizerConfig
 from lecritique.trajectory import Trajectory
-from training_helpers import VOCAB_SIZE, make_trajectory
-from transformers import AutoModelForCausalLM
 
 
 def _prompt_class_task(count: int, seed: int, critic_context: bool = True) -> list[Trajectory]:

@@ -7,13 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from training_helpers import VOCAB_SIZE, make_trajectory
+from transformers import AutoModelForCausalLM
+
 from lecritique.training.collate import collate_policy
 from lecritique.training.engine import OptimizerConfig
 from lecritique.training.policy_loss import DPPOLossConfig, PPOClipLossConfig
 from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
 from lecritique.trajectory import Trajectory
-from training_helpers import VOCAB_SIZE, make_trajectory
-from transformers import AutoModelForCausalLM
 
 
 def _fixed_batch(policy_dir: Path, seed: int = 0) -> list[Trajectory]:

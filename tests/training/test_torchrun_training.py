@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from lecritique.training.policy_worker import read_batch_file, write_batch_file
-from lecritique.trajectory import Trajectory
 from training_helpers import make_trajectory, save_tiny_llama
 from transformers import AutoModelForCausalLM
+
+from lecritique.training.policy_worker import read_batch_file, write_batch_file
+from lecritique.trajectory import Trajectory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STEPS = 5
