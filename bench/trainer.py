@@ -5,9 +5,9 @@
 
 Both sides run the real entry point (``python -m lecritique.training.policy_worker``) on the same
 tiny Llama (the project's default tiny architecture, ~0.5M weights) and the same batch file.
-Three layouts: one process using every core (torch's default threads), one process with one
-thread, and torchrun's two processes with one thread each (its default OMP_NUM_THREADS=1), so
-the first and last use the same cores. Tokens/s counts every
+Layouts: one process using every core (torch's default threads), the same with
+OMP_WAIT_POLICY=PASSIVE, one process with one thread, and torchrun's two processes with one
+thread each (its default OMP_NUM_THREADS=1), so the first two and the last use the same cores. Tokens/s counts every
 input token (prompt + completion) of the steps after the first (warm-up), divided by their
 summed step time; the runs alternate in pairs and medians are reported, so that load from other
 processes on a shared machine hits one pair rather than one side. Process start-up (imports,
@@ -63,7 +63,9 @@ def _batch(count: int, prompt_tokens: int, completion_tokens: int, vocab_size: i
     return trajectories
 
 
-def _run(processes: int, threads: int | None, workdir: Path, run_name: str) -> dict[str, float]:
+def _run(
+    processes: int, threads: int | None, workdir: Path, run_name: str, passive_wait: bool = False
+) -> dict[str, float]:
     metrics_path = workdir / f"{run_name}.json"
     worker = [
         "-m",
@@ -79,8 +81,11 @@ def _run(processes: int, threads: int | None, workdir: Path, run_name: str) -> d
     ]
     environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "libs"), str(REPO_ROOT)]))
     environment.pop("OMP_NUM_THREADS", None)
+    environment.pop("OMP_WAIT_POLICY", None)
     if threads is not None:
         environment["OMP_NUM_THREADS"] = str(threads)
+    if passive_wait:
+        environment["OMP_WAIT_POLICY"] = "PASSIVE"
     command = launch_command(processes, worker)
     result = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=600, check=False)
     if result.returncode != 0:
@@ -119,14 +124,21 @@ def main() -> None:
         }
         (workdir / "config.json").write_text(json.dumps(config))
 
-        # (label, processes, threads per process): None lets torch use every core.
-        layouts = [("1 process", 1, None), ("1 process, 1 thread", 1, 1), ("2 processes, 1 thread each", 2, 1)]
-        runs: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in layouts}
+        # (label, processes, threads per process, passive OpenMP wait): None threads lets torch
+        # use every core. OpenMP threads spin while waiting by default, which collapses
+        # throughput when other processes compete for the cores; PASSIVE makes them sleep.
+        layouts = [
+            ("1 process", 1, None, False),
+            ("1 process, OMP_WAIT_POLICY=PASSIVE", 1, None, True),
+            ("1 process, 1 thread", 1, 1, False),
+            ("2 processes, 1 thread each", 2, 1, False),
+        ]
+        runs: dict[str, list[dict[str, float]]] = {label: [] for label, *_ in layouts}
         with Progress(console=console) as progress:
             task = progress.add_task("trainer runs", total=len(layouts) * args.pairs)
             for pair in range(args.pairs):
-                for label, processes, threads in layouts:
-                    runs[label].append(_run(processes, threads, workdir, f"run-{pair}-{processes}-{threads}"))
+                for index, (label, processes, threads, passive) in enumerate(layouts):
+                    runs[label].append(_run(processes, threads, workdir, f"run-{pair}-{index}", passive))
                     progress.advance(task)
 
     medians = {
@@ -136,6 +148,7 @@ def main() -> None:
     two = medians["2 processes, 1 thread each"]["tokens_per_s"]
     ratio = two / medians["1 process"]["tokens_per_s"]
     ratio_single_thread = two / medians["1 process, 1 thread"]["tokens_per_s"]
+    ratio_passive = two / medians["1 process, OMP_WAIT_POLICY=PASSIVE"]["tokens_per_s"]
     table = Table(title=f"policy trainer, {args.trajectories} x ({args.prompt_tokens} + {args.completion_tokens}) tokens")
     table.add_column("layout")
     table.add_column("tokens/s (median)", justify="right")
@@ -150,7 +163,8 @@ def main() -> None:
         )
     console.print(table)
     console.print(
-        f"2-process / 1-process tokens/s: {ratio:.2f} (vs 1 process with 1 thread: {ratio_single_thread:.2f}) "
+        f"2-process / 1-process tokens/s: {ratio:.2f} (vs 1 process with passive OpenMP wait: "
+        f"{ratio_passive:.2f}; vs 1 process with 1 thread: {ratio_single_thread:.2f}) "
         f"on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
     )
     if args.json:
@@ -159,6 +173,7 @@ def main() -> None:
             "medians": medians,
             "ratio_2_over_1": ratio,
             "ratio_2_over_1_single_thread": ratio_single_thread,
+            "ratio_2_over_1_passive_wait": ratio_passive,
         }
         args.json.write_text(json.dumps(results, indent=2))
 

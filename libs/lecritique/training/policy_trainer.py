@@ -90,7 +90,7 @@ class PolicyTrainer(HFTrainer):
         return token_logprobs(logits, batch.target_ids, self.config.temperature)
 
     def train_step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
-        """One optimiser step on the whole batch; metrics are global (identical on every rank).
+        """One optimiser step on the whole batch; metrics are global (identical on every rank but ``step_seconds``).
 
         Every trajectory needs ``advantages``; ``logprobs`` are the rollout engine's.
         """
