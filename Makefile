@@ -32,7 +32,7 @@ lint: $(STAMP)
 demo: $(STAMP)
 	@echo "make demo: the end-to-end experiment arrives with the services issue; nothing to run yet." && exit 1
 
-bench: bench-advantages bench-replay bench-envs bench-trainer
+bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer
 
 bench-advantages: $(STAMP)
 	$(PY) bench/advantages.py
@@ -40,6 +40,9 @@ bench-advantages: $(STAMP)
 # Regenerate the gRPC stubs; tests/rpc/test_protos.py fails when committed stubs are stale.
 proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -Iprotos --python_out=libs --grpc_python_out=libs --pyi_out=libs protos/lecritique/v1/*.proto
+
+bench-pipeline: $(STAMP)
+	$(PY) bench/pipeline.py
 
 bench-replay: $(STAMP)
 	$(PY) bench/replay.py
