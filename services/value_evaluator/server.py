@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -28,6 +29,9 @@ from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
 from lecritique.weights import WeightStore
 
 logger = logging.getLogger(__name__)
+
+# Audit log of every critic input (JSON lines): what privileged context each trajectory's critic saw.
+INPUT_LOG_ENV = "LECRITIQUE_VALUE_INPUT_LOG"
 
 EVALUATED = Counter("lecritique_value_evaluated_trajectories_total", "Trajectories evaluated", ["experiment"])
 EVALUATE_SECONDS = Histogram(
@@ -78,8 +82,11 @@ def load_backend(kind: str, path: Path, spec: Any) -> CriticBackend:
 
 
 class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
-    def __init__(self, store: WeightStore, spec: Any, experiment: str, poll_seconds: float = 0.5) -> None:
+    def __init__(
+        self, store: WeightStore, spec: Any, experiment: str, poll_seconds: float = 0.5, input_log: Path | None = None
+    ) -> None:
         self.store = store
+        self.input_log = input_log
         self.spec = spec
         self.kind = spec.critic.kind
         self.experiment = experiment
@@ -121,6 +128,8 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
     def Evaluate(self, request, context):
         start = time.perf_counter()
         served = self.served  # this request is answered entirely by this version
+        if self.input_log is not None:
+            self._audit(request)
         try:
             values, stats = served.backend.values(list(request.inputs), request)
         except ValueError as error:
@@ -130,6 +139,20 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
         return value_pb2.EvaluateResponse(
             values=[to_tensor(v) for v in values], value_version=served.version, stats=stats
         )
+
+    def _audit(self, request: value_pb2.EvaluateRequest) -> None:
+        assert self.input_log is not None
+        with self.input_log.open("a") as handle:
+            for item in request.inputs:
+                context_ids = from_tensor(item.context_ids)
+                record = {
+                    "trajectory_id": item.trajectory.trajectory_id,
+                    "group_id": item.trajectory.group_id,
+                    "reward": item.trajectory.reward,
+                    "context_text": item.context_text,
+                    "context_ids": [] if context_ids is None else context_ids.tolist(),
+                }
+                handle.write(json.dumps(record) + "\n")
 
     def Info(self, request, context):
         return common_pb2.ServiceInfo(
@@ -143,7 +166,8 @@ def serve(runtime: ServiceRuntime) -> None:
     if spec.critic is None:
         raise SystemExit("value-evaluator: the experiment spec has no critic section")
     store = WeightStore(runtime.weights_dir, experiment=runtime.experiment_id)
-    servicer = ValueEvaluatorServicer(store, spec, runtime.experiment_id)
+    input_log = Path(os.environ[INPUT_LOG_ENV]) if os.environ.get(INPUT_LOG_ENV) else None
+    servicer = ValueEvaluatorServicer(store, spec, runtime.experiment_id, input_log=input_log)
     running = start_server(
         service="value-evaluator",
         add_servicers=lambda server: value_pb2_grpc.add_ValueEvaluatorServicer_to_server(servicer, server),

@@ -28,6 +28,7 @@ def main() -> None:
     """lecritique command line."""
 
 
+app.add_typer(models_app, name="models")
 app.command(name="serve")(serve)
 app.command(name="orchestrate")(orchestrate)
 app.command(name="run")(run)
