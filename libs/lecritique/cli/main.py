@@ -33,7 +33,6 @@ app.command(name="serve")(serve)
 app.command(name="orchestrate")(orchestrate)
 app.command(name="run")(run)
 app.command(name="report")(report)
-app.add_typer(models_app, name="models")
 
 
 @app.command()
