@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -26,6 +27,9 @@ from rich.progress import Progress
 from rich.table import Table
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "libs")]
+# Spinning OpenMP waits make HF generate (2 threads) collapse when other jobs share the cores;
+# vLLM's engine runs one thread. Passive waiting (read when torch loads) keeps the comparison fair.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from lecritique.engines import HFEngine, HFEngineConfig, SamplingParams, VLLMEngine, VLLMEngineConfig  # noqa: E402
 from lecritique.models.tiny_arch import write_random_tiny_policy  # noqa: E402
