@@ -1,0 +1,473 @@
+"""The critic's replay buffer (Le Critique, Appendix B.2) as a Redis stream shared by processes.
+
+Trajectories enter after the value evaluator scored them (``push``), leave FIFO when the buffer
+is over capacity, are sampled uniformly without replacement (``sample``), and are evicted the
+moment they have been sampled ``max_reuse`` times or once they are more than
+``max_age_versions`` policy versions old.
+
+Why Lua scripts rather than MULTI/WATCH: every ``sample`` mutates shared state (the use counters)
+that every other sampler reads, so optimistic WATCH transactions would abort and retry constantly
+as soon as several value-trainer replicas sample one stream, and each try costs extra round
+trips (read candidates, WATCH them, read again, MULTI/EXEC). A script runs atomically on the
+server in one round trip with no aborts, so "never returned more than ``max_reuse`` times" holds
+by construction however many processes sample, and Redis writes a script's effects to the AOF as
+one MULTI/EXEC block, so the state after a restart is one the scripts produced. The costs: a
+script blocks the server while it runs (ours are O(n log depth) for n sampled entries), and
+Redis 6.2 does not roll back a script that fails half way, so the scripts check everything that
+could fail (key types, settings) before their first write, and the client validates payloads
+before sending them. The scripts are in :mod:`lecritique.replay.scripts`.
+
+Durability and retries: ``push`` returns ids only from Redis's reply to the script, i.e. after
+Redis applied and AOF-logged the entries (fsynced before the reply with ``appendfsync always``,
+within a second with ``everysec``). Connection errors are retried with backoff (see
+:mod:`lecritique.replay.connection`); a push carries a token so that a retry after a lost reply
+returns the first push's ids instead of storing the entries twice. A ``sample`` whose reply is
+lost has still used those entries once: the reuse bound is never exceeded, but those uses are
+wasted.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from numbers import Integral
+from typing import Any, Generic, NamedTuple, TypeVar, overload
+
+import redis
+from pydantic import BaseModel, ConfigDict
+
+from lecritique.replay import metrics, scripts
+from lecritique.replay.config import ReplayConfig, RetryPolicy
+from lecritique.replay.connection import call_with_reconnect
+
+logger = logging.getLogger(__name__)
+
+P = TypeVar("P")
+
+_EVICTION_REASONS = ("capacity", "reuse", "age")
+_IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_ERROR_PREFIX = "LECRITIQUE "
+
+
+class ReplayConfigError(ValueError):
+    """The settings of this client disagree with the ones stored for the experiment, or a key
+    of the experiment holds data of the wrong type."""
+
+
+class ReplayEntry(NamedTuple, Generic[P]):
+    """One sampled entry; unpacks as ``(id, payload, times_used)``."""
+
+    id: str
+    """Stream entry id (``<ms>-<seq>``), unique within the experiment."""
+    payload: P
+    """The pushed bytes, or what the buffer's ``decode`` made of them."""
+    times_used: int
+    """Times the entry has been sampled, this sample included (1 on its first return)."""
+
+
+class ReplayStats(BaseModel):
+    """A consistent snapshot of one experiment's buffer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    depth: int
+    """Entries currently held."""
+    evicted_by_reason: dict[str, int]
+    """Entries evicted so far, by reason: ``capacity``, ``reuse``, ``age``."""
+    oldest_version: int | None
+    """Smallest policy version held (None: empty)."""
+    newest_version: int | None
+    """Largest policy version held (None: empty)."""
+    reuse_histogram: dict[int, int]
+    """Times sampled -> number of entries held that were sampled that often."""
+    pushed_total: int
+    """Entries ever pushed."""
+    sampled_total: int
+    """Entries ever returned by ``sample`` (one per entry per sample)."""
+
+
+@dataclass(frozen=True)
+class ReplayKeys:
+    """Redis keys of one experiment's buffer (see :mod:`lecritique.replay.scripts`)."""
+
+    stream: str
+    index: str
+    uses: str
+    stats: str
+    config: str
+
+    @classmethod
+    def for_experiment(cls, experiment: str) -> ReplayKeys:
+        base = f"lecritique:{experiment}:replay"
+        return cls(
+            stream=base,
+            index=f"{base}:index",
+            uses=f"{base}:uses",
+            stats=f"{base}:stats",
+            config=f"{base}:config",
+        )
+
+    def push_token(self, token: str) -> str:
+        return f"{self.stream}:push:{token}"
+
+    def script_keys(self) -> list[str]:
+        return [self.stream, self.index, self.uses, self.stats, self.config]
+
+
+class ReplayBuffer(Generic[P]):
+    """FIFO replay buffer with reuse and age bounds, enforced atomically in Redis.
+
+    ``decode`` (e.g. ``Trajectory.from_bytes``) turns payload bytes into what ``sample`` returns;
+    without it ``sample`` returns bytes. ``reconfigure=True`` overwrites settings stored by an
+    earlier client of the same experiment instead of raising :class:`ReplayConfigError`.
+    """
+
+    @overload
+    def __init__(
+        self: ReplayBuffer[bytes],
+        redis_client: redis.Redis,
+        experiment: str,
+        capacity: int = ...,
+        max_reuse: int = ...,
+        max_age_versions: int | None = ...,
+        *,
+        max_payload_bytes: int = ...,
+        retry: RetryPolicy | None = ...,
+        decode: None = ...,
+        reconfigure: bool = ...,
+        idempotency_ttl_s: int = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        redis_client: redis.Redis,
+        experiment: str,
+        capacity: int = ...,
+        max_reuse: int = ...,
+        max_age_versions: int | None = ...,
+        *,
+        max_payload_bytes: int = ...,
+        retry: RetryPolicy | None = ...,
+        decode: Callable[[bytes], P],
+        reconfigure: bool = ...,
+        idempotency_ttl_s: int = ...,
+    ) -> None: ...
+
+    def __init__(
+        self,
+        redis_client: redis.Redis,
+        experiment: str,
+        capacity: int = 256,
+        max_reuse: int = 2,
+        max_age_versions: int | None = None,
+        *,
+        max_payload_bytes: int = 16 * 1024 * 1024,
+        retry: RetryPolicy | None = None,
+        decode: Callable[[bytes], P] | None = None,
+        reconfigure: bool = False,
+        idempotency_ttl_s: int = 600,
+    ) -> None:
+        config = ReplayConfig(
+            experiment=experiment,
+            capacity=capacity,
+            max_reuse=max_reuse,
+            max_age_versions=max_age_versions,
+            max_payload_bytes=max_payload_bytes,
+            retry=retry or RetryPolicy(),
+        )
+        self._setup(redis_client, config, decode, reconfigure, idempotency_ttl_s)
+
+    @classmethod
+    def from_config(
+        cls,
+        redis_client: redis.Redis,
+        config: ReplayConfig,
+        *,
+        decode: Callable[[bytes], Any] | None = None,
+        reconfigure: bool = False,
+        idempotency_ttl_s: int = 600,
+    ) -> ReplayBuffer[Any]:
+        """A buffer with the settings of a validated :class:`ReplayConfig`."""
+        buffer: ReplayBuffer[Any] = cls.__new__(cls)
+        buffer._setup(redis_client, config, decode, reconfigure, idempotency_ttl_s)
+        return buffer
+
+    def _setup(
+        self,
+        redis_client: redis.Redis,
+        config: ReplayConfig,
+        decode: Callable[[bytes], P] | None,
+        reconfigure: bool,
+        idempotency_ttl_s: int,
+    ) -> None:
+        if not isinstance(redis_client, redis.Redis):
+            raise TypeError(f"redis_client must be a redis.Redis (see connect_redis), got {type(redis_client).__name__}")
+        if idempotency_ttl_s < 1:
+            raise ValueError(f"idempotency_ttl_s must be >= 1, got {idempotency_ttl_s}")
+        self.config = config
+        self.keys = ReplayKeys.for_experiment(config.experiment)
+        self._redis = redis_client
+        self._decode = decode
+        self._idempotency_ttl_s = idempotency_ttl_s
+        self._settings = [
+            str(config.capacity),
+            str(config.max_reuse),
+            str(-1 if config.max_age_versions is None else config.max_age_versions),
+        ]
+        self._push_script = redis_client.register_script(scripts.PUSH)
+        self._sample_script = redis_client.register_script(scripts.SAMPLE)
+        labels = {"experiment": config.experiment}
+        self._depth_gauge = metrics.DEPTH.labels(**labels)
+        self._pushed = metrics.PUSHED.labels(**labels)
+        self._sampled = metrics.SAMPLED.labels(**labels)
+        self._evictions = {reason: metrics.EVICTIONS.labels(reason=reason, **labels) for reason in _EVICTION_REASONS}
+        self._uses_at_eviction = {
+            reason: metrics.USES_AT_EVICTION.labels(reason=reason, **labels) for reason in _EVICTION_REASONS
+        }
+        self._sample_age = metrics.SAMPLE_AGE.labels(**labels)
+        self._reuse_count = metrics.REUSE_COUNT.labels(**labels)
+        self._retries = metrics.REDIS_RETRIES.labels(**labels)
+        self._seconds = {
+            operation: metrics.OPERATION_SECONDS.labels(operation=operation, **labels)
+            for operation in ("push", "sample", "stats")
+        }
+        source = scripts.RECONFIGURE if reconfigure else scripts.CONFIGURE
+        configure = redis_client.register_script(source)
+        self._call(lambda: configure(keys=self.keys.script_keys(), args=self._settings), "configure")
+
+    @property
+    def experiment(self) -> str:
+        return self.config.experiment
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def push(
+        self,
+        payloads: Iterable[object],
+        policy_version: int | Sequence[int],
+        *,
+        idempotency_key: str | None = None,
+    ) -> list[str]:
+        """Append entries (bytes, or objects with ``to_bytes()``); returns their ids in order.
+
+        ``policy_version`` is one version for all entries or one per entry. Everything is
+        validated before anything is sent, so bad input leaves the buffer unchanged. The ids are
+        returned only after Redis acknowledged the write; a push repeated with the same
+        ``idempotency_key`` within ``idempotency_ttl_s`` returns the first push's ids and stores
+        nothing. Entries beyond capacity evict the oldest, possibly ones of this very push.
+        """
+        encoded = self._encode_payloads(payloads)
+        versions = self._policy_versions(policy_version, len(encoded))
+        if idempotency_key is not None and (
+            not isinstance(idempotency_key, str) or not _IDEMPOTENCY_KEY.match(idempotency_key)
+        ):
+            raise ValueError(
+                f"idempotency_key {idempotency_key!r} must be 1-128 characters of letters, digits, '_', '.', '-'"
+            )
+        if not encoded:
+            return []
+        token = idempotency_key or uuid.uuid4().hex
+        args: list[Any] = [*self._settings, len(encoded), self._idempotency_ttl_s]
+        for version, data in zip(versions, encoded, strict=True):
+            args.append(version)
+            args.append(data)
+        keys = [*self.keys.script_keys(), self.keys.push_token(token)]
+        with self._seconds["push"].time():
+            ids_raw, evicted_uses, depth, duplicate = self._call(
+                lambda: self._push_script(keys=keys, args=args), "push"
+            )
+        ids = [_text(entry_id) for entry_id in ids_raw]
+        self._depth_gauge.set(depth)
+        if duplicate:
+            logger.info("Replay push %s for experiment %r was already stored; returning its ids", token, self.experiment)
+            return ids
+        self._pushed.inc(len(ids))
+        self._record_evictions("capacity", evicted_uses)
+        return ids
+
+    def _encode_payloads(self, payloads: Iterable[object]) -> list[bytes]:
+        if isinstance(payloads, (bytes, bytearray, memoryview, str)) or not isinstance(payloads, Iterable):
+            raise TypeError(
+                f"push expects a sequence of payloads, got {type(payloads).__name__}; "
+                "wrap a single payload in a list"
+            )
+        encoded: list[bytes] = []
+        for index, payload in enumerate(payloads):
+            data = _payload_bytes(payload, index)
+            if len(data) > self.config.max_payload_bytes:
+                raise ValueError(
+                    f"payload {index} is {len(data)} bytes, over max_payload_bytes={self.config.max_payload_bytes}; "
+                    "nothing was pushed"
+                )
+            encoded.append(data)
+        return encoded
+
+    @staticmethod
+    def _policy_versions(policy_version: int | Sequence[int], count: int) -> list[int]:
+        if isinstance(policy_version, Sequence) and not isinstance(policy_version, (str, bytes)):
+            if len(policy_version) != count:
+                raise ValueError(f"policy_version has {len(policy_version)} entries for {count} payloads")
+            return [_version(value, f"policy_version[{index}]") for index, value in enumerate(policy_version)]
+        return [_version(policy_version, "policy_version")] * count
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def sample(self, n: int, current_policy_version: int | None = None) -> list[ReplayEntry[P]]:
+        """Up to ``n`` distinct entries drawn uniformly from the eligible ones.
+
+        Each returned entry's use counter is incremented; an entry is evicted the moment it
+        reaches ``max_reuse``. With ``max_age_versions`` set, ``current_policy_version`` is
+        required and older entries are evicted first (never returned). Returns fewer than
+        ``n`` entries (possibly none) when fewer are held.
+        """
+        count = _count(n, "n")
+        if current_policy_version is not None:
+            current_policy_version = _version(current_policy_version, "current_policy_version")
+        elif self.config.max_age_versions is not None:
+            raise ValueError(
+                f"current_policy_version is required: experiment {self.experiment!r} has "
+                f"max_age_versions={self.config.max_age_versions}"
+            )
+        entries, _ = self._sample(count, current_policy_version)
+        return entries
+
+    def evict_stale(self, current_policy_version: int) -> int:
+        """Evict entries older than ``max_age_versions``; returns how many (0 without an age bound)."""
+        _, age_evicted = self._sample(0, _version(current_policy_version, "current_policy_version"))
+        return age_evicted
+
+    def _sample(self, count: int, current_policy_version: int | None) -> tuple[list[ReplayEntry[P]], int]:
+        current = "" if current_policy_version is None else str(current_policy_version)
+        args: list[str | int] = [*self._settings, count, current, secrets.randbits(31)]
+        keys = self.keys.script_keys()
+        with self._seconds["sample"].time():
+            flat, age_uses, reuse_evicted, depth = self._call(
+                lambda: self._sample_script(keys=keys, args=args), "sample"
+            )
+        self._depth_gauge.set(depth)
+        self._record_evictions("age", age_uses)
+        self._record_evictions("reuse", [self.config.max_reuse] * reuse_evicted)
+        entries: list[ReplayEntry[P]] = []
+        for offset in range(0, len(flat), 4):
+            entry_id, payload, version, used = flat[offset : offset + 4]
+            if current_policy_version is not None:
+                self._sample_age.observe(current_policy_version - int(version))
+            self._reuse_count.observe(used)
+            decoded = self._decode(payload) if self._decode is not None else payload
+            entries.append(ReplayEntry(_text(entry_id), decoded, int(used)))
+        self._sampled.inc(len(entries))
+        return entries, len(age_uses)
+
+    def stats(self) -> ReplayStats:
+        """A snapshot taken in one MULTI/EXEC (consistent across keys)."""
+
+        def read() -> list[Any]:
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.xlen(self.keys.stream)
+            pipe.hgetall(self.keys.stats)
+            pipe.zrange(self.keys.index, 0, 0, withscores=True)
+            pipe.zrange(self.keys.index, -1, -1, withscores=True)
+            pipe.hvals(self.keys.uses)
+            return pipe.execute()
+
+        with self._seconds["stats"].time():
+            depth, totals_raw, oldest, newest, uses = self._call(read, "stats")
+        totals = {_text(name): int(value) for name, value in totals_raw.items()}
+        histogram: dict[int, int] = {}
+        for value in uses:
+            histogram[int(value)] = histogram.get(int(value), 0) + 1
+        never_used = depth - len(uses)
+        if never_used:
+            histogram[0] = never_used
+        self._depth_gauge.set(depth)
+        return ReplayStats(
+            depth=depth,
+            evicted_by_reason={reason: totals.get(f"evicted_{reason}", 0) for reason in _EVICTION_REASONS},
+            oldest_version=int(oldest[0][1]) if oldest else None,
+            newest_version=int(newest[0][1]) if newest else None,
+            reuse_histogram=dict(sorted(histogram.items())),
+            pushed_total=totals.get("pushed", 0),
+            sampled_total=totals.get("sampled", 0),
+        )
+
+    def __len__(self) -> int:
+        return int(self._call(lambda: self._redis.xlen(self.keys.stream), "depth"))
+
+    def clear(self) -> None:
+        """Delete every entry, counter, total and the stored settings of this experiment."""
+        keys = self.keys.script_keys()
+        self._call(lambda: self._redis.delete(*keys), "clear")
+        self._depth_gauge.set(0)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _call(self, operation: Callable[[], Any], what: str) -> Any:
+        try:
+            return call_with_reconnect(
+                operation,
+                client=self._redis,
+                policy=self.config.retry,
+                what=f"replay {what} (experiment {self.experiment!r})",
+                on_retry=self._retries.inc,
+            )
+        except redis.ResponseError as error:
+            message = str(error)
+            if _ERROR_PREFIX in message:
+                detail = message.split(_ERROR_PREFIX, 1)[1]
+                raise ReplayConfigError(
+                    f"replay buffer of experiment {self.experiment!r}: {detail} "
+                    "(construct the buffer with reconfigure=True to overwrite the stored settings)"
+                ) from error
+            raise
+
+    def _record_evictions(self, reason: str, uses: Sequence[int]) -> None:
+        if not uses:
+            return
+        self._evictions[reason].inc(len(uses))
+        histogram = self._uses_at_eviction[reason]
+        for count in uses:
+            histogram.observe(count)
+
+
+def _payload_bytes(payload: object, index: int) -> bytes:
+    if isinstance(payload, bytes):
+        return payload
+    if isinstance(payload, (bytearray, memoryview)):
+        return bytes(payload)
+    # int has to_bytes() too, but an int is never a trajectory.
+    to_bytes = None if isinstance(payload, (int, float, str)) else getattr(payload, "to_bytes", None)
+    if not callable(to_bytes):
+        raise TypeError(
+            f"payload {index} has type {type(payload).__name__}: expected bytes or an object with "
+            "to_bytes() (e.g. lecritique.trajectory.Trajectory)"
+        )
+    data = to_bytes()
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError(f"payload {index}: {type(payload).__name__}.to_bytes() returned {type(data).__name__}, not bytes")
+    return bytes(data)
+
+
+def _version(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    version = int(value)
+    if version < 0:
+        raise ValueError(f"{name} must be >= 0, got {version}")
+    return version
+
+
+def _count(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if int(value) < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return int(value)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
