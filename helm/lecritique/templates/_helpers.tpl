@@ -47,7 +47,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{- define "lecritique.redisName" -}}{{ include "lecritique.fullname" . }}-redis{{- end -}}
-{{- define "lecritique.redisUrl" -}}redis://{{ include "lecritique.redisName" . }}.{{ .Release.Namespace }}.svc:6379/0{{- end -}}
+{{/* Namespace-relative, so that the same URL works after kustomize moves the objects. */}}
+{{- define "lecritique.redisUrl" -}}redis://{{ include "lecritique.redisName" . }}:6379/0{{- end -}}
 {{- define "lecritique.apiName" -}}{{ include "lecritique.fullname" . }}-api{{- end -}}
 {{- define "lecritique.workloadServiceAccount" -}}{{ include "lecritique.fullname" . }}-workload{{- end -}}
 {{- define "lecritique.weightsClaim" -}}
