@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast lint demo bench bench-advantages proto clean
+.PHONY: install test test-fast lint demo bench bench-advantages bench-replay proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ lint: $(STAMP)
 demo: $(STAMP)
 	@echo "make demo: the end-to-end experiment arrives with the services issue; nothing to run yet." && exit 1
 
-bench: bench-advantages
+bench: bench-advantages bench-replay
 
 bench-advantages: $(STAMP)
 	$(PY) bench/advantages.py
@@ -40,6 +40,9 @@ bench-advantages: $(STAMP)
 # Regenerate the gRPC stubs; tests/rpc/test_protos.py fails when committed stubs are stale.
 proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -Iprotos --python_out=libs --grpc_python_out=libs --pyi_out=libs protos/lecritique/v1/*.proto
+
+bench-replay: $(STAMP)
+	$(PY) bench/replay.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

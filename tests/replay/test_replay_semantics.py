@@ -152,7 +152,7 @@ def test_sampling_is_uniform(make_buffer):
 
 def test_per_entry_policy_versions_and_stats(make_buffer):
     buffer = make_buffer(capacity=10, max_reuse=3)
-    buffer.push(_payloads(4), policy_version=[4, 2, 7, 5])
+    buffer.push(_payloads(4), policy_version=np.array([4, 2, 7, 5]))
     buffer.sample(4)
     buffer.sample(2)
     stats = buffer.stats()

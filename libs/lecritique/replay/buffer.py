@@ -31,11 +31,12 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+import struct
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from numbers import Integral
-from typing import Any, Generic, NamedTuple, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, cast, overload
 
 import redis
 from pydantic import BaseModel, ConfigDict
@@ -51,6 +52,7 @@ P = TypeVar("P")
 _EVICTION_REASONS = ("capacity", "reuse", "age")
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _ERROR_PREFIX = "LECRITIQUE "
+_RECORD_HEADER = struct.Struct(scripts.SAMPLE_RECORD_HEADER)
 
 
 class ReplayConfigError(ValueError):
@@ -249,7 +251,7 @@ class ReplayBuffer(Generic[P]):
     def push(
         self,
         payloads: Iterable[object],
-        policy_version: int | Sequence[int],
+        policy_version: int | Iterable[int],
         *,
         idempotency_key: str | None = None,
     ) -> list[str]:
@@ -285,6 +287,10 @@ class ReplayBuffer(Generic[P]):
         self._depth_gauge.set(depth)
         if duplicate:
             logger.info("Replay push %s for experiment %r was already stored; returning its ids", token, self.experiment)
+            if idempotency_key is None:
+                # Only our own retry can repeat a generated token: the first attempt stored the
+                # entries but its reply was lost, so this call is the one that reports them.
+                self._pushed.inc(len(ids))
             return ids
         self._pushed.inc(len(ids))
         self._record_evictions("capacity", evicted_uses)
@@ -308,12 +314,14 @@ class ReplayBuffer(Generic[P]):
         return encoded
 
     @staticmethod
-    def _policy_versions(policy_version: int | Sequence[int], count: int) -> list[int]:
-        if isinstance(policy_version, Sequence) and not isinstance(policy_version, (str, bytes)):
-            if len(policy_version) != count:
-                raise ValueError(f"policy_version has {len(policy_version)} entries for {count} payloads")
-            return [_version(value, f"policy_version[{index}]") for index, value in enumerate(policy_version)]
-        return [_version(policy_version, "policy_version")] * count
+    def _policy_versions(policy_version: int | Iterable[int], count: int) -> list[int]:
+        # One version per entry may come as a list, tuple or numpy array.
+        if isinstance(policy_version, Iterable) and not isinstance(policy_version, (str, bytes)):
+            versions = list(policy_version)
+            if len(versions) != count:
+                raise ValueError(f"policy_version has {len(versions)} entries for {count} payloads")
+            return [_non_negative_int(value, f"policy_version[{index}]") for index, value in enumerate(versions)]
+        return [_non_negative_int(policy_version, "policy_version")] * count
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -325,9 +333,9 @@ class ReplayBuffer(Generic[P]):
         required and older entries are evicted first (never returned). Returns fewer than
         ``n`` entries (possibly none) when fewer are held.
         """
-        count = _count(n, "n")
+        count = _non_negative_int(n, "n")
         if current_policy_version is not None:
-            current_policy_version = _version(current_policy_version, "current_policy_version")
+            current_policy_version = _non_negative_int(current_policy_version, "current_policy_version")
         elif self.config.max_age_versions is not None:
             raise ValueError(
                 f"current_policy_version is required: experiment {self.experiment!r} has "
@@ -338,7 +346,7 @@ class ReplayBuffer(Generic[P]):
 
     def evict_stale(self, current_policy_version: int) -> int:
         """Evict entries older than ``max_age_versions``; returns how many (0 without an age bound)."""
-        _, age_evicted = self._sample(0, _version(current_policy_version, "current_policy_version"))
+        _, age_evicted = self._sample(0, _non_negative_int(current_policy_version, "current_policy_version"))
         return age_evicted
 
     def _sample(self, count: int, current_policy_version: int | None) -> tuple[list[ReplayEntry[P]], int]:
@@ -346,20 +354,28 @@ class ReplayBuffer(Generic[P]):
         args: list[str | int] = [*self._settings, count, current, secrets.randbits(31)]
         keys = self.keys.script_keys()
         with self._seconds["sample"].time():
-            flat, age_uses, reuse_evicted, depth = self._call(
+            records, age_uses, reuse_evicted, depth = self._call(
                 lambda: self._sample_script(keys=keys, args=args), "sample"
             )
         self._depth_gauge.set(depth)
         self._record_evictions("age", age_uses)
         self._record_evictions("reuse", [self.config.max_reuse] * reuse_evicted)
         entries: list[ReplayEntry[P]] = []
-        for offset in range(0, len(flat), 4):
-            entry_id, payload, version, used = flat[offset : offset + 4]
+        view = memoryview(records)
+        offset = 0
+        while offset < len(view):
+            id_length, used, version, payload_length = _RECORD_HEADER.unpack_from(view, offset)
+            offset += _RECORD_HEADER.size
+            entry_id = bytes(view[offset : offset + id_length]).decode()
+            offset += id_length
+            payload = bytes(view[offset : offset + payload_length])
+            offset += payload_length
             if current_policy_version is not None:
-                self._sample_age.observe(current_policy_version - int(version))
+                self._sample_age.observe(current_policy_version - version)
             self._reuse_count.observe(used)
-            decoded = self._decode(payload) if self._decode is not None else payload
-            entries.append(ReplayEntry(_text(entry_id), decoded, int(used)))
+            # Without a decoder P is bytes (see the __init__ overloads).
+            decoded = self._decode(payload) if self._decode is not None else cast(P, payload)
+            entries.append(ReplayEntry(entry_id, decoded, used))
         self._sampled.inc(len(entries))
         return entries, len(age_uses)
 
@@ -452,21 +468,14 @@ def _payload_bytes(payload: object, index: int) -> bytes:
     return bytes(data)
 
 
-def _version(value: object, name: str) -> int:
+def _non_negative_int(value: object, name: str) -> int:
+    """Policy versions and counts: ints (numpy ints too, bools not) >= 0."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    version = int(value)
-    if version < 0:
-        raise ValueError(f"{name} must be >= 0, got {version}")
-    return version
-
-
-def _count(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if int(value) < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return int(value)
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"{name} must be >= 0, got {number}")
+    return number
 
 
 def _text(value: bytes | str) -> str:

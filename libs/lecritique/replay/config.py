@@ -15,11 +15,11 @@ class RetryPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_attempts: int = Field(default=8, ge=1)
+    max_attempts: int = Field(default=12, ge=1)
     """Attempts per operation, the first included (1: fail on the first connection error)."""
     initial_backoff_s: float = Field(default=0.05, ge=0.0)
     """Wait before the second attempt."""
-    max_backoff_s: float = Field(default=2.0, ge=0.0)
+    max_backoff_s: float = Field(default=5.0, ge=0.0)
     """Upper bound of one wait between attempts."""
     multiplier: float = Field(default=2.0, ge=1.0)
     """Factor applied to the wait after every failed attempt (exponential backoff)."""

@@ -5,10 +5,12 @@ The embedded server is the real ``redis-server`` binary shipped in the ``redisli
 processes can share it through its ``redis://127.0.0.1:PORT`` URL. It persists to an append-only
 file (AOF) in ``data_dir`` and is shut down (gracefully, flushing the AOF) when the process exits.
 
-Durability: Redis acknowledges a write after applying it in memory and appending it to the AOF
-buffer. With ``appendfsync always`` the AOF is fsynced before the reply is sent, so an
-acknowledged write survives even ``kill -9`` of the server or a power loss; with ``everysec``
-(Redis's default) a crash can lose up to the last second, a clean restart loses nothing.
+Durability: Redis replies to a write after applying it in memory and writing it to the AOF
+(``write(2)``, before the reply in the normal case). With ``appendfsync always`` the AOF is also
+fsynced before the reply, so an acknowledged write survives a crash of the whole machine. With
+``everysec`` (Redis's default, used here by default) a clean restart or a crash of redis-server
+alone loses nothing that was acknowledged, except when a slow background fsync makes Redis delay
+the AOF write (up to 2 s); a machine crash can lose about the last second.
 
 Every Redis call the replay buffer makes goes through :func:`call_with_reconnect`, which retries
 connection failures with exponential backoff, logs one line per attempt and raises

@@ -50,12 +50,43 @@ if problem then
   return redis.error_reply('LECRITIQUE ' .. problem)
 end
 
--- Removes one entry everywhere; returns how often it had been sampled.
-local function evict(id)
-  local uses = tonumber(redis.call('HGET', KEYS[3], id) or '0')
-  redis.call('XDEL', KEYS[1], id)
-  redis.call('ZREM', KEYS[2], id)
-  redis.call('HDEL', KEYS[3], id)
+-- Lua's unpack() is bounded by the C stack; commands with many arguments go in chunks (even-sized,
+-- so score/member and field/value pairs stay together).
+local CHUNK = 500
+
+local function chunks(list)
+  local out = {}
+  for start = 1, #list, CHUNK do
+    out[#out + 1] = {unpack(list, start, math.min(start + CHUNK - 1, #list))}
+  end
+  return out
+end
+
+-- Removes entries everywhere (one command per key and chunk, not per entry).
+local function remove(ids)
+  for _, chunk in ipairs(chunks(ids)) do
+    redis.call('XDEL', KEYS[1], unpack(chunk))
+    redis.call('ZREM', KEYS[2], unpack(chunk))
+    redis.call('HDEL', KEYS[3], unpack(chunk))
+  end
+end
+
+-- Times each entry has been sampled (0 if never), in the order of ids.
+local function uses_of(ids)
+  local uses = {}
+  for _, chunk in ipairs(chunks(ids)) do
+    local counts = redis.call('HMGET', KEYS[3], unpack(chunk))
+    for i = 1, #chunk do
+      uses[#uses + 1] = tonumber(counts[i] or '0')
+    end
+  end
+  return uses
+end
+
+-- Removes entries that leave for a reason other than reuse; returns their use counts.
+local function evict(ids)
+  local uses = uses_of(ids)
+  remove(ids)
   return uses
 end
 """
@@ -86,22 +117,29 @@ if done then
 end
 local count = tonumber(ARGV[4])
 local ids = {}
+local scored = {}
 for i = 1, count do
   local version = ARGV[4 + 2 * i]
   local id = redis.call('XADD', KEYS[1], '*', 'v', version, 'p', ARGV[5 + 2 * i])
-  redis.call('ZADD', KEYS[2], version, id)
   ids[i] = id
+  scored[#scored + 1] = version
+  scored[#scored + 1] = id
+end
+for _, chunk in ipairs(chunks(scored)) do
+  redis.call('ZADD', KEYS[2], unpack(chunk))
 end
 local depth = redis.call('XLEN', KEYS[1])
 local capacity = tonumber(ARGV[1])
 local evicted_uses = {}
 if depth > capacity then
   local oldest = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', depth - capacity)
+  local oldest_ids = {}
   for i, entry in ipairs(oldest) do
-    evicted_uses[i] = evict(entry[1])
+    oldest_ids[i] = entry[1]
   end
-  redis.call('HINCRBY', KEYS[4], 'evicted_capacity', #oldest)
-  depth = depth - #oldest
+  evicted_uses = evict(oldest_ids)
+  redis.call('HINCRBY', KEYS[4], 'evicted_capacity', #oldest_ids)
+  depth = depth - #oldest_ids
 end
 redis.call('HINCRBY', KEYS[4], 'pushed', count)
 redis.call('SET', KEYS[6], table.concat(ids, ','), 'EX', tonumber(ARGV[5]))
@@ -121,9 +159,7 @@ local age_uses = {}
 if max_age >= 0 and ARGV[5] ~= '' then
   -- current - version > max_age  <=>  version < current - max_age
   local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. (tonumber(ARGV[5]) - max_age))
-  for i, id in ipairs(stale) do
-    age_uses[i] = evict(id)
-  end
+  age_uses = evict(stale)
   if #stale > 0 then
     redis.call('HINCRBY', KEYS[4], 'evicted_age', #stale)
   end
@@ -146,33 +182,46 @@ for i = 0, k - 1 do
 end
 
 -- Ranks were all resolved above, before any entry below is removed from the index.
+local previous = uses_of(ids)
 local out = {}
-local reuse_evicted = 0
-for _, id in ipairs(ids) do
+local counted = {}
+local used_up = {}
+for i, id in ipairs(ids) do
   local fields = redis.call('XRANGE', KEYS[1], id, id)[1][2]
   local version, payload
   for f = 1, #fields, 2 do
     if fields[f] == 'v' then version = fields[f + 1] elseif fields[f] == 'p' then payload = fields[f + 1] end
   end
-  local used = redis.call('HINCRBY', KEYS[3], id, 1)
+  local used = previous[i] + 1
   if used >= max_reuse then
-    evict(id)
-    reuse_evicted = reuse_evicted + 1
+    used_up[#used_up + 1] = id
+  else
+    counted[#counted + 1] = id
+    counted[#counted + 1] = used
   end
+  out[#out + 1] = struct.pack('<I2I4I8I4', #id, used, tonumber(version), #payload)
   out[#out + 1] = id
   out[#out + 1] = payload
-  out[#out + 1] = version
-  out[#out + 1] = used
 end
+for _, chunk in ipairs(chunks(counted)) do
+  redis.call('HSET', KEYS[3], unpack(chunk))
+end
+remove(used_up)
+local reuse_evicted = #used_up
 if k > 0 then
   redis.call('HINCRBY', KEYS[4], 'sampled', k)
 end
 if reuse_evicted > 0 then
   redis.call('HINCRBY', KEYS[4], 'evicted_reuse', reuse_evicted)
 end
-return {out, age_uses, reuse_evicted, depth - reuse_evicted}
+return {table.concat(out), age_uses, reuse_evicted, depth - reuse_evicted}
 """
 )
 """Evict entries past the age bound, then draw up to n distinct entries uniformly, count the use,
-evict those that reached max_reuse. Returns ``{flat (id, payload, version, used)*, uses_of_age_evicted,
-reuse_evicted, depth}``."""
+evict those that reached max_reuse. Returns ``{records, uses_of_age_evicted, reuse_evicted, depth}``
+where ``records`` is one binary string (see :data:`SAMPLE_RECORD_HEADER`): one reply element
+instead of four per entry keeps the client's RESP parsing off the hot path."""
+
+SAMPLE_RECORD_HEADER = "<HIQI"
+"""``struct`` layout of each sampled record's header, followed by the id and the payload bytes:
+id length (u16), times used (u32), policy version (u64), payload length (u32), little-endian."""
