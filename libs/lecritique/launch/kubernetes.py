@@ -234,15 +234,18 @@ def _container_command(spec: ExperimentSpec, experiment_id: str, component: Comp
 
 
 def _probes(component: Component, chart: ComponentDefaults) -> dict[str, Any]:
-    check: dict[str, Any] = (
-        {"httpGet": {"path": "/metrics", "port": "metrics"}} if component == Component.orchestrator else {"grpc": {"port": GRPC_PORT}}
-    )
+    def check() -> dict[str, Any]:
+        # The orchestrator serves no gRPC; its metrics endpoint shows the process is up.
+        if component == Component.orchestrator:
+            return {"httpGet": {"path": "/metrics", "port": "metrics"}}
+        return {"grpc": {"port": GRPC_PORT}}
+
     period = 10
     return {
-        "startupProbe": {**check, "periodSeconds": period, "timeoutSeconds": 5,
+        "startupProbe": {**check(), "periodSeconds": period, "timeoutSeconds": 5,
                          "failureThreshold": max(1, math.ceil(chart.startup_seconds / period))},
-        "readinessProbe": {**check, "periodSeconds": period, "timeoutSeconds": 5, "failureThreshold": 3},
-        "livenessProbe": {**check, "periodSeconds": 20, "timeoutSeconds": 10, "failureThreshold": 6},
+        "readinessProbe": {**check(), "periodSeconds": period, "timeoutSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {**check(), "periodSeconds": 20, "timeoutSeconds": 10, "failureThreshold": 6},
     }
 
 
