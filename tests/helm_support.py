@@ -1,0 +1,96 @@
+"""Rendering the Helm chart with Helm's own engine (helm-python-sdk) and small spec builders.
+
+Shared by tests/chart, tests/k8s and tests/api.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "helm" / "lecritique"
+GPU_VALUES_FILE = ROOT / "helm" / "values-gpu-pools.yaml"
+KUBERNETES_VERSION = "1.37"
+RELEASE = "demo"
+NAMESPACE = "ml"
+
+
+def gpu_values() -> dict[str, Any]:
+    return dict(yaml.safe_load(GPU_VALUES_FILE.read_text()))
+
+
+def render_templates(values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE) -> dict[str, str]:
+    """Template path -> rendered text."""
+    from helm_python import Chart
+
+    chart = Chart.load(str(CHART))
+    try:
+        return dict(chart.render(values or {}, name=release, namespace=namespace))
+    finally:
+        chart.close()
+
+
+@lru_cache(maxsize=8)
+def _render_cached(values_json: str, release: str, namespace: str) -> str:
+    rendered = render_templates(json.loads(values_json), release=release, namespace=namespace)
+    objects = []
+    for path in sorted(rendered):
+        if path.endswith("NOTES.txt"):
+            continue
+        for document in yaml.safe_load_all(rendered[path]):
+            if document:
+                objects.append({"template": path, "object": document})
+    return json.dumps(objects)
+
+
+def render_objects(values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """Every object the chart renders (fresh copies; rendering is cached per values)."""
+    rows = json.loads(_render_cached(json.dumps(values or {}, sort_keys=True), release, namespace))
+    return [row["object"] for row in rows]
+
+
+def render_objects_with_templates(values: dict[str, Any] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    rows = json.loads(_render_cached(json.dumps(values or {}, sort_keys=True), RELEASE, NAMESPACE))
+    return [(row["template"], row["object"]) for row in rows]
+
+
+def find(objects: list[dict[str, Any]], kind: str, name_suffix: str = "") -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind and o["metadata"]["name"].endswith(name_suffix)]
+
+
+def one(objects: list[dict[str, Any]], kind: str, name_suffix: str) -> dict[str, Any]:
+    matches = find(objects, kind, name_suffix)
+    assert len(matches) == 1, f"expected one {kind} named *{name_suffix}, found {[m['metadata']['name'] for m in matches]}"
+    return matches[0]
+
+
+def launcher_defaults(values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The chart's launcher-defaults.json (what the API's kubernetes launcher reads)."""
+    config_map = one(render_objects(values), "ConfigMap", "-api-launcher-defaults")
+    return dict(json.loads(config_map["data"]["launcher-defaults.json"]))
+
+
+def pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod spec of a workload object (empty for other kinds)."""
+    if obj["kind"] in ("Deployment", "StatefulSet", "Job", "DaemonSet"):
+        return [obj["spec"]["template"]["spec"]]
+    if obj["kind"] == "Pod":
+        return [obj["spec"]]
+    return []
+
+
+def spec_data(**sections: Any) -> dict[str, Any]:
+    """A small valid experiment spec (sudoku-mini, TETHER with a PVF critic) as JSON data."""
+    data: dict[str, Any] = {
+        "name": "sudoku-mini",
+        "environment": {"kind": "sudoku", "size": 4, "empty_cells": [3, 4]},
+        "policy": {"path": "/weights/models/policy"},
+        "critic": {"kind": "discriminative", "context": "reference"},
+    }
+    data.update(sections)
+    return data
