@@ -15,6 +15,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "helm" / "lecritique"
 GPU_VALUES_FILE = ROOT / "helm" / "values-gpu-pools.yaml"
+DASHBOARDS = ROOT / "helm" / "lecritique" / "dashboards"
 KUBERNETES_VERSION = "1.37"
 RELEASE = "demo"
 NAMESPACE = "ml"
@@ -94,3 +95,19 @@ def spec_data(**sections: Any) -> dict[str, Any]:
     }
     data.update(sections)
     return data
+
+
+def load_dashboards() -> dict[str, dict[str, Any]]:
+    """File name -> dashboard JSON of every dashboard the chart ships."""
+    return {path.name: json.loads(path.read_text()) for path in sorted(DASHBOARDS.glob("*.json"))}
+
+
+def all_dashboard_metric_names() -> dict[str, set[str]]:
+    """Metric name -> '<file>: <where>' for every dashboard in the chart."""
+    from lecritique.monitoring import dashboard_metric_names
+
+    names: dict[str, set[str]] = {}
+    for file_name, dashboard in load_dashboards().items():
+        for name, places in dashboard_metric_names(dashboard).items():
+            names.setdefault(name, set()).update(f"{file_name}: {place}" for place in places)
+    return names
