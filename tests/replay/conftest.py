@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import redis
-
 from lecritique.replay import ReplayBuffer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-
 from lecritique.replay import ReplayBuffer
 
 WORKER = Path(__file__).with_name("replay_worker.py")

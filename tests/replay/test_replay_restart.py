@@ -8,7 +8,6 @@ import time
 
 import pytest
 import redis
-
 from lecritique.replay import (
     RedisUnavailableError,
     ReplayBuffer,
