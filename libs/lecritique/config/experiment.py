@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from lecritique.config.base import SpecModel
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
+from lecritique.config.placement import PlacementSpec
 from lecritique.critics.context import CriticContextKind
 from lecritique.engines import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig
@@ -141,6 +142,8 @@ class ExperimentSpec(SpecModel):
     """Policy optimisation."""
     orchestrator: OrchestratorSpec = Field(default_factory=OrchestratorSpec)
     """The experiment loop."""
+    placement: PlacementSpec = Field(default_factory=PlacementSpec)
+    """Kubernetes node pools, tolerations and resources per component (ignored by local runs)."""
 
     @model_validator(mode="after")
     def _check(self) -> ExperimentSpec:
