@@ -35,6 +35,20 @@ _bearer = HTTPBearer(auto_error=False, description="A tenant's bearer token (onl
 _UNAUTHORIZED = {"WWW-Authenticate": 'Bearer realm="lecritique"'}
 
 
+def _tenant(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
+    """The tenant whose bearer token the request carries; 401 otherwise."""
+    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing bearer token", headers=_UNAUTHORIZED)
+    tokens: TokenRegistry = request.app.state.tokens
+    found = tokens.tenant_of(credentials.credentials)
+    if found is None:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid bearer token", headers=_UNAUTHORIZED)
+    return found
+
+
+Tenant = Annotated[str, Depends(_tenant)]
+
+
 def _view(service: ExperimentService, record: ExperimentRecord, *, with_spec: bool) -> ExperimentView:
     return ExperimentView(
         id=record.id, name=record.name, tenant=record.tenant, status=record.status, launcher=record.launcher,
@@ -85,6 +99,7 @@ def create_app(settings: ApiSettings, *, launcher: ExperimentLauncher | None = N
         lifespan=lifespan,
     )
     app.state.service = service
+    app.state.tokens = tokens
     app.state.settings = settings
 
     @app.middleware("http")
@@ -96,16 +111,6 @@ def create_app(settings: ApiSettings, *, launcher: ExperimentLauncher | None = N
         REQUESTS.labels(request.method, path, str(response.status_code)).inc()
         LATENCY.labels(request.method, path).observe(time.perf_counter() - start)
         return response
-
-    def tenant(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
-        if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing bearer token", headers=_UNAUTHORIZED)
-        found = tokens.tenant_of(credentials.credentials)
-        if found is None:
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid bearer token", headers=_UNAUTHORIZED)
-        return found
-
-    Tenant = Annotated[str, Depends(tenant)]
 
     def load(caller: str, experiment_id: str) -> ExperimentRecord:
         try:

@@ -43,10 +43,33 @@ class InvalidSpec(Exception):
         self.errors = errors
 
 
-def validation_errors(error: ValidationError) -> list[FieldError]:
+def field_path(location: tuple[int | str, ...], data: Any) -> str:
+    """The dotted path of a pydantic error location in the submitted data.
+
+    Discriminated unions add their tag (``critic.discriminative.replay``); the tag is a value of the
+    submitted object, not a key, so it is dropped: ``critic.replay``.
+    """
+    parts: list[str] = []
+    current = data
+    for part in location:
+        if isinstance(current, dict) and isinstance(part, str) and part not in current and part in {
+            value for value in current.values() if isinstance(value, str)
+        }:
+            continue
+        parts.append(str(part))
+        if isinstance(current, dict):
+            current = current.get(part)
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+        else:
+            current = None
+    return ".".join(parts) or "spec"
+
+
+def validation_errors(error: ValidationError, data: Any) -> list[FieldError]:
     errors = []
     for item in error.errors():
-        field = ".".join(str(part) for part in item["loc"]) or "spec"
+        field = field_path(tuple(item["loc"]), data)
         message = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
         errors.append(FieldError(field, message, item["type"]))
     return errors
@@ -77,7 +100,7 @@ class ExperimentService:
         try:
             spec = ExperimentSpec.model_validate(body)
         except ValidationError as error:
-            raise InvalidSpec(validation_errors(error)) from None
+            raise InvalidSpec(validation_errors(error, body)) from None
         experiment_id = new_experiment_id()
         if idempotency_key is not None:
             earlier = self.store.claim_idempotency_key(tenant, idempotency_key, fingerprint(body), experiment_id)

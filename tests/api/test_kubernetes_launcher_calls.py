@@ -9,12 +9,7 @@ chart's Role (REQUIRED_RULES) does not allow. It does not prove cluster behaviou
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 from kubernetes import client as kubernetes_client
@@ -25,74 +20,10 @@ from lecritique.launch.components import ChartDefaults
 from lecritique.launch.kubernetes import EXPERIMENT_LABEL, render_experiment_objects
 from lecritique.launch.kubernetes_launcher import REQUIRED_RULES, KubernetesLauncher
 from services.api.launchers import KubernetesExperimentLauncher
+from tests.api.kubernetes_recorder import RecordingApiServer
 from tests.helm_support import NAMESPACE, RELEASE, launcher_defaults, spec_data
 
 EXPERIMENT = "exp-00aa11bb22"
-
-
-class RecordingApiServer:
-    """Answers Kubernetes REST calls from memory and records them."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str, dict[str, list[str]], Any]] = []
-        self.objects: dict[str, dict[str, Any]] = {}
-        self.job_conditions: list[dict[str, str]] = []
-        self.job_active = 1
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _reply(self, code: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _handle(self) -> None:
-                url = urlparse(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else None
-                server.calls.append((self.command, url.path, parse_qs(url.query), body))
-                if self.command == "POST":
-                    key = f"{url.path}/{body['metadata']['name']}"
-                    if key in server.objects:
-                        self._reply(409, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "AlreadyExists", "code": 409})
-                        return
-                    server.objects[key] = body
-                    self._reply(201, body)
-                elif self.command == "GET":
-                    job = server.objects.get(url.path)
-                    if job is None:
-                        self._reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
-                        return
-                    status = {"active": server.job_active, "conditions": server.job_conditions}
-                    self._reply(200, {**job, "status": status})
-                elif self.command == "DELETE":
-                    selector = parse_qs(url.query).get("labelSelector", [""])[0]
-                    wanted = dict(part.split("=", 1) for part in selector.split(",") if part)
-                    for key in [k for k in server.objects if k.startswith(url.path + "/")]:
-                        labels = server.objects[key]["metadata"].get("labels", {})
-                        if wanted.items() <= labels.items():
-                            del server.objects[key]
-                    self._reply(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
-
-            do_POST = do_GET = do_DELETE = _handle
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.http.server_address[1]}"
-
-    def close(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
 
 
 @pytest.fixture
