@@ -111,3 +111,19 @@ def all_dashboard_metric_names() -> dict[str, set[str]]:
         for name, places in dashboard_metric_names(dashboard).items():
             names.setdefault(name, set()).update(f"{file_name}: {place}" for place in places)
     return names
+
+
+def tiny_spec_data(name: str, steps: int) -> dict[str, Any]:
+    """A few-step sudoku-mini experiment: TETHER with two position buckets, a reference-context critic,
+    a replay buffer small enough to evict by capacity and by reuse."""
+    return {
+        "name": name,
+        "seed": 0,
+        "environment": {"kind": "sudoku", "size": 4, "empty_cells": [3, 4]},
+        "policy": {"tiny": "sudoku"},
+        "rollout": {"group_size": 2, "tasks_per_step": 4, "sampling": {"max_tokens": 8}},
+        "estimator": {"name": "tether", "buckets": 2},
+        "critic": {"kind": "discriminative", "context": "reference", "warmup_updates": 1,
+                   "replay": {"capacity": 8, "max_reuse": 1}},
+        "orchestrator": {"steps": steps, "max_off_policy_steps": 0},
+    }

@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 
 from lecritique.monitoring import exposition_metric_names
-from tests.helm_support import all_dashboard_metric_names
-
-STEPS = 4
+from tests.helm_support import all_dashboard_metric_names, tiny_spec_data
 
 
 def _free_port() -> int:
@@ -35,22 +33,6 @@ def _scrape(port: int) -> set[str]:
         return set()
 
 
-def tiny_spec_data(name: str) -> dict[str, object]:
-    """A few-step sudoku-mini experiment: TETHER with two position buckets, a reference-context critic,
-    a replay buffer small enough to evict by capacity and by reuse."""
-    return {
-        "name": name,
-        "seed": 0,
-        "environment": {"kind": "sudoku", "size": 4, "empty_cells": [3, 4]},
-        "policy": {"tiny": "sudoku"},
-        "rollout": {"group_size": 2, "tasks_per_step": 4, "sampling": {"max_tokens": 8}},
-        "estimator": {"name": "tether", "buckets": 2},
-        "critic": {"kind": "discriminative", "context": "reference", "warmup_updates": 1,
-                   "replay": {"capacity": 8, "max_reuse": 1}},
-        "orchestrator": {"steps": STEPS, "max_off_policy_steps": 0},
-    }
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_dashboard_metrics_are_exported_by_a_local_run(tmp_path: Path, embedded_redis) -> None:  # type: ignore[no-untyped-def]
@@ -59,7 +41,7 @@ def test_dashboard_metrics_are_exported_by_a_local_run(tmp_path: Path, embedded_
     from lecritique.launch.processes import ManagedProcess, python_command
 
     experiment_id = "exp-live-metrics"
-    spec = resolve_policy(parse_spec(tiny_spec_data(experiment_id)), tmp_path / "models")
+    spec = resolve_policy(parse_spec(tiny_spec_data(experiment_id, steps=4)), tmp_path / "models")
     launcher = LocalLauncher(spec, tmp_path / "run", redis_url=embedded_redis.url, experiment_id=experiment_id)
     scraped: set[str] = set()
     try:
