@@ -11,6 +11,7 @@ ENVIRONMENTS = {
     "arithmetic": {},
     "arithmetic-tags": {"answer_tags": True},
     "countdown": {},
+    "reasoning_gym": {"datasets": {"basic_arithmetic": 1, "mini_sudoku": 1}},
 }
 
 MALFORMED = {

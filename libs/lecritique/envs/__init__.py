@@ -27,10 +27,11 @@ from lecritique.envs.base import (
 )
 from lecritique.envs.config import EnvironmentConfigBase
 from lecritique.envs.countdown import CountdownConfig, CountdownEnvironment
+from lecritique.envs.reasoning_gym import ReasoningGymConfig, ReasoningGymEnvironment
 from lecritique.envs.sudoku import SudokuConfig, SudokuEnvironment
 
 EnvironmentConfig = Annotated[
-    SudokuConfig | ArithmeticConfig | CountdownConfig,
+    SudokuConfig | ArithmeticConfig | CountdownConfig | ReasoningGymConfig,
     Field(discriminator="kind"),
 ]
 """One environment's configuration; ``kind`` names the environment."""
@@ -39,6 +40,7 @@ _ENVIRONMENTS: dict[str, tuple[type[EnvironmentConfigBase], type[Environment]]] 
     "sudoku": (SudokuConfig, SudokuEnvironment),
     "arithmetic": (ArithmeticConfig, ArithmeticEnvironment),
     "countdown": (CountdownConfig, CountdownEnvironment),
+    "reasoning_gym": (ReasoningGymConfig, ReasoningGymEnvironment),
 }
 _CONFIG_ADAPTER: TypeAdapter[Any] = TypeAdapter(EnvironmentConfig)
 
@@ -99,6 +101,7 @@ __all__ = [
     "EnvironmentConfig",
     "EnvironmentConfigBase",
     "EpisodeState",
+    "ReasoningGymConfig",
     "ScoreResult",
     "Split",
     "StepResult",

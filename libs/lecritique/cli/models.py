@@ -1,0 +1,49 @@
+"""``lecritique models ...``: tiny CPU models."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(name="models", help="Build and inspect models (tiny CPU policies).", no_args_is_help=True)
+
+
+@app.command("build-tiny")
+def build_tiny_command(
+    task: Annotated[str, typer.Option(help="Tiny task name (see `lecritique models tasks`).")],
+    out: Annotated[Path, typer.Option(help="Directory that receives the model (a copy of the cache entry).")],
+    seed: Annotated[int, typer.Option(help="Seed of initialisation, data and evaluation.")] = 0,
+    minutes: Annotated[float, typer.Option(help="Wall-clock guard on training; a build cut by it is not cached.")] = 3.0,
+    max_steps: Annotated[int | None, typer.Option(help="Step budget (default: the task's).")] = None,
+    force: Annotated[bool, typer.Option(help="Replace OUT if it holds something else.")] = False,
+    cache_dir: Annotated[Path | None, typer.Option(help="Cache root (default: $LECRITIQUE_CACHE/tiny).")] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Build a tiny Llama with a character tokenizer, warm-started on the task's demonstrations."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from lecritique.models.tiny import TINY_TASKS, TinyBuildConfig, build_tiny_model
+
+    if task not in TINY_TASKS:
+        raise typer.BadParameter(f"unknown tiny task {task!r}; known: {', '.join(sorted(TINY_TASKS))}", param_hint="--task")
+    config = TinyBuildConfig(task=task, seed=seed, max_minutes=minutes, max_steps=max_steps)
+    build = build_tiny_model(config, out=out, cache_dir=cache_dir, force=force)
+    evaluation = build.report["eval"]
+    typer.echo(
+        f"{build.path}: {build.report['parameters']} parameters, {build.report['steps']} steps "
+        f"({build.report['stopped_because']}), held-out success sampled {evaluation['sampled_success']:.1%} "
+        f"/ greedy {evaluation['greedy_success']:.1%} on {evaluation['tasks']} tasks"
+        + (" [from cache]" if build.cached else "")
+    )
+
+
+@app.command("tasks")
+def tasks_command() -> None:
+    """List the tiny tasks and their environments."""
+    from lecritique.models.tiny import TINY_TASKS
+
+    for name, task in sorted(TINY_TASKS.items()):
+        typer.echo(f"{name}: {task.environment} {json.dumps(task.environment_config)}")

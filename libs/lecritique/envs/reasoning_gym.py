@@ -1,0 +1,206 @@
+"""A weighted mixture of Reasoning Gym datasets (PyPI ``reasoning-gym``), single-turn.
+
+Turn protocol::
+
+    prompt   the dataset's question, a newline, and "Put your final answer between <answer>
+             and </answer>."
+    action   any text; the answer is the content of the last <answer>...</answer> pair
+
+The extracted answer is scored with the source dataset's own ``score_answer`` (so the reward is
+that dataset's: usually 0/1, for some datasets partial credit in [0, 1]; ``binary_reward``
+rounds everything below 1 down to 0). Any dataset name the library registers works, with its own
+generator settings::
+
+    datasets: {basic_arithmetic: 2, chain_sum: {weight: 1, config: {min_terms: 2, max_terms: 3}}}
+
+Items come from reasoning-gym's ``composite`` dataset in chunks of ``chunk_size`` items, each chunk
+under a seed derived from the sampling seed and the chunk number (some generators precompute or
+cap their virtual size, so one huge virtual dataset is not an option); a task records the
+composite seed and item index so that any replica with the same configuration regenerates the
+exact entry to score it (reasoning-gym items are deterministic per seed and index). Splits: by a hash of the source dataset name and the question. Privileged context:
+``answer`` (the dataset's reference answer; for datasets without a single reference answer, such
+as graph colouring, the task has no reference and the privileged answer says so).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from lecritique.envs.answers import ANSWER_INSTRUCTION, clean_completion, extract_tagged_answer, short, tagged
+from lecritique.envs.base import Demonstration, Environment, ScoreResult, Split, Task
+from lecritique.envs.config import EnvironmentConfigBase
+from lecritique.envs.splits import content_digest, derive_seed, sample_split, task_id
+
+NO_REFERENCE = "(no single reference answer; the dataset checks answers by rules)"
+_ENTRY_CACHE_SIZE = 4096
+_COMPOSITE_CACHE_SIZE = 16
+
+
+class ReasoningGymDataset(BaseModel):
+    """One dataset of the mixture."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    weight: float = Field(default=1.0, gt=0.0)
+    """Relative sampling weight."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """Keyword settings of the dataset's generator (its reasoning-gym config class), without seed/size."""
+
+
+def _default_mixture() -> dict[str, float | ReasoningGymDataset]:
+    return {"basic_arithmetic": 1.0}
+
+
+class ReasoningGymConfig(EnvironmentConfigBase):
+    kind: Literal["reasoning_gym"] = "reasoning_gym"
+    """Selects the Reasoning Gym mixture environment."""
+    datasets: dict[str, float | ReasoningGymDataset] = Field(default_factory=_default_mixture)
+    """Dataset name -> weight, or -> {weight, config}; names are reasoning-gym's registered datasets."""
+    binary_reward: bool = False
+    """Round partial credit down: reward 1 only when the dataset scores the answer as fully correct."""
+    chunk_size: int = Field(default=500, ge=1, le=20_000)
+    """Virtual size of each generated composite chunk (some generators precompute this many items)."""
+
+    @field_validator("datasets")
+    @classmethod
+    def _known_datasets(cls, datasets: dict[str, float | ReasoningGymDataset]) -> dict[str, Any]:
+        if not datasets:
+            raise ValueError("datasets must name at least one reasoning-gym dataset")
+        known = registered_datasets()
+        unknown = sorted(name for name in datasets if name not in known or name == "composite")
+        if unknown:
+            raise ValueError(
+                f"unknown reasoning-gym dataset(s) {', '.join(unknown)}; known: {', '.join(known)}"
+            )
+        for name, spec in datasets.items():
+            weight = spec if isinstance(spec, float | int) else spec.weight
+            if weight <= 0:
+                raise ValueError(f"weight of dataset {name!r} must be > 0, got {weight}")
+            if isinstance(spec, ReasoningGymDataset) and {"seed", "size"} & set(spec.config):
+                raise ValueError(
+                    f"dataset {name!r}: seed and size are set by the environment, not the config"
+                )
+        return datasets
+
+
+def registered_datasets() -> list[str]:
+    """Every dataset name reasoning-gym registers (except the ``composite`` wrapper)."""
+    from reasoning_gym.factory import DATASETS  # imported lazily: importing reasoning-gym takes ~1.5 s
+
+    return sorted(name for name in DATASETS if name != "composite")
+
+
+class ReasoningGymEnvironment(Environment):
+    name: ClassVar[str] = "reasoning_gym"
+    privileged_kinds: ClassVar[tuple[str, ...]] = ("answer",)
+    max_action_chars: int = 16_384
+
+    def __init__(self, config: ReasoningGymConfig | None = None) -> None:
+        self.config = config or ReasoningGymConfig()
+        self._specs = {
+            name: spec if isinstance(spec, ReasoningGymDataset) else ReasoningGymDataset(weight=float(spec))
+            for name, spec in sorted(self.config.datasets.items())
+        }
+        self._composites: OrderedDict[int, Any] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, int], dict[str, Any]] = OrderedDict()
+        self._composite(0)  # fail at construction, not at the first sample, on a bad dataset config
+
+    def _composite(self, seed: int) -> Any:
+        if seed in self._composites:
+            self._composites.move_to_end(seed)
+            return self._composites[seed]
+        from reasoning_gym.composite import CompositeConfig, CompositeDataset, DatasetSpec
+
+        specs = [DatasetSpec(name, spec.weight, dict(spec.config)) for name, spec in self._specs.items()]
+        try:
+            composite = CompositeDataset(
+                CompositeConfig(size=self.config.chunk_size, seed=seed, datasets=specs)
+            )
+        except (AssertionError, TypeError, ValueError) as error:
+            raise ValueError(f"invalid reasoning-gym dataset config: {error!r}") from None
+        self._composites[seed] = composite
+        if len(self._composites) > _COMPOSITE_CACHE_SIZE:
+            self._composites.popitem(last=False)
+        return composite
+
+    def _entry(self, seed: int, index: int) -> dict[str, Any]:
+        key = (seed, index)
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        entry: dict[str, Any] = self._composite(seed)[index]
+        self._entries[key] = entry
+        if len(self._entries) > _ENTRY_CACHE_SIZE:
+            self._entries.popitem(last=False)
+        return entry
+
+    def _candidate(self, seed: int, position: int) -> tuple[str, Task] | None:
+        chunk, index = divmod(position, self.config.chunk_size)
+        composite_seed = derive_seed(self.name, seed, chunk) % 2**32
+        try:
+            entry = self._entry(composite_seed, index)
+        except IndexError:  # generators such as word_ladder shrink their virtual size when exhausted
+            return None
+        source = str(entry["metadata"]["source_dataset"])
+        question = str(entry["question"])
+        content = f"{source}\n{question}"
+        answer = entry.get("answer")
+        reference = None if answer is None else str(answer)
+        task = Task(
+            task_id=task_id(self.name, content),
+            prompt=f"{question.rstrip()}\n{ANSWER_INSTRUCTION}\n",
+            reference=reference,
+            privileged={"answer": reference if reference is not None else NO_REFERENCE},
+            metadata={
+                "dataset": source,
+                "composite_seed": composite_seed,
+                "index": index,
+                "question_digest": content_digest(question),
+            },
+        )
+        return content, task
+
+    def sample_tasks(self, n: int, split: Split = "train", seed: int = 0) -> list[Task]:
+        return sample_split(
+            lambda index: self._candidate(seed, index), n, split, self.name, self.config.eval_fraction
+        )
+
+    def entry(self, task: Task) -> dict[str, Any]:
+        """The reasoning-gym entry behind ``task`` (regenerated if this replica did not sample it)."""
+        entry = self._entry(int(task.metadata["composite_seed"]), int(task.metadata["index"]))
+        if content_digest(entry["question"]) != task.metadata["question_digest"]:
+            raise ValueError(
+                f"task {task.task_id} was not sampled under this environment's datasets configuration"
+            )
+        return entry
+
+    def score(self, task: Task, completion: str) -> ScoreResult:
+        text, problem = clean_completion(completion)
+        if text is None:
+            return ScoreResult(0.0, problem)
+        answer = extract_tagged_answer(text)
+        if answer is None:
+            return ScoreResult(0.0, "no <answer> tag")
+        entry = self.entry(task)
+        dataset = self._composite(int(task.metadata["composite_seed"]))
+        try:
+            reward = float(dataset.score_answer(answer, entry))
+        except Exception as error:  # a dataset's scorer choking on odd text is a wrong answer
+            return ScoreResult(
+                0.0, f"{task.metadata['dataset']} scorer rejected {short(answer)}: {error!r}"[:200]
+            )
+        reward = min(1.0, max(0.0, reward))
+        if self.config.binary_reward and reward < 1.0:
+            reward = 0.0
+        if reward == 1.0:
+            return ScoreResult(1.0, "correct")
+        return ScoreResult(reward, f"{task.metadata['dataset']} scored {short(answer)} {reward:.3g}")
+
+    def demonstrations(self, task: Task, rng: random.Random) -> Demonstration:
+        if task.reference is None:
+            raise ValueError(f"task {task.task_id} ({task.metadata['dataset']}) has no reference answer")
+        return Demonstration([(task.prompt, tagged(task.reference))])

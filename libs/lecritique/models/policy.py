@@ -1,0 +1,63 @@
+"""The policy: any Hugging Face causal LM directory (config, safetensors, tokenizer)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from lecritique.models.templates import PlainTemplateConfig, PromptTemplate, TemplateConfig, build_template
+
+logger = logging.getLogger(__name__)
+
+DType = Literal["float32", "bfloat16", "float16"]
+
+TORCH_DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+
+
+class PolicyConfig(BaseModel):
+    """Where the policy lives and how its prompts are rendered."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    """A Hugging Face model directory (or a weight-store version directory)."""
+    dtype: DType = "float32"
+    """Parameter dtype when loaded for training or HF inference."""
+    template: TemplateConfig = Field(default_factory=PlainTemplateConfig)
+    """How observations and actions are joined into one token sequence."""
+
+
+def load_tokenizer(path: str | Path) -> Any:
+    """The tokenizer saved with the model; left padding, so batched generation lines up."""
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    tokenizer.padding_side = "left"
+    if tokenizer.eos_token_id is None:
+        raise ValueError(f"the tokenizer in {path} has no eos_token; policy actions must end with one")
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_policy(path: str | Path, dtype: DType | torch.dtype = "float32") -> tuple[PreTrainedModel, Any]:
+    """``(model, tokenizer)`` from a causal-LM directory (``AutoModelForCausalLM``)."""
+    torch_dtype = TORCH_DTYPES[dtype] if isinstance(dtype, str) else dtype
+    directory = Path(path)
+    if not (directory / "config.json").is_file():
+        raise FileNotFoundError(f"policy directory {directory} has no config.json")
+    model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch_dtype)
+    tokenizer = load_tokenizer(directory)
+    logger.info("loaded policy %s (%s, %.2fM parameters)", directory, model.config.model_type, model.num_parameters() / 1e6)
+    return model, tokenizer
+
+
+def policy_template(config: PolicyConfig, tokenizer: Any) -> PromptTemplate:
+    """The prompt template of ``config`` bound to the policy's tokenizer."""
+    return build_template(config.template, tokenizer)

@@ -1,0 +1,299 @@
+"""Trajectories -> right-padded tensors for the policy and the critic.
+
+Policy batch. Row i is ``prompt_ids + token_ids`` (length P + T). The next-token tensors
+(``target_ids``, ``loss_mask``, ``old_logprobs``, ``advantages``) have one column fewer than
+``input_ids``: column p describes the token at input position p + 1, which the logit at position
+p predicts. Trajectory token t sits at input position P + t, so its log-probability, old
+log-probability and advantage are in column P + t - 1.
+
+Critic batch. Row i is ``critic_context_ids + prompt_ids + token_ids`` (length C + P + T). The
+value of the state before trajectory token t, V(h_t), is the head output at position
+C + P + t - 1 (:func:`lecritique.models.critic.state_value_positions`); ``value_positions[i, t]``
+holds that position, so ``outputs.gather(1, value_positions)`` lines values up with tokens.
+
+Every input is validated first; a bad trajectory raises ``ValueError`` naming it and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from lecritique.models.critic import state_value_positions
+from lecritique.trajectory import Trajectory
+
+PAD_TOKEN_ID = 0
+"""Id written into padding; any valid id works because padding is outside the attention mask."""
+
+
+def _describe(index: int, trajectory: Trajectory) -> str:
+    return f"trajectory {index} ({trajectory.trajectory_id!r})"
+
+
+def _check_token_ids(index: int, trajectory: Trajectory, name: str, ids: np.ndarray, vocab_size: int | None) -> None:
+    if ids.ndim != 1:
+        raise ValueError(f"{_describe(index, trajectory)}: field {name!r} must be 1-D, got shape {ids.shape}")
+    if ids.size and ids.min() < 0:
+        raise ValueError(f"{_describe(index, trajectory)}: field {name!r} has a negative token id {ids.min()}")
+    if vocab_size is not None and ids.size and ids.max() >= vocab_size:
+        raise ValueError(
+            f"{_describe(index, trajectory)}: field {name!r} has token id {ids.max()} >= vocab size {vocab_size}"
+        )
+
+
+def _check_token_aligned(index: int, trajectory: Trajectory, names: Sequence[str]) -> None:
+    expected = trajectory.token_ids.shape
+    for name in names:
+        shape = np.shape(getattr(trajectory, name))
+        if shape != expected:
+            raise ValueError(f"{_describe(index, trajectory)}: field {name!r} has shape {shape}, expected {expected}")
+
+
+def validate_policy_trajectories(trajectories: Sequence[Trajectory], vocab_size: int | None = None) -> None:
+    """Raise ``ValueError`` for anything the policy update cannot use."""
+    if len(trajectories) == 0:
+        raise ValueError("the batch is empty: a policy update needs at least one trajectory")
+    for index, trajectory in enumerate(trajectories):
+        if not isinstance(trajectory, Trajectory):
+            raise ValueError(f"batch item {index} is a {type(trajectory).__name__}, expected a Trajectory")
+        where = _describe(index, trajectory)
+        if trajectory.prompt_ids.shape[0] == 0:
+            raise ValueError(f"{where}: field 'prompt_ids' is empty; the first token needs a prompt to follow")
+        if trajectory.token_ids.shape[0] == 0:
+            raise ValueError(f"{where}: field 'token_ids' is empty")
+        _check_token_ids(index, trajectory, "prompt_ids", trajectory.prompt_ids, vocab_size)
+        _check_token_ids(index, trajectory, "token_ids", trajectory.token_ids, vocab_size)
+        if trajectory.advantages is None:
+            raise ValueError(f"{where}: field 'advantages' is missing; compute advantages before the update")
+        _check_token_aligned(index, trajectory, ("policy_mask", "logprobs", "advantages"))
+        mask = trajectory.policy_mask
+        for name in ("logprobs", "advantages"):
+            values = getattr(trajectory, name)
+            if not np.all(np.isfinite(values[mask])):
+                raise ValueError(f"{where}: field {name!r} has a non-finite value on a policy token")
+        if np.any(trajectory.logprobs[mask] > 0):
+            raise ValueError(f"{where}: field 'logprobs' has a positive log-probability on a policy token")
+    if sum(trajectory.num_policy_tokens for trajectory in trajectories) == 0:
+        raise ValueError("the batch has no policy tokens (every policy_mask is False)")
+
+
+@dataclass
+class PolicyBatch:
+    """Right-padded policy inputs; next-token tensors are [B, L - 1] (see module docstring)."""
+
+    input_ids: torch.Tensor
+    """int64 [B, L]: prompt + trajectory tokens, right-padded."""
+    attention_mask: torch.Tensor
+    """int64 [B, L]: 1 on real tokens."""
+    target_ids: torch.Tensor
+    """int64 [B, L - 1]: ``input_ids[:, 1:]``, the token each logit position predicts."""
+    loss_mask: torch.Tensor
+    """bool [B, L - 1]: True where the predicted token is a policy token."""
+    old_logprobs: torch.Tensor
+    """float32 [B, L - 1]: rollout log-probability of the predicted token (0 off-policy)."""
+    advantages: torch.Tensor
+    """float32 [B, L - 1]: advantage of the predicted token (0 off-policy)."""
+
+    @property
+    def num_policy_tokens(self) -> int:
+        return int(self.loss_mask.sum())
+
+    @property
+    def num_tokens(self) -> int:
+        """Real (unpadded) input tokens."""
+        return int(self.attention_mask.sum())
+
+    def to(self, device: torch.device | str) -> PolicyBatch:
+        return PolicyBatch(**{name: getattr(self, name).to(device) for name in self.__dataclass_fields__})
+
+
+def collate_policy(trajectories: Sequence[Trajectory], vocab_size: int | None = None) -> PolicyBatch:
+    """Validate and pad a policy batch (alignment in the module docstring)."""
+    validate_policy_trajectories(trajectories, vocab_size)
+    lengths = [t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in trajectories]
+    batch_size, width = len(trajectories), max(lengths)
+    input_ids = np.full((batch_size, width), PAD_TOKEN_ID, dtype=np.int64)
+    attention_mask = np.zeros((batch_size, width), dtype=np.int64)
+    loss_mask = np.zeros((batch_size, width - 1), dtype=bool)
+    old_logprobs = np.zeros((batch_size, width - 1), dtype=np.float32)
+    advantages = np.zeros((batch_size, width - 1), dtype=np.float32)
+    for row, trajectory in enumerate(trajectories):
+        prompt_len, num_tokens = trajectory.prompt_ids.shape[0], trajectory.token_ids.shape[0]
+        input_ids[row, :prompt_len] = trajectory.prompt_ids
+        input_ids[row, prompt_len : prompt_len + num_tokens] = trajectory.token_ids
+        attention_mask[row, : prompt_len + num_tokens] = 1
+        # Token t is predicted by the logit at position prompt_len + t - 1.
+        columns = slice(prompt_len - 1, prompt_len - 1 + num_tokens)
+        policy = trajectory.policy_mask
+        loss_mask[row, columns] = policy
+        old_logprobs[row, columns] = np.where(policy, trajectory.logprobs, 0.0)
+        assert trajectory.advantages is not None  # checked by validate_policy_trajectories
+        advantages[row, columns] = np.where(policy, trajectory.advantages, 0.0)
+    input_tensor = torch.from_numpy(input_ids)
+    return PolicyBatch(
+        input_ids=input_tensor,
+        attention_mask=torch.from_numpy(attention_mask),
+        target_ids=input_tensor[:, 1:].clone(),
+        loss_mask=torch.from_numpy(loss_mask),
+        old_logprobs=torch.from_numpy(old_logprobs),
+        advantages=torch.from_numpy(advantages),
+    )
+
+
+def token_logprobs(logits: torch.Tensor, target_ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log pi(target | prefix) for logits [B, L, V] and targets [B, L - 1]: the [B, L - 1] next-token logprobs.
+
+    Computed in float32 at least (bf16 log-softmax is too coarse for importance ratios). The
+    temperature must be the rollout's so that the ratio compares the same distributions.
+    """
+    if logits.shape[:2] != (target_ids.shape[0], target_ids.shape[1] + 1):
+        raise ValueError(f"logits {tuple(logits.shape)} do not match target_ids {tuple(target_ids.shape)}")
+    shifted = logits[:, :-1, :]
+    if shifted.dtype not in (torch.float32, torch.float64):
+        shifted = shifted.float()
+    if temperature != 1.0:
+        shifted = shifted / temperature
+    selected = torch.gather(shifted, -1, target_ids.unsqueeze(-1)).squeeze(-1)
+    return selected - torch.logsumexp(shifted, dim=-1)
+
+
+def validate_critic_trajectories(trajectories: Sequence[Trajectory], vocab_size: int | None = None) -> None:
+    """Raise ``ValueError`` for anything the critic cannot read."""
+    if len(trajectories) == 0:
+        raise ValueError("the batch is empty: the critic needs at least one trajectory")
+    for index, trajectory in enumerate(trajectories):
+        if not isinstance(trajectory, Trajectory):
+            raise ValueError(f"batch item {index} is a {type(trajectory).__name__}, expected a Trajectory")
+        context = trajectory.critic_context_ids
+        if context is not None:
+            _check_token_ids(index, trajectory, "critic_context_ids", context, vocab_size)
+        _check_token_ids(index, trajectory, "prompt_ids", trajectory.prompt_ids, vocab_size)
+        _check_token_ids(index, trajectory, "token_ids", trajectory.token_ids, vocab_size)
+        _check_token_aligned(index, trajectory, ("policy_mask",))
+        prefix_len = (0 if context is None else context.shape[0]) + trajectory.prompt_ids.shape[0]
+        if prefix_len == 0:
+            raise ValueError(
+                f"{_describe(index, trajectory)}: fields 'critic_context_ids' and 'prompt_ids' are both empty; "
+                "V(h_0) needs a position to be read from"
+            )
+
+
+@dataclass
+class CriticBatch:
+    """Right-padded critic inputs and per-trajectory-token targets (see module docstring)."""
+
+    input_ids: torch.Tensor
+    """int64 [B, L]: critic context + prompt + trajectory tokens, right-padded."""
+    attention_mask: torch.Tensor
+    """int64 [B, L]: 1 on real tokens."""
+    value_positions: torch.Tensor
+    """int64 [B, T]: position whose head output is V(h_t) for trajectory token t (0 on padding)."""
+    token_mask: torch.Tensor
+    """bool [B, T]: True on real trajectory tokens."""
+    target_mask: torch.Tensor
+    """bool [B, T]: True on the tokens the value loss trains (policy tokens)."""
+    targets: torch.Tensor
+    """float32 [B, T]: regression / classification target of V(h_t) (0 where not trained)."""
+
+    @property
+    def num_target_tokens(self) -> int:
+        return int(self.target_mask.sum())
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.attention_mask.sum())
+
+    def to(self, device: torch.device | str) -> CriticBatch:
+        return CriticBatch(**{name: getattr(self, name).to(device) for name in self.__dataclass_fields__})
+
+
+def _row_targets(index: int, trajectory: Trajectory, targets: Any) -> np.ndarray:
+    num_tokens = trajectory.token_ids.shape[0]
+    if targets is None:
+        return np.full(num_tokens, trajectory.reward, dtype=np.float32)
+    row = np.asarray(targets[index], dtype=np.float32)
+    if row.ndim != 1 or row.shape[0] < num_tokens:
+        raise ValueError(
+            f"targets for {_describe(index, trajectory)} have shape {row.shape}, expected at least ({num_tokens},)"
+        )
+    row = row[:num_tokens]
+    if not np.all(np.isfinite(row[trajectory.policy_mask])):
+        raise ValueError(f"targets for {_describe(index, trajectory)} have a non-finite value on a policy token")
+    return row
+
+
+def collate_critic(
+    trajectories: Sequence[Trajectory],
+    targets: Sequence[np.ndarray] | np.ndarray | torch.Tensor | None = None,
+    vocab_size: int | None = None,
+) -> CriticBatch:
+    """Validate and pad a critic batch.
+
+    ``targets``: None for Monte-Carlo returns (the trajectory's reward on every token), or per
+    token targets, one row per trajectory: a list of [T_i] arrays or a padded [B, T] array (e.g.
+    ``GAEEstimator.value_targets``); only each row's first T_i entries are read. The loss trains
+    policy tokens only, whatever the targets hold elsewhere.
+    """
+    validate_critic_trajectories(trajectories, vocab_size)
+    if isinstance(targets, torch.Tensor):
+        targets = targets.detach().cpu().numpy()
+    if targets is not None and len(targets) != len(trajectories):
+        raise ValueError(f"targets has {len(targets)} rows for {len(trajectories)} trajectories")
+    prefixes = [
+        (np.zeros(0, dtype=np.int32) if t.critic_context_ids is None else t.critic_context_ids, t.prompt_ids)
+        for t in trajectories
+    ]
+    lengths = [c.shape[0] + p.shape[0] + t.token_ids.shape[0] for (c, p), t in zip(prefixes, trajectories, strict=True)]
+    batch_size, width = len(trajectories), max(lengths)
+    max_tokens = max(max(t.token_ids.shape[0] for t in trajectories), 1)
+    input_ids = np.full((batch_size, width), PAD_TOKEN_ID, dtype=np.int64)
+    attention_mask = np.zeros((batch_size, width), dtype=np.int64)
+    value_positions = np.zeros((batch_size, max_tokens), dtype=np.int64)
+    token_mask = np.zeros((batch_size, max_tokens), dtype=bool)
+    target_mask = np.zeros((batch_size, max_tokens), dtype=bool)
+    target_values = np.zeros((batch_size, max_tokens), dtype=np.float32)
+    for row, ((context, prompt), trajectory) in enumerate(zip(prefixes, trajectories, strict=True)):
+        sequence = np.concatenate([context, prompt, trajectory.token_ids])
+        input_ids[row, : sequence.shape[0]] = sequence
+        attention_mask[row, : sequence.shape[0]] = 1
+        num_tokens = trajectory.token_ids.shape[0]
+        value_positions[row, :num_tokens] = state_value_positions(context.shape[0] + prompt.shape[0], num_tokens)
+        token_mask[row, :num_tokens] = True
+        target_mask[row, :num_tokens] = trajectory.policy_mask
+        target_values[row, :num_tokens] = np.where(trajectory.policy_mask, _row_targets(row, trajectory, targets), 0.0)
+    return CriticBatch(
+        input_ids=torch.from_numpy(input_ids),
+        attention_mask=torch.from_numpy(attention_mask),
+        value_positions=torch.from_numpy(value_positions),
+        token_mask=torch.from_numpy(token_mask),
+        target_mask=torch.from_numpy(target_mask),
+        targets=torch.from_numpy(target_values),
+    )
+
+
+def split_by_token_budget(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+    """Group indices into micro-batches whose padded size (rows x longest row) fits the budget.
+
+    Indices are taken longest first so rows of similar length share a micro-batch (less padding);
+    a single row longer than the budget still gets a micro-batch of its own.
+    """
+    if token_budget < 1:
+        raise ValueError(f"token_budget must be >= 1, got {token_budget}")
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    groups: list[list[int]] = []
+    current: list[int] = []
+    current_width = 0
+    for index in order:
+        width = max(current_width, lengths[index])
+        if current and width * (len(current) + 1) > token_budget:
+            groups.append(current)
+            current, width = [], lengths[index]
+        current.append(index)
+        current_width = width
+    if current:
+        groups.append(current)
+    return groups

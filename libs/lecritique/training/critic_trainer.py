@@ -1,0 +1,228 @@
+"""The discriminative critic's trainer: token-level value regression / classification.
+
+The critic is the policy backbone plus a scalar head (:mod:`lecritique.models.critic`). It
+reads ``[critic context][prompt][trajectory tokens]`` and predicts V(h_t), the value of the
+state before trajectory token t, for every token. Trained tokens: the policy tokens only
+(``policy_mask``), the states at which the policy acts and whose values feed its advantages;
+environment-observation tokens of multi-turn episodes are inputs but not targets.
+
+Targets default to Monte-Carlo returns (the trajectory's reward on every policy token, Le
+Critique B.4); explicit per-token targets (e.g. ``GAEEstimator.value_targets``) may be passed.
+Loss ``bce`` (binary rewards; the head outputs a logit and the value is its sigmoid, Table 2's
+choice) or ``mse`` (the head outputs the value), normalised over the batch's trained tokens.
+
+>>> critic = CriticTrainer.from_policy("runs/policy/v0", CriticTrainerConfig())
+>>> metrics = critic.train_step(trajectories)      # loss, explained variance (pre-update)
+>>> values = critic.predict(trajectories)           # per-token V(h_t), for the value evaluator
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+from transformers import PreTrainedModel
+
+from lecritique.advantages import explained_variance
+from lecritique.advantages.losses import value_loss
+from lecritique.models.critic import critic_from_policy, load_critic, value_outputs
+from lecritique.training.collate import (
+    CriticBatch,
+    collate_critic,
+    split_by_token_budget,
+    validate_critic_trajectories,
+)
+from lecritique.training.distributed import all_reduce_sum, current_context, default_device, shard_indices
+from lecritique.training.engine import DTYPES, DType, OptimizerConfig, TrainingEngine
+from lecritique.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
+
+Targets = Sequence[np.ndarray] | np.ndarray | torch.Tensor | None
+
+
+class CriticTrainerConfig(BaseModel):
+    """Value-function training settings (defaults: Le Critique Table 2)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    loss: Literal["bce", "mse"] = "bce"
+    """``bce`` for rewards in [0, 1] (value = sigmoid(head)), ``mse`` for any real return."""
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
+    """AdamW settings; the paper uses lr 1e-5, betas (0.9, 0.999), weight decay 0.01."""
+    micro_batch_tokens: int = Field(default=8192, ge=1)
+    """Padded tokens (rows x longest row) per forward/backward; bounds activation memory."""
+    dtype: DType = "float32"
+    """Parameter dtype of the trained critic."""
+    device: str | None = None
+    """Device to train on; None picks this rank's GPU if there is one, else the CPU."""
+
+
+class CriticTrainer:
+    """Trains and queries a critic model; data-parallel like the policy trainer."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        config: CriticTrainerConfig | None = None,
+        tokenizer_source: str | Path | None = None,
+    ) -> None:
+        self.config = config or CriticTrainerConfig()
+        if getattr(model.config, "num_labels", None) != 1:
+            raise ValueError(f"critic model must have one label (a scalar head), got {model.config.num_labels}")
+        self.context = current_context()
+        device = torch.device(self.config.device) if self.config.device else default_device(self.context)
+        self.vocab_size = int(model.config.vocab_size)
+        self.tokenizer_source = Path(tokenizer_source) if tokenizer_source is not None else None
+        nn.Module.to(model, DTYPES[self.config.dtype])  # in place
+        self.engine = TrainingEngine(model, self.config.optimizer, self.context, device)
+
+    @classmethod
+    def from_policy(cls, policy_dir: str | Path, config: CriticTrainerConfig | None = None) -> CriticTrainer:
+        """Backbone copied from the policy, head freshly initialised (Le Critique B.3)."""
+        config = config or CriticTrainerConfig()
+        model = critic_from_policy(policy_dir, dtype=DTYPES[config.dtype])
+        return cls(model, config, tokenizer_source=policy_dir)
+
+    @classmethod
+    def load(cls, critic_dir: str | Path, config: CriticTrainerConfig | None = None) -> CriticTrainer:
+        """Resume from a critic saved with :meth:`save`."""
+        config = config or CriticTrainerConfig()
+        return cls(load_critic(critic_dir, dtype=DTYPES[config.dtype]), config, tokenizer_source=critic_dir)
+
+    @property
+    def model(self) -> PreTrainedModel:
+        """The unwrapped critic (identical on every rank)."""
+        return self.engine.model
+
+    @property
+    def steps(self) -> int:
+        return self.engine.steps
+
+    def _values_from_outputs(self, outputs: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(outputs) if self.config.loss == "bce" else outputs
+
+    @staticmethod
+    def _state_outputs(module: nn.Module, batch: CriticBatch) -> torch.Tensor:
+        """Head output at V(h_t)'s position for every trajectory token: [B, T]."""
+        outputs = value_outputs(module, batch.input_ids, batch.attention_mask)  # type: ignore[arg-type]
+        return outputs.gather(1, batch.value_positions).float()
+
+    def _micro_batches(
+        self, trajectories: Sequence[Trajectory], targets: Any, shard: Sequence[int]
+    ) -> list[CriticBatch]:
+        lengths = [_sequence_length(trajectories[i]) for i in shard]
+        batches = []
+        for group in split_by_token_budget(lengths, self.config.micro_batch_tokens):
+            indices = [shard[i] for i in group]
+            rows = None if targets is None else [targets[i] for i in indices]
+            batches.append(collate_critic([trajectories[i] for i in indices], rows).to(self.engine.device))
+        return batches
+
+    def train_step(self, trajectories: Sequence[Trajectory], targets: Targets = None) -> dict[str, float]:
+        """One AdamW step on the batch's policy tokens.
+
+        Metrics: ``loss``, ``explained_variance`` and ``value_mean`` of the *pre-update*
+        predictions against the targets (the returns by default), ``grad_norm``, ``tokens``.
+        """
+        started = time.perf_counter()
+        validate_critic_trajectories(trajectories, self.vocab_size)
+        targets = _as_rows(targets, len(trajectories))
+        lengths = [_sequence_length(t) for t in trajectories]
+        shard = shard_indices(lengths, self.context.world_size)[self.context.rank]
+        micro_batches = self._micro_batches(trajectories, targets, shard)
+        global_trained = sum(t.num_policy_tokens for t in trajectories)
+        if global_trained == 0:
+            raise ValueError("the batch has no policy tokens to train the critic on")
+        device = self.engine.device
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        predictions: list[np.ndarray] = []
+        returns: list[np.ndarray] = []
+
+        def compute_loss(module: nn.Module, batch: CriticBatch) -> torch.Tensor:
+            nonlocal loss_sum
+            outputs = self._state_outputs(module, batch)
+            trained = batch.num_target_tokens
+            if trained == 0:
+                # Keep the graph (DDP expects every rank to backward) but contribute nothing.
+                loss = outputs.sum() * 0.0
+            else:
+                # value_loss averages over this micro-batch's tokens; re-weight to the global count.
+                loss = value_loss(self.config.loss, outputs, batch.targets, batch.target_mask) * (
+                    trained / global_trained
+                )
+            loss_sum = loss_sum + loss.detach().to(torch.float64)
+            selected = batch.target_mask
+            predictions.append(self._values_from_outputs(outputs.detach())[selected].cpu().numpy())
+            returns.append(batch.targets[selected].cpu().numpy())
+            return loss
+
+        grad_norm = self.engine.step(micro_batches, compute_loss)
+        loss = float(all_reduce_sum(loss_sum.reshape(1)).cpu()[0])
+        values, targets_flat = _gather_pairs(np.concatenate(predictions), np.concatenate(returns))
+        return {
+            "loss": loss,
+            "explained_variance": explained_variance(values, targets_flat),
+            "value_mean": float(values.mean()),
+            "target_mean": float(targets_flat.mean()),
+            "grad_norm": grad_norm,
+            "tokens": float(sum(lengths)),
+            "trained_tokens": float(global_trained),
+            "step": float(self.engine.steps),
+            "step_seconds": time.perf_counter() - started,
+        }
+
+    @torch.no_grad()
+    def predict(self, trajectories: Sequence[Trajectory]) -> list[np.ndarray]:
+        """V(h_t) for every trajectory token (float32 [T_i] each; sigmoid of the head for bce).
+
+        Local to this process (no collective calls), so any single rank may serve predictions.
+        """
+        validate_critic_trajectories(trajectories, self.vocab_size)
+        results: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(trajectories)
+        lengths = [_sequence_length(t) for t in trajectories]
+        for group in split_by_token_budget(lengths, self.config.micro_batch_tokens):
+            batch = collate_critic([trajectories[i] for i in group]).to(self.engine.device)
+            values = self._values_from_outputs(self._state_outputs(self.engine.model, batch)).cpu().numpy()
+            for row, index in enumerate(group):
+                results[index] = values[row, : trajectories[index].token_ids.shape[0]].astype(np.float32)
+        return results
+
+    def save(self, directory: str | Path) -> Path | None:
+        """Write the critic as a HF directory (``save_pretrained`` + tokenizer); rank 0 only."""
+        return self.engine.save(directory, tokenizer_source=self.tokenizer_source)
+
+
+def _sequence_length(trajectory: Trajectory) -> int:
+    context = 0 if trajectory.critic_context_ids is None else int(trajectory.critic_context_ids.shape[0])
+    return context + int(trajectory.prompt_ids.shape[0]) + int(trajectory.token_ids.shape[0])
+
+
+def _as_rows(targets: Targets, batch_size: int) -> Any:
+    if targets is None:
+        return None
+    if isinstance(targets, torch.Tensor):
+        targets = targets.detach().cpu().numpy()
+    if len(targets) != batch_size:
+        raise ValueError(f"targets has {len(targets)} rows for {batch_size} trajectories")
+    return targets
+
+
+def _gather_pairs(values: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every rank's (prediction, target) pairs, concatenated in rank order."""
+    context = current_context()
+    if not context.enabled:
+        return values, targets
+    gathered: list[Any] = [None] * context.world_size
+    torch.distributed.all_gather_object(gathered, (values, targets))
+    return (
+        np.concatenate([pair[0] for pair in gathered]),
+        np.concatenate([pair[1] for pair in gathered]),
+    )

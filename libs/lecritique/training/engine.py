@@ -1,0 +1,153 @@
+"""What the policy and critic trainers share: the optimiser, data parallelism, one step.
+
+Data parallelism is DDP rather than FSDP2: the models this project trains on CPU (and the 4B
+policies of the paper on H200s) fit on one device, DDP is well supported with gloo on CPU, and
+publishing HF directories every step needs the full weights on rank 0 anyway, which DDP keeps
+without a gather. The wrapping lives only in :class:`TrainingEngine`, so ``fully_shard`` can
+replace it when a model stops fitting on one device.
+
+Gradient scale: each micro-batch loss is already normalised by the *global* token count, so the
+gradient of the full-batch loss is the *sum* of the ranks' gradients. DDP averages, so the
+engine multiplies every loss by the world size before ``backward``: 1 and N processes then
+apply the same gradient.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from transformers import PreTrainedModel
+
+from lecritique.training.distributed import DistributedContext
+
+logger = logging.getLogger(__name__)
+
+Micro = TypeVar("Micro")
+
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+# Files that make up a tokenizer saved next to HF weights; copied verbatim on save.
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+    "chat_template.jinja",
+)
+
+
+class OptimizerConfig(BaseModel):
+    """AdamW with global-norm gradient clipping (Le Critique Tables 1 and 2)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lr: float = Field(default=1e-6, gt=0.0)
+    """Learning rate (the paper: 1e-6 for the 4B policy, 1e-5 for the critic); constant."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    weight_decay: float = Field(default=0.01, ge=0.0)
+    """AdamW decoupled weight decay."""
+    eps: float = Field(default=1e-8, gt=0.0)
+    """AdamW epsilon."""
+    grad_clip: float = Field(default=1.0, gt=0.0)
+    """Clip the global gradient norm to this value."""
+
+
+DType = Literal["float32", "bfloat16", "float64"]
+
+
+def copy_tokenizer_files(source_dir: Path, target_dir: Path) -> list[str]:
+    """Copy a saved tokenizer's files (if any) from one HF directory to another."""
+    copied = []
+    for name in _TOKENIZER_FILES:
+        if (source_dir / name).is_file():
+            shutil.copy2(source_dir / name, target_dir / name)
+            copied.append(name)
+    return copied
+
+
+class TrainingEngine:
+    """A model, its AdamW optimiser and (when distributed) its DDP wrapper."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        optimizer: OptimizerConfig,
+        context: DistributedContext,
+        device: torch.device,
+    ) -> None:
+        nn.Module.to(model, device)  # in place; PreTrainedModel.to's decorator hides its signature
+        # Trained in eval mode: no dropout (HF token-classification heads default to 0.1), so the
+        # network that is trained is the deterministic one that sampled the rollout logprobs and
+        # serves the values. Gradients flow the same in either mode.
+        model.train(False)
+        self.model: PreTrainedModel = model
+        self.context = context
+        self.device = device
+        self.grad_clip = optimizer.grad_clip
+        if context.enabled:
+            # DDP broadcasts rank 0's parameters, so every rank starts from identical weights.
+            device_ids = [device.index] if device.type == "cuda" else None
+            self.forward_module: nn.Module = DistributedDataParallel(self.model, device_ids=device_ids)
+        else:
+            self.forward_module = self.model
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(),
+            lr=optimizer.lr,
+            betas=optimizer.betas,
+            weight_decay=optimizer.weight_decay,
+            eps=optimizer.eps,
+        )
+        self.steps = 0
+
+    def _sync_context(self, is_last: bool) -> contextlib.AbstractContextManager[None]:
+        if isinstance(self.forward_module, DistributedDataParallel) and not is_last:
+            return self.forward_module.no_sync()
+        return contextlib.nullcontext()
+
+    def step(self, micro_batches: Sequence[Micro], compute_loss: Callable[[nn.Module, Micro], torch.Tensor]) -> float:
+        """Accumulate gradients over ``micro_batches``, clip, take one optimiser step.
+
+        ``compute_loss(module, micro_batch)`` returns that micro-batch's share of the global
+        loss (normalised by the global token count). Returns the pre-clip gradient norm.
+        """
+        if not micro_batches:
+            raise ValueError("a training step needs at least one micro-batch on every rank")
+        self.optimizer.zero_grad(set_to_none=True)
+        for index, micro_batch in enumerate(micro_batches):
+            with self._sync_context(index == len(micro_batches) - 1):
+                loss = compute_loss(self.forward_module, micro_batch)
+                scaled: torch.Tensor = loss * self.context.world_size
+                scaled.backward()  # type: ignore[no-untyped-call]
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+        if not torch.isfinite(grad_norm):
+            # Skip the update rather than writing NaNs into the weights; the caller sees the norm.
+            logger.warning("non-finite gradient norm %s at step %d: update skipped", grad_norm, self.steps)
+            self.optimizer.zero_grad(set_to_none=True)
+        else:
+            self.optimizer.step()
+        self.steps += 1
+        return float(grad_norm)
+
+    def save(self, directory: str | Path, tokenizer_source: Path | None) -> Path | None:
+        """Write a HF directory (weights, config, tokenizer files); only rank 0 writes."""
+        if not self.context.is_main:
+            return None
+        target = Path(directory)
+        target.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(target)
+        if tokenizer_source is not None:
+            copy_tokenizer_files(tokenizer_source, target)
+        return target

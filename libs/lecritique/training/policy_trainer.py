@@ -1,0 +1,146 @@
+"""The policy trainer: one token-normalised policy-gradient step per batch of trajectories.
+
+>>> trainer = PolicyTrainer("runs/policy/v0", PolicyTrainerConfig())
+>>> metrics = trainer.train_step(trajectories)   # one AdamW step on the whole batch
+>>> trainer.save("runs/policy/v1")               # HF directory (rank 0 only)
+
+Under ``torchrun`` (process group initialised, e.g. by
+:func:`lecritique.training.distributed.init_distributed_from_env`), every rank calls
+``train_step`` with the same full batch; each rank trains on its token-balanced shard, DDP
+averages the gradients, and the result equals a single-process step on the whole batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+from transformers import AutoModelForCausalLM, PreTrainedModel
+
+from lecritique.training.collate import (
+    PolicyBatch,
+    collate_policy,
+    split_by_token_budget,
+    token_logprobs,
+    validate_policy_trajectories,
+)
+from lecritique.training.distributed import all_reduce_sum, current_context, default_device, shard_indices
+from lecritique.training.engine import DTYPES, DType, OptimizerConfig, TrainingEngine
+from lecritique.training.policy_loss import DPPOLossConfig, LossStatistics, PolicyLossConfig, policy_loss
+from lecritique.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
+
+
+class PolicyTrainerConfig(BaseModel):
+    """Policy update settings. Defaults suit tiny CPU models; the paper's are in the docstrings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    loss: PolicyLossConfig = Field(default_factory=DPPOLossConfig)
+    """Policy loss: ``dppo`` (the paper's PRIME-RL default) or ``ppo_clip``."""
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-6))
+    """AdamW settings; the paper uses lr 1e-6, betas (0.9, 0.999), weight decay 0.01, clip 1.0."""
+    micro_batch_tokens: int = Field(default=8192, ge=1)
+    """Padded tokens (rows x longest row) per forward/backward; bounds activation memory."""
+    temperature: float = Field(default=1.0, gt=0.0)
+    """Sampling temperature of the rollouts (logits are divided by it; the paper samples at 1.0)."""
+    dtype: DType = "float32"
+    """Parameter dtype of the trained model."""
+    device: str | None = None
+    """Device to train on; None picks this rank's GPU if there is one, else the CPU."""
+
+
+class PolicyTrainer:
+    """A HF causal LM trained with :mod:`lecritique.training.policy_loss`."""
+
+    def __init__(self, model_dir: str | Path, config: PolicyTrainerConfig | None = None) -> None:
+        self.config = config or PolicyTrainerConfig()
+        self.model_dir = Path(model_dir)
+        if not (self.model_dir / "config.json").is_file():
+            raise ValueError(f"policy model directory {self.model_dir} has no config.json")
+        self.context = current_context()
+        device = torch.device(self.config.device) if self.config.device else default_device(self.context)
+        model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=DTYPES[self.config.dtype])
+        self.vocab_size = int(model.config.vocab_size)
+        self.engine = TrainingEngine(model, self.config.optimizer, self.context, device)
+        logger.info(
+            "policy trainer: %s on %s, rank %d of %d, loss %s",
+            self.model_dir,
+            device,
+            self.context.rank,
+            self.context.world_size,
+            self.config.loss.kind,
+        )
+
+    @property
+    def model(self) -> PreTrainedModel:
+        """The unwrapped model (identical on every rank)."""
+        return self.engine.model
+
+    @property
+    def steps(self) -> int:
+        return self.engine.steps
+
+    def _micro_batches(self, trajectories: Sequence[Trajectory]) -> list[PolicyBatch]:
+        lengths = [t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in trajectories]
+        shard = shard_indices(lengths, self.context.world_size)[self.context.rank]
+        groups = split_by_token_budget([lengths[i] for i in shard], self.config.micro_batch_tokens)
+        return [collate_policy([trajectories[shard[i]] for i in group]) for group in groups]
+
+    def logprobs(self, module: nn.Module, batch: PolicyBatch) -> torch.Tensor:
+        """Next-token log-probabilities [B, L - 1] of ``batch.target_ids`` under ``module``."""
+        logits = module(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        return token_logprobs(logits, batch.target_ids, self.config.temperature)
+
+    def train_step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+        """One optimiser step on the whole batch; metrics are global (identical on every rank).
+
+        Every trajectory needs ``advantages``; ``logprobs`` are the rollout engine's.
+        """
+        started = time.perf_counter()
+        validate_policy_trajectories(trajectories, self.vocab_size)
+        global_policy_tokens = sum(t.num_policy_tokens for t in trajectories)
+        global_tokens = sum(t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in trajectories)
+        micro_batches = [batch.to(self.engine.device) for batch in self._micro_batches(trajectories)]
+        device = self.engine.device
+        totals = LossStatistics.zeros(device)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+
+        def compute_loss(module: nn.Module, batch: PolicyBatch) -> torch.Tensor:
+            nonlocal totals, loss_sum
+            logprobs = self.logprobs(module, batch)
+            loss, statistics = policy_loss(
+                logprobs,
+                batch.old_logprobs,
+                batch.advantages,
+                batch.loss_mask,
+                self.config.loss,
+                num_tokens=global_policy_tokens,
+            )
+            totals = totals + statistics
+            loss_sum = loss_sum + loss.detach().to(torch.float64)
+            return loss
+
+        grad_norm = self.engine.step(micro_batches, compute_loss)
+        summed = all_reduce_sum(torch.cat([loss_sum.reshape(1), totals.as_tensor()])).cpu()
+        metrics: dict[str, Any] = {
+            "loss": float(summed[0]),
+            **LossStatistics.from_tensor(summed[1:]).as_metrics(),
+            "grad_norm": grad_norm,
+            "tokens": float(global_tokens),
+            "step": float(self.engine.steps),
+            "lr": float(self.engine.optimizer.param_groups[0]["lr"]),
+            "step_seconds": time.perf_counter() - started,
+        }
+        return metrics
+
+    def save(self, directory: str | Path) -> Path | None:
+        """Write the policy as a HF directory (``save_pretrained`` + tokenizer); rank 0 only."""
+        return self.engine.save(directory, tokenizer_source=self.model_dir)

@@ -1,0 +1,136 @@
+"""The policy trainer's process loop, for ``torchrun`` (any number of ranks) or plain ``python``.
+
+Rank 0 obtains each batch (from gRPC in the policy-trainer service; from a batch file on the
+command line) and broadcasts it; every rank then runs the same ``train_step``; rank 0 alone
+saves or publishes weights. An empty batch from rank 0 ends the loop on every rank.
+
+    torchrun --nproc_per_node=2 -m lecritique.training.policy_worker \\
+        --model-dir runs/policy/v0 --batches batches.bin --metrics-out metrics.json --save-dir out/
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import struct
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from rich.progress import Progress
+
+from lecritique.training.distributed import broadcast_trajectories, current_context, init_distributed_from_env
+from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
+from lecritique.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
+
+_BATCH_FILE_MAGIC = b"LCTB1\n"
+
+
+def write_batch_file(path: str | Path, batches: Sequence[Sequence[Trajectory]]) -> None:
+    """Store batches of trajectories: ``magic, [u32 count, [u64 size, trajectory bytes]...]...``."""
+    parts = [_BATCH_FILE_MAGIC]
+    for batch in batches:
+        parts.append(struct.pack("<I", len(batch)))
+        for trajectory in batch:
+            data = trajectory.to_bytes()
+            parts.append(struct.pack("<Q", len(data)))
+            parts.append(data)
+    Path(path).write_bytes(b"".join(parts))
+
+
+def read_batch_file(path: str | Path) -> list[list[Trajectory]]:
+    """Inverse of :func:`write_batch_file`."""
+    data = memoryview(Path(path).read_bytes())
+    if bytes(data[: len(_BATCH_FILE_MAGIC)]) != _BATCH_FILE_MAGIC:
+        raise ValueError(f"{path} is not a trajectory batch file (bad magic)")
+    offset = len(_BATCH_FILE_MAGIC)
+    batches: list[list[Trajectory]] = []
+    while offset < len(data):
+        (count,) = struct.unpack_from("<I", data, offset)
+        offset += 4
+        batch = []
+        for _ in range(count):
+            (size,) = struct.unpack_from("<Q", data, offset)
+            offset += 8
+            if offset + size > len(data):
+                raise ValueError(f"{path} is truncated inside batch {len(batches)}")
+            batch.append(Trajectory.from_bytes(data[offset : offset + size]))
+            offset += size
+        batches.append(batch)
+    return batches
+
+
+def run_policy_worker(
+    trainer: PolicyTrainer,
+    next_batch: Callable[[], list[Trajectory] | None],
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> list[dict[str, float]]:
+    """Train until rank 0's ``next_batch`` returns None (or an empty batch).
+
+    ``next_batch`` is only called on rank 0; ``on_step(step, metrics)`` only on rank 0, after
+    each update (the place to save or publish weights). Returns every step's metrics.
+    """
+    context = current_context()
+    history: list[dict[str, float]] = []
+    while True:
+        batch = (next_batch() or []) if context.is_main else None
+        trajectories = broadcast_trajectories(batch)
+        if not trajectories:
+            break
+        metrics = trainer.train_step(trajectories)
+        history.append(metrics)
+        if context.is_main and on_step is not None:
+            on_step(trainer.steps, metrics)
+    return history
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", required=True, help="HF directory of the policy to train")
+    parser.add_argument("--batches", required=True, help="batch file written by write_batch_file")
+    parser.add_argument("--config", help="PolicyTrainerConfig as a JSON file (defaults otherwise)")
+    parser.add_argument("--metrics-out", help="write every step's metrics here as JSON (rank 0)")
+    parser.add_argument("--save-dir", help="save the final policy here as a HF directory (rank 0)")
+    parser.add_argument("--seed", type=int, default=0, help="torch seed (the update itself is deterministic)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+    context = init_distributed_from_env()
+    torch.manual_seed(args.seed)
+    config = (
+        PolicyTrainerConfig.model_validate_json(Path(args.config).read_text()) if args.config else PolicyTrainerConfig()
+    )
+    trainer = PolicyTrainer(args.model_dir, config)
+    pending = read_batch_file(args.batches) if context.is_main else []
+    with Progress(disable=not context.is_main) as progress:
+        task = progress.add_task("policy steps", total=len(pending))
+
+        def next_batch() -> list[Trajectory] | None:
+            return pending.pop(0) if pending else None
+
+        def on_step(step: int, metrics: dict[str, float]) -> None:
+            progress.advance(task)
+            logger.info("step %d: loss %.6f, %.0f tokens/s", step, metrics["loss"], metrics["tokens"] / metrics["step_seconds"])
+
+        history = run_policy_worker(trainer, next_batch, on_step)
+    if context.is_main:
+        if args.metrics_out:
+            Path(args.metrics_out).write_text(json.dumps({"world_size": context.world_size, "steps": history}))
+        if args.save_dir:
+            trainer.save(args.save_dir)
+    # Free the DDP wrapper while the process group is alive: its destructor can hang after
+    # destroy_process_group on gloo.
+    del trainer
+    gc.collect()
+    if context.enabled:
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
