@@ -113,14 +113,24 @@ def all_dashboard_metric_names() -> dict[str, set[str]]:
     return names
 
 
-def tiny_spec_data(name: str, steps: int) -> dict[str, Any]:
+def quick_policy(cache_dir: Path) -> Path:
+    """A tiny sudoku-mini policy after a few SFT steps (seconds): for tests of the platform, not of RL."""
+    from lecritique.models.tiny import TinyBuildConfig, build_tiny
+
+    config = TinyBuildConfig(
+        task="sudoku-mini", max_steps=5, batch_size=8, eval_every=5, eval_tasks=8, validation_tasks=8, train_pool=32,
+    )
+    return build_tiny(config, cache_dir=cache_dir, show_progress=False)
+
+
+def tiny_spec_data(name: str, steps: int, policy_path: Path) -> dict[str, Any]:
     """A few-step sudoku-mini experiment: TETHER with two position buckets, a reference-context critic,
     a replay buffer small enough to evict by capacity and by reuse."""
     return {
         "name": name,
         "seed": 0,
         "environment": {"kind": "sudoku", "size": 4, "empty_cells": [3, 4]},
-        "policy": {"tiny": "sudoku"},
+        "policy": {"path": str(policy_path)},
         "rollout": {"group_size": 2, "tasks_per_step": 4, "sampling": {"max_tokens": 8}},
         "estimator": {"name": "tether", "buckets": 2},
         "critic": {"kind": "discriminative", "context": "reference", "warmup_updates": 1,

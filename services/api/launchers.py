@@ -85,6 +85,35 @@ def _alive(pid: int, start_ticks: int | None) -> bool:
     return start_ticks is None or _process_start_ticks(pid) == start_ticks
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, parents before children (services run in sessions of their own)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        current = frontier.pop(0)
+        children = [child for child, parent in parents.items() if parent == current and child not in found]
+        found.extend(children)
+        frontier.extend(children)
+    return found
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a process, everything below it, and the process groups they lead."""
+    for target in [pid, *_descendants(pid)]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if os.getpgid(target) == target:
+                os.killpg(target, signal.SIGKILL)
+            else:
+                os.kill(target, signal.SIGKILL)
+
+
 class LocalProcessLauncher:
     """Each experiment is ``lecritique run`` in its own session, under a small supervisor.
 
@@ -167,18 +196,18 @@ class LocalProcessLauncher:
         return Observation("failed", f"lecritique run exited with code {result['returncode']}:\n{self._log_tail(handle)}")
 
     def cancel(self, experiment_id: str, handle: dict[str, Any]) -> Observation:
+        """SIGTERM the supervisor once (it stops the run gracefully); SIGKILL everything after the grace period."""
         pid = int(handle["pid"])
         if not self._running(experiment_id, handle):
             observation = self.poll(experiment_id, handle)
             return observation if observation.state != "succeeded" else Observation("cancelled")
-        handle.setdefault("cancel_requested_at", time.time())
-        if time.time() - float(handle["cancel_requested_at"]) > self.cancel_grace_seconds:
-            logger.warning("experiment %s did not stop within %.0f s; killing its process group", experiment_id, self.cancel_grace_seconds)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-        else:
+        if "cancel_requested_at" not in handle:
+            handle["cancel_requested_at"] = time.time()
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
+        elif time.time() - float(handle["cancel_requested_at"]) > self.cancel_grace_seconds:
+            logger.warning("experiment %s did not stop within %.0f s; killing all its processes", experiment_id, self.cancel_grace_seconds)
+            _kill_tree(pid)
         return Observation("running")
 
     def release(self, experiment_id: str, handle: dict[str, Any]) -> None:

@@ -3,8 +3,8 @@
     python -m services.api.supervise --result FILE -- python -m lecritique run SPEC --out DIR
 
 The API's local launcher starts this in its own session, so the run outlives an API restart. On
-SIGTERM it passes SIGINT to ``lecritique run`` (which then stops every service it started) and
-waits for it. Either way it writes ``{"returncode", "cancelled"}`` to FILE, atomically, which is
+the first SIGTERM it passes SIGINT to ``lecritique run`` (which then stops every service it
+started) and waits for it; further SIGTERMs are ignored. Either way it writes ``{"returncode", "cancelled"}`` to FILE, atomically, which is
 how the API learns the outcome even when it was not the process's parent any more.
 """
 
@@ -39,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def stop(signum: int, frame: FrameType | None) -> None:
         nonlocal cancelled
+        if cancelled:
+            # Once only: a second Ctrl-C would interrupt `lecritique run` while it stops its
+            # services and leave them running. Escalation is the API's (SIGKILL after a grace period).
+            return
         cancelled = True
         # `lecritique run` treats SIGINT as Ctrl-C: it stops its services before exiting.
         if child.poll() is None:

@@ -71,7 +71,7 @@ class RecordingApiServer:
             do_POST = do_GET = do_DELETE = _handle
 
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     @property

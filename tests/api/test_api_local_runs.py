@@ -21,7 +21,7 @@ import pytest
 
 from services.api.auth import hash_token
 from tests.api.api_process import ApiProcess, alive, descendants
-from tests.helm_support import ROOT, tiny_spec_data
+from tests.helm_support import ROOT, quick_policy, tiny_spec_data
 
 TOKEN = "local-runs-token"
 
@@ -41,22 +41,48 @@ def test_supervisor_records_the_exit_code(tmp_path: Path) -> None:
     assert json.loads(result.read_text()) == {"returncode": 3, "cancelled": False}
 
 
-def test_supervisor_turns_sigterm_into_ctrl_c_for_the_run(tmp_path: Path) -> None:
+def test_supervisor_turns_sigterm_into_one_ctrl_c_for_the_run(tmp_path: Path) -> None:
+    """The run gets exactly one SIGINT however often the API asks: a second one would interrupt
+    `lecritique run` while it stops its services."""
     marker = tmp_path / "interrupted"
     code = (
         "import pathlib, time\n"
         f"pathlib.Path({str(tmp_path / 'started')!r}).touch()\n"
         "try:\n    time.sleep(120)\n"
-        f"except KeyboardInterrupt:\n    pathlib.Path({str(marker)!r}).touch()\n    raise SystemExit(130)\n"
+        "except KeyboardInterrupt:\n"
+        f"    pathlib.Path({str(marker)!r}).write_text('stopping')\n"
+        "    time.sleep(2)  # stopping services; another SIGINT here would raise again\n"
+        f"    pathlib.Path({str(marker)!r}).write_text('stopped')\n"
+        "    raise SystemExit(130)\n"
     )
     process, result = _supervise(tmp_path, code)
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "started").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    _wait_for(lambda: (tmp_path / "started").exists(), 60, "the child to start", poll=0.1)
+    process.send_signal(signal.SIGTERM)
+    _wait_for(marker.exists, 30, "the child's first interrupt", poll=0.05)
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 130
-    assert marker.exists(), "the run must get SIGINT (Ctrl-C) so that it stops its services"
+    assert marker.read_text() == "stopped"
     assert json.loads(result.read_text()) == {"returncode": 130, "cancelled": True}
+
+
+def test_kill_tree_reaches_processes_in_their_own_sessions(tmp_path: Path) -> None:
+    """The cancel escalation: services started in new sessions (as `lecritique run` does) die too."""
+    from services.api.launchers import _kill_tree
+
+    grandchild_pid = tmp_path / "grandchild.pid"
+    code = (
+        "import subprocess, sys, time, pathlib\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True)\n"
+        f"pathlib.Path({str(grandchild_pid)!r}).write_text(str(child.pid))\n"
+        "time.sleep(300)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    _wait_for(grandchild_pid.exists, 60, "the grandchild", poll=0.1)
+    grandchild = int(grandchild_pid.read_text())
+    assert alive(grandchild)
+    _kill_tree(parent.pid)
+    parent.wait(timeout=30)
+    _wait_for(lambda: not alive(grandchild), 30, "the grandchild to die", poll=0.1)
 
 
 def _local_api(tmp_path: Path, redis_url: str, name: str, port: int | None = None) -> ApiProcess:
@@ -87,7 +113,7 @@ def test_a_running_experiment_survives_an_api_restart_and_delete_stops_all_of_it
     first = _local_api(tmp_path, embedded_redis.url, "api-1").start()
     try:
         with first.client(TOKEN) as api:
-            created = api.post("/v1/experiments", json=tiny_spec_data("long-run", steps=10_000))
+            created = api.post("/v1/experiments", json=tiny_spec_data("long-run", steps=10_000, policy_path=quick_policy(tmp_path / "models")))
             assert created.status_code == 201, created.text
             experiment = created.json()
             assert experiment["status"] == "running" and experiment["launcher"] == "local"
@@ -120,10 +146,11 @@ def test_a_running_experiment_survives_an_api_restart_and_delete_stops_all_of_it
 @pytest.mark.timeout(420)
 def test_full_lifecycle_of_a_local_experiment(tmp_path: Path, redis_db: Any, embedded_redis: Any) -> None:
     steps = 3
+    policy = quick_policy(tmp_path / "models")
     api_process = _local_api(tmp_path, embedded_redis.url, "api").start()
     try:
         with api_process.client(TOKEN) as api:
-            created = api.post("/v1/experiments", json=tiny_spec_data("sudoku-mini", steps=steps), headers={"Idempotency-Key": "once"})
+            created = api.post("/v1/experiments", json=tiny_spec_data("sudoku-mini", steps=steps, policy_path=policy), headers={"Idempotency-Key": "once"})
             assert created.status_code == 201, created.text
             experiment = created.json()["id"]
             listed = api.get("/v1/experiments").json()["experiments"]
@@ -141,6 +168,6 @@ def test_full_lifecycle_of_a_local_experiment(tmp_path: Path, redis_db: Any, emb
             assert [row["step"] for row in rows] == list(range(1, steps + 1))
             for row in rows:
                 assert {"reward_mean", "value_explained_variance", "tether_rho", "policy_version", "value_version", "dropped_stale", "seconds"} <= set(row)
-            assert api.post("/v1/experiments", json=tiny_spec_data("sudoku-mini", steps=steps), headers={"Idempotency-Key": "once"}).json()["id"] == experiment
+            assert api.post("/v1/experiments", json=tiny_spec_data("sudoku-mini", steps=steps, policy_path=policy), headers={"Idempotency-Key": "once"}).json()["id"] == experiment
     finally:
         api_process.stop()

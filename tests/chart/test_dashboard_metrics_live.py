@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lecritique.monitoring import exposition_metric_names
-from tests.helm_support import all_dashboard_metric_names, tiny_spec_data
+from tests.helm_support import all_dashboard_metric_names, quick_policy, tiny_spec_data
 
 
 def _free_port() -> int:
@@ -37,11 +37,11 @@ def _scrape(port: int) -> set[str]:
 @pytest.mark.timeout(600)
 def test_dashboard_metrics_are_exported_by_a_local_run(tmp_path: Path, embedded_redis) -> None:  # type: ignore[no-untyped-def]
     from lecritique.config import parse_spec
-    from lecritique.launch.local import LocalLauncher, resolve_policy
+    from lecritique.launch.local import LocalLauncher
     from lecritique.launch.processes import ManagedProcess, python_command
 
     experiment_id = "exp-live-metrics"
-    spec = resolve_policy(parse_spec(tiny_spec_data(experiment_id, steps=4)), tmp_path / "models")
+    spec = parse_spec(tiny_spec_data(experiment_id, steps=4, policy_path=quick_policy(tmp_path / "models")))
     launcher = LocalLauncher(spec, tmp_path / "run", redis_url=embedded_redis.url, experiment_id=experiment_id)
     scraped: set[str] = set()
     try:
