@@ -41,7 +41,7 @@ def test_dashboard_metrics_are_exported_by_a_local_run(tmp_path: Path, embedded_
     from lecritique.launch.processes import ManagedProcess, python_command
 
     experiment_id = "exp-live-metrics"
-    spec = parse_spec(tiny_spec_data(experiment_id, steps=4, policy_path=quick_policy(tmp_path / "models")))
+    spec = parse_spec(tiny_spec_data(experiment_id, steps=3, policy_path=quick_policy(tmp_path / "models")))
     launcher = LocalLauncher(spec, tmp_path / "run", redis_url=embedded_redis.url, experiment_id=experiment_id)
     scraped: set[str] = set()
     try:
@@ -72,11 +72,13 @@ def test_dashboard_metrics_are_exported_by_a_local_run(tmp_path: Path, embedded_
             for port in service_ports:
                 scraped |= _scrape(port)
             time.sleep(1.0)
-        assert orchestrator.process is not None and orchestrator.process.wait(timeout=5) == 0, orchestrator.log_tail()
         for port in service_ports:
             scraped |= _scrape(port)
+        assert orchestrator.process is not None
+        returncode = orchestrator.process.wait(timeout=5)
     finally:
         launcher.stop()
     used = all_dashboard_metric_names()
     missing = {name: sorted(places) for name, places in used.items() if name not in scraped}
     assert not missing, f"dashboard metrics no process exported: {missing}"
+    assert returncode == 0, orchestrator.log_tail()
