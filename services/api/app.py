@@ -171,7 +171,7 @@ def create_app(settings: ApiSettings, *, launcher: ExperimentLauncher | None = N
         offset: Annotated[int, Query(ge=0)] = 0,
     ) -> ExperimentList:
         """The caller's experiments, newest first."""
-        records = service.list(caller, limit, offset)
+        records = service.list_experiments(caller, limit, offset)
         return ExperimentList(experiments=[_view(service, r, with_spec=False) for r in records])
 
     @app.get("/v1/experiments/{experiment_id}", response_model=ExperimentView, summary="Inspect an experiment")

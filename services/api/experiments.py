@@ -151,7 +151,7 @@ class ExperimentService:
             raise Forbidden(experiment_id)
         return self.refresh(record) if refresh else record
 
-    def list(self, tenant: str, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
+    def list_experiments(self, tenant: str, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
         return [self.refresh(record) for record in self.store.list_for_tenant(tenant, limit, offset)]
 
     def metrics(self, tenant: str, experiment_id: str, since_step: int | None = None) -> list[dict[str, Any]]:

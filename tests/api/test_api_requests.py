@@ -27,13 +27,6 @@ from tests.helm_support import launcher_defaults, spec_data
 ALICE, BOB = "alice-token-0123456789", "bob-token-9876543210"
 
 
-@pytest.fixture
-def recorder() -> Iterator[RecordingApiServer]:
-    server = RecordingApiServer()
-    yield server
-    server.close()
-
-
 def _app(redis_db: redis.Redis, embedded_redis: Any, recorder: RecordingApiServer, tokens_file: Path | None = None) -> Any:
     settings = ApiSettings(
         redis_url=embedded_redis.url,

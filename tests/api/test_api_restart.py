@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from services.api.auth import hash_token
 from tests.api.api_process import ApiProcess
@@ -18,13 +15,6 @@ from tests.api.kubernetes_recorder import RecordingApiServer
 from tests.helm_support import NAMESPACE, launcher_defaults, spec_data
 
 ALICE, BOB = "alice-restart-token", "bob-restart-token"
-
-
-@pytest.fixture
-def recorder() -> Iterator[RecordingApiServer]:
-    server = RecordingApiServer()
-    yield server
-    server.close()
 
 
 def test_api_restarts_keep_every_record(tmp_path: Path, redis_db: Any, embedded_redis: Any, recorder: RecordingApiServer) -> None:

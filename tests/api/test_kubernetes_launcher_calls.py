@@ -9,8 +9,6 @@ chart's Role (REQUIRED_RULES) does not allow. It does not prove cluster behaviou
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from kubernetes import client as kubernetes_client
 from kubernetes.client.exceptions import ApiException
@@ -27,10 +25,8 @@ EXPERIMENT = "exp-00aa11bb22"
 
 
 @pytest.fixture
-def api_server() -> Iterator[RecordingApiServer]:
-    server = RecordingApiServer()
-    yield server
-    server.close()
+def api_server(recorder: RecordingApiServer) -> RecordingApiServer:
+    return recorder
 
 
 def _launcher(server: RecordingApiServer) -> KubernetesLauncher:

@@ -55,9 +55,9 @@ class KubernetesLauncher:
         self.defaults = defaults
         if api_client is None:
             try:
-                config.load_incluster_config()
+                config.load_incluster_config()  # type: ignore[no-untyped-call]
             except config.ConfigException:
-                config.load_kube_config()
+                config.load_kube_config()  # type: ignore[no-untyped-call]
             api_client = client.ApiClient()
         self.api_client = api_client
         self._apis: dict[str, Any] = {}
