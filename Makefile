@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast lint demo bench bench-advantages bench-replay proto clean
+.PHONY: install test test-fast lint demo bench bench-advantages bench-replay bench-envs bench-trainer proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ lint: $(STAMP)
 demo: $(STAMP)
 	@echo "make demo: the end-to-end experiment arrives with the services issue; nothing to run yet." && exit 1
 
-bench: bench-advantages bench-replay
+bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer
 
 bench-advantages: $(STAMP)
 	$(PY) bench/advantages.py
@@ -41,8 +41,17 @@ bench-advantages: $(STAMP)
 proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -Iprotos --python_out=libs --grpc_python_out=libs --pyi_out=libs protos/lecritique/v1/*.proto
 
+bench-pipeline: $(STAMP)
+	$(PY) bench/pipeline.py
+
 bench-replay: $(STAMP)
 	$(PY) bench/replay.py
+
+bench-envs: $(STAMP)
+	$(PY) bench/envs.py
+
+bench-trainer: $(STAMP)
+	$(PY) bench/trainer.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import redis
+
 from lecritique.replay.connection import EmbeddedRedis, start_embedded_redis
 
 

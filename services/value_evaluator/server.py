@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -28,6 +29,9 @@ from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
 from lecritique.weights import WeightStore
 
 logger = logging.getLogger(__name__)
+
+# Audit log of every critic input (JSON lines): what privileged context each trajectory's critic saw.
+INPUT_LOG_ENV = "LECRITIQUE_VALUE_INPUT_LOG"
 
 EVALUATED = Counter("lecritique_value_evaluated_trajectories_total", "Trajectories evaluated", ["experiment"])
 EVALUATE_SECONDS = Histogram(
@@ -78,8 +82,11 @@ def load_backend(kind: str, path: Path, spec: Any) -> CriticBackend:
 
 
 class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
-    def __init__(self, store: WeightStore, spec: Any, experiment: str, poll_seconds: float = 0.5) -> None:
+    def __init__(
+        self, store: WeightStore, spec: Any, experiment: str, poll_seconds: float = 0.5, input_log: Path | None = None
+    ) -> None:
         self.store = store
+        self.input_log = input_log
         self.spec = spec
         self.kind = spec.critic.kind
         self.experiment = experiment
@@ -121,6 +128,8 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
     def Evaluate(self, request, context):
         start = time.perf_counter()
         served = self.served  # this request is answered entirely by this version
+        if self.input_log is not None:
+            self._audit(request)
         try:
             values, stats = served.backend.values(list(request.inputs), request)
         except ValueError as error:
@@ -143,7 +152,8 @@ def serve(runtime: ServiceRuntime) -> None:
     if spec.critic is None:
         raise SystemExit("value-evaluator: the experiment spec has no critic section")
     store = WeightStore(runtime.weights_dir, experiment=runtime.experiment_id)
-    servicer = ValueEvaluatorServicer(store, spec, runtime.experiment_id)
+    input_log = Path(os.environ[INPUT_LOG_ENV]) if os.environ.get(INPUT_LOG_ENV) else None
+    servicer = ValueEvaluatorServicer(store, spec, runtime.experiment_id, input_log=input_log)
     running = start_server(
         service="value-evaluator",
         add_servicers=lambda server: value_pb2_grpc.add_ValueEvaluatorServicer_to_server(servicer, server),

@@ -122,7 +122,9 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
                     continue
                 trajectories = [entry.payload for entry in entries]
                 metrics = self.trainer.train_step(trajectories, value_targets(trajectories, self.lambda_target))
-                version = self.store.publish("critic", self.trainer.save, keep_last=3)
+                version = self.version
+                if (self.updates + 1) % self.critic.publish_every == 0:
+                    version = self.store.publish("critic", self.trainer.save, keep_last=self.critic.keep_versions)
             except Exception:
                 logger.exception("critic update failed; retrying")
                 self._stop.wait(1.0)

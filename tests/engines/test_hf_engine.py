@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from pydantic import TypeAdapter
+
 from lecritique.engines import (
     EngineConfig,
     HFEngine,
@@ -16,7 +18,6 @@ from lecritique.engines import (
 )
 from lecritique.models.policy import load_policy
 from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
-from pydantic import TypeAdapter
 
 ALPHABET = "0123456789+-= abcdefghij\n"
 # A larger init scale than training uses: peaked next-token distributions make greedy decoding

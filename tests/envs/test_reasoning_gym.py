@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 import reasoning_gym
+
 from lecritique.envs import get_environment
 from lecritique.envs.answers import tagged
 from lecritique.envs.reasoning_gym import registered_datasets

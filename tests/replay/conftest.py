@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import redis
+
 from lecritique.replay import ReplayBuffer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pydantic
 import pytest
+
 from lecritique.replay import ReplayBuffer, ReplayConfigError
 
 

@@ -10,6 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
 from lecritique.replay import ReplayBuffer
 
 WORKER = Path(__file__).with_name("replay_worker.py")

@@ -8,6 +8,7 @@ import time
 
 import pytest
 import redis
+
 from lecritique.replay import (
     RedisUnavailableError,
     ReplayBuffer,

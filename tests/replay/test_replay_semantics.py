@@ -8,6 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 import redis
+
 from lecritique.replay import ReplayBuffer, ReplayConfigError, ReplayStats
 from lecritique.trajectory import Trajectory
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+
 from lecritique.training.critic_trainer import CriticTrainer, CriticTrainerConfig
 from lecritique.training.distributed import broadcast_trajectories, init_distributed_from_env
 from lecritique.training.engine import OptimizerConfig

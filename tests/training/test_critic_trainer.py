@@ -7,12 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from training_helpers import VOCAB_SIZE, make_trajectory
+from transformers import AutoModelForCausalLM
+
 from lecritique.advantages import AdvantageBatch, GAEEstimator, explained_variance
 from lecritique.training.critic_trainer import CriticTrainer, CriticTrainerConfig
 from lecritique.training.engine import OptimizerConfig
 from lecritique.trajectory import Trajectory
-from training_helpers import VOCAB_SIZE, make_trajectory
-from transformers import AutoModelForCausalLM
+from lecritique.weights import WeightStore
 
 
 def _prompt_class_task(count: int, seed: int, critic_context: bool = True) -> list[Trajectory]:
@@ -118,7 +120,7 @@ def test_mse_critic_trains_on_explicit_gae_targets(tiny_llama_dir: Path) -> None
     assert abs(expected - monte_carlo) > 1e-3
 
 
-def test_predict_aligns_values_with_trajectory_tokens_and_survives_save_and_load(
+def test_predict_aligns_values_with_trajectory_tokens_and_survives_publish_and_load(
     tiny_llama_dir: Path, tmp_path: Path
 ) -> None:
     trajectories = _prompt_class_task(5, seed=4)
@@ -131,9 +133,11 @@ def test_predict_aligns_values_with_trajectory_tokens_and_survives_save_and_load
     small = CriticTrainer(critic.model, CriticTrainerConfig(micro_batch_tokens=1))
     for one, other in zip(values, small.predict(trajectories), strict=True):
         np.testing.assert_allclose(other, one, rtol=1e-5, atol=1e-6)
-    saved = critic.save(tmp_path / "critic")
-    assert saved is not None
-    loaded = CriticTrainer.load(saved)
+    store = WeightStore(tmp_path / "weights")
+    assert critic.publish(store) == 0
+    latest = store.latest("critic")
+    assert latest is not None
+    loaded = CriticTrainer.load(latest[1])
     for one, other in zip(values, loaded.predict(trajectories), strict=True):
         np.testing.assert_allclose(other, one, rtol=1e-5, atol=1e-6)
 

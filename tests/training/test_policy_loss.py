@@ -7,6 +7,7 @@ import math
 import pydantic
 import pytest
 import torch
+
 from lecritique.training.policy_loss import (
     DPPOLossConfig,
     PolicyLossConfig,

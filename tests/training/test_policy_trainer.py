@@ -7,13 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from training_helpers import VOCAB_SIZE, make_trajectory
+from transformers import AutoModelForCausalLM
+
 from lecritique.training.collate import collate_policy
 from lecritique.training.engine import OptimizerConfig
 from lecritique.training.policy_loss import DPPOLossConfig, PPOClipLossConfig
 from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
 from lecritique.trajectory import Trajectory
-from training_helpers import VOCAB_SIZE, make_trajectory
-from transformers import AutoModelForCausalLM
+from lecritique.weights import WeightStore
 
 
 def _fixed_batch(policy_dir: Path, seed: int = 0) -> list[Trajectory]:
@@ -145,3 +147,18 @@ def test_bad_batches_are_rejected_before_any_update(tiny_llama_dir: Path) -> Non
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True))
     with pytest.raises(ValueError, match=r"no config\.json"):
         PolicyTrainer(tiny_llama_dir / "missing")
+
+
+def test_publish_writes_increasing_versions_to_the_weight_store(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    trajectories = _fixed_batch(tiny_llama_dir)
+    trainer = PolicyTrainer(tiny_llama_dir, PolicyTrainerConfig(optimizer=OptimizerConfig(lr=1e-2)))
+    store = WeightStore(tmp_path / "weights")
+    assert trainer.publish(store) == 0
+    trainer.train_step(trajectories)
+    assert trainer.publish(store) == 1
+    assert store.versions("policy") == [0, 1]
+    latest = store.latest("policy")
+    assert latest is not None and latest[0] == 1
+    published = AutoModelForCausalLM.from_pretrained(str(latest[1]))
+    for name, weight in trainer.model.state_dict().items():
+        torch.testing.assert_close(published.state_dict()[name], weight)

@@ -4,28 +4,23 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
-from lecritique.training.policy_worker import read_batch_file, write_batch_file
-from lecritique.trajectory import Trajectory
 from training_helpers import make_trajectory, save_tiny_llama
 from transformers import AutoModelForCausalLM
 
+from lecritique.training.distributed import launch_command
+from lecritique.training.policy_worker import read_batch_file, write_batch_file
+from lecritique.trajectory import Trajectory
+from lecritique.weights import WeightStore
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STEPS = 5
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _environment() -> dict[str, str]:
@@ -36,19 +31,7 @@ def _environment() -> dict[str, str]:
 
 
 def _launch(processes: int, program: list[str]) -> None:
-    """``python PROGRAM`` for one process, ``python -m torch.distributed.run`` for several."""
-    if processes == 1:
-        command = [sys.executable, *program]
-    else:
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            f"--nproc_per_node={processes}",
-            "--master_addr=127.0.0.1",
-            f"--master_port={_free_port()}",
-            *program,
-        ]
+    command = launch_command(processes, program)
     result = subprocess.run(command, env=_environment(), capture_output=True, text=True, timeout=240, check=False)
     assert result.returncode == 0, f"{command} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
 
@@ -101,6 +84,8 @@ def _policy_run(workspace: Path, processes: int) -> tuple[dict[str, Any], Path]:
             str(out.with_suffix(".json")),
             "--save-dir",
             str(out),
+            "--weights-root",
+            str(workspace / f"weights_{processes}"),
         ],
     )
     return json.loads(out.with_suffix(".json").read_text()), out
@@ -131,12 +116,20 @@ def test_two_processes_follow_the_single_process_loss_trajectory(workspace: Path
         assert two["policy_tokens"] == one["policy_tokens"]
         assert two["masked_fraction"] == pytest.approx(one["masked_fraction"])
         assert two["mean_ratio"] == pytest.approx(one["mean_ratio"], rel=1e-4)
+    # Rank 0 alone published once per step: versions 0..STEPS-1, the newest equal to the saved policy.
+    store = WeightStore(workspace / "weights_2")
+    assert store.versions("policy") == list(range(STEPS))
+    assert [step["policy_version"] for step in double["steps"]] == list(range(STEPS))
+    latest = store.latest("policy")
+    assert latest is not None and latest[0] == STEPS - 1
+    published_model = AutoModelForCausalLM.from_pretrained(str(latest[1]))
     # Rank 0 saved the final policy; it matches the single-process one.
     single_model = AutoModelForCausalLM.from_pretrained(str(single_dir))
     double_model = AutoModelForCausalLM.from_pretrained(str(double_dir))
     initial_model = AutoModelForCausalLM.from_pretrained(str(workspace / "policy"))
     for name, weight in single_model.state_dict().items():
         torch.testing.assert_close(double_model.state_dict()[name], weight, rtol=1e-3, atol=1e-4)
+        torch.testing.assert_close(published_model.state_dict()[name], double_model.state_dict()[name])
     moved = [not torch.allclose(w, initial_model.state_dict()[n]) for n, w in single_model.state_dict().items()]
     assert all(moved)
 

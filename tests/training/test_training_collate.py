@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from training_helpers import VOCAB_SIZE, make_trajectory
+
 from lecritique.models.critic import critic_from_policy, value_outputs
 from lecritique.training.collate import (
     collate_critic,
@@ -16,7 +18,6 @@ from lecritique.training.collate import (
 )
 from lecritique.training.distributed import shard_indices
 from lecritique.trajectory import Trajectory
-from training_helpers import VOCAB_SIZE, make_trajectory
 
 
 def _trajectory(prompt: list[int], tokens: list[int], policy: list[bool], **extra: object) -> Trajectory:
@@ -137,6 +138,8 @@ def test_bad_policy_inputs_raise_errors_naming_the_trajectory_and_field() -> Non
         collate_policy([_trajectory([1], [40], [True])], vocab_size=32)
     with pytest.raises(ValueError, match="'logprobs' has a non-finite value"):
         collate_policy([_trajectory([1], [2], [True], logprobs=np.array([np.nan]))])
+    with pytest.raises(ValueError, match="'logprobs' has a positive log-probability"):
+        collate_policy([_trajectory([1], [2], [True], logprobs=np.array([0.5]))])
     with pytest.raises(ValueError, match="no policy tokens"):
         collate_policy([_trajectory([1], [2], [False])])
     with pytest.raises(ValueError, match="empty"):

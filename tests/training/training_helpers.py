@@ -6,8 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from lecritique.trajectory import Trajectory
 from transformers import LlamaConfig, LlamaForCausalLM
+
+from lecritique.trajectory import Trajectory
 
 VOCAB_SIZE = 32
 

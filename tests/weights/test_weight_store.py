@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from lecritique.weights import WeightStore, version_dirname
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -10,6 +10,7 @@ import typer
 
 from lecritique import __version__
 from lecritique.cli.api import api_app
+from lecritique.cli.models import app as models_app
 from lecritique.cli.orchestrate import orchestrate
 from lecritique.cli.report import report
 from lecritique.cli.run import run
@@ -28,6 +29,7 @@ def main() -> None:
     """lecritique command line."""
 
 
+app.add_typer(models_app, name="models")
 app.command(name="serve")(serve)
 app.command(name="orchestrate")(orchestrate)
 app.command(name="run")(run)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
@@ -20,6 +20,7 @@ from lecritique.config.placement import PlacementSpec
 from lecritique.critics.context import CriticContextKind
 from lecritique.engines import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig
+from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
 from lecritique.training.critic_trainer import CriticTrainerConfig
 from lecritique.training.engine import OptimizerConfig
 from lecritique.training.policy_trainer import PolicyTrainerConfig
@@ -36,8 +37,8 @@ class PolicyModelSpec(SpecModel):
     """Hugging Face model directory of the initial policy."""
     tiny: str | None = None
     """Or: a tiny CPU model built (and cached) by ``lecritique models build-tiny --task`` this name."""
-    template: Literal["plain", "chat"] = "plain"
-    """How prompts and turns are rendered: plain concatenation or the tokenizer's chat template."""
+    template: TemplateConfig = Field(default_factory=PlainTemplateConfig)
+    """How prompts and turns are rendered: ``plain`` concatenation or the tokenizer's ``chat`` template."""
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> PolicyModelSpec:
@@ -94,6 +95,10 @@ class DiscriminativeCriticSpec(CriticTrainerConfig):
     """Trajectories per critic update (None: the policy batch size, as in Table 2)."""
     replay: ReplaySpec = Field(default_factory=ReplaySpec)
     """Replay buffer bounds."""
+    publish_every: int = Field(default=1, ge=1)
+    """Publish critic weights every this many updates (large models: publishing costs a checkpoint)."""
+    keep_versions: int = Field(default=8, ge=2)
+    """Critic versions kept in the weight store (older ones are pruned)."""
     evaluator_replicas: int = Field(default=1, ge=1)
     """Value-evaluator service replicas."""
     max_context_chars: int = Field(default=512, ge=1)
@@ -144,6 +149,14 @@ class ExperimentSpec(SpecModel):
     """The experiment loop."""
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
     """Kubernetes node pools, tolerations and resources per component (ignored by local runs)."""
+
+    @field_validator("critic", mode="before")
+    @classmethod
+    def _default_critic_kind(cls, value: Any) -> Any:
+        # The discriminative critic is the default kind; other kinds must be named.
+        if isinstance(value, dict) and "kind" not in value:
+            return {**value, "kind": "discriminative"}
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> ExperimentSpec:

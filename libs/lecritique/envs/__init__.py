@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import Field, TypeAdapter, ValidationError
 
 from lecritique.envs.arithmetic import ArithmeticConfig, ArithmeticEnvironment
+from lecritique.envs.babyai_text import BabyAITextConfig, BabyAITextEnvironment
 from lecritique.envs.base import (
     Demonstration,
     Environment,
@@ -25,13 +26,14 @@ from lecritique.envs.base import (
     StepResult,
     Task,
 )
+from lecritique.envs.codeio import CodeIOConfig, CodeIOEnvironment
 from lecritique.envs.config import EnvironmentConfigBase
 from lecritique.envs.countdown import CountdownConfig, CountdownEnvironment
 from lecritique.envs.reasoning_gym import ReasoningGymConfig, ReasoningGymEnvironment
 from lecritique.envs.sudoku import SudokuConfig, SudokuEnvironment
 
 EnvironmentConfig = Annotated[
-    SudokuConfig | ArithmeticConfig | CountdownConfig | ReasoningGymConfig,
+    SudokuConfig | ArithmeticConfig | CountdownConfig | ReasoningGymConfig | CodeIOConfig | BabyAITextConfig,
     Field(discriminator="kind"),
 ]
 """One environment's configuration; ``kind`` names the environment."""
@@ -41,6 +43,8 @@ _ENVIRONMENTS: dict[str, tuple[type[EnvironmentConfigBase], type[Environment]]] 
     "arithmetic": (ArithmeticConfig, ArithmeticEnvironment),
     "countdown": (CountdownConfig, CountdownEnvironment),
     "reasoning_gym": (ReasoningGymConfig, ReasoningGymEnvironment),
+    "codeio": (CodeIOConfig, CodeIOEnvironment),
+    "babyai_text": (BabyAITextConfig, BabyAITextEnvironment),
 }
 _CONFIG_ADAPTER: TypeAdapter[Any] = TypeAdapter(EnvironmentConfig)
 
@@ -95,6 +99,8 @@ def get_environment(name: str, **config: Any) -> Environment:
 
 __all__ = [
     "ArithmeticConfig",
+    "BabyAITextConfig",
+    "CodeIOConfig",
     "CountdownConfig",
     "Demonstration",
     "Environment",

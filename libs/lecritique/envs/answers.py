@@ -47,6 +47,20 @@ def extract_tagged_answer(text: str) -> str | None:
     return str(matches[-1]).strip()
 
 
+def extract_answer(completion: object, tags: bool) -> tuple[str | None, str]:
+    """``(answer, "")`` from a completion, or ``(None, diagnostic)``.
+
+    With ``tags`` the answer is the last ``<answer>`` span, otherwise the whole stripped text.
+    """
+    text, problem = clean_completion(completion)
+    if text is None:
+        return None, problem
+    if not tags:
+        return text.strip(), ""
+    answer = extract_tagged_answer(text)
+    return (answer, "") if answer is not None else (None, "no <answer> tag")
+
+
 def tagged(answer: str) -> str:
     """``answer`` wrapped the way :func:`extract_tagged_answer` reads it."""
     return f"<answer>{answer}</answer>"

@@ -22,7 +22,7 @@ from typing import ClassVar, Literal
 
 from pydantic import model_validator
 
-from lecritique.envs.answers import ANSWER_INSTRUCTION, clean_completion, extract_tagged_answer, short, tagged
+from lecritique.envs.answers import ANSWER_INSTRUCTION, extract_answer, short, tagged
 from lecritique.envs.base import Demonstration, Environment, ScoreResult, Split, Task
 from lecritique.envs.config import EnvironmentConfigBase
 from lecritique.envs.expressions import ExpressionError, evaluate, random_tree
@@ -95,15 +95,9 @@ class CountdownEnvironment(Environment):
         )
 
     def score(self, task: Task, completion: str) -> ScoreResult:
-        text, problem = clean_completion(completion)
-        if text is None:
+        answer, problem = extract_answer(completion, self.config.answer_tags)
+        if answer is None:
             return ScoreResult(0.0, problem)
-        if self.config.answer_tags:
-            answer = extract_tagged_answer(text)
-            if answer is None:
-                return ScoreResult(0.0, "no <answer> tag")
-        else:
-            answer = text.strip()
         if len(answer) > self.max_action_chars:
             return ScoreResult(0.0, f"expression longer than {self.max_action_chars} characters")
         try:

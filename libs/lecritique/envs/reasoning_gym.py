@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from lecritique.envs.answers import ANSWER_INSTRUCTION, clean_completion, extract_tagged_answer, short, tagged
+from lecritique.envs.answers import ANSWER_INSTRUCTION, extract_answer, short, tagged
 from lecritique.envs.base import Demonstration, Environment, ScoreResult, Split, Task
 from lecritique.envs.config import EnvironmentConfigBase
 from lecritique.envs.splits import content_digest, derive_seed, sample_split, task_id
@@ -179,12 +179,9 @@ class ReasoningGymEnvironment(Environment):
         return entry
 
     def score(self, task: Task, completion: str) -> ScoreResult:
-        text, problem = clean_completion(completion)
-        if text is None:
-            return ScoreResult(0.0, problem)
-        answer = extract_tagged_answer(text)
+        answer, problem = extract_answer(completion, tags=True)
         if answer is None:
-            return ScoreResult(0.0, "no <answer> tag")
+            return ScoreResult(0.0, problem)
         entry = self.entry(task)
         dataset = self._composite(int(task.metadata["composite_seed"]))
         try:

@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 
+from lecritique.envs.answers import clean_completion
 from lecritique.envs.base import (
     Demonstration,
     Environment,
@@ -236,8 +237,6 @@ class SudokuEnvironment(Environment):
 
     def score(self, task: Task, completion: str) -> ScoreResult:
         """Replay a whole completion as whitespace-separated moves; 1 if they solve the puzzle."""
-        from lecritique.envs.answers import clean_completion
-
         text, problem = clean_completion(completion)
         if text is None:
             return ScoreResult(0.0, problem)

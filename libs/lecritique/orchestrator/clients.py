@@ -15,6 +15,7 @@ from lecritique.rpc.client import ReplicaPool
 from lecritique.rpc.codec import (
     episode_from_proto,
     episode_to_proto,
+    fill_tensor,
     from_tensor,
     task_from_proto,
     task_to_proto,
@@ -145,17 +146,11 @@ class ValueEvaluatorClient:
     def evaluate(
         self, trajectories: Sequence[Trajectory], context_texts: Sequence[str], prompt_texts: Sequence[str]
     ) -> tuple[list[np.ndarray], int, dict[str, float]]:
-        request = value_pb2.EvaluateRequest(
-            inputs=[
-                value_pb2.CriticInput(
-                    trajectory=trajectory_to_proto(t),
-                    context_text=c,
-                    context_ids=to_tensor(t.critic_context_ids),
-                    prompt_text=p,
-                )
-                for t, c, p in zip(trajectories, context_texts, prompt_texts, strict=True)
-            ]
-        )
+        request = value_pb2.EvaluateRequest()
+        for trajectory, context, prompt in zip(trajectories, context_texts, prompt_texts, strict=True):
+            item = request.inputs.add(context_text=context, prompt_text=prompt)
+            trajectory_to_proto(trajectory, item.trajectory)
+            fill_tensor(item.context_ids, trajectory.critic_context_ids)
         response = self.pool.call("Evaluate", request, timeout=self.deadline)
         values = [from_tensor(v) for v in response.values]
         return values, int(response.value_version), dict(response.stats)
@@ -179,7 +174,9 @@ class PolicyTrainerClient:
         self.deadline = deadline
 
     def train(self, step: int, trajectories: Sequence[Trajectory]) -> policy_pb2.TrainResponse:
-        request = policy_pb2.TrainRequest(step=step, trajectories=[trajectory_to_proto(t) for t in trajectories])
+        request = policy_pb2.TrainRequest(step=step)
+        for trajectory in trajectories:
+            trajectory_to_proto(trajectory, request.trajectories.add())
         return self.pool.call("Train", request, timeout=self.deadline)
 
     def status(self) -> policy_pb2.PolicyTrainerStatus:

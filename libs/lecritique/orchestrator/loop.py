@@ -69,7 +69,11 @@ TOKENS = Counter("lecritique_rollout_tokens_total", "Policy tokens generated", [
 class _GeneratedBatch:
     cursor: int
     episodes: EpisodeBatch
-    seconds: float
+    evaluated: list[Trajectory]
+    """The batch's trajectories with critic contexts and values attached (when there is a critic)."""
+    value_version: int
+    rollout_seconds: float
+    evaluate_seconds: float
 
 
 class Orchestrator:
@@ -116,7 +120,11 @@ class Orchestrator:
             seed=self.spec.seed * 7_919 + cursor * 104_729,
             trajectory_prefix=f"b{cursor}",
         )
-        return _GeneratedBatch(cursor, episodes, time.perf_counter() - start)
+        rollout_seconds = time.perf_counter() - start
+        # Evaluating right after generation keeps the critic off the policy step's critical path
+        # when batches are prefetched: the next batch is evaluated while this one trains.
+        evaluated, value_version, evaluate_seconds = self._evaluate(episodes)
+        return _GeneratedBatch(cursor, episodes, evaluated, value_version, rollout_seconds, evaluate_seconds)
 
     def _produce(self, first_cursor: int) -> None:
         cursor = first_cursor
@@ -131,6 +139,8 @@ class Orchestrator:
                         continue
                 cursor += 1
         except BaseException as error:  # surfaced in the consumer
+            if self._stop.is_set():
+                return  # shutting down: in-flight calls fail as channels close
             logger.exception("batch producer failed")
             self._queue.put(error)
 
@@ -176,22 +186,19 @@ class Orchestrator:
         contexts = [slots[i] for i in range(len(episodes.trajectories))]
         return contexts
 
-    def _evaluate(self, episodes: EpisodeBatch, kept: list[int]) -> tuple[list[Trajectory], int, float]:
+    def _evaluate(self, episodes: EpisodeBatch) -> tuple[list[Trajectory], int, float]:
         """Attach critic contexts and values; returns the trajectories, value version, seconds."""
-        trajectories = [episodes.trajectories[i] for i in kept]
+        trajectories = episodes.trajectories
         if self.clients.value_evaluator is None:
             return trajectories, -1, 0.0
-        all_contexts = self._critic_contexts(episodes)
-        contexts = [all_contexts[i] for i in kept]
+        contexts = self._critic_contexts(episodes)
         tokenizer = self.runner.tokenizer
         evaluated = []
         for trajectory, context in zip(trajectories, contexts, strict=True):
             context_ids = np.asarray(tokenizer.encode(context, add_special_tokens=False), dtype=np.int32) if context else None
             evaluated.append(replace(trajectory, critic_context_ids=context_ids, metadata={**trajectory.metadata, "critic_context": self.context_kind}))
         start = time.perf_counter()
-        values, value_version, _ = self.clients.value_evaluator.evaluate(
-            evaluated, contexts, [episodes.prompt_texts[i] for i in kept]
-        )
+        values, value_version, _ = self.clients.value_evaluator.evaluate(evaluated, contexts, episodes.prompt_texts)
         seconds = time.perf_counter() - start
         evaluated = [
             replace(t, values=v, value_version=value_version) for t, v in zip(evaluated, values, strict=True)
@@ -284,9 +291,7 @@ class Orchestrator:
             if status.updates >= critic.warmup_updates:
                 break
             batch = self._next_batch(state.cursor)
-            kept = list(range(len(batch.episodes.trajectories)))
-            evaluated, _, _ = self._evaluate(batch.episodes, kept)
-            self._push_replay(evaluated)
+            self._push_replay(batch.evaluated)
             state = replace(state, cursor=state.cursor + 1)
             self.checkpoints.save(state)
             logger.info("warmup batch %d pushed (critic updates so far: %d)", state.cursor, status.updates)
@@ -314,6 +319,8 @@ class Orchestrator:
                 state = self._policy_step(state, on_step)
         finally:
             self._stop.set()
+            if self._producer is not None:
+                self._producer.join(timeout=60)
         return state
 
     def stop(self) -> None:
@@ -326,22 +333,21 @@ class Orchestrator:
         batch = self._next_batch(state.cursor)
         wait_seconds = time.perf_counter() - step_start
         trajectories = batch.episodes.trajectories
-        kept = [
-            i for i, t in enumerate(trajectories)
-            if state.policy_version - t.policy_version <= spec.orchestrator.max_off_policy_steps
-        ]
+        # A group is dropped whole when any member is too off-policy: group baselines need all K.
+        stale_groups = {
+            t.group_id for t in trajectories
+            if state.policy_version - t.policy_version > spec.orchestrator.max_off_policy_steps
+        }
+        kept = [i for i, t in enumerate(trajectories) if t.group_id not in stale_groups]
         dropped = len(trajectories) - len(kept)
         if dropped:
             DROPPED_STALE.labels(*self._labels).inc(dropped)
-        # Groups must stay whole for group baselines: drop a group if any member was dropped.
-        kept_groups = {trajectories[i].group_id for i in kept}
-        lost = {t.group_id for i, t in enumerate(trajectories) if i not in set(kept)}
-        kept = [i for i in kept if trajectories[i].group_id in kept_groups - lost]
         if not kept:
             logger.warning("step %d: every rollout of batch %d was stale; sampling again", step, batch.cursor)
             return replace(state, cursor=state.cursor + 1, dropped_stale_total=state.dropped_stale_total + dropped)
 
-        evaluated, value_version, evaluate_seconds = self._evaluate(batch.episodes, kept)
+        evaluated = [batch.evaluated[i] for i in kept]
+        value_version = batch.value_version
         advantage_batch = self._advantage_batch(evaluated)
         rho_used = self.estimator.metrics()
         advantages = self.estimator.compute(advantage_batch)
@@ -365,9 +371,9 @@ class Orchestrator:
             "batch_cursor": batch.cursor,
             "trajectories": len(evaluated),
             "policy_tokens": int(sum(t.num_policy_tokens for t in evaluated)),
-            "rollout_seconds": batch.seconds,
-            "rollout_wait_seconds": wait_seconds,
-            "evaluate_seconds": evaluate_seconds,
+            "rollout_seconds": batch.rollout_seconds,
+            "evaluate_seconds": batch.evaluate_seconds,
+            "batch_wait_seconds": wait_seconds,
         }
         if "tether_rho" in rho_used:
             metrics["tether_rho"] = rho_used["tether_rho"]
@@ -381,7 +387,9 @@ class Orchestrator:
             estimator=self.estimator.state_dict(),
             dropped_stale_total=state.dropped_stale_total + dropped,
         )
-        metrics["value_wait_seconds"] = evaluate_seconds
+        # The policy loop waits on the value plane only while it waits for a batch whose
+        # evaluation is still running: at most the wait itself, at most the evaluation time.
+        metrics["value_wait_seconds"] = min(wait_seconds, batch.evaluate_seconds)
         train_start = time.perf_counter()
         pending = PendingStep(step, with_advantages, state_after, metrics)
         self.checkpoints.save_pending(pending)

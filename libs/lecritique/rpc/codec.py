@@ -15,14 +15,25 @@ from lecritique.envs.base import EpisodeState, Task
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import common_pb2, environment_pb2
 
+_DTYPE_NAMES = {np.dtype(name): name for name in ALLOWED_DTYPES}
+
+
+def fill_tensor(message: common_pb2.Tensor, array: np.ndarray | None) -> None:
+    """Write ``array`` into an existing Tensor field in place (one copy of the data)."""
+    if array is None:
+        return
+    name = _DTYPE_NAMES.get(array.dtype)
+    if name is None:
+        raise ValueError(f"array dtype {array.dtype.name!r} cannot cross the wire")
+    message.dtype = name
+    message.shape.extend(array.shape)
+    message.data = np.ascontiguousarray(array).tobytes()
+
 
 def to_tensor(array: np.ndarray | None) -> common_pb2.Tensor:
-    if array is None:
-        return common_pb2.Tensor()
-    array = np.ascontiguousarray(array)
-    if array.dtype.name not in ALLOWED_DTYPES:
-        raise ValueError(f"array dtype {array.dtype.name!r} cannot cross the wire")
-    return common_pb2.Tensor(dtype=array.dtype.name, shape=list(array.shape), data=array.tobytes())
+    message = common_pb2.Tensor()
+    fill_tensor(message, array)
+    return message
 
 
 def from_tensor(tensor: common_pb2.Tensor) -> np.ndarray | None:
@@ -45,24 +56,25 @@ def require_tensor(tensor: common_pb2.Tensor, field: str) -> np.ndarray:
     return array
 
 
-def trajectory_to_proto(trajectory: Trajectory) -> common_pb2.Trajectory:
-    return common_pb2.Trajectory(
-        trajectory_id=trajectory.trajectory_id,
-        task_id=trajectory.task_id,
-        group_id=trajectory.group_id,
-        prompt_ids=to_tensor(trajectory.prompt_ids),
-        token_ids=to_tensor(trajectory.token_ids),
-        policy_mask=to_tensor(trajectory.policy_mask),
-        logprobs=to_tensor(trajectory.logprobs),
-        step_ids=to_tensor(trajectory.step_ids),
-        reward=trajectory.reward,
-        policy_version=trajectory.policy_version,
-        values=to_tensor(trajectory.values),
-        value_version=trajectory.value_version,
-        advantages=to_tensor(trajectory.advantages),
-        critic_context_ids=to_tensor(trajectory.critic_context_ids),
-        metadata_json=json.dumps(trajectory.metadata, separators=(",", ":")),
-    )
+_TRAJECTORY_ARRAYS = (
+    "prompt_ids", "token_ids", "policy_mask", "logprobs", "step_ids", "values", "advantages", "critic_context_ids",
+)
+
+
+def trajectory_to_proto(trajectory: Trajectory, message: common_pb2.Trajectory | None = None) -> common_pb2.Trajectory:
+    """Encode into ``message`` in place when given (e.g. ``request.items.add().trajectory``):
+    building sub-messages and assigning them would copy every array again."""
+    message = common_pb2.Trajectory() if message is None else message
+    message.trajectory_id = trajectory.trajectory_id
+    message.task_id = trajectory.task_id
+    message.group_id = trajectory.group_id
+    message.reward = trajectory.reward
+    message.policy_version = trajectory.policy_version
+    message.value_version = trajectory.value_version
+    message.metadata_json = json.dumps(trajectory.metadata, separators=(",", ":"))
+    for name in _TRAJECTORY_ARRAYS:
+        fill_tensor(getattr(message, name), getattr(trajectory, name))
+    return message
 
 
 def trajectory_from_proto(message: common_pb2.Trajectory) -> Trajectory:

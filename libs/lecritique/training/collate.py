@@ -75,7 +75,8 @@ def validate_policy_trajectories(trajectories: Sequence[Trajectory], vocab_size:
             values = getattr(trajectory, name)
             if not np.all(np.isfinite(values[mask])):
                 raise ValueError(f"{where}: field {name!r} has a non-finite value on a policy token")
-        if np.any(trajectory.logprobs[mask] > 0):
+        # A little above 0 is rounding (an engine's log-softmax of a near-certain token), not an error.
+        if np.any(trajectory.logprobs[mask] > 1e-4):
             raise ValueError(f"{where}: field 'logprobs' has a positive log-probability on a policy token")
     if sum(trajectory.num_policy_tokens for trajectory in trajectories) == 0:
         raise ValueError("the batch has no policy tokens (every policy_mask is False)")

@@ -39,8 +39,8 @@ from lecritique.training.collate import (
     split_by_token_budget,
     validate_critic_trajectories,
 )
-from lecritique.training.distributed import all_reduce_sum, current_context, default_device, shard_indices
-from lecritique.training.engine import DTYPES, DType, OptimizerConfig, TrainingEngine
+from lecritique.training.distributed import all_reduce_sum, current_context, shard_indices
+from lecritique.training.engine import DTYPES, DType, HFTrainer, OptimizerConfig
 from lecritique.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -65,8 +65,10 @@ class CriticTrainerConfig(BaseModel):
     """Device to train on; None picks this rank's GPU if there is one, else the CPU."""
 
 
-class CriticTrainer:
+class CriticTrainer(HFTrainer):
     """Trains and queries a critic model; data-parallel like the policy trainer."""
+
+    role = "critic"
 
     def __init__(
         self,
@@ -77,12 +79,9 @@ class CriticTrainer:
         self.config = config or CriticTrainerConfig()
         if getattr(model.config, "num_labels", None) != 1:
             raise ValueError(f"critic model must have one label (a scalar head), got {model.config.num_labels}")
-        self.context = current_context()
-        device = torch.device(self.config.device) if self.config.device else default_device(self.context)
-        self.vocab_size = int(model.config.vocab_size)
-        self.tokenizer_source = Path(tokenizer_source) if tokenizer_source is not None else None
         nn.Module.to(model, DTYPES[self.config.dtype])  # in place
-        self.engine = TrainingEngine(model, self.config.optimizer, self.context, device)
+        source = Path(tokenizer_source) if tokenizer_source is not None else None
+        self._start(model, self.config.optimizer, self.config.device, tokenizer_source=source)
 
     @classmethod
     def from_policy(cls, policy_dir: str | Path, config: CriticTrainerConfig | None = None) -> CriticTrainer:
@@ -96,15 +95,6 @@ class CriticTrainer:
         """Resume from a critic saved with :meth:`save`."""
         config = config or CriticTrainerConfig()
         return cls(load_critic(critic_dir, dtype=DTYPES[config.dtype]), config, tokenizer_source=critic_dir)
-
-    @property
-    def model(self) -> PreTrainedModel:
-        """The unwrapped critic (identical on every rank)."""
-        return self.engine.model
-
-    @property
-    def steps(self) -> int:
-        return self.engine.steps
 
     def _values_from_outputs(self, outputs: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(outputs) if self.config.loss == "bce" else outputs
@@ -194,10 +184,6 @@ class CriticTrainer:
             for row, index in enumerate(group):
                 results[index] = values[row, : trajectories[index].token_ids.shape[0]].astype(np.float32)
         return results
-
-    def save(self, directory: str | Path) -> Path | None:
-        """Write the critic as a HF directory (``save_pretrained`` + tokenizer); rank 0 only."""
-        return self.engine.save(directory, tokenizer_source=self.tokenizer_source)
 
 
 def _sequence_length(trajectory: Trajectory) -> int:

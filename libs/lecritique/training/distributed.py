@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -112,6 +114,35 @@ def broadcast_trajectories(trajectories: list[Trajectory] | None, source_rank: i
     if context.rank == source_rank:
         return list(trajectories or [])
     return [Trajectory.from_bytes(item) for item in encoded]
+
+
+def free_local_port() -> int:
+    """A TCP port free on the loopback interface now (for torchrun's rendezvous)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def launch_command(processes: int, program: Sequence[str]) -> list[str]:
+    """Command line running ``python PROGRAM`` in ``processes`` local data-parallel processes.
+
+    One process: plain ``python`` (no process group). Several: ``torch.distributed.run`` on one
+    node, rendezvous on a free loopback port. ``program`` is what follows ``python``
+    (``["-m", "module", ...]`` or ``["script.py", ...]``).
+    """
+    if processes < 1:
+        raise ValueError(f"processes must be >= 1, got {processes}")
+    if processes == 1:
+        return [sys.executable, *program]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={processes}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_local_port()}",
+        *program,
+    ]
 
 
 def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ import logging
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,7 +27,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from transformers import PreTrainedModel
 
-from lecritique.training.distributed import DistributedContext
+from lecritique.training.distributed import DistributedContext, current_context, default_device
+from lecritique.weights import WeightStore
 
 logger = logging.getLogger(__name__)
 
@@ -141,13 +142,56 @@ class TrainingEngine:
         self.steps += 1
         return float(grad_norm)
 
-    def save(self, directory: str | Path, tokenizer_source: Path | None) -> Path | None:
-        """Write a HF directory (weights, config, tokenizer files); only rank 0 writes."""
+
+
+class HFTrainer:
+    """What the policy and critic trainers share: the engine, saving and publishing.
+
+    Subclasses call :meth:`_start` from ``__init__`` and set ``role``.
+    """
+
+    role: ClassVar[str]
+    """Weight-store role written by :meth:`publish` (``policy``, ``critic``)."""
+    engine: TrainingEngine
+    context: DistributedContext
+    tokenizer_source: Path | None
+
+    def _start(
+        self, model: PreTrainedModel, optimizer: OptimizerConfig, device: str | None, tokenizer_source: Path | None
+    ) -> None:
+        self.context = current_context()
+        self.tokenizer_source = tokenizer_source
+        self.vocab_size = int(model.config.vocab_size)
+        chosen = torch.device(device) if device else default_device(self.context)
+        self.engine = TrainingEngine(model, optimizer, self.context, chosen)
+
+    @property
+    def model(self) -> PreTrainedModel:
+        """The unwrapped model (identical on every rank)."""
+        return self.engine.model
+
+    @property
+    def steps(self) -> int:
+        """Optimiser steps taken."""
+        return self.engine.steps
+
+    def save(self, directory: str | Path) -> Path | None:
+        """Write a HF directory (``save_pretrained`` + tokenizer files); rank 0 only, else None."""
         if not self.context.is_main:
             return None
         target = Path(directory)
         target.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(target)
-        if tokenizer_source is not None:
-            copy_tokenizer_files(tokenizer_source, target)
+        if self.tokenizer_source is not None:
+            copy_tokenizer_files(self.tokenizer_source, target)
         return target
+
+    def publish(self, store: WeightStore, role: str | None = None, keep_last: int | None = None) -> int | None:
+        """Publish the current weights as the next version of ``role`` (default: the trainer's).
+
+        Rank 0 writes and returns the new version; other ranks return None. No collective call,
+        so it may be called on rank 0 alone (e.g. from ``run_policy_worker``'s ``on_step``).
+        """
+        if not self.context.is_main:
+            return None
+        return store.publish(role or self.role, self.save, keep_last=keep_last)

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
-from transformers import AutoModelForCausalLM, PreTrainedModel
+from transformers import AutoModelForCausalLM
 
 from lecritique.training.collate import (
     PolicyBatch,
@@ -30,8 +30,8 @@ from lecritique.training.collate import (
     token_logprobs,
     validate_policy_trajectories,
 )
-from lecritique.training.distributed import all_reduce_sum, current_context, default_device, shard_indices
-from lecritique.training.engine import DTYPES, DType, OptimizerConfig, TrainingEngine
+from lecritique.training.distributed import all_reduce_sum, shard_indices
+from lecritique.training.engine import DTYPES, DType, HFTrainer, OptimizerConfig
 from lecritique.training.policy_loss import DPPOLossConfig, LossStatistics, PolicyLossConfig, policy_loss
 from lecritique.trajectory import Trajectory
 
@@ -57,36 +57,26 @@ class PolicyTrainerConfig(BaseModel):
     """Device to train on; None picks this rank's GPU if there is one, else the CPU."""
 
 
-class PolicyTrainer:
+class PolicyTrainer(HFTrainer):
     """A HF causal LM trained with :mod:`lecritique.training.policy_loss`."""
+
+    role = "policy"
 
     def __init__(self, model_dir: str | Path, config: PolicyTrainerConfig | None = None) -> None:
         self.config = config or PolicyTrainerConfig()
         self.model_dir = Path(model_dir)
         if not (self.model_dir / "config.json").is_file():
             raise ValueError(f"policy model directory {self.model_dir} has no config.json")
-        self.context = current_context()
-        device = torch.device(self.config.device) if self.config.device else default_device(self.context)
         model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=DTYPES[self.config.dtype])
-        self.vocab_size = int(model.config.vocab_size)
-        self.engine = TrainingEngine(model, self.config.optimizer, self.context, device)
+        self._start(model, self.config.optimizer, self.config.device, tokenizer_source=self.model_dir)
         logger.info(
             "policy trainer: %s on %s, rank %d of %d, loss %s",
             self.model_dir,
-            device,
+            self.engine.device,
             self.context.rank,
             self.context.world_size,
             self.config.loss.kind,
         )
-
-    @property
-    def model(self) -> PreTrainedModel:
-        """The unwrapped model (identical on every rank)."""
-        return self.engine.model
-
-    @property
-    def steps(self) -> int:
-        return self.engine.steps
 
     def _micro_batches(self, trajectories: Sequence[Trajectory]) -> list[PolicyBatch]:
         lengths = [t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in trajectories]
@@ -100,7 +90,7 @@ class PolicyTrainer:
         return token_logprobs(logits, batch.target_ids, self.config.temperature)
 
     def train_step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
-        """One optimiser step on the whole batch; metrics are global (identical on every rank).
+        """One optimiser step on the whole batch; metrics are global (identical on every rank but ``step_seconds``).
 
         Every trajectory needs ``advantages``; ``logprobs`` are the rollout engine's.
         """
@@ -140,7 +130,3 @@ class PolicyTrainer:
             "step_seconds": time.perf_counter() - started,
         }
         return metrics
-
-    def save(self, directory: str | Path) -> Path | None:
-        """Write the policy as a HF directory (``save_pretrained`` + tokenizer); rank 0 only."""
-        return self.engine.save(directory, tokenizer_source=self.model_dir)

@@ -5,7 +5,7 @@ command line) and broadcasts it; every rank then runs the same ``train_step``; r
 saves or publishes weights. An empty batch from rank 0 ends the loop on every rank.
 
     torchrun --nproc_per_node=2 -m lecritique.training.policy_worker \\
-        --model-dir runs/policy/v0 --batches batches.bin --metrics-out metrics.json --save-dir out/
+        --model-dir runs/policy/v0 --batches batches.bin --metrics-out metrics.json --weights-root weights/
 """
 
 from __future__ import annotations
@@ -22,9 +22,15 @@ import torch
 import torch.distributed as dist
 from rich.progress import Progress
 
-from lecritique.training.distributed import broadcast_trajectories, current_context, init_distributed_from_env
+from lecritique.training.distributed import (
+    DistributedContext,
+    broadcast_trajectories,
+    current_context,
+    init_distributed_from_env,
+)
 from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
 from lecritique.trajectory import Trajectory
+from lecritique.weights import WeightStore
 
 logger = logging.getLogger(__name__)
 
@@ -89,23 +95,12 @@ def run_policy_worker(
     return history
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", required=True, help="HF directory of the policy to train")
-    parser.add_argument("--batches", required=True, help="batch file written by write_batch_file")
-    parser.add_argument("--config", help="PolicyTrainerConfig as a JSON file (defaults otherwise)")
-    parser.add_argument("--metrics-out", help="write every step's metrics here as JSON (rank 0)")
-    parser.add_argument("--save-dir", help="save the final policy here as a HF directory (rank 0)")
-    parser.add_argument("--seed", type=int, default=0, help="torch seed (the update itself is deterministic)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-
-    context = init_distributed_from_env()
-    torch.manual_seed(args.seed)
+def _train_from_file(args: argparse.Namespace, context: DistributedContext) -> None:
     config = (
         PolicyTrainerConfig.model_validate_json(Path(args.config).read_text()) if args.config else PolicyTrainerConfig()
     )
     trainer = PolicyTrainer(args.model_dir, config)
+    store = WeightStore(args.weights_root) if args.weights_root else None
     pending = read_batch_file(args.batches) if context.is_main else []
     with Progress(disable=not context.is_main) as progress:
         task = progress.add_task("policy steps", total=len(pending))
@@ -115,7 +110,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         def on_step(step: int, metrics: dict[str, float]) -> None:
             progress.advance(task)
-            logger.info("step %d: loss %.6f, %.0f tokens/s", step, metrics["loss"], metrics["tokens"] / metrics["step_seconds"])
+            if store is not None:
+                version = trainer.publish(store)
+                assert version is not None  # on_step runs on rank 0, which publishes
+                metrics["policy_version"] = float(version)
+            tokens_per_second = metrics["tokens"] / metrics["step_seconds"]
+            logger.info("step %d: loss %.6f, %.0f tokens/s", step, metrics["loss"], tokens_per_second)
 
         history = run_policy_worker(trainer, next_batch, on_step)
     if context.is_main:
@@ -123,9 +123,25 @@ def main(argv: Sequence[str] | None = None) -> None:
             Path(args.metrics_out).write_text(json.dumps({"world_size": context.world_size, "steps": history}))
         if args.save_dir:
             trainer.save(args.save_dir)
-    # Free the DDP wrapper while the process group is alive: its destructor can hang after
-    # destroy_process_group on gloo.
-    del trainer
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", required=True, help="HF directory of the policy to train")
+    parser.add_argument("--batches", required=True, help="batch file written by write_batch_file")
+    parser.add_argument("--config", help="PolicyTrainerConfig as a JSON file (defaults otherwise)")
+    parser.add_argument("--metrics-out", help="write every step's metrics here as JSON (rank 0)")
+    parser.add_argument("--save-dir", help="save the final policy here as a HF directory (rank 0)")
+    parser.add_argument("--weights-root", help="publish the policy after every step to this weight store (rank 0)")
+    parser.add_argument("--seed", type=int, default=0, help="torch seed (the update itself is deterministic)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+    context = init_distributed_from_env()
+    torch.manual_seed(args.seed)
+    _train_from_file(args, context)
+    # The trainer (and its DDP wrapper) must be freed while the process group is alive: DDP's
+    # destructor can hang after destroy_process_group on gloo.
     gc.collect()
     if context.enabled:
         dist.barrier()

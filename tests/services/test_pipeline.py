@@ -1,0 +1,141 @@
+"""The five services as real processes over gRPC with a real Redis, driven by the orchestrator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter, defaultdict
+
+import pytest
+
+from lecritique.launch.local import REPO_ROOT
+from lecritique.launch.processes import child_environment
+from lecritique.models.policy import load_tokenizer
+from tests.services.conftest import pipeline_spec, read_metrics, run_experiment, running_services, write_spec
+
+pytestmark = pytest.mark.slow
+
+CRITIC_FREE = {"mean": {}, "rloo": {}}
+CRITIC_ESTIMATORS = {"value": {}, "gae": {"lambda_target": 0.9}, "evpo": {}, "lvrl": {}}
+
+
+@pytest.mark.parametrize("name", [*CRITIC_FREE, *CRITIC_ESTIMATORS])
+def test_each_estimator_runs_policy_steps_through_all_services(name, tiny_policy, tmp_path):
+    options = {**CRITIC_FREE, **CRITIC_ESTIMATORS}[name]
+    critic = {} if name in CRITIC_ESTIMATORS else None
+    spec = pipeline_spec(tiny_policy, estimator={"name": name, **options}, critic=critic)
+    if name in CRITIC_FREE:
+        spec.pop("critic")
+    rows = run_experiment(spec, tmp_path)
+    assert [row["step"] for row in rows] == [1, 2]
+    assert [row["policy_version"] for row in rows] == [1, 2]
+    for row in rows:
+        assert 0.0 <= row["reward_mean"] <= 1.0
+        assert row["trajectories"] == 16 and row["dropped_stale"] == 0
+        if name in CRITIC_ESTIMATORS:
+            assert row["value_version"] >= 0
+        else:
+            assert row["value_version"] == -1
+
+
+def _metric(port: int, name: str, **labels: str) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_pvf_tether_with_two_rollout_replicas(tiny_policy, tmp_path):
+    """The privileged critic sees the solved grid, the policy never does, both rollout replicas
+    serve, and the critic version used by the orchestrator moves forward during the run."""
+    spec = pipeline_spec(
+        tiny_policy,
+        rollout={"replicas": 2},
+        critic={"context": "reference", "warmup_updates": 2},
+        orchestrator={"steps": 4},
+    )
+    prompt_log, input_log = tmp_path / "prompts.jsonl", tmp_path / "critic-inputs.jsonl"
+    env = {"LECRITIQUE_ROLLOUT_PROMPT_LOG": str(prompt_log), "LECRITIQUE_VALUE_INPUT_LOG": str(input_log)}
+    with running_services(spec, tmp_path / "run", env) as launcher:
+        launcher.start_orchestrator()
+        assert launcher.wait() == 0
+        rollouts = [p for p in launcher.services if p.name.startswith("rollout-")]
+        served = [_metric(p.metrics_port, "lecritique_rpc_requests_total", method="Generate") for p in rollouts]
+        assert len(served) == 2 and all(count > 0 for count in served), served
+    rows = read_metrics(tmp_path / "run")
+    assert [row["step"] for row in rows] == [1, 2, 3, 4]
+    assert all("tether_rho" in row for row in rows)
+    assert rows[-1]["value_version"] > rows[0]["value_version"] >= 0
+
+    tokenizer = load_tokenizer(tiny_policy)
+    inputs = [json.loads(line) for line in input_log.read_text().splitlines()]
+    assert inputs
+    for item in inputs:
+        assert item["context_text"].startswith("ref:")
+        solution = item["context_text"][len("ref:"):].strip()
+        assert len(solution) == 19  # the solved 4x4 grid: 4 rows of 4 digits
+        assert tokenizer.decode(item["context_ids"]) .replace(tokenizer.unk_token, "?").endswith(solution + "\n")
+    solutions = {item["context_text"][len("ref:"):] for item in inputs}
+    prompts = [json.loads(line) for line in prompt_log.read_text().splitlines()]
+    assert prompts
+    for prompt in prompts:
+        assert not any(solution.strip() in prompt for solution in solutions), prompt
+
+
+def test_vf_has_no_context_and_loo_group_never_contains_the_trajectory(tiny_policy, tmp_path):
+    for context in ("none", "loo_group"):
+        spec = pipeline_spec(tiny_policy, critic={"context": context}, estimator={"name": "value"})
+        input_log = tmp_path / f"{context}.jsonl"
+        run_experiment(spec, tmp_path / context, {"LECRITIQUE_VALUE_INPUT_LOG": str(input_log)})
+        inputs = [json.loads(line) for line in input_log.read_text().splitlines()]
+        if context == "none":
+            assert all(item["context_text"] == "" and item["context_ids"] == [] for item in inputs)
+            continue
+        groups = defaultdict(list)
+        for item in inputs:
+            groups[(item["trajectory_id"].split("-")[0], item["group_id"])].append(item)
+        for members in groups.values():
+            assert len(members) == 4
+            for item in members:
+                peers = item["context_text"].strip().split("\n")
+                assert len(peers) == 3
+                sibling_rewards = Counter(f"{m['reward']:.2f}" for m in members if m is not item)
+                assert Counter(p.split(":", 1)[0].removeprefix("peer ") for p in peers) == sibling_rewards
+
+
+def test_killed_orchestrator_resumes_without_repeating_or_skipping_a_step(tiny_policy, tmp_path):
+    spec = pipeline_spec(tiny_policy, orchestrator={"steps": 6})
+    with running_services(spec, tmp_path) as launcher:
+        orchestrator = launcher.start_orchestrator()
+        deadline = time.monotonic() + 300
+        while len(read_metrics(tmp_path)) < 2:
+            assert orchestrator.running, orchestrator.log_tail()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        orchestrator.kill()
+        killed_at = len(read_metrics(tmp_path))
+        launcher.start_orchestrator()
+        assert launcher.wait() == 0
+    rows = read_metrics(tmp_path)
+    assert [row["step"] for row in rows] == [1, 2, 3, 4, 5, 6], f"killed after {killed_at} steps"
+    assert [row["policy_version"] for row in rows] == [1, 2, 3, 4, 5, 6]
+    record = json.loads((tmp_path / "state" / "policy_trainer.json").read_text())
+    assert record["step"] == 6 and record["policy_version"] == 6
+
+
+def test_a_wrong_spec_field_fails_before_any_process_starts(tiny_policy, tmp_path):
+    spec = pipeline_spec(tiny_policy, critic={"context": "reference", "replay": {"capcity": 10}})
+    path = write_spec(tmp_path / "bad.yaml", spec)
+    out = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "lecritique", "run", str(path), "--out", str(out)],
+        capture_output=True, text=True, env=child_environment(REPO_ROOT), timeout=120,
+    )
+    assert result.returncode == 2
+    assert "critic.discriminative.replay.capcity: unknown field" in result.stdout + result.stderr
+    assert not out.exists()
