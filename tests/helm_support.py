@@ -113,13 +113,21 @@ def all_dashboard_metric_names() -> dict[str, set[str]]:
     return names
 
 
-def quick_policy(cache_dir: Path) -> Path:
-    """A tiny sudoku-mini policy after a few SFT steps (seconds): for tests of the platform, not of RL."""
+@lru_cache(maxsize=1)
+def quick_policy() -> Path:
+    """A tiny sudoku-mini policy after a few SFT steps (seconds; built once per test process):
+    for tests of the platform, not of RL."""
+    import atexit
+    import shutil
+    import tempfile
+
     from lecritique.models.tiny import TinyBuildConfig, build_tiny
 
     config = TinyBuildConfig(
         task="sudoku-mini", max_steps=60, batch_size=32, eval_every=60, eval_tasks=8, validation_tasks=8, train_pool=256,
     )
+    cache_dir = tempfile.mkdtemp(prefix="lecritique-test-policy-")
+    atexit.register(shutil.rmtree, cache_dir, ignore_errors=True)
     return build_tiny(config, cache_dir=cache_dir, show_progress=False)
 
 

@@ -113,7 +113,7 @@ def test_a_running_experiment_survives_an_api_restart_and_delete_stops_all_of_it
     first = _local_api(tmp_path, embedded_redis.url, "api-1").start()
     try:
         with first.client(TOKEN) as api:
-            created = api.post("/v1/experiments", json=tiny_spec_data("long-run", steps=10_000, policy_path=quick_policy(tmp_path / "models")))
+            created = api.post("/v1/experiments", json=tiny_spec_data("long-run", steps=10_000, policy_path=quick_policy()))
             assert created.status_code == 201, created.text
             experiment = created.json()
             assert experiment["status"] == "running" and experiment["launcher"] == "local"
@@ -146,7 +146,7 @@ def test_a_running_experiment_survives_an_api_restart_and_delete_stops_all_of_it
 @pytest.mark.timeout(420)
 def test_full_lifecycle_of_a_local_experiment(tmp_path: Path, redis_db: Any, embedded_redis: Any) -> None:
     steps = 3
-    policy = quick_policy(tmp_path / "models")
+    policy = quick_policy()
     api_process = _local_api(tmp_path, embedded_redis.url, "api").start()
     try:
         with api_process.client(TOKEN) as api:
