@@ -133,14 +133,10 @@ class ExperimentService:
         else:
             updated = self.store.update(record.id, expect=["pending"], status="running", handle=handle)
             if updated is None:
-                # Cancelled while launching: stop what was just started.
-                current = self.store.get(record.id)
-                assert current is not None
+                # Cancelled while it was launching: stop what was just started.
                 self.store.update(record.id, handle=handle)
                 self.launcher.cancel(record.id, handle)
-        result = self.store.get(record.id)
-        assert result is not None
-        return updated or result
+        return updated or self._reload(record.id)
 
     # ---- read ------------------------------------------------------------------------------
     def get(self, tenant: str, experiment_id: str, *, refresh: bool = True) -> ExperimentRecord:

@@ -273,3 +273,25 @@ def test_values_schema_rejects_bad_values(values: dict[str, Any], path: str) -> 
 def test_notes_explain_how_to_reach_the_api() -> None:
     notes = render_templates({})["lecritique/templates/NOTES.txt"]
     assert f"svc/{RELEASE}-lecritique-api" in notes and "lecritique api hash-token" in notes
+
+
+def test_the_api_pod_environment_is_what_the_api_reads() -> None:
+    """Every LECRITIQUE_API_* variable the chart sets is an ApiSettings field, and the files it names are mounted."""
+    from services.api.settings import PREFIX, ApiSettings
+
+    deployment = one(render_objects(), "Deployment", "-api")
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    env = {item["name"]: item.get("value", "from-the-downward-api") for item in container["env"]}
+    for name in env:
+        if name.startswith(PREFIX):
+            assert name.removeprefix(PREFIX).lower() in ApiSettings.model_fields, name
+    settings = ApiSettings.from_env(env)
+    assert settings.launcher == "kubernetes" and settings.redis_url == launcher_defaults()["redisUrl"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert str(settings.tokens_file) == f"{mounts['tokens']}/tokens.json"
+    assert volumes["tokens"]["secret"]["secretName"] == one(render_objects(), "Secret", "-api-tokens")["metadata"]["name"]
+    assert str(settings.launcher_defaults) == f"{mounts['launcher-defaults']}/launcher-defaults.json"
+    assert volumes["launcher-defaults"]["configMap"]["name"] == one(render_objects(), "ConfigMap", "-api-launcher-defaults")["metadata"]["name"]
+    assert next(i for i in container["env"] if i["name"] == "LECRITIQUE_API_NAMESPACE")["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
