@@ -140,6 +140,20 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
             values=[to_tensor(v) for v in values], value_version=served.version, stats=stats
         )
 
+    def _audit(self, request: value_pb2.EvaluateRequest) -> None:
+        assert self.input_log is not None
+        with self.input_log.open("a") as handle:
+            for item in request.inputs:
+                context_ids = from_tensor(item.context_ids)
+                record = {
+                    "trajectory_id": item.trajectory.trajectory_id,
+                    "group_id": item.trajectory.group_id,
+                    "reward": item.trajectory.reward,
+                    "context_text": item.context_text,
+                    "context_ids": [] if context_ids is None else context_ids.tolist(),
+                }
+                handle.write(json.dumps(record) + "\n")
+
     def Info(self, request, context):
         return common_pb2.ServiceInfo(
             service="value-evaluator", experiment=self.experiment, weights_version=self.served.version,

@@ -40,3 +40,9 @@ def test_loo_group_never_contains_the_trajectory_itself():
 def test_unknown_kind_is_named():
     with pytest.raises(ValueError, match="'oracle'"):
         build_group_contexts("oracle", members())
+
+
+def test_loo_group_keeps_one_line_per_peer():
+    group = [GroupMember(f"t{i}", f"a\nb{i}", 1.0, {}) for i in range(3)]
+    for context in build_group_contexts("loo_group", group):
+        assert context.count("\n") == 2 and "a b" in context

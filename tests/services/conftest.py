@@ -24,7 +24,8 @@ def tiny_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = TinyBuildConfig(
         task="sudoku-mini", max_steps=80, eval_every=10_000, eval_tasks=16, validation_tasks=16, max_minutes=10
     )
-    return build_tiny_model(config, cache_dir=tmp_path_factory.mktemp("tiny-cache"), show_progress=False).path
+    # The product's own cache: built once per machine, like `lecritique run` does.
+    return build_tiny_model(config, show_progress=False).path
 
 
 def pipeline_spec(policy: Path, **sections: Any) -> dict[str, Any]:
@@ -42,7 +43,7 @@ def pipeline_spec(policy: Path, **sections: Any) -> dict[str, Any]:
     for key, value in sections.items():
         if value is None:
             spec.pop(key, None)
-        elif isinstance(value, dict) and isinstance(spec.get(key), dict):
+        elif key != "estimator" and isinstance(value, dict) and isinstance(spec.get(key), dict):
             spec[key] = {**spec[key], **value}
         else:
             spec[key] = value

@@ -27,8 +27,6 @@ def test_each_estimator_runs_policy_steps_through_all_services(name, tiny_policy
     options = {**CRITIC_FREE, **CRITIC_ESTIMATORS}[name]
     critic = {} if name in CRITIC_ESTIMATORS else None
     spec = pipeline_spec(tiny_policy, estimator={"name": name, **options}, critic=critic)
-    if name in CRITIC_FREE:
-        spec.pop("critic")
     rows = run_experiment(spec, tmp_path)
     assert [row["step"] for row in rows] == [1, 2]
     assert [row["policy_version"] for row in rows] == [1, 2]
@@ -79,7 +77,8 @@ def test_pvf_tether_with_two_rollout_replicas(tiny_policy, tmp_path):
         assert item["context_text"].startswith("ref:")
         solution = item["context_text"][len("ref:"):].strip()
         assert len(solution) == 19  # the solved 4x4 grid: 4 rows of 4 digits
-        assert tokenizer.decode(item["context_ids"]) .replace(tokenizer.unk_token, "?").endswith(solution + "\n")
+        # The critic reads exactly that text: the tiny tokenizer covers printable ASCII.
+        assert tokenizer.decode(item["context_ids"]) == item["context_text"]
     solutions = {item["context_text"][len("ref:"):] for item in inputs}
     prompts = [json.loads(line) for line in prompt_log.read_text().splitlines()]
     assert prompts

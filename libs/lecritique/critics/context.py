@@ -55,14 +55,16 @@ def build_group_contexts(
     if kind == "none":
         return ["" for _ in members]
     if kind == "reference":
-        return [f"ref:{_reference_text(m.privileged, privileged_key)}\n"[:max_context_chars] for m in members]
+        texts = [_reference_text(m.privileged, privileged_key) for m in members]
+        return [f"ref:{text.rstrip(chr(10))}\n"[:max_context_chars] for text in texts]
     if kind == "loo_group":
         if len(members) < 2:
             raise ValueError("critic context 'loo_group' needs groups of at least 2 trajectories")
         contexts = []
         for i in range(len(members)):
+            # One line per peer: newlines inside a response would break the layout.
             peers = [
-                f"peer {p.reward:.2f}:{p.response_text[:max_peer_chars]}\n"
+                f"peer {p.reward:.2f}:{p.response_text[:max_peer_chars].replace(chr(10), ' ')}\n"
                 for j, p in enumerate(members)
                 if j != i
             ]

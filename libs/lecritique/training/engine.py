@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar, Literal, TypeVar
@@ -69,14 +68,9 @@ class OptimizerConfig(BaseModel):
 DType = Literal["float32", "bfloat16", "float64"]
 
 
-def copy_tokenizer_files(source_dir: Path, target_dir: Path) -> list[str]:
-    """Copy a saved tokenizer's files (if any) from one HF directory to another."""
-    copied = []
-    for name in _TOKENIZER_FILES:
-        if (source_dir / name).is_file():
-            shutil.copy2(source_dir / name, target_dir / name)
-            copied.append(name)
-    return copied
+def read_tokenizer_files(source_dir: Path) -> dict[str, bytes]:
+    """The tokenizer files of a HF directory, read into memory."""
+    return {name: (source_dir / name).read_bytes() for name in _TOKENIZER_FILES if (source_dir / name).is_file()}
 
 
 class TrainingEngine:
@@ -161,6 +155,8 @@ class HFTrainer:
     ) -> None:
         self.context = current_context()
         self.tokenizer_source = tokenizer_source
+        # Read once: the source may be a published version that the weight store prunes later.
+        self._tokenizer_files = read_tokenizer_files(tokenizer_source) if tokenizer_source is not None else {}
         self.vocab_size = int(model.config.vocab_size)
         chosen = torch.device(device) if device else default_device(self.context)
         self.engine = TrainingEngine(model, optimizer, self.context, chosen)
@@ -182,8 +178,8 @@ class HFTrainer:
         target = Path(directory)
         target.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(target)
-        if self.tokenizer_source is not None:
-            copy_tokenizer_files(self.tokenizer_source, target)
+        for name, data in self._tokenizer_files.items():
+            (target / name).write_bytes(data)
         return target
 
     def publish(self, store: WeightStore, role: str | None = None, keep_last: int | None = None) -> int | None:
