@@ -133,17 +133,18 @@ def quick_policy() -> Path:
 
 def tiny_spec_data(name: str, steps: int, policy_path: Path) -> dict[str, Any]:
     """A few-step 4x4 Sudoku experiment: TETHER with two position buckets, a reference-context critic,
-    a replay buffer small enough to evict by capacity and by reuse. One or two empty cells, so that
-    even the barely trained :func:`quick_policy` sometimes solves a puzzle: rewards vary, so
-    explained variance is defined."""
+    a replay buffer of one policy batch whose entries are evicted after one use. One or two empty
+    cells, so that even the barely trained :func:`quick_policy` sometimes solves a puzzle: rewards
+    vary, so explained variance is defined (each critic batch is a whole policy batch, so a
+    success reaches the critic's training batch too)."""
     return {
         "name": name,
         "seed": 0,
         "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
         "policy": {"path": str(policy_path)},
-        "rollout": {"group_size": 4, "tasks_per_step": 8, "sampling": {"max_tokens": 8}},
+        "rollout": {"group_size": 4, "tasks_per_step": 32, "sampling": {"max_tokens": 8}},
         "estimator": {"name": "tether", "buckets": 2},
-        "critic": {"kind": "discriminative", "context": "reference", "warmup_updates": 1, "batch_size": 8,
-                   "replay": {"capacity": 16, "max_reuse": 1}},
+        "critic": {"kind": "discriminative", "context": "reference", "warmup_updates": 1,
+                   "replay": {"capacity": 128, "max_reuse": 1}},
         "orchestrator": {"steps": steps, "max_off_policy_steps": 0},
     }

@@ -41,7 +41,7 @@ def test_dashboard_metrics_are_exported_by_a_local_run(tmp_path: Path, embedded_
     from lecritique.launch.processes import ManagedProcess, python_command
 
     experiment_id = "exp-live-metrics"
-    spec = parse_spec(tiny_spec_data(experiment_id, steps=3, policy_path=quick_policy()))
+    spec = parse_spec(tiny_spec_data(experiment_id, steps=12, policy_path=quick_policy()))
     launcher = LocalLauncher(spec, tmp_path / "run", redis_url=embedded_redis.url, experiment_id=experiment_id)
     scraped: set[str] = set()
     try:
