@@ -208,10 +208,10 @@ def services_dashboard() -> dict[str, Any]:
     return _dashboard("lecritique-services", "lecritique / services",
                       "gRPC traffic and latency of every service, and each service's own work time.", [
         _panel("gRPC requests per second", [
-            (f"sum by (service, method, code) (rate(lecritique_rpc_requests_total{{{POD}}}[$__rate_interval]))", "{{service}}.{{method}} {{code}}"),
+            (f"sum by (service, method, code) (rate(lecritique_rpc_requests_total{{{EXP}}}[$__rate_interval]))", "{{service}}.{{method}} {{code}}"),
         ], unit="reqps"),
         _panel("gRPC latency (p95)", [
-            (_quantile(0.95, "lecritique_rpc_latency_seconds", by="service, method", selector=POD), "{{service}}.{{method}}"),
+            (_quantile(0.95, "lecritique_rpc_latency_seconds", by="service, method", selector=EXP), "{{service}}.{{method}}"),
         ], unit="s"),
         _panel("Environment step time (p95)", [
             (_quantile(0.95, "lecritique_env_step_seconds", by="experiment, environment"), "{{experiment}} {{environment}}"),

@@ -170,6 +170,14 @@ class ExperimentSpec(SpecModel):
         )
         if needs_groups and self.rollout.group_size < 2:
             raise ValueError("rollout.group_size must be >= 2 for leave-one-out baselines and contexts")
+        if self.critic is not None:
+            critic_batch = self.critic.batch_size or self.batch_size
+            if critic_batch > self.critic.replay.capacity:
+                # The value trainer could never fill a batch: warmup would wait forever.
+                raise ValueError(
+                    f"critic batch ({critic_batch} trajectories) exceeds critic.replay.capacity "
+                    f"({self.critic.replay.capacity}); raise the capacity or set critic.batch_size"
+                )
         return self
 
     @property
