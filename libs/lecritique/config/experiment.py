@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
+from lecritique.config.placement import PlacementSpec
 from lecritique.critics.context import CriticContextKind
 from lecritique.engines import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig
@@ -146,6 +147,8 @@ class ExperimentSpec(SpecModel):
     """Policy optimisation."""
     orchestrator: OrchestratorSpec = Field(default_factory=OrchestratorSpec)
     """The experiment loop."""
+    placement: PlacementSpec = Field(default_factory=PlacementSpec)
+    """Kubernetes node pools, tolerations and resources per component (ignored by local runs)."""
 
     @field_validator("critic", mode="before")
     @classmethod
@@ -167,6 +170,14 @@ class ExperimentSpec(SpecModel):
         )
         if needs_groups and self.rollout.group_size < 2:
             raise ValueError("rollout.group_size must be >= 2 for leave-one-out baselines and contexts")
+        if self.critic is not None:
+            critic_batch = self.critic.batch_size or self.batch_size
+            if critic_batch > self.critic.replay.capacity:
+                # The value trainer could never fill a batch: warmup would wait forever.
+                raise ValueError(
+                    f"critic batch ({critic_batch} trajectories) exceeds critic.replay.capacity "
+                    f"({self.critic.replay.capacity}); raise the capacity or set critic.batch_size"
+                )
         return self
 
     @property

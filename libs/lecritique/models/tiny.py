@@ -270,8 +270,13 @@ def _remove_stale_uncached(root: Path, max_age_seconds: float = 86400.0) -> None
             shutil.rmtree(entry, ignore_errors=True)
 
 
+# Every printable ASCII character, so that critic contexts ("ref:", "peer 1.00:", score prompts)
+# and any text an environment or critic writes is representable without <unk>.
+CONTEXT_ALPHABET = "".join(chr(code) for code in range(32, 127)) + "\n"
+
+
 def _task_alphabet(environment: Environment, tasks: list[Task], rng: random.Random) -> list[str]:
-    texts: list[str] = []
+    texts: list[str] = [CONTEXT_ALPHABET]
     for task in tasks:
         texts.append(task.prompt)
         for observation, action in environment.demonstrations(task, rng).turns:
