@@ -150,7 +150,7 @@ def test_cli_build_tiny_writes_the_model(tmp_path: Path, monkeypatch: pytest.Mon
 @pytest.mark.slow
 def test_sudoku_mini_warm_start_reaches_the_rl_starting_band(tmp_path: Path) -> None:
     """The real architecture and optimiser on sudoku-mini, stopped at a lower validation target
-    than the default build (0.25 instead of 0.35; ~800 of ~1000 steps) to fit the test budget: the
+    than the default build (0.25 instead of 0.35) and a smaller held-out set to save time: the
     held-out success, measured with sampled episodes through env.reset/env.step, must land in
     10-60%."""
     config = TinyBuildConfig(task="sudoku-mini", stop_at_success=0.25, eval_tasks=128, max_minutes=15)
