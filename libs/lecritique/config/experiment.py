@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
+from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig
 from lecritique.critics.context import CriticContextKind
 from lecritique.engines import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig
@@ -77,34 +78,60 @@ class ReplaySpec(SpecModel):
     """Never train the critic on trajectories older than this many policy versions (None: no bound)."""
 
 
-class DiscriminativeCriticSpec(CriticTrainerConfig):
-    """The scalar-head critic (backbone copied from the policy, head random; Appendix B.3)."""
+class _CriticServingSpec(SpecModel):
+    """What every critic kind shares: its context, its serving replicas, the replay it is fed."""
 
-    kind: Literal["discriminative"] = "discriminative"
-    """Critic kind served by the value evaluator."""
     context: CriticContextKind = "none"
     """Privileged context: none (VF), reference (answer / solved grid), loo_group (other responses + rewards)."""
     privileged_key: str | None = None
     """Which privileged field ``reference`` uses (None: the environment's first)."""
-    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
-    """AdamW settings of the critic (Table 2: lr 1e-5, weight decay 0.01)."""
+    max_context_chars: int = Field(default=512, ge=1)
+    """Truncate the rendered privileged context to this many characters."""
+    evaluator_replicas: int = Field(default=1, ge=1)
+    """Value-evaluator service replicas."""
+    replay: ReplaySpec = Field(default_factory=ReplaySpec)
+    """Replay buffer bounds."""
+
+
+class _TrainedCriticSpec(_CriticServingSpec):
+    """A critic with weights: trained from the replay stream, published as versions."""
+
     warmup_updates: int = Field(default=20, ge=0)
     """Critic updates before the first policy update (Appendix B.3: 20)."""
     batch_size: int | None = Field(default=None, ge=1)
     """Trajectories per critic update (None: the policy batch size, as in Table 2)."""
-    replay: ReplaySpec = Field(default_factory=ReplaySpec)
-    """Replay buffer bounds."""
     publish_every: int = Field(default=1, ge=1)
     """Publish critic weights every this many updates (large models: publishing costs a checkpoint)."""
     keep_versions: int = Field(default=8, ge=2)
     """Critic versions kept in the weight store (older ones are pruned)."""
-    evaluator_replicas: int = Field(default=1, ge=1)
-    """Value-evaluator service replicas."""
-    max_context_chars: int = Field(default=512, ge=1)
-    """Truncate the rendered privileged context to this many characters."""
 
 
-CriticSpec = Annotated[DiscriminativeCriticSpec, Field(discriminator="kind")]
+class DiscriminativeCriticSpec(CriticTrainerConfig, _TrainedCriticSpec):
+    """The scalar-head critic (backbone copied from the policy, head random; Appendix B.3)."""
+
+    kind: Literal["discriminative"] = "discriminative"
+    """Critic kind served by the value evaluator."""
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
+    """AdamW settings of the critic (Table 2: lr 1e-5, weight decay 0.01)."""
+
+
+class GenerativeCriticSpec(GenerativeCriticConfig, _TrainedCriticSpec):
+    """GenAC's generative critic: reasons, states a score 0-10, trained by REINFORCE (GenAC §5)."""
+
+    kind: Literal["generative"] = "generative"
+    """Critic kind served by the value evaluator."""
+
+
+class FrozenLLMCriticSpec(FrozenLLMConfig, _CriticServingSpec):
+    """LVRL's frozen LLM critic with group context; never trained, served as version 0."""
+
+    kind: Literal["frozen_llm"] = "frozen_llm"
+    """Critic kind served by the value evaluator."""
+
+
+CriticSpec = Annotated[
+    DiscriminativeCriticSpec | GenerativeCriticSpec | FrozenLLMCriticSpec, Field(discriminator="kind")
+]
 
 
 class PolicyTrainerSpec(PolicyTrainerConfig):
@@ -167,6 +194,9 @@ class ExperimentSpec(SpecModel):
         )
         if needs_groups and self.rollout.group_size < 2:
             raise ValueError("rollout.group_size must be >= 2 for leave-one-out baselines and contexts")
+        distillation = self.policy_trainer.distillation
+        if distillation is not None and distillation.gate == "value_decrease" and self.critic is None:
+            raise ValueError("policy_trainer.distillation.gate 'value_decrease' needs a critic: add a 'critic' section")
         return self
 
     @property
