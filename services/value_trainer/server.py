@@ -98,7 +98,8 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
             max_age_versions=self.critic.replay.max_age_versions,
             decode=Trajectory.from_bytes,
         )
-        self.batch_size = self.critic.batch_size or spec.batch_size
+        # A frozen LLM critic has no training batches; its Status still reports the replay depth.
+        self.batch_size = getattr(self.critic, "batch_size", None) or spec.batch_size
         self.lambda_target = getattr(spec.estimator, "lambda_target", 1.0)
         self.updates = 0
         self.last: dict[str, float] = {}

@@ -90,8 +90,8 @@ class GenerativeCritic:
             for group in batch.completions
         ]
         stats = {
-            "critic_prompt_tokens": float(sum(g[0].prompt_tokens * len(g) for g in batch.completions if g)),
-            "critic_completion_tokens": float(sum(len(c.token_ids) for g in batch.completions for c in g)),
+            "prompt_tokens": float(sum(g[0].prompt_tokens * len(g) for g in batch.completions if g)),
+            "completion_tokens": float(sum(len(c.token_ids) for g in batch.completions for c in g)),
             "truncated_prompts": float(batch.truncated_prompts),
         }
         return parsed, stats, batch.version
