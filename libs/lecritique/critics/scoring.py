@@ -38,8 +38,10 @@ class ParsedScore:
 
 
 def _pattern(tag: str) -> re.Pattern[str]:
-    # A sign and a decimal part are captured so that "-3" and "7.5" are reported, not misread as 3 and 7.
-    return re.compile(re.escape(tag.strip()) + r"\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
+    # Whitespace is tolerated before the tag's punctuation ("score : 7"). A sign and a decimal part
+    # are captured so that "-3" and "7.5" are reported, not misread as 3 and 7.
+    parts = [re.escape(c) if c.isalnum() else r"\s*" + re.escape(c) for c in tag.strip()]
+    return re.compile("".join(parts) + r"\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
 def parse_score(text: str, tag: str = "score:", max_score: int = 10) -> ParsedScore:
