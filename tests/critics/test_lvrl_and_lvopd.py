@@ -10,7 +10,12 @@ from lecritique.config.experiment import SpecError
 from lecritique.critics.prompts import parse_state_values
 from lecritique.critics.segments import expand_segment_values
 from lecritique.training.collate import collate_policy
-from lecritique.training.distillation import DistillationConfig, collate_gates, lvopd_gates, reverse_kl_per_token
+from lecritique.training.distillation import (
+    DistillationConfig,
+    collate_gates,
+    lvopd_gates,
+    reverse_kl_per_token,
+)
 from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
 from lecritique.trajectory import Trajectory
 

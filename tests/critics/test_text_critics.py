@@ -1,5 +1,7 @@
 """The generative and frozen-LLM critics in process on a tiny model: values, fallbacks, REINFORCE."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from lecritique.critics.context import Peer
 from lecritique.critics.frozen_llm import FrozenLLMCritic
 from lecritique.critics.generative import GenerativeCritic, state_prompts
 from lecritique.critics.generative_trainer import GenerativeCriticTrainer, reinforce_advantages
+from lecritique.critics.segments import expand_segment_values
 from lecritique.critics.states import trajectory_states
 from tests.critics.conftest import text_trajectory
 
@@ -58,15 +61,13 @@ def test_generative_values_are_parsed_scores_or_the_group_baseline(ascii_model, 
 def test_value_advantages_are_constant_within_a_segment(ascii_tokenizer, queries):
     trajectory = queries[0].trajectory
     text = trajectory_states(trajectory, ascii_tokenizer, "sentence", 16)
-    from lecritique.critics.segments import expand_segment_values
-
     values = expand_segment_values(text.starts, [0.2, 0.6, 0.9], len(trajectory.token_ids))
     batch = AdvantageBatch(
         rewards=np.array([1.0]), group_ids=np.array([0]), mask=trajectory.policy_mask[None], values=values[None]
     )
     advantages = get_estimator("value").compute(batch)[0]
     bounds = [*text.starts.tolist(), len(values)]
-    for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+    for start, end in itertools.pairwise(bounds):
         segment = advantages[start:end][trajectory.policy_mask[start:end]]
         assert np.ptp(segment) == 0.0
 
