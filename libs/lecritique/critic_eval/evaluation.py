@@ -240,11 +240,11 @@ def run_critic_eval(
         predicted = np.array(scored[name])
         row = {"value_mse": value_mse(predicted, mc_values), "explained_variance": explained_variance(predicted, mc_values)}
         row["ranking_probes"] = float(len(kept_probes))
-        if kept_probes:
-            truth = np.array(candidate_values).reshape(len(kept_probes), k_max)
-            guess = np.array(scored_candidates[name]).reshape(len(kept_probes), k_max)
-            for k in spec.ranking_k:
-                row[f"top1_k{k}"] = top1_ranking_accuracy(guess[:, :k], truth[:, :k])
+        truth = np.array(candidate_values).reshape(len(kept_probes), k_max)
+        guess = np.array(scored_candidates[name]).reshape(len(kept_probes), k_max)
+        for k in spec.ranking_k:
+            # NaN (shown as n/a) when no probe state yielded enough candidates.
+            row[f"top1_k{k}"] = top1_ranking_accuracy(guess[:, :k], truth[:, :k])
         row.update({f"stat_{key}": value for key, value in statistics[name].items()})
         metrics[name] = row
 

@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from lecritique.critic_eval.config import CriticEvalSpec, EvaluatedCritic
 from lecritique.critic_eval.episodes import Player
@@ -72,6 +73,8 @@ def evaluate(spec: CriticEvalSpec, out_dir: Path, *, show_progress: bool = True)
         max_context_tokens=max_model_tokens(engine),
         rng=np.random.default_rng(spec.seed),
     )
+    # Untrained critics get their random head from this seed: the same spec measures the same critic.
+    torch.manual_seed(spec.seed)
     backends = {entry.name: build_critic(entry, spec, policy_dir, out_dir / "untrained") for entry in spec.critics}
     try:
         described = [getattr(e.critic, "actor_description", None) for e in spec.critics]
