@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast lint demo bench bench-advantages bench-replay bench-envs bench-trainer proto clean
+.PHONY: install test test-fast lint demo bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ lint: $(STAMP)
 demo: $(STAMP)
 	@echo "make demo: the end-to-end experiment arrives with the services issue; nothing to run yet." && exit 1
 
-bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer
+bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-rollout
 
 bench-advantages: $(STAMP)
 	$(PY) bench/advantages.py
@@ -52,6 +52,9 @@ bench-envs: $(STAMP)
 
 bench-trainer: $(STAMP)
 	$(PY) bench/trainer.py
+
+bench-rollout: $(STAMP)
+	$(PY) bench/rollout.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

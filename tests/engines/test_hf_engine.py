@@ -147,6 +147,8 @@ def test_bad_requests_are_rejected_with_clear_errors(engine: HFEngine) -> None:
         engine.generate(["abc"], n=0)
     with pytest.raises(ValueError, match="outside the vocabulary"):
         engine.generate([[5, 10_000]])
+    with pytest.raises(ValueError, match="max_position_embeddings=512"):
+        engine.generate(["1" * 500], sampling=SamplingParams(max_tokens=20))
     with pytest.raises(ValueError, match="temperature"):
         SamplingParams(temperature=-1.0)
     with pytest.raises(ValueError, match="max_tokens"):

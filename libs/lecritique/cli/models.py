@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -17,20 +18,37 @@ def build_tiny_command(
     task: Annotated[str, typer.Option(help="Tiny task name (see `lecritique models tasks`).")],
     out: Annotated[Path, typer.Option(help="Directory that receives the model (a copy of the cache entry).")],
     seed: Annotated[int, typer.Option(help="Seed of initialisation, data and evaluation.")] = 0,
-    minutes: Annotated[float, typer.Option(help="Wall-clock guard on training; a build cut by it is not cached.")] = 3.0,
+    minutes: Annotated[float, typer.Option(help="Wall-clock guard on training; a build cut by it is not cached.")] = 6.0,
     max_steps: Annotated[int | None, typer.Option(help="Step budget (default: the task's).")] = None,
     force: Annotated[bool, typer.Option(help="Replace OUT if it holds something else.")] = False,
     cache_dir: Annotated[Path | None, typer.Option(help="Cache root (default: $LECRITIQUE_CACHE/tiny).")] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML/JSON file of further TinyBuildConfig fields (architecture, batch_size, ...).")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Build a tiny Llama with a character tokenizer, warm-started on the task's demonstrations."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # OpenMP threads that spin while waiting lose badly on shared cores; read when torch loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from lecritique.models.tiny import TINY_TASKS, TinyBuildConfig, build_tiny_model
 
     if task not in TINY_TASKS:
         raise typer.BadParameter(f"unknown tiny task {task!r}; known: {', '.join(sorted(TINY_TASKS))}", param_hint="--task")
-    config = TinyBuildConfig(task=task, seed=seed, max_minutes=minutes, max_steps=max_steps)
-    build = build_tiny_model(config, out=out, cache_dir=cache_dir, force=force)
+    import yaml
+    from pydantic import ValidationError
+
+    settings = yaml.safe_load(config.read_text()) if config is not None else {}
+    if not isinstance(settings, dict):
+        raise typer.BadParameter(f"{config} must hold a mapping of TinyBuildConfig fields", param_hint="--config")
+    settings.update(task=task, seed=seed, max_minutes=minutes)
+    if max_steps is not None:
+        settings["max_steps"] = max_steps
+    try:
+        build_config = TinyBuildConfig.model_validate(settings)
+    except ValidationError as error:
+        raise typer.BadParameter(str(error), param_hint="--config") from None
+    build = build_tiny_model(build_config, out=out, cache_dir=cache_dir, force=force)
     evaluation = build.report["eval"]
     typer.echo(
         f"{build.path}: {build.report['parameters']} parameters, {build.report['steps']} steps "

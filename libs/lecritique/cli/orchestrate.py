@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,7 +26,8 @@ def orchestrate(
     weights_dir: Annotated[Path | None, typer.Option(help="Weight store root (default: OUT/weights).")] = None,
     redis_url: Annotated[str | None, typer.Option(envvar="REDIS_URL", help="Redis URL (replay, records).")] = None,
     experiment: Annotated[str | None, typer.Option(help="Experiment id (default: the spec's name).")] = None,
-    metrics_port: Annotated[int | None, typer.Option(help="Prometheus /metrics port.")] = None,
+    metrics_port: Annotated[int | None, typer.Option(help="Prometheus /metrics port (0: any free port).")] = None,
+    port_file: Annotated[Path | None, typer.Option(help="Write the bound metrics port here as JSON.")] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Run the policy loop of one experiment against running services; resumes from OUT's checkpoint."""
@@ -46,7 +48,12 @@ def orchestrate(
     experiment_id = experiment or experiment_spec.name
     out.mkdir(parents=True, exist_ok=True)
     if metrics_port is not None:
-        start_http_server(metrics_port)
+        metrics_server, _ = start_http_server(metrics_port)
+        if port_file is not None:
+            port_file.parent.mkdir(parents=True, exist_ok=True)
+            temporary = port_file.with_name(port_file.name + ".tmp")
+            temporary.write_text(json.dumps({"grpc": None, "metrics": metrics_server.server_port, "pid": os.getpid()}))
+            temporary.replace(port_file)
     clients = ServiceClients.connect(
         rollout=_addresses(rollout),
         environment=_addresses(environment),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,9 +16,16 @@ def run(
     out: Annotated[Path, typer.Option(help="Run directory (created; an existing one is resumed).")],
     redis_url: Annotated[str | None, typer.Option(envvar="REDIS_URL", help="Use this Redis instead of an embedded one.")] = None,
     cache_dir: Annotated[Path | None, typer.Option(help="Cache of built tiny models.")] = None,
+    experiment_id: Annotated[
+        str | None, typer.Option("--experiment", help="Experiment id (Redis keys, metric labels); default: the spec's name.")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="Logging level of this launcher.")] = "WARNING",
 ) -> None:
-    """Start every service on loopback, run the experiment, stop everything, write the report."""
+    """Start every service on loopback, run the experiment, stop everything, write the report.
+
+    SIGTERM and Ctrl-C stop the experiment cleanly; further signals are ignored until every
+    service has stopped, so no process is left behind.
+    """
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s run %(levelname)s %(name)s: %(message)s")
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -34,8 +42,13 @@ def run(
         raise typer.Exit(2) from None
     with console.status("preparing the policy model (tiny models are built once and cached)"):
         experiment = resolve_policy(experiment, cache_dir)
-    launcher = LocalLauncher(experiment, out, redis_url=redis_url)
+    launcher = LocalLauncher(experiment, out, redis_url=redis_url, experiment_id=experiment_id)
     code = 1
+
+    def terminate(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, terminate)
     try:
         with console.status("starting services"):
             launcher.start_services()
@@ -61,6 +74,8 @@ def run(
     except KeyboardInterrupt:
         console.print("interrupted: stopping every service")
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         launcher.stop()
     if (out / "metrics.jsonl").exists():
         png, md = write_report(out, title=experiment.name)

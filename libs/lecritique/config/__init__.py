@@ -1,8 +1,8 @@
 """Typed experiment specs (pydantic): YAML on disk, JSON over REST, one spec for both modes."""
 
+from lecritique.config.estimators import EstimatorSpec
 from lecritique.config.experiment import (
     CriticSpec,
-    EstimatorSpec,
     ExperimentSpec,
     OrchestratorSpec,
     PolicyModelSpec,

@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
+from lecritique.config.placement import PlacementSpec
 from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig
 from lecritique.critics.context import CriticContextKind
 from lecritique.engines import EngineConfig, HFEngineConfig
@@ -173,6 +174,8 @@ class ExperimentSpec(SpecModel):
     """Policy optimisation."""
     orchestrator: OrchestratorSpec = Field(default_factory=OrchestratorSpec)
     """The experiment loop."""
+    placement: PlacementSpec = Field(default_factory=PlacementSpec)
+    """Kubernetes node pools, tolerations and resources per component (ignored by local runs)."""
 
     @field_validator("critic", mode="before")
     @classmethod
@@ -197,6 +200,14 @@ class ExperimentSpec(SpecModel):
         distillation = self.policy_trainer.distillation
         if distillation is not None and distillation.gate == "value_decrease" and self.critic is None:
             raise ValueError("policy_trainer.distillation.gate 'value_decrease' needs a critic: add a 'critic' section")
+        if self.critic is not None and self.critic.kind != "frozen_llm":  # a frozen critic never trains
+            critic_batch = self.critic.batch_size or self.batch_size
+            if critic_batch > self.critic.replay.capacity:
+                # The value trainer could never fill a batch: warmup would wait forever.
+                raise ValueError(
+                    f"critic batch ({critic_batch} trajectories) exceeds critic.replay.capacity "
+                    f"({self.critic.replay.capacity}); raise the capacity or set critic.batch_size"
+                )
         return self
 
     @property

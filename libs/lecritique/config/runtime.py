@@ -43,4 +43,5 @@ class ServiceRuntime:
             "metrics_port": self.metrics_port,
             "max_message_bytes": self.max_message_bytes,
             "port_file": self.port_file,
+            "experiment": self.experiment_id,
         }

@@ -126,6 +126,13 @@ class HFEngine:
         sampling = sampling or SamplingParams()
         validate_prompts(prompts, n)
         prompt_ids = encode_prompts(prompts, self.tokenizer)
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        for index, ids in enumerate(prompt_ids):
+            if limit is not None and len(ids) + sampling.max_tokens > limit:
+                raise ValueError(
+                    f"prompt {index} has {len(ids)} tokens; with max_tokens={sampling.max_tokens} it exceeds "
+                    f"the model's max_position_embeddings={limit}"
+                )
         requests = [(index, ids) for index, ids in enumerate(prompt_ids) for _ in range(n)]
         results: list[list[Completion]] = [[] for _ in prompt_ids]
         seed = sampling.seed if sampling.seed is not None else self._generator_seed + self._calls

@@ -120,6 +120,8 @@ class LocalLauncher:
             "--rollout", ",".join(addresses["rollout"]),
             "--environment", ",".join(addresses["environment"]),
             "--policy-trainer", ",".join(addresses["policy-trainer"]),
+            "--metrics-port", "0",
+            "--port-file", str(self.out_dir / "run" / "orchestrator.json"),
         ]
         if "value-evaluator" in addresses:
             args += ["--value-evaluator", ",".join(addresses["value-evaluator"])]
@@ -131,6 +133,7 @@ class LocalLauncher:
             name="orchestrator",
             command=python_command(*args),
             log_path=self.out_dir / "logs" / "orchestrator.log",
+            port_file=self.out_dir / "run" / "orchestrator.json",
             env={**self.env, **(extra_env or {})},
         )
         self.orchestrator.start()

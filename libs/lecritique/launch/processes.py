@@ -84,15 +84,22 @@ class ManagedProcess:
         except OSError:
             return ""
 
+    def read_port_file(self) -> bool:
+        """Pick up the ports the process announced; True once they are known."""
+        if self.port_file is None or not self.port_file.exists():
+            return False
+        ports = json.loads(self.port_file.read_text())
+        self.grpc_port, self.metrics_port = ports.get("grpc"), ports.get("metrics")
+        return True
+
     def wait_ready(self, timeout: float) -> None:
         """Wait for the port file and a SERVING health check; fail early if the process dies."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.running:
                 raise RuntimeError(f"{self.name} exited with code {self.process and self.process.returncode}:\n{self.log_tail()}")
-            if self.port_file is not None and self.grpc_port is None and self.port_file.exists():
-                ports = json.loads(self.port_file.read_text())
-                self.grpc_port, self.metrics_port = ports["grpc"], ports.get("metrics")
+            if self.grpc_port is None:
+                self.read_port_file()
             if self.grpc_port is not None and _serving(self.address):
                 logger.info("%s ready on %s (metrics %s)", self.name, self.address, self.metrics_port)
                 return

@@ -14,6 +14,7 @@ precedes it, i.e. ``context_len + prompt_len + t - 1``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -55,3 +56,41 @@ def state_value_positions(prefix_len: int, num_tokens: int) -> np.ndarray:
     if prefix_len < 1:
         raise ValueError(f"prefix_len must be >= 1 (the critic needs a prompt), got {prefix_len}")
     return np.arange(prefix_len - 1, prefix_len - 1 + num_tokens)
+
+
+@torch.no_grad()
+def critic_values(
+    model: PreTrainedModel,
+    sequences: Sequence[tuple[Sequence[int], Sequence[int]]],
+    batch_size: int = 32,
+    pad_token_id: int = 0,
+    sigmoid: bool = True,
+) -> list[np.ndarray]:
+    """V(h_t) for every trajectory token: ``sequences`` are ``(prefix_ids, token_ids)`` pairs.
+
+    ``prefix_ids`` is everything the critic reads before the trajectory (``critic_context_ids +
+    prompt_ids`` of a :class:`~lecritique.trajectory.Trajectory`); the result for a pair is a
+    float32 array aligned with ``token_ids``. Batches are right-padded, which leaves a causal
+    model's outputs at real positions unchanged. ``sigmoid`` maps logits to [0, 1] (BCE critics).
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    device = next(model.parameters()).device
+    results: list[np.ndarray] = []
+    for start in range(0, len(sequences), batch_size):
+        chunk = sequences[start : start + batch_size]
+        rows = [[*prefix, *tokens] for prefix, tokens in chunk]
+        width = max(len(row) for row in rows)
+        input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for index, row in enumerate(rows):
+            input_ids[index, : len(row)] = torch.tensor(row, dtype=torch.long)
+            attention_mask[index, : len(row)] = 1
+        outputs = value_outputs(model, input_ids.to(device), attention_mask.to(device)).float()
+        if sigmoid:
+            outputs = torch.sigmoid(outputs)
+        outputs_cpu = outputs.cpu().numpy()
+        for index, (prefix, tokens) in enumerate(chunk):
+            positions = state_value_positions(len(prefix), len(tokens))
+            results.append(outputs_cpu[index, positions].astype(np.float32))
+    return results

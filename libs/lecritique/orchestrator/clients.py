@@ -17,7 +17,7 @@ from lecritique.rpc.codec import (
     episode_from_proto,
     episode_to_proto,
     fill_tensor,
-    from_tensor,
+    require_tensor,
     task_from_proto,
     task_to_proto,
     to_tensor,
@@ -92,8 +92,8 @@ class RolloutClient:
             for index, group in zip(indices, response.groups, strict=True):
                 results[index] = [
                     GeneratedCompletion(
-                        token_ids=from_tensor(c.token_ids),
-                        logprobs=from_tensor(c.logprobs),
+                        token_ids=require_tensor(c.token_ids, "token_ids"),
+                        logprobs=require_tensor(c.logprobs, "logprobs"),
                         text=c.text,
                         finish_reason=c.finish_reason,
                         policy_version=response.policy_version,
@@ -165,8 +165,8 @@ class ValueEvaluatorClient:
             for peer in peers[index] if peers is not None else ():
                 item.peers.add(trajectory_id=peer.trajectory_id, summary=peer.summary, reward=peer.reward)
         response = self.pool.call("Evaluate", request, timeout=self.deadline)
-        values = [from_tensor(v) for v in response.values]
-        return values, int(response.value_version), dict(response.stats)
+        values = [require_tensor(v, "values") for v in response.values]
+        return values, int(response.value_version), {str(k): float(v) for k, v in response.stats.items()}
 
 
 class ValueTrainerClient:
@@ -174,11 +174,13 @@ class ValueTrainerClient:
         self.pool = pool
 
     def status(self) -> value_pb2.ValueTrainerStatus:
-        return self.pool.call("Status", value_pb2.ValueTrainerStatusRequest(), timeout=10)
+        status: value_pb2.ValueTrainerStatus = self.pool.call("Status", value_pb2.ValueTrainerStatusRequest(), timeout=10)
+        return status
 
     def wait_for_updates(self, min_updates: int, timeout: float) -> value_pb2.ValueTrainerStatus:
         request = value_pb2.WaitForUpdatesRequest(min_updates=min_updates, timeout_seconds=timeout)
-        return self.pool.call("WaitForUpdates", request, timeout=timeout + 10)
+        status: value_pb2.ValueTrainerStatus = self.pool.call("WaitForUpdates", request, timeout=timeout + 10)
+        return status
 
 
 class PolicyTrainerClient:
@@ -190,10 +192,12 @@ class PolicyTrainerClient:
         request = policy_pb2.TrainRequest(step=step)
         for trajectory in trajectories:
             trajectory_to_proto(trajectory, request.trajectories.add())
-        return self.pool.call("Train", request, timeout=self.deadline)
+        response: policy_pb2.TrainResponse = self.pool.call("Train", request, timeout=self.deadline)
+        return response
 
     def status(self) -> policy_pb2.PolicyTrainerStatus:
-        return self.pool.call("Status", policy_pb2.PolicyTrainerStatusRequest(), timeout=30)
+        status: policy_pb2.PolicyTrainerStatus = self.pool.call("Status", policy_pb2.PolicyTrainerStatusRequest(), timeout=30)
+        return status
 
 
 @dataclass

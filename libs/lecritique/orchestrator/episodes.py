@@ -156,11 +156,11 @@ class EpisodeRunner:
             waiting = [e for e in episodes if not e.done]
             if not waiting:
                 break
-            completions = self.rollout.generate(
+            next_turn = self.rollout.generate(
                 [np.asarray(e.prompt_ids + e.ids) for e in waiting], 1, temperature=sampling.temperature,
                 top_p=sampling.top_p, max_tokens=sampling.max_tokens, seed=seed + 7919 * turn,
             )
-            for episode, (completion,) in zip(waiting, completions, strict=True):
+            for episode, (completion,) in zip(waiting, next_turn, strict=True):
                 episode.add_action(completion, turn)
                 episode.actions.append(self._decode_action(completion.token_ids))
 

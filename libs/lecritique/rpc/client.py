@@ -44,7 +44,8 @@ def resolve(target: str) -> list[str]:
         return [target]
     addresses = []
     for family, _, _, _, sockaddr in infos:
-        address = f"[{sockaddr[0]}]:{sockaddr[1]}" if family == socket.AF_INET6 else f"{sockaddr[0]}:{sockaddr[1]}"
+        ip, bound_port = str(sockaddr[0]), int(sockaddr[1])
+        address = f"[{ip}]:{bound_port}" if family == socket.AF_INET6 else f"{ip}:{bound_port}"
         if address not in addresses:
             addresses.append(address)
     return addresses or [target]

@@ -29,12 +29,12 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 RPC_REQUESTS = Counter(
-    "lecritique_rpc_requests_total", "gRPC requests handled", ["service", "method", "code"]
+    "lecritique_rpc_requests_total", "gRPC requests handled", ["experiment", "service", "method", "code"]
 )
 RPC_LATENCY = Histogram(
     "lecritique_rpc_latency_seconds",
     "gRPC handler latency",
-    ["service", "method"],
+    ["experiment", "service", "method"],
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 
@@ -47,8 +47,9 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
 
 
 class _MetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
-    def __init__(self, service: str) -> None:
+    def __init__(self, service: str, experiment: str) -> None:
         self.service = service
+        self.experiment = experiment
 
     def intercept_service(self, continuation: Callable[[Any], Any], details: Any) -> Any:
         handler = continuation(details)
@@ -68,8 +69,8 @@ class _MetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
             finally:
                 if context.code() is not None and context.code() != grpc.StatusCode.OK:
                     code = context.code().name
-                RPC_REQUESTS.labels(self.service, method, code).inc()
-                RPC_LATENCY.labels(self.service, method).observe(time.perf_counter() - start)
+                RPC_REQUESTS.labels(self.experiment, self.service, method, code).inc()
+                RPC_LATENCY.labels(self.experiment, self.service, method).observe(time.perf_counter() - start)
 
         return grpc.unary_unary_rpc_method_handler(
             wrapped,
@@ -106,11 +107,12 @@ def start_server(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     max_workers: int = 8,
     port_file: Path | None = None,
+    experiment: str = "",
 ) -> RunningServer:
     """Start a gRPC server with health, reflection, metrics; returns once it is SERVING."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=service),
-        interceptors=[_MetricsInterceptor(service)],
+        interceptors=[_MetricsInterceptor(service, experiment)],
         options=channel_options(max_message_bytes),
     )
     add_servicers(server)

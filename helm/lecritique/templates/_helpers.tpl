@@ -1,0 +1,165 @@
+{{/* Object-name prefix: RELEASE-lecritique (or the release name when it already contains the chart name). */}}
+{{- define "lecritique.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "lecritique.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels of every chart object. */}}
+{{- define "lecritique.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "lecritique.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: lecritique
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* Labels put on experiment objects by the API's kubernetes launcher (besides component and experiment). */}}
+{{- define "lecritique.workloadLabels" -}}
+{{- dict "app.kubernetes.io/name" (include "lecritique.name" .) "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/part-of" "lecritique" "app.kubernetes.io/version" .Chart.AppVersion | toJson -}}
+{{- end -}}
+
+{{/* Selector of one component's pods: (dict "root" $ "component" "rollout"). */}}
+{{- define "lecritique.componentSelector" -}}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* Image reference of a values image block: (dict "image" .Values.rollout.image "root" $). */}}
+{{- define "lecritique.image" -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" .image.repository .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .image.repository (default .root.Chart.AppVersion .image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "lecritique.redisName" -}}{{ include "lecritique.fullname" . }}-redis{{- end -}}
+{{/* Namespace-relative, so that the same URL works after kustomize moves the objects. */}}
+{{- define "lecritique.redisUrl" -}}redis://{{ include "lecritique.redisName" . }}:6379/0{{- end -}}
+{{- define "lecritique.apiName" -}}{{ include "lecritique.fullname" . }}-api{{- end -}}
+{{- define "lecritique.workloadServiceAccount" -}}{{ include "lecritique.fullname" . }}-workload{{- end -}}
+{{- define "lecritique.weightsClaim" -}}
+{{- default (printf "%s-weights" (include "lecritique.fullname" .)) .Values.weights.existingClaim -}}
+{{- end -}}
+{{- define "lecritique.tokensSecret" -}}
+{{- default (printf "%s-api-tokens" (include "lecritique.fullname" .)) .Values.api.auth.existingSecret -}}
+{{- end -}}
+
+{{/* Pod securityContext of lecritique pods (uid 10001 of every lecritique image). */}}
+{{- define "lecritique.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ .uid }}
+runAsGroup: {{ .uid }}
+fsGroup: {{ .uid }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "lecritique.containerSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ .uid }}
+runAsGroup: {{ .uid }}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+{{- end -}}
+
+{{/*
+NetworkPolicy of an experiment component: gRPC only from this release's pods, metrics from
+networkPolicy.metricsFrom (any when empty). (dict "root" $ "component" "rollout" "grpc" true)
+*/}}
+{{- define "lecritique.componentNetworkPolicy" -}}
+{{- if .root.Values.networkPolicy.enabled }}
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: {{ include "lecritique.fullname" .root }}-{{ .component }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "lecritique.labels" .root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+spec:
+  podSelector:
+    matchLabels:
+      {{- include "lecritique.componentSelector" . | nindent 6 }}
+  policyTypes: [Ingress]
+  ingress:
+    {{- if .grpc }}
+    - from:
+        - podSelector:
+            matchLabels:
+              app.kubernetes.io/instance: {{ .root.Release.Name }}
+              app.kubernetes.io/part-of: lecritique
+      ports:
+        - {port: 50051, protocol: TCP}
+    {{- end }}
+    - ports:
+        - {port: 9090, protocol: TCP}
+      {{- with .root.Values.networkPolicy.metricsFrom }}
+      from:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* PodDisruptionBudget of a component's pods: (dict "root" $ "component" "rollout" "values" .Values.rollout). */}}
+{{- define "lecritique.componentPdb" -}}
+{{- if .values.pdb.enabled }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "lecritique.fullname" .root }}-{{ .component }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "lecritique.labels" .root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+spec:
+  maxUnavailable: {{ .values.pdb.maxUnavailable }}
+  selector:
+    matchLabels:
+      {{- include "lecritique.componentSelector" . | nindent 6 }}
+{{- end }}
+{{- end -}}
+
+{{/* ServiceMonitor scraping the `metrics` port of a component's Services: (dict "root" $ "component" "rollout"). */}}
+{{- define "lecritique.componentServiceMonitor" -}}
+{{- if .root.Values.serviceMonitor.enabled }}
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata:
+  name: {{ include "lecritique.fullname" .root }}-{{ .component }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "lecritique.labels" .root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+    {{- with .root.Values.serviceMonitor.labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  selector:
+    matchLabels:
+      {{- include "lecritique.componentSelector" . | nindent 6 }}
+  namespaceSelector:
+    matchNames: [{{ .root.Release.Namespace }}]
+  endpoints:
+    - port: {{ .port | default "metrics" }}
+      path: {{ .path | default "/metrics" }}
+      interval: {{ .root.Values.serviceMonitor.interval }}
+      # The services label their own series with `experiment`; keep those, not the target's.
+      honorLabels: true
+{{- end }}
+{{- end -}}

@@ -1,0 +1,1 @@
+"""The lecritique REST API: submit, list, inspect and cancel experiments (FastAPI)."""

@@ -1,0 +1,240 @@
+"""What the REST endpoints do, without HTTP: submit, read, list, cancel and reconcile experiments."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from lecritique.config.experiment import ExperimentSpec, SpecError
+from services.api.launchers import ExperimentLauncher, Observation
+from services.api.records import ExperimentRecord, IdempotencyInProgress, RecordStore, fingerprint
+
+logger = logging.getLogger(__name__)
+
+
+class NotFound(Exception):
+    """No experiment with this id."""
+
+
+class Forbidden(Exception):
+    """The experiment belongs to another tenant."""
+
+
+@dataclass(frozen=True)
+class FieldError:
+    field: str
+    """Dotted path of the offending field in the spec (``critic.replay.capacity``)."""
+    message: str
+    """What is wrong with it."""
+    type: str = "value_error"
+    """Machine-readable kind (pydantic's error type)."""
+
+
+class InvalidSpec(Exception):
+    """The submitted spec is invalid; ``errors`` names every offending field."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
+        self.errors = errors
+
+
+def field_path(location: tuple[int | str, ...], data: Any) -> str:
+    """The dotted path of a pydantic error location in the submitted data.
+
+    Discriminated unions add their tag (``critic.discriminative.replay``); the tag is a value of the
+    submitted object, not a key, so it is dropped: ``critic.replay``.
+    """
+    parts: list[str] = []
+    current = data
+    for part in location:
+        if isinstance(current, dict) and isinstance(part, str) and part not in current and part in {
+            value for value in current.values() if isinstance(value, str)
+        }:
+            continue
+        parts.append(str(part))
+        if isinstance(current, dict):
+            current = current.get(part)
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+        else:
+            current = None
+    return ".".join(parts) or "spec"
+
+
+def validation_errors(error: ValidationError, data: Any) -> list[FieldError]:
+    errors = []
+    for item in error.errors():
+        field = field_path(tuple(item["loc"]), data)
+        message = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
+        errors.append(FieldError(field, message, item["type"]))
+    return errors
+
+
+def _spec_error_field(error: SpecError) -> FieldError:
+    """A launcher's SpecError reads '<field>: <message>'."""
+    text = str(error)
+    field, sep, message = text.partition(": ")
+    return FieldError(field, message, "placement_error") if sep and " " not in field else FieldError("spec", text, "spec_error")
+
+
+def new_experiment_id() -> str:
+    """``exp-`` and 10 random hex digits: a short DNS label, unique in practice."""
+    return f"exp-{secrets.token_hex(5)}"
+
+
+class ExperimentService:
+    def __init__(self, store: RecordStore, launcher: ExperimentLauncher) -> None:
+        self.store = store
+        self.launcher = launcher
+
+    # ---- submit ----------------------------------------------------------------------------
+    def submit(self, tenant: str, body: Any, idempotency_key: str | None = None) -> tuple[ExperimentRecord, bool]:
+        """Validate and launch; returns the record and whether it is a replay of an earlier POST."""
+        if not isinstance(body, dict):
+            raise InvalidSpec([FieldError("spec", f"an experiment spec must be a JSON object, got {type(body).__name__}", "type_error")])
+        try:
+            spec = ExperimentSpec.model_validate(body)
+        except ValidationError as error:
+            raise InvalidSpec(validation_errors(error, body)) from None
+        experiment_id = new_experiment_id()
+        if idempotency_key is not None:
+            earlier = self.store.claim_idempotency_key(tenant, idempotency_key, fingerprint(body), experiment_id)
+            if earlier is not None:
+                record = self.store.get(earlier)
+                if record is None:
+                    raise IdempotencyInProgress(idempotency_key)
+                return record, True
+        try:
+            self.launcher.check(spec, experiment_id)
+        except SpecError as error:
+            if idempotency_key is not None:
+                self.store.release_idempotency_key(tenant, idempotency_key)
+            raise InvalidSpec([_spec_error_field(error)]) from None
+        now = time.time()
+        record = ExperimentRecord(
+            id=experiment_id, tenant=tenant, name=spec.name, status="pending", launcher=self.launcher.name,
+            spec=spec.model_dump(mode="json"), created_at=now, updated_at=now,
+        )
+        self.store.create(record)
+        logger.info("tenant %s submitted experiment %s (%s)", tenant, experiment_id, spec.name)
+        return self._launch(record, spec), False
+
+    def _launch(self, record: ExperimentRecord, spec: ExperimentSpec) -> ExperimentRecord:
+        try:
+            handle = self.launcher.launch(spec, record.id)
+        except Exception as error:
+            logger.exception("experiment %s failed to launch", record.id)
+            updated = self.store.update(record.id, expect=["pending"], status="failed", error=f"launch failed: {error}")
+        else:
+            updated = self.store.update(record.id, expect=["pending"], status="running", handle=handle)
+            if updated is None:
+                # Cancelled while it was launching: stop what was just started.
+                self.store.update(record.id, handle=handle)
+                self.launcher.cancel(record.id, handle)
+        return updated or self._reload(record.id)
+
+    # ---- read ------------------------------------------------------------------------------
+    def get(self, tenant: str, experiment_id: str, *, refresh: bool = True) -> ExperimentRecord:
+        record = self.store.get(experiment_id)
+        if record is None:
+            raise NotFound(experiment_id)
+        if record.tenant != tenant:
+            raise Forbidden(experiment_id)
+        return self.refresh(record) if refresh else record
+
+    def list_experiments(self, tenant: str, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
+        return [self.refresh(record) for record in self.store.list_for_tenant(tenant, limit, offset)]
+
+    def metrics(self, tenant: str, experiment_id: str, since_step: int | None = None) -> list[dict[str, Any]]:
+        self.get(tenant, experiment_id, refresh=False)
+        return self.store.metrics(experiment_id, since_step)
+
+    def details(self, record: ExperimentRecord) -> dict[str, Any]:
+        """Progress the orchestrator reported: current step, versions, latest metrics row."""
+        progress = self.store.progress(record.id)
+        latest = self.store.latest_metrics(record.id)
+        value_version = latest.get("value_version") if latest else None
+        return {
+            "step": progress.get("step", int(latest["step"]) if latest else None),
+            "policy_version": progress.get("policy_version", latest.get("policy_version") if latest else None),
+            "value_version": int(value_version) if value_version is not None else None,
+            "latest_metrics": latest,
+        }
+
+    # ---- cancel ----------------------------------------------------------------------------
+    def cancel(self, tenant: str, experiment_id: str) -> ExperimentRecord:
+        """Stop a running experiment (idempotent: a finished one is returned as it is)."""
+        record = self.get(tenant, experiment_id, refresh=False)
+        if record.final:
+            return record
+        if record.status == "pending":
+            # Not launched yet (or its launch crashed the API): nothing to stop but the record.
+            updated = self.store.update(experiment_id, expect=["pending"], status="cancelled")
+            return updated or self.get(tenant, experiment_id, refresh=False)
+        self.store.update(experiment_id, expect=["running", "cancelling"], status="cancelling")
+        return self._advance_cancel(experiment_id)
+
+    def _advance_cancel(self, experiment_id: str) -> ExperimentRecord:
+        record = self.store.get(experiment_id)
+        assert record is not None
+        handle = dict(record.handle)
+        observation = self.launcher.cancel(experiment_id, handle)
+        if observation.state == "running":
+            updated = self.store.update(experiment_id, expect=["cancelling"], handle=handle)
+        else:
+            updated = self.store.update(experiment_id, expect=["cancelling"], status="cancelled", handle=handle)
+            logger.info("experiment %s cancelled", experiment_id)
+        return updated or self._reload(experiment_id)
+
+    def _reload(self, experiment_id: str) -> ExperimentRecord:
+        record = self.store.get(experiment_id)
+        assert record is not None
+        return record
+
+    # ---- reconcile -------------------------------------------------------------------------
+    def refresh(self, record: ExperimentRecord) -> ExperimentRecord:
+        """Bring a non-final record up to date with its workloads."""
+        if record.final or record.status == "pending":
+            return record
+        try:
+            if record.status == "cancelling":
+                return self._advance_cancel(record.id)
+            observation = self.launcher.poll(record.id, record.handle)
+        except Exception as error:
+            logger.warning("cannot poll experiment %s: %s", record.id, error)
+            return record
+        return self._apply(record, observation)
+
+    def _apply(self, record: ExperimentRecord, observation: Observation) -> ExperimentRecord:
+        if observation.state == "running":
+            return record
+        updated = self.store.update(record.id, expect=["running"], status=observation.state, error=observation.message)
+        if updated is None:
+            return self._reload(record.id)
+        logger.info("experiment %s %s", record.id, observation.state)
+        try:
+            self.launcher.release(record.id, record.handle)
+        except Exception as error:
+            logger.warning("cannot release the workloads of experiment %s: %s", record.id, error)
+        return updated
+
+    def reconcile(self) -> int:
+        """Refresh every active experiment and launch ones left pending by a crash; returns how many."""
+        count = 0
+        for experiment_id in self.store.active_ids():
+            record = self.store.get(experiment_id)
+            if record is None:
+                continue
+            if record.status == "pending" and time.time() - record.created_at > 60:
+                spec = ExperimentSpec.model_validate(record.spec)
+                logger.warning("experiment %s was left pending; launching it now", experiment_id)
+                self._launch(record, spec)
+            else:
+                self.refresh(record)
+            count += 1
+        return count

@@ -1,0 +1,193 @@
+"""Experiment records in Redis: what was submitted, by whom, and where it stands.
+
+Keys (all under ``lecritique:api:``):
+
+* ``experiment:{id}``: the record as JSON.
+* ``tenant:{tenant}``: sorted set of the tenant's experiment ids by submission time.
+* ``active``: set of ids not yet in a final state (what the reconciler polls).
+* ``idempotency:{tenant}:{sha256(key)}``: ``{"fingerprint", "id"}`` of a POST made with that
+  ``Idempotency-Key``, kept for :data:`IDEMPOTENCY_TTL_SECONDS`.
+
+The orchestrator of each experiment writes ``lecritique:{id}:metrics`` (a list of JSON rows) and
+``lecritique:{id}:status`` (a hash with ``step``, ``policy_version``); the API only reads those.
+Status changes are compare-and-set transactions, so a cancel and a completion seen by the
+reconciler at the same moment cannot overwrite each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import redis
+from pydantic import BaseModel, Field
+
+Status = Literal["pending", "running", "cancelling", "succeeded", "failed", "cancelled"]
+FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+_PREFIX = "lecritique:api"
+
+
+class ExperimentRecord(BaseModel):
+    """One submitted experiment."""
+
+    id: str
+    """Experiment id (a DNS label; names Kubernetes objects, Redis keys and metric labels)."""
+    tenant: str
+    """Owner; only this tenant's token can read or cancel it."""
+    name: str
+    """The spec's name."""
+    status: Status
+    """pending -> running -> succeeded | failed; cancelling -> cancelled after DELETE."""
+    launcher: str
+    """Which launcher runs it (local or kubernetes)."""
+    spec: dict[str, Any]
+    """The validated spec, with every default filled in."""
+    created_at: float
+    """Submission time (Unix seconds)."""
+    updated_at: float
+    """Last status change (Unix seconds)."""
+    error: str | None = None
+    """Why it failed, when it did."""
+    handle: dict[str, Any] = Field(default_factory=dict)
+    """Launcher bookkeeping (process ids, namespace) needed to poll and cancel it."""
+
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL_STATES
+
+
+class IdempotencyConflict(Exception):
+    """The Idempotency-Key was used before with a different request body."""
+
+
+class IdempotencyInProgress(Exception):
+    """A request with this Idempotency-Key is still being processed."""
+
+
+def fingerprint(body: Any) -> str:
+    """Hash of a request body that ignores key order and whitespace."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+class RecordStore:
+    def __init__(self, client: redis.Redis) -> None:
+        self.redis = client
+
+    # ---- keys ------------------------------------------------------------------------------
+    @staticmethod
+    def _record_key(experiment_id: str) -> str:
+        return f"{_PREFIX}:experiment:{experiment_id}"
+
+    @staticmethod
+    def _tenant_key(tenant: str) -> str:
+        return f"{_PREFIX}:tenant:{tenant}"
+
+    @staticmethod
+    def _active_key() -> str:
+        return f"{_PREFIX}:active"
+
+    @staticmethod
+    def _idempotency_key(tenant: str, key: str) -> str:
+        return f"{_PREFIX}:idempotency:{tenant}:{hashlib.sha256(key.encode()).hexdigest()}"
+
+    # ---- idempotency -----------------------------------------------------------------------
+    def claim_idempotency_key(self, tenant: str, key: str, body_fingerprint: str, experiment_id: str) -> str | None:
+        """Reserve ``key`` for a new experiment; returns None if reserved, else the id it already names.
+
+        Raises :class:`IdempotencyConflict` when the key was used with another body.
+        """
+        redis_key = self._idempotency_key(tenant, key)
+        value = json.dumps({"fingerprint": body_fingerprint, "id": experiment_id})
+        if self.redis.set(redis_key, value, nx=True, ex=IDEMPOTENCY_TTL_SECONDS):
+            return None
+        stored = self.redis.get(redis_key)
+        if stored is None:  # expired between the two calls: claim again
+            return self.claim_idempotency_key(tenant, key, body_fingerprint, experiment_id)
+        previous = json.loads(stored)
+        if previous["fingerprint"] != body_fingerprint:
+            raise IdempotencyConflict(key)
+        return str(previous["id"])
+
+    def release_idempotency_key(self, tenant: str, key: str) -> None:
+        """Forget a reservation whose request was rejected, so the client can retry with a fixed body."""
+        self.redis.delete(self._idempotency_key(tenant, key))
+
+    # ---- records ---------------------------------------------------------------------------
+    def create(self, record: ExperimentRecord) -> None:
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.set(self._record_key(record.id), record.model_dump_json())
+        pipe.zadd(self._tenant_key(record.tenant), {record.id: record.created_at})
+        if not record.final:
+            pipe.sadd(self._active_key(), record.id)
+        pipe.execute()
+
+    def get(self, experiment_id: str) -> ExperimentRecord | None:
+        raw = self.redis.get(self._record_key(experiment_id))
+        return None if raw is None else ExperimentRecord.model_validate_json(raw)
+
+    def list_for_tenant(self, tenant: str, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
+        """Newest first."""
+        ids = self.redis.zrevrange(self._tenant_key(tenant), offset, offset + limit - 1)
+        records = [self.get(i.decode() if isinstance(i, bytes) else str(i)) for i in ids]
+        return [r for r in records if r is not None]
+
+    def active_ids(self) -> list[str]:
+        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in self.redis.smembers(self._active_key()))
+
+    def update(
+        self, experiment_id: str, *, expect: Iterable[str] | None = None, **changes: Any
+    ) -> ExperimentRecord | None:
+        """Apply ``changes`` if the record's status is in ``expect`` (any when None); returns the new
+        record, or None when the status had moved on (nothing written)."""
+        key = self._record_key(experiment_id)
+        allowed = None if expect is None else frozenset(expect)
+        result: list[ExperimentRecord | None] = [None]
+
+        def transaction(pipe: Any) -> None:
+            raw = pipe.get(key)
+            if raw is None:
+                raise KeyError(experiment_id)
+            record = ExperimentRecord.model_validate_json(raw)
+            if allowed is not None and record.status not in allowed:
+                result[0] = None
+                return
+            updated = record.model_copy(update={**changes, "updated_at": time.time()})
+            ExperimentRecord.model_validate(updated.model_dump())
+            pipe.multi()
+            pipe.set(key, updated.model_dump_json())
+            if updated.final:
+                pipe.srem(self._active_key(), experiment_id)
+            else:
+                pipe.sadd(self._active_key(), experiment_id)
+            result[0] = updated
+
+        self.redis.transaction(transaction, key)
+        return result[0]
+
+    # ---- what the orchestrator writes ------------------------------------------------------
+    def metrics(self, experiment_id: str, since_step: int | None = None) -> list[dict[str, Any]]:
+        """The experiment's per-step metrics rows, oldest first (only steps > since_step)."""
+        rows = [json.loads(raw) for raw in self.redis.lrange(f"lecritique:{experiment_id}:metrics", 0, -1)]
+        if since_step is not None:
+            rows = [row for row in rows if int(row.get("step", 0)) > since_step]
+        return rows
+
+    def latest_metrics(self, experiment_id: str) -> dict[str, Any] | None:
+        raw = self.redis.lindex(f"lecritique:{experiment_id}:metrics", -1)
+        return None if raw is None else dict(json.loads(raw))
+
+    def progress(self, experiment_id: str) -> dict[str, int]:
+        """``step`` and ``policy_version`` as the orchestrator last reported them."""
+        raw = self.redis.hgetall(f"lecritique:{experiment_id}:status")
+        out: dict[str, int] = {}
+        for key, value in raw.items():
+            name = key.decode() if isinstance(key, bytes) else str(key)
+            try:
+                out[name] = int(float(value))
+            except ValueError:
+                continue
+        return out

@@ -1,0 +1,173 @@
+"""The local launcher: each experiment is a real ``lecritique run`` under a supervisor process.
+
+* The supervisor records how a command ended and turns SIGTERM into SIGINT for it (fast).
+* A submitted experiment really runs; the API process is killed and restarted while it runs; the
+  new API process sees it running, DELETE stops it and every process it started (slow).
+* The full lifecycle: submit a tiny sudoku-mini experiment, it succeeds, GET shows its step and
+  versions and /metrics its series (slow).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.api.auth import hash_token
+from tests.api.api_process import ApiProcess, alive, descendants
+from tests.helm_support import ROOT, quick_policy, tiny_spec_data
+
+TOKEN = "local-runs-token"
+
+
+def _supervise(tmp_path: Path, code: str) -> tuple[subprocess.Popen[bytes], Path]:
+    result = tmp_path / "result.json"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "services.api.supervise", "--result", str(result), "--", sys.executable, "-c", code],
+        cwd=str(ROOT), start_new_session=True,
+    )
+    return process, result
+
+
+def test_supervisor_records_the_exit_code(tmp_path: Path) -> None:
+    process, result = _supervise(tmp_path, "import sys; sys.exit(3)")
+    assert process.wait(timeout=60) == 3
+    assert json.loads(result.read_text()) == {"returncode": 3, "cancelled": False}
+
+
+def test_supervisor_turns_sigterm_into_one_ctrl_c_for_the_run(tmp_path: Path) -> None:
+    """The run gets exactly one SIGINT however often the API asks: a second one would interrupt
+    `lecritique run` while it stops its services."""
+    marker = tmp_path / "interrupted"
+    code = (
+        "import pathlib, time\n"
+        f"pathlib.Path({str(tmp_path / 'started')!r}).touch()\n"
+        "try:\n    time.sleep(120)\n"
+        "except KeyboardInterrupt:\n"
+        f"    pathlib.Path({str(marker)!r}).write_text('stopping')\n"
+        "    time.sleep(2)  # stopping services; another SIGINT here would raise again\n"
+        f"    pathlib.Path({str(marker)!r}).write_text('stopped')\n"
+        "    raise SystemExit(130)\n"
+    )
+    process, result = _supervise(tmp_path, code)
+    _wait_for(lambda: (tmp_path / "started").exists(), 60, "the child to start", poll=0.1)
+    process.send_signal(signal.SIGTERM)
+    _wait_for(marker.exists, 30, "the child's first interrupt", poll=0.05)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 130
+    assert marker.read_text() == "stopped"
+    assert json.loads(result.read_text()) == {"returncode": 130, "cancelled": True}
+
+
+def test_kill_tree_reaches_processes_in_their_own_sessions(tmp_path: Path) -> None:
+    """The cancel escalation: services started in new sessions (as `lecritique run` does) die too."""
+    from services.api.launchers import _kill_tree
+
+    grandchild_pid = tmp_path / "grandchild.pid"
+    code = (
+        "import subprocess, sys, time, pathlib\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True)\n"
+        f"pathlib.Path({str(grandchild_pid)!r}).write_text(str(child.pid))\n"
+        "time.sleep(300)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    _wait_for(grandchild_pid.exists, 60, "the grandchild", poll=0.1)
+    grandchild = int(grandchild_pid.read_text())
+    assert alive(grandchild)
+    _kill_tree(parent.pid)
+    parent.wait(timeout=30)
+    _wait_for(lambda: not alive(grandchild), 30, "the grandchild to die", poll=0.1)
+
+
+def _local_api(tmp_path: Path, redis_url: str, name: str, port: int | None = None) -> ApiProcess:
+    settings = {
+        "LECRITIQUE_API_REDIS_URL": redis_url,
+        "LECRITIQUE_API_LAUNCHER": "local",
+        "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "runs"),
+        "LECRITIQUE_API_TOKENS": json.dumps({"tester": hash_token(TOKEN)}),
+        "LECRITIQUE_API_RECONCILE_SECONDS": "2",
+        "LECRITIQUE_API_CANCEL_GRACE_SECONDS": "120",
+    }
+    return ApiProcess(settings, tmp_path / f"{name}.log", port=port)
+
+
+def _wait_for(predicate: Any, timeout: float, what: str, poll: float = 1.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_running_experiment_survives_an_api_restart_and_delete_stops_all_of_it(tmp_path: Path, redis_db: Any, embedded_redis: Any) -> None:
+    first = _local_api(tmp_path, embedded_redis.url, "api-1").start()
+    try:
+        with first.client(TOKEN) as api:
+            created = api.post("/v1/experiments", json=tiny_spec_data("long-run", steps=10_000, policy_path=quick_policy()))
+            assert created.status_code == 201, created.text
+            experiment = created.json()
+            assert experiment["status"] == "running" and experiment["launcher"] == "local"
+        handle = json.loads(redis_db.get(f"lecritique:api:experiment:{experiment['id']}"))["handle"]
+        supervisor = int(handle["pid"])
+        logs = Path(handle["run_dir"]) / "run" / "logs"
+        # Wait until `lecritique run` has started services of its own, so that stopping them is tested.
+        _wait_for(lambda: logs.is_dir() and any(logs.glob("*.log")), 300, "the run's first service", poll=0.5)
+        _wait_for(lambda: len(descendants(supervisor)) >= 3, 120, "lecritique run and a service process", poll=0.5)
+    finally:
+        first.stop(signal.SIGKILL)
+    assert alive(supervisor), "the experiment must outlive the API process"
+
+    second = _local_api(tmp_path, embedded_redis.url, "api-2", port=first.port).start()
+    try:
+        with second.client(TOKEN) as api:
+            assert api.get(f"/v1/experiments/{experiment['id']}").json()["status"] == "running"
+            processes = descendants(supervisor) | {supervisor}
+            response = api.delete(f"/v1/experiments/{experiment['id']}")
+            assert response.status_code == 202 and response.json()["status"] in ("cancelling", "cancelled")
+            _wait_for(lambda: api.get(f"/v1/experiments/{experiment['id']}").json()["status"] == "cancelled", 180, "cancelled")
+        still_running = [pid for pid in processes if alive(pid)]
+        assert still_running == [], f"processes of the cancelled run still alive: {still_running}"
+        assert json.loads(Path(handle["result"]).read_text())["cancelled"] is True
+    finally:
+        second.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_full_lifecycle_of_a_local_experiment(tmp_path: Path, redis_db: Any, embedded_redis: Any) -> None:
+    steps = 3
+    policy = quick_policy()
+    api_process = _local_api(tmp_path, embedded_redis.url, "api").start()
+    try:
+        with api_process.client(TOKEN) as api:
+            created = api.post("/v1/experiments", json=tiny_spec_data("sudoku-mini", steps=steps, policy_path=policy), headers={"Idempotency-Key": "once"})
+            assert created.status_code == 201, created.text
+            experiment = created.json()["id"]
+            listed = api.get("/v1/experiments").json()["experiments"]
+            assert [e["id"] for e in listed] == [experiment]
+
+            def finished() -> dict[str, Any] | None:
+                view = api.get(f"/v1/experiments/{experiment}").json()
+                return view if view["status"] in ("succeeded", "failed", "cancelled") else None
+
+            view = _wait_for(finished, 360, "the experiment to finish", poll=2.0)
+            assert view["status"] == "succeeded", view.get("error")
+            assert view["step"] == steps and view["policy_version"] == steps
+            assert view["value_version"] is not None and view["latest_metrics"]["step"] == steps
+            rows = api.get(f"/v1/experiments/{experiment}/metrics").json()["rows"]
+            assert [row["step"] for row in rows] == list(range(1, steps + 1))
+            for row in rows:
+                assert {"reward_mean", "value_explained_variance", "tether_rho", "policy_version", "value_version", "dropped_stale", "seconds"} <= set(row)
+            assert api.post("/v1/experiments", json=tiny_spec_data("sudoku-mini", steps=steps, policy_path=policy), headers={"Idempotency-Key": "once"}).json()["id"] == experiment
+    finally:
+        api_process.stop()

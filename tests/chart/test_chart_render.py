@@ -1,0 +1,297 @@
+"""The Helm chart rendered by Helm's own engine: lint, Kubernetes schemas, and the chart's rules."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from helm_python import lint
+
+from lecritique.launch.kubernetes_launcher import REQUIRED_RULES
+from tests.helm_support import (
+    CHART,
+    KUBERNETES_VERSION,
+    NAMESPACE,
+    RELEASE,
+    find,
+    gpu_values,
+    launcher_defaults,
+    one,
+    pod_specs,
+    render_objects,
+    render_templates,
+)
+
+VALUE_SETS = {"default": {}, "gpu-pools": gpu_values()}
+COMPONENT_VALUE_KEYS = ["orchestrator", "rollout", "environmentVerifier", "valueEvaluator", "valueTrainer", "policyTrainer"]
+COMPONENT_LABELS = ["orchestrator", "rollout", "environment-verifier", "value-evaluator", "value-trainer", "policy-trainer"]
+GRPC_COMPONENTS = [c for c in COMPONENT_LABELS if c != "orchestrator"]
+
+
+@pytest.mark.parametrize("values_name", list(VALUE_SETS))
+def test_helm_lint_is_clean(values_name: str) -> None:
+    report = lint(str(CHART), VALUE_SETS[values_name], strict=True, namespace=NAMESPACE)
+    assert report["errors"] == []
+    # Severity 2 = warning, 3 = error; the only info Helm gives is "icon is recommended".
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+@pytest.mark.parametrize("values_name", list(VALUE_SETS))
+def test_every_object_is_valid_against_the_kubernetes_schemas(values_name: str) -> None:
+    objects = render_objects(VALUE_SETS[values_name])
+    kinds = {o["kind"] for o in objects}
+    assert {"Deployment", "StatefulSet", "Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "ServiceAccount",
+            "Role", "RoleBinding", "NetworkPolicy", "PodDisruptionBudget", "ServiceMonitor"} <= kinds
+    for obj in objects:
+        if obj["kind"] == "ServiceMonitor":
+            # A custom resource: kubernetes-validate has no schema; its shape is checked below.
+            with pytest.raises(kubernetes_validate.SchemaNotFoundError):
+                kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+            continue
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        assert obj["metadata"]["namespace"] == NAMESPACE, obj["metadata"]["name"]
+        assert obj["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
+
+
+def test_kubernetes_validate_rejects_what_it_should() -> None:
+    """The schema check is real: an unknown field and a wrong type both fail."""
+    deployment = one(render_objects(), "Deployment", "-api")
+    broken = json.loads(json.dumps(deployment))
+    broken["spec"]["template"]["spec"]["containers"][0]["resourcez"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+    broken = json.loads(json.dumps(deployment))
+    broken["spec"]["replicas"] = "two"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+
+
+def _check_pod(name: str, pod: dict[str, Any]) -> None:
+    assert pod["securityContext"]["runAsNonRoot"] is True, name
+    assert pod["securityContext"]["runAsUser"] > 0, name
+    for container in pod["containers"]:
+        where = f"{name}/{container['name']}"
+        for side in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(container["resources"][side]), f"{where}: {side}"
+        assert "livenessProbe" in container and "readinessProbe" in container, where
+        context = container["securityContext"]
+        assert context["runAsNonRoot"] is True and context["allowPrivilegeEscalation"] is False, where
+        assert context["readOnlyRootFilesystem"] is True, where
+        assert context["capabilities"]["drop"] == ["ALL"], where
+
+
+@pytest.mark.parametrize("values_name", list(VALUE_SETS))
+def test_every_chart_pod_has_resources_probes_and_a_non_root_read_only_context(values_name: str) -> None:
+    pods = [(o["metadata"]["name"], pod) for o in render_objects(VALUE_SETS[values_name]) for pod in pod_specs(o)]
+    assert {name.removeprefix(f"{RELEASE}-lecritique-") for name, _ in pods} == {"api", "redis"}
+    for name, pod in pods:
+        _check_pod(name, pod)
+
+
+def test_redis_persists_to_an_append_only_file_on_a_volume_claim() -> None:
+    objects = render_objects()
+    redis = one(objects, "StatefulSet", "-redis")
+    config = one(objects, "ConfigMap", "-redis")["data"]["redis.conf"].splitlines()
+    assert "appendonly yes" in config and "appendfsync everysec" in config and 'save ""' in config
+    assert "dir /data" in config
+    [claim] = redis["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data" and claim["spec"]["resources"]["requests"]["storage"] == "8Gi"
+    mounts = {m["name"]: m["mountPath"] for m in redis["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts["data"] == "/data"
+    gpu = render_objects(gpu_values())
+    assert "appendfsync always" in one(gpu, "ConfigMap", "-redis")["data"]["redis.conf"].splitlines()
+
+
+def test_the_weight_volume_is_read_write_many_and_survives_uninstall() -> None:
+    claim = one(render_objects(), "PersistentVolumeClaim", "-weights")
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert launcher_defaults()["weightsClaim"] == claim["metadata"]["name"]
+    assert find(render_objects({"weights": {"existingClaim": "shared-rwx"}}), "PersistentVolumeClaim") == []
+    assert launcher_defaults({"weights": {"existingClaim": "shared-rwx"}})["weightsClaim"] == "shared-rwx"
+
+
+def _normalise(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(group, resource, verb) for rule in rules for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
+
+
+def test_the_api_role_grants_exactly_what_the_kubernetes_launcher_calls() -> None:
+    objects = render_objects()
+    role = one(objects, "Role", "-api-launcher")
+    assert _normalise(role["rules"]) == _normalise(REQUIRED_RULES)
+    assert not find(objects, "ClusterRole") and not find(objects, "ClusterRoleBinding")
+    binding = one(objects, "RoleBinding", "-api-launcher")
+    api_account = one(objects, "ServiceAccount", "-api")["metadata"]["name"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": api_account, "namespace": NAMESPACE}]
+    assert one(objects, "Deployment", "-api")["spec"]["template"]["spec"]["serviceAccountName"] == api_account
+    # Experiment pods get an account without API access.
+    workload_account = one(objects, "ServiceAccount", "-workload")
+    assert workload_account["automountServiceAccountToken"] is False
+    assert launcher_defaults()["serviceAccountName"] == workload_account["metadata"]["name"]
+
+
+def _ingress_ports(policy: dict[str, Any]) -> dict[int, list[Any] | None]:
+    """Port -> its allowed peers (None: from anywhere)."""
+    out: dict[int, list[Any] | None] = {}
+    for rule in policy["spec"]["ingress"]:
+        for port in rule["ports"]:
+            out[port["port"]] = rule.get("from")
+    return out
+
+
+RELEASE_PODS = [{"podSelector": {"matchLabels": {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/part-of": "lecritique"}}}]
+
+
+def test_grpc_and_redis_ports_are_reachable_only_from_the_release_pods() -> None:
+    objects = render_objects()
+    for component in GRPC_COMPONENTS:
+        policy = one(objects, "NetworkPolicy", f"-{component}")
+        assert policy["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": component}
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+        ports = _ingress_ports(policy)
+        assert ports == {50051: RELEASE_PODS, 9090: None}, component
+    assert _ingress_ports(one(objects, "NetworkPolicy", "-orchestrator")) == {9090: None}
+    assert _ingress_ports(one(objects, "NetworkPolicy", "-redis")) == {6379: RELEASE_PODS}
+    assert _ingress_ports(one(objects, "NetworkPolicy", "-api")) == {8000: None}
+    scrapers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    restricted = render_objects({"networkPolicy": {"metricsFrom": scrapers}})
+    assert _ingress_ports(one(restricted, "NetworkPolicy", "-rollout"))[9090] == scrapers
+    assert find(render_objects({"networkPolicy": {"enabled": False}}), "NetworkPolicy") == []
+
+
+def test_pod_disruption_budgets_cover_the_control_plane_and_every_service_component() -> None:
+    objects = render_objects()
+    budgets = {o["metadata"]["name"].removeprefix(f"{RELEASE}-lecritique-"): o for o in find(objects, "PodDisruptionBudget")}
+    assert set(budgets) == {"api", "redis", *GRPC_COMPONENTS}
+    assert budgets["rollout"]["spec"]["maxUnavailable"] == 1
+    assert budgets["policy-trainer"]["spec"]["maxUnavailable"] == 0
+    assert budgets["value-trainer"]["spec"]["maxUnavailable"] == 0
+    for name, budget in budgets.items():
+        assert budget["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == name
+
+
+def test_service_monitors_scrape_every_component() -> None:
+    monitors = {o["metadata"]["labels"]["app.kubernetes.io/component"]: o for o in find(render_objects(), "ServiceMonitor")}
+    assert set(monitors) == {"api", *COMPONENT_LABELS}
+    for component, monitor in monitors.items():
+        assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+        assert monitor["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": component}
+        assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+        [endpoint] = monitor["spec"]["endpoints"]
+        assert endpoint["port"] == ("http" if component == "api" else "metrics") and endpoint["path"] == "/metrics"
+    api_service = one(render_objects(), "Service", "-api")
+    assert {p["name"] for p in api_service["spec"]["ports"]} == {"http"}
+    assert {k: api_service["metadata"]["labels"][k] for k in monitors["api"]["spec"]["selector"]["matchLabels"]} == monitors["api"]["spec"]["selector"]["matchLabels"]
+    labelled = find(render_objects(gpu_values()), "ServiceMonitor")
+    assert all(m["metadata"]["labels"]["release"] == "kube-prometheus-stack" for m in labelled)
+    assert find(render_objects({"serviceMonitor": {"enabled": False}}), "ServiceMonitor") == []
+
+
+def test_dashboards_ship_as_configmaps_labelled_for_grafana() -> None:
+    maps = [o for o in find(render_objects(), "ConfigMap") if o["metadata"]["labels"].get("app.kubernetes.io/component") == "dashboards"]
+    assert {m["metadata"]["name"] for m in maps} == {
+        f"{RELEASE}-lecritique-dashboard-lecritique-{name}" for name in ("critic", "training", "replay", "services")
+    }
+    for config_map in maps:
+        assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+        [(key, text)] = config_map["data"].items()
+        dashboard = json.loads(text)
+        assert key == f"{dashboard['uid']}.json" and dashboard["panels"]
+    moved = find(render_objects({"dashboards": {"namespace": "grafana"}}), "ConfigMap")
+    assert {m["metadata"]["namespace"] for m in moved if "dashboard" in m["metadata"]["name"]} == {"grafana"}
+
+
+def test_launcher_defaults_carry_each_values_block() -> None:
+    defaults = launcher_defaults()
+    assert defaults["release"] == RELEASE and defaults["namespace"] == NAMESPACE
+    assert defaults["redisUrl"] == f"redis://{RELEASE}-lecritique-redis:6379/0"
+    assert set(defaults["components"]) == set(COMPONENT_VALUE_KEYS)
+    for key in ("rollout", "valueEvaluator", "valueTrainer", "policyTrainer"):
+        block = defaults["components"][key]
+        assert block["resources"]["limits"]["nvidia.com/gpu"] == "1", key
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in block["tolerations"], key
+    assert "nvidia.com/gpu" not in defaults["components"]["environmentVerifier"]["resources"]["limits"]
+    assert defaults["components"]["rollout"]["image"] == "ghcr.io/lecritique/rollout:0.1.0"
+    pinned = launcher_defaults({"rollout": {"image": {"digest": "sha256:" + "ab" * 32}}})
+    assert pinned["components"]["rollout"]["image"] == "ghcr.io/lecritique/rollout@sha256:" + "ab" * 32
+
+
+def test_gpu_pool_values_put_each_component_on_its_pool() -> None:
+    values = gpu_values()
+    defaults = launcher_defaults(values)
+    for key in COMPONENT_VALUE_KEYS:
+        block = defaults["components"][key]
+        assert block["nodeSelector"] == values[key]["nodeSelector"], key
+        assert block["tolerations"] == values[key].get("tolerations", []), key
+    assert defaults["components"]["rollout"]["affinity"] == values["rollout"]["affinity"]
+    assert defaults["components"]["rollout"]["replicas"] == 4
+    assert defaults["components"]["rollout"]["env"] == values["rollout"]["env"]
+    objects = render_objects(values)
+    for suffix, kind in (("-api", "Deployment"), ("-redis", "StatefulSet")):
+        pod = one(objects, kind, suffix)["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"lecritique.dev/pool": "system"}
+
+
+def test_token_hashes_go_into_a_secret_and_plain_tokens_are_refused() -> None:
+    digest = "sha256:" + "0f" * 32
+    secret = one(render_objects({"api": {"auth": {"tokens": {"alice": digest}}}}), "Secret", "-api-tokens")
+    import base64
+
+    assert json.loads(base64.b64decode(secret["data"]["tokens.json"])) == {"alice": digest}
+    objects = render_objects({"api": {"auth": {"existingSecret": "my-tokens"}}})
+    assert find(objects, "Secret") == []
+    volumes = one(objects, "Deployment", "-api")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "tokens", "secret": {"secretName": "my-tokens"}} in volumes
+
+
+@pytest.mark.parametrize(
+    ("values", "path"),
+    [
+        ({"rollout": {"replicas": 0}}, "/rollout/replicas"),
+        ({"rollout": {"image": {"tag": "latest"}}}, "/rollout/image/tag"),
+        ({"valueTrainer": {"resources": {"limits": {"nvidia.com/gpu": "lots"}}}}, "/valueTrainer/resources/limits/nvidia.com~1gpu"),
+        ({"policyTrainer": {"nodeSelecter": {}}}, "/policyTrainer"),
+        ({"weights": {"accessModes": ["ReadWriteOnce"]}}, "/weights/accessModes"),
+        ({"api": {"auth": {"tokens": {"alice": "plain-token"}}}}, "/api/auth/tokens/alice"),
+        ({"rollout": {"tolerations": [{"key": "x", "operator": "Maybe"}]}}, "/rollout/tolerations/0/operator"),
+        ({"api": {"launcher": "slurm"}}, "/api/launcher"),
+        ({"redis": {"appendfsync": "sometimes"}}, "/redis/appendfsync"),
+        ({"environmentVerifier": {"resources": {"requests": {"cpu": None}}}}, "/environmentVerifier/resources/requests"),
+    ],
+)
+def test_values_schema_rejects_bad_values(values: dict[str, Any], path: str) -> None:
+    from helm_python import HelmValuesError
+
+    with pytest.raises(HelmValuesError) as caught:
+        render_templates(values)
+    assert path in str(caught.value)
+
+
+def test_notes_explain_how_to_reach_the_api() -> None:
+    notes = render_templates({})["lecritique/templates/NOTES.txt"]
+    assert f"svc/{RELEASE}-lecritique-api" in notes and "lecritique api hash-token" in notes
+
+
+def test_the_api_pod_environment_is_what_the_api_reads() -> None:
+    """Every LECRITIQUE_API_* variable the chart sets is an ApiSettings field, and the files it names are mounted."""
+    from services.api.settings import PREFIX, ApiSettings
+
+    deployment = one(render_objects(), "Deployment", "-api")
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    env = {item["name"]: item.get("value", "from-the-downward-api") for item in container["env"]}
+    for name in env:
+        if name.startswith(PREFIX):
+            assert name.removeprefix(PREFIX).lower() in ApiSettings.model_fields, name
+    settings = ApiSettings.from_env(env)
+    assert settings.launcher == "kubernetes" and settings.redis_url == launcher_defaults()["redisUrl"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert str(settings.tokens_file) == f"{mounts['tokens']}/tokens.json"
+    assert volumes["tokens"]["secret"]["secretName"] == one(render_objects(), "Secret", "-api-tokens")["metadata"]["name"]
+    assert str(settings.launcher_defaults) == f"{mounts['launcher-defaults']}/launcher-defaults.json"
+    assert volumes["launcher-defaults"]["configMap"]["name"] == one(render_objects(), "ConfigMap", "-api-launcher-defaults")["metadata"]["name"]
+    assert next(i for i in container["env"] if i["name"] == "LECRITIQUE_API_NAMESPACE")["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
