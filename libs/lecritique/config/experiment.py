@@ -135,6 +135,13 @@ CriticSpec = Annotated[
 ]
 
 
+def default_critic_kind(value: Any) -> Any:
+    """A critic mapping without ``kind`` is the discriminative critic; other kinds must be named."""
+    if isinstance(value, dict) and "kind" not in value:
+        return {**value, "kind": "discriminative"}
+    return value
+
+
 class PolicyTrainerSpec(PolicyTrainerConfig):
     """Policy optimisation (loss, AdamW) and its process layout."""
 
@@ -180,10 +187,7 @@ class ExperimentSpec(SpecModel):
     @field_validator("critic", mode="before")
     @classmethod
     def _default_critic_kind(cls, value: Any) -> Any:
-        # The discriminative critic is the default kind; other kinds must be named.
-        if isinstance(value, dict) and "kind" not in value:
-            return {**value, "kind": "discriminative"}
-        return value
+        return default_critic_kind(value)
 
     @model_validator(mode="after")
     def _check(self) -> ExperimentSpec:

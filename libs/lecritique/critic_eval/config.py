@@ -9,7 +9,14 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
-from lecritique.config.experiment import CriticSpec, PolicyModelSpec, SamplingSpec, SpecError, _format
+from lecritique.config.experiment import (
+    CriticSpec,
+    PolicyModelSpec,
+    SamplingSpec,
+    SpecError,
+    _format,
+    default_critic_kind,
+)
 from lecritique.critics.config import SegmentsConfig
 from lecritique.engines import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig
@@ -28,9 +35,7 @@ class EvaluatedCritic(SpecModel):
     @field_validator("critic", mode="before")
     @classmethod
     def _default_kind(cls, value: Any) -> Any:
-        if isinstance(value, dict) and "kind" not in value:
-            return {**value, "kind": "discriminative"}
-        return value
+        return default_critic_kind(value)
 
 
 class CriticEvalSpec(SpecModel):
