@@ -20,6 +20,7 @@ from lecritique.config.experiment import (
 from lecritique.critics.config import SegmentsConfig
 from lecritique.engines import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig
+from lecritique.envs.base import Split
 
 
 class EvaluatedCritic(SpecModel):
@@ -37,6 +38,12 @@ class EvaluatedCritic(SpecModel):
     def _default_kind(cls, value: Any) -> Any:
         return default_critic_kind(value)
 
+    @model_validator(mode="after")
+    def _frozen_has_no_weights(self) -> EvaluatedCritic:
+        if self.critic.kind == "frozen_llm" and self.path is not None:
+            raise ValueError(f"critic {self.name!r}: a frozen_llm critic has no weights; remove 'path'")
+        return self
+
 
 class CriticEvalSpec(SpecModel):
     """Measure critics against Monte-Carlo values of a fixed policy (GenAC §6.3)."""
@@ -49,7 +56,7 @@ class CriticEvalSpec(SpecModel):
     """Inference backend of the policy's rollouts (its model path is the policy's)."""
     sampling: SamplingSpec = Field(default_factory=SamplingSpec)
     """Sampling of the policy (as in the experiment being analysed)."""
-    split: str = "eval"
+    split: Split = "eval"
     """Task split the states come from."""
     tasks: int = Field(default=16, ge=1)
     """Tasks sampled."""

@@ -173,7 +173,7 @@ def run_critic_eval(
     tokenizer = player.tokenizer
     rng = np.random.default_rng(spec.seed)
     specs = {c.name: c.critic for c in spec.critics}
-    tasks = player.environment.sample_tasks(spec.tasks, split=spec.split, seed=spec.seed)  # type: ignore[arg-type]
+    tasks = player.environment.sample_tasks(spec.tasks, split=spec.split, seed=spec.seed)
     with Progress(disable=not show_progress) as progress:
         phase = progress.add_task("critic-eval", total=4 + len(backends))
         base = player.start(tasks, spec.group_size)

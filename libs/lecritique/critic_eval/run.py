@@ -42,8 +42,6 @@ def evaluated_critic_spec(entry: EvaluatedCritic, spec: CriticEvalSpec):  # type
 def build_critic(entry: EvaluatedCritic, spec: CriticEvalSpec, policy_dir: Path, scratch: Path) -> CriticBackend:
     critic = evaluated_critic_spec(entry, spec)
     if not is_trained(critic.kind):
-        if entry.path is not None:
-            raise ValueError(f"critic {entry.name!r}: a frozen_llm critic has no weights; remove 'path'")
         return build_backend(critic, None, policy_dir=policy_dir)
     path = Path(entry.path) if entry.path is not None else None
     if path is None and critic.kind == "discriminative":
