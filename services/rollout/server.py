@@ -38,6 +38,11 @@ SERVED_VERSION = Gauge("lecritique_rollout_policy_version", "Policy version bein
 
 # Audit log of every prompt served (text), e.g. to prove that no privileged context reaches the policy.
 PROMPT_LOG_ENV = "LECRITIQUE_ROLLOUT_PROMPT_LOG"
+# An OpenAI-compatible chat route on this side port (0: any free port; Info reports it), e.g. to
+# serve a frozen LLM critic; its model name and an optional required API key.
+OPENAI_PORT_ENV = "LECRITIQUE_ROLLOUT_OPENAI_PORT"
+OPENAI_MODEL_ENV = "LECRITIQUE_ROLLOUT_OPENAI_MODEL"
+OPENAI_KEY_ENV = "LECRITIQUE_ROLLOUT_OPENAI_API_KEY"
 
 
 class RolloutServicer(rollout_pb2_grpc.RolloutServicer):
@@ -48,6 +53,7 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServicer):
         self.experiment = experiment
         self.lock = threading.Lock()
         self.prompt_log = prompt_log
+        self.openai_port: int | None = None
         SERVED_VERSION.labels(experiment).set(version)
 
     def Generate(self, request, context):
@@ -110,7 +116,9 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServicer):
         return rollout_pb2.LoadWeightsResponse(version=self.version, seconds=time.perf_counter() - start)
 
     def Info(self, request, context):
-        details = {**self.engine.info(), "max_sequence_tokens": max_sequence_tokens(self.engine)}
+        details = {
+            **self.engine.info(), "max_sequence_tokens": max_sequence_tokens(self.engine), "openai_port": self.openai_port,
+        }
         return common_pb2.ServiceInfo(
             service="rollout", experiment=self.experiment, weights_version=self.version,
             details_json=json.dumps(details, default=str),
@@ -137,6 +145,14 @@ def serve(runtime: ServiceRuntime) -> None:
     prompt_log = Path(os.environ[PROMPT_LOG_ENV]) if os.environ.get(PROMPT_LOG_ENV) else None
     servicer = RolloutServicer(engine, tokenizer, version, runtime.experiment_id, prompt_log)
     logger.info("rollout serving policy version %d from %s with %s", version, path, config.kind)
+    if os.environ.get(OPENAI_PORT_ENV):
+        from lecritique.critics.openai_server import create_app, serve_in_thread
+
+        app = create_app(
+            engine, tokenizer, model_name=os.environ.get(OPENAI_MODEL_ENV, "policy"), lock=servicer.lock,
+            api_key=os.environ.get(OPENAI_KEY_ENV) or None,
+        )
+        servicer.openai_port = serve_in_thread(app, runtime.host, int(os.environ[OPENAI_PORT_ENV])).port
     running = start_server(
         service="rollout",
         add_servicers=lambda server: rollout_pb2_grpc.add_RolloutServicer_to_server(servicer, server),

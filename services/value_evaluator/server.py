@@ -3,7 +3,8 @@
 Serves the newest published critic. A watcher thread loads each newly published version in the
 background and swaps it in between requests (a request keeps the model it started with), so no
 request is dropped or served by a half-loaded model, and every response names its version.
-Critic kinds plug in behind :class:`CriticBackend`.
+Critic kinds plug in behind :class:`lecritique.critics.backends.CriticBackend`; a kind without
+trained versions (the frozen LLM) is served as version 0 and never swapped.
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import grpc
 from prometheus_client import Counter, Gauge, Histogram
 
 from lecritique.config import load_spec
 from lecritique.config.runtime import ServiceRuntime
+from lecritique.critics.backends import ActorInfo, CriticBackend, CriticQuery, build_backend, is_trained
+from lecritique.critics.context import Peer
+from lecritique.critics.generative import GenerativeCritic
 from lecritique.rpc.codec import from_tensor, to_tensor, trajectory_from_proto
 from lecritique.rpc.server import run_until_signal, start_server
-from lecritique.trajectory import Trajectory
 from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
 from lecritique.weights import WeightStore
 
@@ -42,43 +45,30 @@ SERVED_VERSION = Gauge("lecritique_value_evaluator_version", "Critic version bei
 SWAPS = Counter("lecritique_value_evaluator_swaps_total", "Critic hot swaps", ["experiment"])
 
 
-class CriticBackend(Protocol):
-    """One critic kind: values for a batch of critic inputs."""
-
-    def values(self, inputs: list[value_pb2.CriticInput], request: value_pb2.EvaluateRequest) -> tuple[list[Any], dict[str, float]]:
-        """float32 [T] values per input, plus request statistics."""
-        ...
-
-
 @dataclass
 class _Served:
     version: int
     backend: CriticBackend
 
 
-class DiscriminativeCritic:
-    """The scalar-head critic: one forward pass over ``context + prompt + trajectory`` tokens."""
-
-    def __init__(self, path: Path, spec: Any) -> None:
-        from lecritique.training.critic_trainer import CriticTrainer
-
-        self.predictor = CriticTrainer.load(path, spec.critic)
-
-    def values(self, inputs: list[value_pb2.CriticInput], request: value_pb2.EvaluateRequest) -> tuple[list[Any], dict[str, float]]:
-        trajectories: list[Trajectory] = []
-        for item in inputs:
-            trajectory = trajectory_from_proto(item.trajectory)
-            context_ids = from_tensor(item.context_ids)
-            if context_ids is not None:
-                trajectory = replace(trajectory, critic_context_ids=context_ids)
-            trajectories.append(trajectory)
-        return self.predictor.predict(trajectories), {}
+def critic_queries(request: value_pb2.EvaluateRequest) -> list[CriticQuery]:
+    """The library's view of the request's inputs: trajectories with their contexts and peers."""
+    queries = []
+    for item in request.inputs:
+        trajectory = trajectory_from_proto(item.trajectory)
+        context_ids = from_tensor(item.context_ids)
+        if context_ids is not None:
+            trajectory = replace(trajectory, critic_context_ids=context_ids)
+        peers = tuple(Peer(p.trajectory_id, p.summary, p.reward) for p in item.peers)
+        queries.append(CriticQuery(trajectory, item.context_text, peers))
+    return queries
 
 
-def load_backend(kind: str, path: Path, spec: Any) -> CriticBackend:
-    if kind == "discriminative":
-        return DiscriminativeCritic(path, spec)
-    raise ValueError(f"unknown critic kind {kind!r}")
+def policy_directory(spec: Any, store: WeightStore) -> Path:
+    """The policy whose tokenizer text critics decode trajectories with (any version: tokenizers never change)."""
+    if spec.policy.path is not None:
+        return Path(spec.policy.path)
+    return store.wait_latest("policy")[1]
 
 
 class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
@@ -91,13 +81,25 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
         self.kind = spec.critic.kind
         self.experiment = experiment
         self.poll_seconds = poll_seconds
-        version, path = store.wait_latest("critic")
-        self._served = _Served(version, load_backend(self.kind, path, spec))
+        self.policy_dir = policy_directory(spec, store)
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        SERVED_VERSION.labels(experiment).set(version)
-        self._watcher = threading.Thread(target=self._watch, name="critic-watcher", daemon=True)
-        self._watcher.start()
+        if is_trained(self.kind):
+            version, path = store.wait_latest("critic")
+            self._served = _Served(version, self._load(path, version))
+            self._watcher: threading.Thread | None = threading.Thread(
+                target=self._watch, name="critic-watcher", daemon=True
+            )
+            self._watcher.start()
+        else:
+            self._served = _Served(0, self._load(None, 0))
+            self._watcher = None
+        SERVED_VERSION.labels(experiment).set(self._served.version)
+
+    def _load(self, path: Path | None, version: int) -> CriticBackend:
+        return build_backend(
+            self.spec.critic, path, policy_dir=self.policy_dir, version=version, experiment=self.experiment
+        )
 
     @property
     def served(self) -> _Served:
@@ -110,8 +112,14 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
             if latest is None or latest[0] <= self.served.version:
                 continue
             version, path = latest
+            current = self.served.backend
             try:
-                backend = load_backend(self.kind, path, self.spec)
+                if isinstance(current, GenerativeCritic):
+                    # The engine stays up (vLLM starts in tens of seconds); only its weights change.
+                    current.reload(version, path)
+                    backend: CriticBackend = current
+                else:
+                    backend = self._load(path, version)
             except Exception:
                 # A version pruned while loading, or a transient read error: the next poll retries.
                 logger.exception("could not load critic version %d; keeping version %d", version, self.served.version)
@@ -130,14 +138,17 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
         served = self.served  # this request is answered entirely by this version
         if self.input_log is not None:
             self._audit(request)
+        actor = ActorInfo(request.actor_description, request.actor_reward_average)
         try:
-            values, stats = served.backend.values(list(request.inputs), request)
+            result = served.backend.values(critic_queries(request), actor)
         except ValueError as error:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        EVALUATED.labels(self.experiment).inc(len(values))
+        EVALUATED.labels(self.experiment).inc(len(result.values))
         EVALUATE_SECONDS.labels(self.experiment).observe(time.perf_counter() - start)
+        # An engine swapped in place reports the version that actually generated.
+        version = served.version if result.version is None else result.version
         return value_pb2.EvaluateResponse(
-            values=[to_tensor(v) for v in values], value_version=served.version, stats=stats
+            values=[to_tensor(v) for v in result.values], value_version=version, stats=result.stats
         )
 
     def _audit(self, request: value_pb2.EvaluateRequest) -> None:
@@ -151,6 +162,9 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
                     "reward": item.trajectory.reward,
                     "context_text": item.context_text,
                     "context_ids": [] if context_ids is None else context_ids.tolist(),
+                    "peers": [{"trajectory_id": p.trajectory_id, "reward": p.reward} for p in item.peers],
+                    "actor_description": request.actor_description,
+                    "actor_reward_average": request.actor_reward_average,
                 }
                 handle.write(json.dumps(record) + "\n")
 

@@ -5,6 +5,11 @@ buffer (FIFO, reuse <= N, age <= A, enforced atomically in Redis so several repl
 one stream), takes one optimiser step per batch, and publishes each new version to the weight
 store for the value evaluator to hot-swap. Targets are Monte-Carlo returns, or GAE lambda-returns
 when the experiment sets ``lambda_target < 1``.
+
+Critic kinds: ``discriminative`` regresses its scalar head (:class:`CriticTrainer`);
+``generative`` is trained by REINFORCE on GenAC's reward 1 - (r - v)^2
+(:class:`GenerativeCriticTrainer`); ``frozen_llm`` has nothing to train, so the service idles
+(it answers Status with zero updates) and consumes no replay.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import json
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -63,23 +69,26 @@ def value_targets(trajectories: list[Trajectory], lambda_target: float) -> list[
 
 class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
     def __init__(self, spec: Any, runtime: ServiceRuntime) -> None:
-        from lecritique.training.critic_trainer import CriticTrainer
-
         self.spec = spec
         self.critic = spec.critic
         self.experiment = runtime.experiment_id
         redis = connect_redis(runtime.redis_url)
         self.store = WeightStore(runtime.weights_dir, redis=redis, experiment=self.experiment)
-        latest = self.store.latest("critic")
-        if latest is None:
-            policy_version, policy_path = self.store.wait_latest("policy")
-            self.trainer = CriticTrainer.from_policy(policy_path, self.critic)
-            version = self.store.publish("critic", self.trainer.save)
-            logger.info("initialised critic from policy version %d, published as critic version %d", policy_version, version)
+        self.trainer: Any = None
+        version = 0
+        if self.critic.kind == "frozen_llm":
+            logger.info("the frozen LLM critic is never trained: value trainer idle")
         else:
-            version, path = latest
-            self.trainer = CriticTrainer.load(path, self.critic)
-            logger.info("resuming from critic version %d", version)
+            latest = self.store.latest("critic")
+            if latest is None:
+                policy_version, policy_path = self.store.wait_latest("policy")
+                self.trainer = self._fresh_trainer(policy_path)
+                version = self.store.publish("critic", self.trainer.save)
+                logger.info("initialised critic from policy version %d, published as critic version %d", policy_version, version)
+            else:
+                version, path = latest
+                self.trainer = self._resumed_trainer(path)
+                logger.info("resuming from critic version %d", version)
         self.version = version
         self.replay = ReplayBuffer(
             redis,
@@ -89,7 +98,8 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
             max_age_versions=self.critic.replay.max_age_versions,
             decode=Trajectory.from_bytes,
         )
-        self.batch_size = self.critic.batch_size or spec.batch_size
+        # A frozen LLM critic has no training batches; its Status still reports the replay depth.
+        self.batch_size = getattr(self.critic, "batch_size", None) or spec.batch_size
         self.lambda_target = getattr(spec.estimator, "lambda_target", 1.0)
         self.updates = 0
         self.last: dict[str, float] = {}
@@ -98,12 +108,35 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         self._thread = threading.Thread(target=self._train_loop, name="critic-training", daemon=True)
         PUBLISHED.labels(self.experiment).set(version)
 
+    def _policy_dir(self) -> Path:
+        return Path(self.spec.policy.path) if self.spec.policy.path else self.store.wait_latest("policy")[1]
+
+    def _fresh_trainer(self, policy_path: Path) -> Any:
+        if self.critic.kind == "generative":
+            from lecritique.critics.generative_trainer import GenerativeCriticTrainer
+
+            return GenerativeCriticTrainer.from_policy(policy_path, self.critic, seed=self.spec.seed)
+        from lecritique.training.critic_trainer import CriticTrainer
+
+        return CriticTrainer.from_policy(policy_path, self.critic)
+
+    def _resumed_trainer(self, path: Path) -> Any:
+        if self.critic.kind == "generative":
+            from lecritique.critics.generative_trainer import GenerativeCriticTrainer
+
+            return GenerativeCriticTrainer.load(path, self.critic, policy_dir=self._policy_dir(), seed=self.spec.seed)
+        from lecritique.training.critic_trainer import CriticTrainer
+
+        return CriticTrainer.load(path, self.critic)
+
     def start(self) -> None:
-        self._thread.start()
+        if self.trainer is not None:
+            self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=30)
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
 
     def _policy_version(self) -> int | None:
         latest = self.store.latest("policy")
@@ -166,7 +199,13 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
     def Info(self, request, context):
         return common_pb2.ServiceInfo(
             service="value-trainer", experiment=self.experiment, weights_version=self.version,
-            details_json=json.dumps({"batch_size": self.batch_size, "loss": self.critic.loss}),
+            details_json=json.dumps(
+                {
+                    "batch_size": self.batch_size,
+                    "critic_kind": self.critic.kind,
+                    "loss": getattr(self.critic, "loss", "reinforce" if self.trainer is not None else None),
+                }
+            ),
         )
 
 

@@ -10,6 +10,7 @@ import typer
 
 from lecritique import __version__
 from lecritique.cli.api import api_app
+from lecritique.cli.critic_eval import critic_eval
 from lecritique.cli.models import app as models_app
 from lecritique.cli.orchestrate import orchestrate
 from lecritique.cli.report import report
@@ -35,6 +36,7 @@ app.command(name="orchestrate")(orchestrate)
 app.command(name="run")(run)
 app.command(name="report")(report)
 app.add_typer(api_app, name="api")
+app.command(name="critic-eval")(critic_eval)
 
 
 @app.command()

@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from lecritique.config.base import SpecModel
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
 from lecritique.config.placement import PlacementSpec
+from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig
 from lecritique.critics.context import CriticContextKind
 from lecritique.engines import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig
@@ -78,34 +79,67 @@ class ReplaySpec(SpecModel):
     """Never train the critic on trajectories older than this many policy versions (None: no bound)."""
 
 
-class DiscriminativeCriticSpec(CriticTrainerConfig):
-    """The scalar-head critic (backbone copied from the policy, head random; Appendix B.3)."""
+class _CriticServingSpec(SpecModel):
+    """What every critic kind shares: its context, its serving replicas, the replay it is fed."""
 
-    kind: Literal["discriminative"] = "discriminative"
-    """Critic kind served by the value evaluator."""
     context: CriticContextKind = "none"
     """Privileged context: none (VF), reference (answer / solved grid), loo_group (other responses + rewards)."""
     privileged_key: str | None = None
     """Which privileged field ``reference`` uses (None: the environment's first)."""
-    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
-    """AdamW settings of the critic (Table 2: lr 1e-5, weight decay 0.01)."""
+    max_context_chars: int = Field(default=512, ge=1)
+    """Truncate the rendered privileged context to this many characters."""
+    evaluator_replicas: int = Field(default=1, ge=1)
+    """Value-evaluator service replicas."""
+    replay: ReplaySpec = Field(default_factory=ReplaySpec)
+    """Replay buffer bounds."""
+
+
+class _TrainedCriticSpec(_CriticServingSpec):
+    """A critic with weights: trained from the replay stream, published as versions."""
+
     warmup_updates: int = Field(default=20, ge=0)
     """Critic updates before the first policy update (Appendix B.3: 20)."""
     batch_size: int | None = Field(default=None, ge=1)
     """Trajectories per critic update (None: the policy batch size, as in Table 2)."""
-    replay: ReplaySpec = Field(default_factory=ReplaySpec)
-    """Replay buffer bounds."""
     publish_every: int = Field(default=1, ge=1)
     """Publish critic weights every this many updates (large models: publishing costs a checkpoint)."""
     keep_versions: int = Field(default=8, ge=2)
     """Critic versions kept in the weight store (older ones are pruned)."""
-    evaluator_replicas: int = Field(default=1, ge=1)
-    """Value-evaluator service replicas."""
-    max_context_chars: int = Field(default=512, ge=1)
-    """Truncate the rendered privileged context to this many characters."""
 
 
-CriticSpec = Annotated[DiscriminativeCriticSpec, Field(discriminator="kind")]
+class DiscriminativeCriticSpec(CriticTrainerConfig, _TrainedCriticSpec):
+    """The scalar-head critic (backbone copied from the policy, head random; Appendix B.3)."""
+
+    kind: Literal["discriminative"] = "discriminative"
+    """Critic kind served by the value evaluator."""
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
+    """AdamW settings of the critic (Table 2: lr 1e-5, weight decay 0.01)."""
+
+
+class GenerativeCriticSpec(GenerativeCriticConfig, _TrainedCriticSpec):
+    """GenAC's generative critic: reasons, states a score 0-10, trained by REINFORCE (GenAC §5)."""
+
+    kind: Literal["generative"] = "generative"
+    """Critic kind served by the value evaluator."""
+
+
+class FrozenLLMCriticSpec(FrozenLLMConfig, _CriticServingSpec):
+    """LVRL's frozen LLM critic with group context; never trained, served as version 0."""
+
+    kind: Literal["frozen_llm"] = "frozen_llm"
+    """Critic kind served by the value evaluator."""
+
+
+CriticSpec = Annotated[
+    DiscriminativeCriticSpec | GenerativeCriticSpec | FrozenLLMCriticSpec, Field(discriminator="kind")
+]
+
+
+def default_critic_kind(value: Any) -> Any:
+    """A critic mapping without ``kind`` is the discriminative critic; other kinds must be named."""
+    if isinstance(value, dict) and "kind" not in value:
+        return {**value, "kind": "discriminative"}
+    return value
 
 
 class PolicyTrainerSpec(PolicyTrainerConfig):
@@ -153,10 +187,7 @@ class ExperimentSpec(SpecModel):
     @field_validator("critic", mode="before")
     @classmethod
     def _default_critic_kind(cls, value: Any) -> Any:
-        # The discriminative critic is the default kind; other kinds must be named.
-        if isinstance(value, dict) and "kind" not in value:
-            return {**value, "kind": "discriminative"}
-        return value
+        return default_critic_kind(value)
 
     @model_validator(mode="after")
     def _check(self) -> ExperimentSpec:
@@ -170,7 +201,10 @@ class ExperimentSpec(SpecModel):
         )
         if needs_groups and self.rollout.group_size < 2:
             raise ValueError("rollout.group_size must be >= 2 for leave-one-out baselines and contexts")
-        if self.critic is not None:
+        distillation = self.policy_trainer.distillation
+        if distillation is not None and distillation.gate == "value_decrease" and self.critic is None:
+            raise ValueError("policy_trainer.distillation.gate 'value_decrease' needs a critic: add a 'critic' section")
+        if self.critic is not None and self.critic.kind != "frozen_llm":  # a frozen critic never trains
             critic_batch = self.critic.batch_size or self.batch_size
             if critic_batch > self.critic.replay.capacity:
                 # The value trainer could never fill a batch: warmup would wait forever.

@@ -31,6 +31,18 @@ class GroupMember:
     reward: float
     privileged: Mapping[str, str]
     """The task's privileged context, keyed by kind."""
+    outcome: str = ""
+    """The environment's last diagnostic ("solved", "illegal move ..."), for peer summaries."""
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Another member of a trajectory's group, summarised for group-context critics (LVRL)."""
+
+    trajectory_id: str
+    summary: str
+    """Short text: what the peer did and how it ended."""
+    reward: float
 
 
 def _reference_text(privileged: Mapping[str, str], key: str | None) -> str:
@@ -71,3 +83,22 @@ def build_group_contexts(
             contexts.append("".join(peers)[:max_context_chars])
         return contexts
     raise ValueError(f"unknown critic context kind {kind!r}; known: {', '.join(CRITIC_CONTEXT_KINDS)}")
+
+
+def peer_summary(member: GroupMember, max_chars: int = 160) -> str:
+    """One line: the member's actions (middle elided when long) and the environment's verdict."""
+    actions = " ".join(member.response_text.split())
+    outcome = f" => {member.outcome}" if member.outcome else ""
+    room = max(0, max_chars - len(outcome))
+    if len(actions) > room:
+        actions = actions[: max(0, room - 3)] + "..."
+    return (actions + outcome)[:max_chars]
+
+
+def build_group_peers(members: Sequence[GroupMember], max_summary_chars: int = 160) -> list[list[Peer]]:
+    """For every member, its siblings' summaries and rewards (never its own: admissibility, eq. 5)."""
+    summaries = [peer_summary(m, max_summary_chars) for m in members]
+    return [
+        [Peer(p.trajectory_id, summaries[j], p.reward) for j, p in enumerate(members) if j != i]
+        for i in range(len(members))
+    ]

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from lecritique.critics.context import Peer
 from lecritique.envs.base import EpisodeState, Task
 from lecritique.rpc.client import ReplicaPool
 from lecritique.rpc.codec import (
@@ -144,13 +145,25 @@ class ValueEvaluatorClient:
         self.deadline = deadline
 
     def evaluate(
-        self, trajectories: Sequence[Trajectory], context_texts: Sequence[str], prompt_texts: Sequence[str]
+        self,
+        trajectories: Sequence[Trajectory],
+        context_texts: Sequence[str],
+        prompt_texts: Sequence[str],
+        *,
+        peers: Sequence[Sequence[Peer]] | None = None,
+        actor_description: str = "",
+        actor_reward_average: float = 0.0,
     ) -> tuple[list[np.ndarray], int, dict[str, float]]:
-        request = value_pb2.EvaluateRequest()
-        for trajectory, context, prompt in zip(trajectories, context_texts, prompt_texts, strict=True):
+        """Values of every trajectory; ``peers`` (group context) and the actor fields feed text critics."""
+        request = value_pb2.EvaluateRequest(
+            actor_description=actor_description, actor_reward_average=actor_reward_average
+        )
+        for index, (trajectory, context, prompt) in enumerate(zip(trajectories, context_texts, prompt_texts, strict=True)):
             item = request.inputs.add(context_text=context, prompt_text=prompt)
             trajectory_to_proto(trajectory, item.trajectory)
             fill_tensor(item.context_ids, trajectory.critic_context_ids)
+            for peer in peers[index] if peers is not None else ():
+                item.peers.add(trajectory_id=peer.trajectory_id, summary=peer.summary, reward=peer.reward)
         response = self.pool.call("Evaluate", request, timeout=self.deadline)
         values = [require_tensor(v, "values") for v in response.values]
         return values, int(response.value_version), {str(k): float(v) for k, v in response.stats.items()}

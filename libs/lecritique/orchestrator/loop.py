@@ -34,7 +34,9 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from lecritique.advantages import AdvantageBatch, AdvantageEstimator, explained_variance
 from lecritique.config.experiment import ExperimentSpec
-from lecritique.critics.context import GroupMember, build_group_contexts
+from lecritique.critics.context import GroupMember, Peer, build_group_contexts, build_group_peers
+from lecritique.critics.icc import ACTOR_KEY, REWARD_AVERAGE_KEY, RewardAverage
+from lecritique.critics.prompts import describe_actor
 from lecritique.orchestrator.clients import ServiceClients
 from lecritique.orchestrator.episodes import EpisodeBatch, EpisodeRunner
 from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
@@ -74,6 +76,8 @@ class _GeneratedBatch:
     value_version: int
     rollout_seconds: float
     evaluate_seconds: float
+    critic_stats: dict[str, float]
+    """The value evaluator's statistics of this batch (states scored, parse failures, LLM tokens and cost)."""
 
 
 class Orchestrator:
@@ -101,6 +105,13 @@ class Orchestrator:
         self.uses_critic = spec.critic is not None
         self.gates_on_critic = self.estimator.uses_critic
         self.context_kind = spec.critic.context if spec.critic is not None else "none"
+        # In-Context Conditioning of text critics (GenAC §5.1): who the actor is, how it has been doing.
+        critic = spec.critic
+        self.actor_description = getattr(critic, "actor_description", None) or describe_actor(spec.policy.path)
+        self.reward_average = RewardAverage(
+            getattr(critic, "reward_average_decay", 0.9), getattr(critic, "initial_reward_average", 0.5)
+        )
+        self.peer_chars = getattr(critic, "max_peer_chars", 160)
         self._stop = threading.Event()
         self._queue: queue.Queue[_GeneratedBatch | BaseException] = queue.Queue(maxsize=max(1, spec.orchestrator.prefetch_batches))
         self._producer: threading.Thread | None = None
@@ -123,8 +134,12 @@ class Orchestrator:
         rollout_seconds = time.perf_counter() - start
         # Evaluating right after generation keeps the critic off the policy step's critical path
         # when batches are prefetched: the next batch is evaluated while this one trains.
-        evaluated, value_version, evaluate_seconds = self._evaluate(episodes)
-        return _GeneratedBatch(cursor, episodes, evaluated, value_version, rollout_seconds, evaluate_seconds)
+        evaluated, value_version, evaluate_seconds, critic_stats = self._evaluate(episodes)
+        # Folded in after evaluation: no critic input ever contains its own batch's rewards.
+        self.reward_average.update(float(np.mean([t.reward for t in episodes.trajectories])))
+        return _GeneratedBatch(
+            cursor, episodes, evaluated, value_version, rollout_seconds, evaluate_seconds, critic_stats
+        )
 
     def _produce(self, first_cursor: int) -> None:
         cursor = first_cursor
@@ -158,14 +173,15 @@ class Orchestrator:
         return item
 
     # ---- critic --------------------------------------------------------------------------
-    def _critic_contexts(self, episodes: EpisodeBatch) -> list[str]:
+    def _critic_contexts(self, episodes: EpisodeBatch) -> tuple[list[str], list[list[Peer]]]:
+        """Critic context text and group peers (the other members, summarised) of every trajectory."""
         if self.spec.critic is None:
-            return ["" for _ in episodes.trajectories]
-        contexts: list[str] = []
+            return ["" for _ in episodes.trajectories], [[] for _ in episodes.trajectories]
         by_group: dict[int, list[int]] = {}
         for index, trajectory in enumerate(episodes.trajectories):
             by_group.setdefault(trajectory.group_id, []).append(index)
         slots: dict[int, str] = {}
+        peer_slots: dict[int, list[Peer]] = {}
         for indices in by_group.values():
             members = [
                 GroupMember(
@@ -173,6 +189,7 @@ class Orchestrator:
                     response_text=" ".join(episodes.action_texts[i]),
                     reward=episodes.trajectories[i].reward,
                     privileged=episodes.tasks[i].privileged,
+                    outcome=str(episodes.trajectories[i].metadata.get("diagnostic", "")),
                 )
                 for i in indices
             ]
@@ -183,27 +200,37 @@ class Orchestrator:
                 max_context_chars=self.spec.critic.max_context_chars,
             )
             slots.update(zip(indices, texts, strict=True))
-        contexts = [slots[i] for i in range(len(episodes.trajectories))]
-        return contexts
+            peer_slots.update(zip(indices, build_group_peers(members, self.peer_chars), strict=True))
+        count = len(episodes.trajectories)
+        return [slots[i] for i in range(count)], [peer_slots[i] for i in range(count)]
 
-    def _evaluate(self, episodes: EpisodeBatch) -> tuple[list[Trajectory], int, float]:
-        """Attach critic contexts and values; returns the trajectories, value version, seconds."""
+    def _evaluate(self, episodes: EpisodeBatch) -> tuple[list[Trajectory], int, float, dict[str, float]]:
+        """Attach critic contexts and values; returns the trajectories, value version, seconds, critic statistics."""
         trajectories = episodes.trajectories
         if self.clients.value_evaluator is None:
-            return trajectories, -1, 0.0
-        contexts = self._critic_contexts(episodes)
+            return trajectories, -1, 0.0, {}
+        contexts, peers = self._critic_contexts(episodes)
         tokenizer = self.runner.tokenizer
+        reward_average = self.reward_average.value
+        shown = {"critic_context": self.context_kind, ACTOR_KEY: self.actor_description, REWARD_AVERAGE_KEY: reward_average}
         evaluated = []
         for trajectory, context in zip(trajectories, contexts, strict=True):
             context_ids = np.asarray(tokenizer.encode(context, add_special_tokens=False), dtype=np.int32) if context else None
-            evaluated.append(replace(trajectory, critic_context_ids=context_ids, metadata={**trajectory.metadata, "critic_context": self.context_kind}))
+            evaluated.append(replace(trajectory, critic_context_ids=context_ids, metadata={**trajectory.metadata, **shown}))
         start = time.perf_counter()
-        values, value_version, _ = self.clients.value_evaluator.evaluate(evaluated, contexts, episodes.prompt_texts)
+        values, value_version, stats = self.clients.value_evaluator.evaluate(
+            evaluated,
+            contexts,
+            episodes.prompt_texts,
+            peers=peers,
+            actor_description=self.actor_description,
+            actor_reward_average=reward_average,
+        )
         seconds = time.perf_counter() - start
         evaluated = [
             replace(t, values=v, value_version=value_version) for t, v in zip(evaluated, values, strict=True)
         ]
-        return evaluated, value_version, seconds
+        return evaluated, value_version, seconds, {**stats, "reward_average": reward_average}
 
     @staticmethod
     def _advantage_batch(trajectories: list[Trajectory]) -> AdvantageBatch:
@@ -282,7 +309,10 @@ class Orchestrator:
 
     def _warmup(self, state: OrchestratorState) -> OrchestratorState:
         critic = self.spec.critic
-        if state.warmup_done or critic is None or not self.gates_on_critic or critic.warmup_updates == 0:
+        # A frozen LLM critic is never trained: there is nothing to wait for.
+        if state.warmup_done or critic is None or not self.gates_on_critic or critic.kind == "frozen_llm":
+            return replace(state, warmup_done=True)
+        if critic.warmup_updates == 0:
             return replace(state, warmup_done=True)
         assert self.clients.value_trainer is not None
         logger.info("critic warmup: waiting for %d value updates", critic.warmup_updates)
@@ -374,6 +404,7 @@ class Orchestrator:
             "rollout_seconds": batch.rollout_seconds,
             "evaluate_seconds": batch.evaluate_seconds,
             "batch_wait_seconds": wait_seconds,
+            **{f"critic_{key}": value for key, value in batch.critic_stats.items()},
         }
         if "tether_rho" in rho_used:
             metrics["tether_rho"] = rho_used["tether_rho"]

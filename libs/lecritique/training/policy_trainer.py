@@ -30,6 +30,7 @@ from lecritique.training.collate import (
     token_logprobs,
     validate_policy_trajectories,
 )
+from lecritique.training.distillation import DistillationConfig, Distiller, collate_gates, lvopd_gates
 from lecritique.training.distributed import all_reduce_sum, shard_indices
 from lecritique.training.engine import DTYPES, DType, HFTrainer, OptimizerConfig
 from lecritique.training.policy_loss import DPPOLossConfig, LossStatistics, PolicyLossConfig, policy_loss
@@ -55,6 +56,8 @@ class PolicyTrainerConfig(BaseModel):
     """Parameter dtype of the trained model."""
     device: str | None = None
     """Device to train on; None picks this rank's GPU if there is one, else the CPU."""
+    distillation: DistillationConfig | None = None
+    """LVOPD: value-gated on-policy distillation from a teacher as an extra loss term (None: off)."""
 
 
 class PolicyTrainer(HFTrainer):
@@ -69,6 +72,8 @@ class PolicyTrainer(HFTrainer):
             raise ValueError(f"policy model directory {self.model_dir} has no config.json")
         model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=DTYPES[self.config.dtype])
         self._start(model, self.config.optimizer, self.config.device, tokenizer_source=self.model_dir)
+        distillation = self.config.distillation
+        self.distiller = Distiller(distillation, self.engine.device, self.vocab_size) if distillation else None
         logger.info(
             "policy trainer: %s on %s, rank %d of %d, loss %s",
             self.model_dir,
@@ -78,11 +83,19 @@ class PolicyTrainer(HFTrainer):
             self.config.loss.kind,
         )
 
-    def _micro_batches(self, trajectories: Sequence[Trajectory]) -> list[PolicyBatch]:
+    def _micro_batches(self, trajectories: Sequence[Trajectory]) -> list[tuple[PolicyBatch, torch.Tensor | None]]:
+        """This rank's micro-batches, each with its distillation gate ([B, L - 1]; None without LVOPD)."""
         lengths = [t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in trajectories]
         shard = shard_indices(lengths, self.context.world_size)[self.context.rank]
         groups = split_by_token_budget([lengths[i] for i in shard], self.config.micro_batch_tokens)
-        return [collate_policy([trajectories[shard[i]] for i in group]) for group in groups]
+        # Gates need whole groups (the LVRL anchor is the group's success rate): computed before sharding.
+        gates = lvopd_gates(trajectories, self.distiller.config) if self.distiller is not None else None
+        batches = []
+        for group in groups:
+            members = [trajectories[shard[i]] for i in group]
+            gate = None if gates is None else collate_gates(members, [gates[shard[i]] for i in group])
+            batches.append((collate_policy(members), gate))
+        return batches
 
     def logprobs(self, module: nn.Module, batch: PolicyBatch) -> torch.Tensor:
         """Next-token log-probabilities [B, L - 1] of ``batch.target_ids`` under ``module``."""
@@ -98,14 +111,17 @@ class PolicyTrainer(HFTrainer):
         validate_policy_trajectories(trajectories, self.vocab_size)
         global_policy_tokens = sum(t.num_policy_tokens for t in trajectories)
         global_tokens = sum(t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in trajectories)
-        micro_batches = [batch.to(self.engine.device) for batch in self._micro_batches(trajectories)]
+        micro_batches = [(batch.to(self.engine.device), gate) for batch, gate in self._micro_batches(trajectories)]
         device = self.engine.device
         totals = LossStatistics.zeros(device)
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        distill_sums = torch.zeros(2, dtype=torch.float64, device=device)
 
-        def compute_loss(module: nn.Module, batch: PolicyBatch) -> torch.Tensor:
-            nonlocal totals, loss_sum
-            logprobs = self.logprobs(module, batch)
+        def compute_loss(module: nn.Module, micro: tuple[PolicyBatch, torch.Tensor | None]) -> torch.Tensor:
+            nonlocal totals, loss_sum, distill_sums
+            batch, gate = micro
+            logits = module(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+            logprobs = token_logprobs(logits, batch.target_ids, self.config.temperature)
             loss, statistics = policy_loss(
                 logprobs,
                 batch.old_logprobs,
@@ -115,18 +131,28 @@ class PolicyTrainer(HFTrainer):
                 num_tokens=global_policy_tokens,
             )
             totals = totals + statistics
+            if self.distiller is not None and gate is not None:
+                distill, sums = self.distiller.loss(
+                    logits, batch.input_ids, batch.attention_mask, gate, global_policy_tokens
+                )
+                distill_sums = distill_sums + sums
+                loss = self.distiller.config.pg_coef * loss + distill
             loss_sum = loss_sum + loss.detach().to(torch.float64)
             return loss
 
         grad_norm = self.engine.step(micro_batches, compute_loss)
-        summed = all_reduce_sum(torch.cat([loss_sum.reshape(1), totals.as_tensor()])).cpu()
+        summed = all_reduce_sum(torch.cat([loss_sum.reshape(1), distill_sums, totals.as_tensor()])).cpu()
         metrics: dict[str, Any] = {
             "loss": float(summed[0]),
-            **LossStatistics.from_tensor(summed[1:]).as_metrics(),
+            **LossStatistics.from_tensor(summed[3:]).as_metrics(),
             "grad_norm": grad_norm,
             "tokens": float(global_tokens),
             "step": float(self.engine.steps),
             "lr": float(self.engine.optimizer.param_groups[0]["lr"]),
             "step_seconds": time.perf_counter() - started,
         }
+        if self.distiller is not None:
+            gated = float(summed[1])
+            metrics["distill_gated_fraction"] = gated / max(global_policy_tokens, 1)
+            metrics["distill_kl"] = float(summed[2]) / gated if gated else 0.0
         return metrics

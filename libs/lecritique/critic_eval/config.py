@@ -1,0 +1,108 @@
+"""The ``critic-eval`` spec: a fixed policy, a task, and the critics to compare on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from lecritique.config.base import SpecModel
+from lecritique.config.experiment import (
+    CriticSpec,
+    PolicyModelSpec,
+    SamplingSpec,
+    SpecError,
+    _format,
+    default_critic_kind,
+)
+from lecritique.critics.config import SegmentsConfig
+from lecritique.engines import EngineConfig, HFEngineConfig
+from lecritique.envs import EnvironmentConfig
+from lecritique.envs.base import Split
+
+
+class EvaluatedCritic(SpecModel):
+    """One critic to measure."""
+
+    name: str
+    """Label in the table and the plot (e.g. ``vf``, ``pvf``, ``genac``, ``lvrl``)."""
+    critic: CriticSpec
+    """The critic, exactly as in an experiment spec (``kind`` selects it; default discriminative)."""
+    path: str | None = None
+    """Trained weights (a published critic version); None: the untrained critic initialised from the policy."""
+
+    @field_validator("critic", mode="before")
+    @classmethod
+    def _default_kind(cls, value: Any) -> Any:
+        return default_critic_kind(value)
+
+    @model_validator(mode="after")
+    def _frozen_has_no_weights(self) -> EvaluatedCritic:
+        if self.critic.kind == "frozen_llm" and self.path is not None:
+            raise ValueError(f"critic {self.name!r}: a frozen_llm critic has no weights; remove 'path'")
+        return self
+
+
+class CriticEvalSpec(SpecModel):
+    """Measure critics against Monte-Carlo values of a fixed policy (GenAC §6.3)."""
+
+    policy: PolicyModelSpec
+    """The fixed policy checkpoint whose values are estimated."""
+    environment: EnvironmentConfig
+    """Task suite the states come from."""
+    engine: EngineConfig = Field(default_factory=lambda: HFEngineConfig(kind="hf"))
+    """Inference backend of the policy's rollouts (its model path is the policy's)."""
+    sampling: SamplingSpec = Field(default_factory=SamplingSpec)
+    """Sampling of the policy (as in the experiment being analysed)."""
+    split: Split = "eval"
+    """Task split the states come from."""
+    tasks: int = Field(default=16, ge=1)
+    """Tasks sampled."""
+    group_size: int = Field(default=4, ge=1)
+    """Episodes per task (the group peers of group-context critics)."""
+    states: int = Field(default=64, ge=1)
+    """States sampled (segment starts of those episodes) for value MSE and explained variance."""
+    continuations: int = Field(default=32, ge=1)
+    """M: Monte-Carlo continuations per state (true-value estimate)."""
+    ranking_k: list[int] = Field(default_factory=lambda: [2, 4, 8])
+    """Candidate next segments per ranking state (top-1 accuracy for each k)."""
+    ranking_states: int = Field(default=16, ge=0)
+    """States used for the ranking probe (each costs max(k) x M continuations)."""
+    ranking_oversample: int = Field(default=4, ge=1)
+    """Draws per needed candidate: continuations that end the episode are not candidates."""
+    segments: SegmentsConfig = Field(default_factory=lambda: SegmentsConfig(rule="sentence", max_segments=64))
+    """Where states are cut, for every critic alike (overrides the text critics' own rule)."""
+    critics: list[EvaluatedCritic] = Field(min_length=1)
+    """The critics to compare."""
+    seed: int = 0
+    """Seed of task sampling, rollouts and state selection."""
+
+    @field_validator("ranking_k")
+    @classmethod
+    def _k_at_least_two(cls, values: list[int]) -> list[int]:
+        if any(k < 2 for k in values):
+            raise ValueError(f"every ranking k must be >= 2, got {values}")
+        return sorted(set(values))
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> CriticEvalSpec:
+        names = [c.name for c in self.critics]
+        if len(set(names)) != len(names):
+            raise ValueError(f"critic names must be unique, got {names}")
+        return self
+
+
+def load_critic_eval_spec(path: str | Path) -> CriticEvalSpec:
+    """Read and validate a YAML critic-eval spec; :class:`SpecError` names every bad field."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise SpecError(f"cannot read critic-eval spec {path}: {error}") from None
+    try:
+        return CriticEvalSpec.model_validate(data)
+    except ValidationError as error:
+        # The experiment spec's error layout: one line per offending field, named by its path.
+        raise SpecError(_format(error).replace("experiment spec", "critic-eval spec")) from None

@@ -1,0 +1,273 @@
+"""Measure critics against Monte-Carlo values of a fixed policy (GenAC §6.1 and §6.3.2).
+
+1. Play ``group_size`` episodes on each of ``tasks`` tasks with the fixed policy.
+2. States are prefixes cut at segment starts (one rule for every critic). Sample ``states`` of
+   them; estimate each one's true value V(h_t) as the mean reward of M continuations.
+3. Ranking probe: for ``ranking_states`` states (not in the last segment of their episode),
+   sample continuations; each one cut at its next segment start is a candidate next segment,
+   and the state after it gets its own Monte-Carlo value. Candidates that end the episode
+   instead are skipped (a critic scores states, not outcomes); up to ``ranking_oversample`` x
+   max(k) draws are made, and a probe without max(k) candidates is dropped (and counted).
+   Top-1 accuracy at k uses the first k candidates of every probe.
+4. Every critic scores every state through the same backend the value evaluator serves, with
+   the same contexts (privileged context, group peers, In-Context Conditioning).
+
+Metrics per critic: value MSE and explained variance against the Monte-Carlo values, top-1
+ranking accuracy per k. ``mc_noise_mse`` (the mean estimated variance of the Monte-Carlo
+estimates, p(1-p)/(M-1)) is the MSE a perfect critic would still show against them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from rich.progress import Progress
+
+from lecritique.advantages import explained_variance, top1_ranking_accuracy, value_mse
+from lecritique.critic_eval.config import CriticEvalSpec
+from lecritique.critic_eval.episodes import EpisodeRecord, Player
+from lecritique.critics.backends import ActorInfo, CriticBackend, CriticQuery
+from lecritique.critics.context import GroupMember, Peer, build_group_contexts, build_group_peers
+from lecritique.critics.segments import segment_starts
+from lecritique.critics.states import decode, token_texts
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StatePoint:
+    """A state: the moment before token ``token_index`` of an episode."""
+
+    record: EpisodeRecord
+    base: int
+    """Index of the base episode it descends from (its group context and critic context)."""
+    token_index: int
+
+
+@dataclass
+class EvaluatedState:
+    episode: int
+    token_index: int
+    prefix_text: str
+    mc_value: float
+    mc_rewards: list[float]
+    critic_values: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Candidate:
+    segment_text: str
+    """The candidate next segment (continuing from the probe state)."""
+    mc_value: float
+    critic_values: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class RankingProbe:
+    episode: int
+    token_index: int
+    prefix_text: str
+    candidates: list[Candidate]
+
+
+@dataclass
+class CriticEvalResult:
+    metrics: dict[str, dict[str, float]]
+    """Per critic: value_mse, explained_variance, top1_k{k}, plus the backend's summed statistics."""
+    states: list[EvaluatedState]
+    probes: list[RankingProbe]
+    mc_noise_mse: float
+    base_success_rate: float
+
+
+def _states_of(record: EpisodeRecord, tokenizer: Any, spec: CriticEvalSpec, capped: bool = True) -> np.ndarray:
+    texts = token_texts(tokenizer, record.token_ids)
+    limit = spec.segments.max_segments if capped else None
+    return segment_starts(texts, record.policy_mask, record.step_ids, spec.segments.rule, limit)
+
+
+def _monte_carlo(player: Player, points: Sequence[StatePoint], continuations: int) -> list[list[float]]:
+    cursors = [point.record.cut(point.token_index) for point in points for _ in range(continuations)]
+    player.play(cursors)
+    rewards = [c.reward for c in cursors]
+    return [rewards[i * continuations : (i + 1) * continuations] for i in range(len(points))]
+
+
+def _critic_inputs(
+    critic: Any, base: Sequence[EpisodeRecord], tokenizer: Any
+) -> tuple[list[str], list[list[Peer]]]:
+    """Critic context text and peers of every base episode, built as the orchestrator builds them."""
+    contexts: list[str] = [""] * len(base)
+    peers: list[list[Peer]] = [[] for _ in base]
+    groups: dict[int, list[int]] = {}
+    for index, record in enumerate(base):
+        groups.setdefault(record.group_id, []).append(index)
+    for indices in groups.values():
+        members = [
+            GroupMember(
+                trajectory_id=f"e{i}",
+                response_text=decode(tokenizer, [t for t, m in zip(base[i].token_ids, base[i].policy_mask, strict=True) if m]),
+                reward=base[i].reward,
+                privileged=base[i].task.privileged,
+                outcome=base[i].diagnostic,
+            )
+            for i in indices
+        ]
+        texts = build_group_contexts(
+            critic.context, members, privileged_key=critic.privileged_key, max_context_chars=critic.max_context_chars
+        )
+        for i, text, group_peers in zip(
+            indices, texts, build_group_peers(members, getattr(critic, "max_peer_chars", 160)), strict=True
+        ):
+            contexts[i], peers[i] = text, group_peers
+    return contexts, peers
+
+
+def critic_values(
+    backend: CriticBackend,
+    critic: Any,
+    points: Sequence[StatePoint],
+    base: Sequence[EpisodeRecord],
+    tokenizer: Any,
+    actor: ActorInfo,
+) -> tuple[list[float], dict[str, float]]:
+    """The critic's V(h_t) at every point (one query per distinct episode) and its statistics."""
+    contexts, peers = _critic_inputs(critic, base, tokenizer)
+    episodes: dict[int, tuple[EpisodeRecord, int]] = {}
+    for point in points:
+        episodes.setdefault(id(point.record), (point.record, point.base))
+    order = list(episodes)
+    queries = []
+    for number, key in enumerate(order):
+        record, base_index = episodes[key]
+        trajectory = record.trajectory(f"q{number}")
+        context = contexts[base_index]
+        if context:
+            trajectory = replace(trajectory, critic_context_ids=tokenizer.encode(context, add_special_tokens=False))
+        queries.append(CriticQuery(trajectory, context, tuple(peers[base_index])))
+    result = backend.values(queries, actor)
+    by_episode = dict(zip(order, result.values, strict=True))
+    return [float(by_episode[id(p.record)][p.token_index]) for p in points], dict(result.stats)
+
+
+def _sample(pool: Sequence[tuple[int, int]], count: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    if count >= len(pool):
+        return list(pool)
+    chosen = rng.choice(len(pool), size=count, replace=False)
+    return [pool[i] for i in sorted(chosen)]
+
+
+def run_critic_eval(
+    spec: CriticEvalSpec,
+    player: Player,
+    backends: Mapping[str, CriticBackend],
+    *,
+    actor_description: str,
+    show_progress: bool = True,
+) -> CriticEvalResult:
+    """The measurements of the module docstring; ``backends`` maps each critic's name to its backend."""
+    tokenizer = player.tokenizer
+    rng = np.random.default_rng(spec.seed)
+    specs = {c.name: c.critic for c in spec.critics}
+    tasks = player.environment.sample_tasks(spec.tasks, split=spec.split, seed=spec.seed)
+    with Progress(disable=not show_progress) as progress:
+        phase = progress.add_task("critic-eval", total=4 + len(backends))
+        base = player.start(tasks, spec.group_size)
+        player.play(base)
+        progress.advance(phase)
+        success = float(np.mean([r.reward for r in base]))
+        logger.info("played %d episodes of the fixed policy (mean reward %.3f)", len(base), success)
+
+        pool = [(i, int(t)) for i, record in enumerate(base) for t in _states_of(record, tokenizer, spec)]
+        if not pool:
+            raise ValueError("the policy produced no policy tokens: there are no states to evaluate")
+        chosen = _sample(pool, spec.states, rng)
+        points = [StatePoint(base[i], i, t) for i, t in chosen]
+        mc = _monte_carlo(player, points, spec.continuations)
+        progress.advance(phase)
+
+        k_max = max(spec.ranking_k) if spec.ranking_k else 0
+        # Probe states whose episode went on to another segment: from a state in the last segment
+        # every candidate ends the episode, and a terminal state is not something a critic scores.
+        last_state: dict[int, int] = {}
+        for i, t in pool:
+            last_state[i] = max(t, last_state.get(i, t))
+        later_pool = [(i, t) for i, t in pool if t < last_state[i]]
+        probes_at = _sample(later_pool, spec.ranking_states, rng) if k_max else []
+        draws = k_max * spec.ranking_oversample
+        rollouts = [base[i].cut(t) for i, t in probes_at for _ in range(draws)]
+        player.play(rollouts)
+        kept_probes: list[tuple[int, int]] = []
+        candidates: list[StatePoint] = []
+        for number, (base_index, t) in enumerate(probes_at):
+            found = []
+            for rollout in rollouts[number * draws : (number + 1) * draws]:
+                later = [int(s) for s in _states_of(rollout, tokenizer, spec, capped=False) if s > t]
+                if later:
+                    found.append(StatePoint(rollout, base_index, later[0]))
+                if len(found) == k_max:
+                    break
+            if len(found) == k_max:
+                kept_probes.append((base_index, t))
+                candidates += found
+        dropped = len(probes_at) - len(kept_probes)
+        if dropped:
+            logger.warning("ranking: %d of %d probe states had fewer than %d non-terminal candidates; dropped", dropped, len(probes_at), k_max)
+        progress.advance(phase)
+        candidate_values = [float(np.mean(r)) for r in _monte_carlo(player, candidates, spec.continuations)]
+        progress.advance(phase)
+
+        actor = ActorInfo(actor_description, success)
+        scored: dict[str, list[float]] = {}
+        scored_candidates: dict[str, list[float]] = {}
+        statistics: dict[str, dict[str, float]] = {}
+        for name, backend in backends.items():
+            values, stats = critic_values(backend, specs[name], [*points, *candidates], base, tokenizer, actor)
+            scored[name] = values[: len(points)]
+            scored_candidates[name] = values[len(points) :]
+            statistics[name] = stats
+            progress.advance(phase)
+
+    mc_values = np.array([np.mean(rewards) for rewards in mc])
+    m = spec.continuations
+    noise = float(np.mean([v * (1 - v) / (m - 1) for v in mc_values])) if m > 1 else float("nan")
+    metrics: dict[str, dict[str, float]] = {}
+    for name in backends:
+        predicted = np.array(scored[name])
+        row = {"value_mse": value_mse(predicted, mc_values), "explained_variance": explained_variance(predicted, mc_values)}
+        row["ranking_probes"] = float(len(kept_probes))
+        truth = np.array(candidate_values).reshape(len(kept_probes), k_max)
+        guess = np.array(scored_candidates[name]).reshape(len(kept_probes), k_max)
+        for k in spec.ranking_k:
+            # NaN (shown as n/a) when no probe state yielded enough candidates.
+            row[f"top1_k{k}"] = top1_ranking_accuracy(guess[:, :k], truth[:, :k])
+        row.update({f"stat_{key}": value for key, value in statistics[name].items()})
+        metrics[name] = row
+
+    states = [
+        EvaluatedState(
+            episode=point.base,
+            token_index=point.token_index,
+            prefix_text=decode(tokenizer, point.record.token_ids[: point.token_index]),
+            mc_value=float(value),
+            mc_rewards=list(rewards),
+            critic_values={name: scored[name][n] for name in backends},
+        )
+        for n, (point, value, rewards) in enumerate(zip(points, mc_values, mc, strict=True))
+    ]
+    probes = []
+    for number, (base_index, t) in enumerate(kept_probes):
+        chosen_candidates = [
+            Candidate(
+                segment_text=decode(tokenizer, point.record.token_ids[t : point.token_index]),
+                mc_value=candidate_values[n],
+                critic_values={name: scored_candidates[name][n] for name in backends},
+            )
+            for n, point in enumerate(candidates[number * k_max : (number + 1) * k_max], start=number * k_max)
+        ]
+        probes.append(RankingProbe(base_index, t, decode(tokenizer, base[base_index].token_ids[:t]), chosen_candidates))
+    return CriticEvalResult(metrics, states, probes, noise, success)

@@ -1,0 +1,158 @@
+"""LVOPD: on-policy distillation gated by the estimated value (LVRL paper, Figure 1 step 4).
+
+The student (the policy) samples; a teacher model supervises the student's own tokens with the
+per-token reverse KL, KL(pi_student(.|h_t) || pi_teacher(.|h_t)) over the full vocabulary, added
+to the policy loss. LVOPD applies this supervision only to the actions at which the estimated
+value decreases, i.e. whose LVRL step advantage V(s_{j+1}) - V(s_j) (anchored: V(s_0) = the
+group success rate, V(s_S) = the reward; :meth:`LVRLEstimator.step_advantages`) is below a
+threshold. Gates:
+
+- ``value_decrease``: LVOPD (needs the critic's values on the trajectories);
+- ``trajectory_failure``: every action of a trajectory whose reward is below a threshold
+  (the paper's trajectory-gated baseline);
+- ``none``: every action (plain on-policy distillation).
+
+The term is normalised by the global number of policy tokens, like the policy loss, so it adds
+up the same way across micro-batches and data-parallel ranks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+from transformers import AutoModelForCausalLM, PreTrainedModel
+
+from lecritique.advantages import AdvantageBatch, LVRLEstimator
+from lecritique.training.engine import DTYPES, DType
+from lecritique.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
+
+GateKind = Literal["value_decrease", "trajectory_failure", "none"]
+
+
+class DistillationConfig(BaseModel):
+    """On-policy distillation from a teacher as an extra policy-loss term (LVOPD)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    teacher: str
+    """Causal-LM directory of the teacher; it must share the policy's tokenizer (same vocabulary)."""
+    gate: GateKind = "value_decrease"
+    """Which actions get teacher supervision: value_decrease (LVOPD), trajectory_failure, none."""
+    coef: float = Field(default=1.0, ge=0.0)
+    """Weight of the distillation term."""
+    pg_coef: float = Field(default=1.0, ge=0.0)
+    """Weight of the policy-gradient loss beside it (0: distillation only)."""
+    value_threshold: float = 0.0
+    """value_decrease: supervise actions whose value change is below this (0: any decrease)."""
+    success_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
+    """trajectory_failure: supervise every action of trajectories whose reward is below this."""
+    teacher_dtype: DType = "float32"
+    """Parameter dtype of the teacher."""
+
+
+def _lvrl_batch(trajectories: Sequence[Trajectory]) -> AdvantageBatch:
+    length = max(t.token_ids.shape[0] for t in trajectories)
+    size = len(trajectories)
+    mask = np.zeros((size, length), dtype=bool)
+    values = np.zeros((size, length))
+    step_ids = np.zeros((size, length), dtype=np.int64)
+    for row, t in enumerate(trajectories):
+        if t.values is None:
+            raise ValueError(
+                f"trajectory {row} ({t.trajectory_id!r}) has no values: the value_decrease gate needs the critic's values"
+            )
+        n = t.token_ids.shape[0]
+        mask[row, :n] = t.policy_mask
+        values[row, :n] = t.values
+        step_ids[row, :n] = t.step_ids
+    return AdvantageBatch(
+        rewards=np.array([t.reward for t in trajectories]),
+        group_ids=np.array([t.group_id for t in trajectories]),
+        mask=mask,
+        values=values,
+        step_ids=step_ids,
+    )
+
+
+def lvopd_gates(trajectories: Sequence[Trajectory], config: DistillationConfig) -> list[np.ndarray]:
+    """bool [T_i] per trajectory: the policy tokens that receive teacher supervision."""
+    if not trajectories:
+        return []
+    if config.gate == "none":
+        return [t.policy_mask.copy() for t in trajectories]
+    if config.gate == "trajectory_failure":
+        return [t.policy_mask & (t.reward < config.success_threshold) for t in trajectories]
+    batch = _lvrl_batch(trajectories)
+    gates = []
+    for row, (trajectory, step_changes) in enumerate(
+        zip(trajectories, LVRLEstimator().step_advantages(batch), strict=True)
+    ):
+        positions = np.flatnonzero(batch.mask[row])
+        gate = np.zeros(trajectory.token_ids.shape[0], dtype=bool)
+        if positions.size:
+            steps = np.unique(trajectory.step_ids[positions])
+            decreasing = step_changes < config.value_threshold
+            gate[positions] = decreasing[np.searchsorted(steps, trajectory.step_ids[positions])]
+        gates.append(gate)
+    return gates
+
+
+def collate_gates(trajectories: Sequence[Trajectory], gates: Sequence[np.ndarray]) -> torch.Tensor:
+    """bool [B, L - 1] in :func:`~lecritique.training.collate.collate_policy`'s next-token layout."""
+    lengths = [t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in trajectories]
+    out = np.zeros((len(trajectories), max(lengths) - 1), dtype=bool)
+    for row, (trajectory, gate) in enumerate(zip(trajectories, gates, strict=True)):
+        prompt_len, num_tokens = trajectory.prompt_ids.shape[0], trajectory.token_ids.shape[0]
+        out[row, prompt_len - 1 : prompt_len - 1 + num_tokens] = gate & trajectory.policy_mask
+    return torch.from_numpy(out)
+
+
+def reverse_kl_per_token(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
+    """KL(student || teacher) over the vocabulary at every position: [B, L] from [B, L, V] logits."""
+    student = torch.log_softmax(student_logits.float(), dim=-1)
+    teacher = torch.log_softmax(teacher_logits.float(), dim=-1)
+    return (student.exp() * (student - teacher)).sum(dim=-1)
+
+
+class Distiller:
+    """The teacher and the gated distillation term of one policy trainer."""
+
+    def __init__(self, config: DistillationConfig, device: torch.device, vocab_size: int) -> None:
+        self.config = config
+        teacher: PreTrainedModel = AutoModelForCausalLM.from_pretrained(config.teacher, dtype=DTYPES[config.teacher_dtype])
+        if int(teacher.config.vocab_size) != vocab_size:
+            raise ValueError(
+                f"distillation.teacher {config.teacher} has vocabulary size {teacher.config.vocab_size}, "
+                f"the policy {vocab_size}: the teacher must share the policy's tokenizer"
+            )
+        nn.Module.to(teacher, device)
+        teacher.train(False)
+        teacher.requires_grad_(False)
+        self.teacher = teacher
+        logger.info("LVOPD: teacher %s, gate %s, coef %g", config.teacher, config.gate, config.coef)
+
+    def loss(
+        self,
+        student_logits: torch.Tensor,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        gate: torch.Tensor,
+        num_tokens: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``coef`` x the summed reverse KL on gated tokens / ``num_tokens``, and the sums
+        [gated tokens, KL on them] for the metrics. ``gate`` is [B, L - 1] (next-token layout)."""
+        with torch.no_grad():
+            teacher_logits = self.teacher(input_ids=input_ids, attention_mask=attention_mask).logits
+        kl = reverse_kl_per_token(student_logits[:, :-1], teacher_logits[:, :-1])
+        gate = gate.to(kl.device)
+        kl_sum = torch.where(gate, kl, torch.zeros_like(kl)).sum()
+        sums = torch.stack([gate.sum().to(torch.float64), kl_sum.detach().to(torch.float64)])
+        return self.config.coef * kl_sum / num_tokens, sums

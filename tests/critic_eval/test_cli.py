@@ -1,0 +1,74 @@
+"""``lecritique critic-eval`` as a command on the tiny Sudoku policy, with every critic kind."""
+
+import json
+import subprocess
+import sys
+
+import yaml
+
+from lecritique.launch.local import REPO_ROOT
+from lecritique.launch.processes import child_environment
+
+
+def critic_eval(spec, tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return subprocess.run(
+        [sys.executable, "-m", "lecritique", "critic-eval", str(path), "--out", str(tmp_path / "out"), "--no-progress"],
+        capture_output=True, text=True, env=child_environment(REPO_ROOT, threads=2), timeout=600,
+    )
+
+
+def test_critic_eval_compares_every_critic_kind(tiny_policy, tmp_path):
+    spec = {
+        "policy": {"path": str(tiny_policy)},
+        "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
+        "sampling": {"max_tokens": 8},
+        "split": "train",
+        "tasks": 4, "group_size": 2, "states": 8, "continuations": 4,
+        "ranking_k": [2], "ranking_states": 3, "ranking_oversample": 3,
+        "segments": {"rule": "turn"},
+        "critics": [
+            {"name": "vf", "critic": {"context": "none"}},
+            {"name": "pvf", "critic": {"context": "reference"}},
+            {"name": "genac", "critic": {"kind": "generative", "reasoning": False, "score_tag": "=", "max_tokens": 1}},
+            {"name": "lvrl", "critic": {"kind": "frozen_llm", "max_tokens": 8, "system_prompt": "values"}},
+        ],
+    }
+    result = critic_eval(spec, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in ("vf", "pvf", "genac", "lvrl"):
+        assert name in result.stdout
+    data = json.loads((tmp_path / "out" / "critic_eval.json").read_text())
+    assert set(data["metrics"]) == {"vf", "pvf", "genac", "lvrl"}
+    assert len(data["states"]) == 8
+    for state in data["states"]:
+        assert len(state["mc_rewards"]) == 4
+        assert set(state["critic_values"]) == {"vf", "pvf", "genac", "lvrl"}
+    assert (tmp_path / "out" / "critic_eval.png").stat().st_size > 0
+    assert "| genac |" in (tmp_path / "out" / "critic_eval.md").read_text()
+
+
+def test_critic_eval_rejects_a_bad_spec_naming_the_field(tmp_path):
+    spec = {
+        "policy": {"path": "/nowhere"},
+        "environment": {"kind": "sudoku"},
+        "continuations": 0,
+        "critics": [
+            {"name": "x", "critic": {"kind": "generative", "temprature": 1.0}},
+            {"name": "y", "critic": {"kind": "frozen_llm"}, "path": "/weights/critic/00000003"},
+        ],
+    }
+    result = critic_eval(spec, tmp_path)
+    assert result.returncode == 2
+    assert "continuations: Input should be greater than or equal to 1" in result.stderr
+    assert "critics.0.critic.generative.temprature: unknown field" in result.stderr
+    assert "critics.1: Value error, critic 'y': a frozen_llm critic has no weights; remove 'path'" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_shipped_critic_eval_example_parses():
+    from lecritique.critic_eval import load_critic_eval_spec
+
+    spec = load_critic_eval_spec(REPO_ROOT / "examples" / "critics" / "critic-eval-sudoku-mini.yml")
+    assert [c.critic.kind for c in spec.critics] == ["discriminative", "discriminative", "generative", "frozen_llm"]
