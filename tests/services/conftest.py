@@ -22,7 +22,8 @@ def tiny_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from lecritique.models.tiny import TinyBuildConfig, build_tiny_model
 
     config = TinyBuildConfig(
-        task="sudoku-mini", max_steps=80, eval_every=10_000, eval_tasks=16, validation_tasks=16, max_minutes=10
+        task="sudoku-mini", batch_size=128, max_steps=80, eval_every=10_000, eval_tasks=16, validation_tasks=16,
+        max_minutes=10,
     )
     # The product's own cache: built once per machine, like `lecritique run` does.
     return build_tiny_model(config, show_progress=False).path

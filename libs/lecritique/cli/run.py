@@ -40,8 +40,10 @@ def run(
     except SpecError as error:
         console.print(f"[red]{error}")
         raise typer.Exit(2) from None
-    with console.status("preparing the policy model (tiny models are built once and cached)"):
-        experiment = resolve_policy(experiment, cache_dir)
+    if experiment.policy.tiny is not None:
+        # build_tiny shows its own progress bar (a first build takes a few minutes; later runs hit the cache).
+        console.print(f"tiny policy model {experiment.policy.tiny!r}: built once, then taken from the cache")
+    experiment = resolve_policy(experiment, cache_dir)
     launcher = LocalLauncher(experiment, out, redis_url=redis_url, experiment_id=experiment_id)
     code = 1
 
