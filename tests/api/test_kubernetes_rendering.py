@@ -252,3 +252,28 @@ def test_chart_defaults_with_unknown_keys_are_refused() -> None:
     defaults["components"]["rollout"]["gpus"] = 2
     with pytest.raises(ValueError, match="gpus"):
         render_experiment_objects(_spec(), EXPERIMENT, defaults)
+
+
+def test_a_frozen_llm_api_key_comes_from_the_named_secret_in_the_value_evaluator_only() -> None:
+    llm = {"kind": "openai", "base_url": "https://api.example.com/v1", "model": "judge",
+           "api_key_env": "JUDGE_KEY", "api_key_secret": "judge-credentials", "api_key_secret_key": "token"}
+    spec = _spec(critic={"kind": "frozen_llm", "llm": llm}, estimator={"name": "lvrl"})
+    objects = render_experiment_objects(spec, EXPERIMENT, launcher_defaults())
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    [container] = _pod(objects, "value-evaluator")["containers"]
+    [key] = [item for item in container["env"] if item["name"] == "JUDGE_KEY"]
+    assert key == {"name": "JUDGE_KEY", "valueFrom": {"secretKeyRef": {"name": "judge-credentials", "key": "token"}}}
+    # The launcher references the Secret, never creates or reads it; no other pod gets the key.
+    assert all(o["kind"] != "Secret" for o in objects)
+    others = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet", "Job") and not o["metadata"]["name"].endswith("value-evaluator")]
+    assert others and all(
+        "JUDGE_KEY" not in {item["name"] for c in o["spec"]["template"]["spec"]["containers"] for item in c.get("env", [])}
+        for o in others
+    )
+
+
+def test_a_secret_without_a_variable_to_mount_it_as_is_a_spec_error() -> None:
+    llm = {"kind": "openai", "base_url": "https://api.example.com/v1", "model": "judge", "api_key_env": None, "api_key_secret": "judge"}
+    with pytest.raises(SpecError, match="api_key_secret"):
+        _spec(critic={"kind": "frozen_llm", "llm": llm}, estimator={"name": "lvrl"})

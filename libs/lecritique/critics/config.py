@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lecritique.critics.segments import SegmentRule
 from lecritique.engines import EngineConfig, HFEngineConfig
@@ -120,7 +120,12 @@ class OpenAIEndpointConfig(_Config):
     model: str
     """Model name sent with every request."""
     api_key_env: str | None = "OPENAI_API_KEY"
-    """Environment variable holding the API key (mounted from a Kubernetes Secret); None: no key."""
+    """Environment variable holding the API key; None: no key."""
+    api_key_secret: str | None = None
+    """Kubernetes Secret the kubernetes launcher mounts as ``api_key_env`` in the value evaluator
+    (None: the pod's environment provides it, e.g. the chart's ``valueEvaluator.env``)."""
+    api_key_secret_key: str = "api-key"
+    """Key of the API key inside ``api_key_secret``."""
     timeout_seconds: float = Field(default=120.0, gt=0.0)
     """Timeout of one HTTP request."""
     max_retries: int = Field(default=4, ge=0)
@@ -142,6 +147,12 @@ class OpenAIEndpointConfig(_Config):
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {url!r}")
         return url.rstrip("/")
+
+    @model_validator(mode="after")
+    def _secret_needs_a_variable(self) -> OpenAIEndpointConfig:
+        if self.api_key_secret is not None and self.api_key_env is None:
+            raise ValueError("api_key_secret needs api_key_env: the variable the key is mounted as")
+        return self
 
 
 LLMBackendConfig = Annotated[LocalLLMConfig | OpenAIEndpointConfig, Field(discriminator="kind")]

@@ -172,7 +172,22 @@ def merge_resources(component: Component, chart: ComponentDefaults, placed: Comp
     return {"requests": requests, "limits": limits}
 
 
-def _env(defaults: ChartDefaults, chart: ComponentDefaults, experiment_id: str) -> list[dict[str, Any]]:
+def _secret_env(spec: ExperimentSpec, component: Component) -> list[dict[str, Any]]:
+    """The frozen LLM critic's API key, from the Secret the spec names, in the value evaluator only."""
+    critic = spec.critic
+    if component != Component.value_evaluator or critic is None or critic.kind != "frozen_llm":
+        return []
+    llm = critic.llm
+    if llm.kind != "openai" or llm.api_key_secret is None or llm.api_key_env is None:
+        return []
+    reference = {"name": llm.api_key_secret, "key": llm.api_key_secret_key}
+    return [{"name": llm.api_key_env, "valueFrom": {"secretKeyRef": reference}}]
+
+
+def _env(
+    defaults: ChartDefaults, chart: ComponentDefaults, experiment_id: str, from_spec: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Built-in variables, then the chart's extra env, then what the spec asks for (later wins)."""
     builtin: list[dict[str, Any]] = [
         {"name": "REDIS_URL", "value": defaults.redis_url},
         {"name": "LECRITIQUE_EXPERIMENT", "value": experiment_id},
@@ -186,7 +201,7 @@ def _env(defaults: ChartDefaults, chart: ComponentDefaults, experiment_id: str) 
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]
     by_name = {item["name"]: item for item in builtin}
-    for item in chart.env:
+    for item in [*chart.env, *from_spec]:
         by_name[item["name"]] = dict(item)
     return list(by_name.values())
 
@@ -275,7 +290,7 @@ def _pod_template(
         "image": chart.image,
         "imagePullPolicy": chart.image_pull_policy,
         "command": _container_command(spec, experiment_id, component, defaults),
-        "env": _env(defaults, chart, experiment_id),
+        "env": _env(defaults, chart, experiment_id, _secret_env(spec, component)),
         "ports": ports,
         "resources": merge_resources(component, chart, placed, spec),
         **_probes(component, chart),
