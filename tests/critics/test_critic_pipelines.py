@@ -1,6 +1,7 @@
 """Each text critic kind through all services: real processes, gRPC, Redis, the tiny policy."""
 
 import json
+import time
 import urllib.request
 
 import pytest
@@ -23,8 +24,18 @@ def metric(port, name, **labels):
     )
 
 
-def run(spec, out, env=None):
-    """Run the experiment; returns metrics rows, the value trainer's status, the evaluator process."""
+def served_version(port, at_least, timeout=60.0):
+    """The evaluator's served critic version, once it reaches ``at_least`` (it polls the weight store)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        version = metric(port, "lecritique_value_evaluator_version")
+        if version >= at_least or time.monotonic() > deadline:
+            return version
+        time.sleep(0.25)
+
+
+def run(spec, out, env=None, expect_version=0):
+    """Run the experiment; returns metrics rows, the value trainer's status, evaluator metrics, inputs."""
     input_log = out / "critic-inputs.jsonl"
     with running_services(spec, out / "run", {**(env or {}), "LECRITIQUE_VALUE_INPUT_LOG": str(input_log)}) as launcher:
         launcher.start_orchestrator()
@@ -38,6 +49,7 @@ def run(spec, out, env=None):
             outcome: metric(evaluator.metrics_port, "lecritique_critic_llm_requests_total", outcome=outcome)
             for outcome in ("ok", "failed")
         }
+        evaluator_metrics["served_version"] = served_version(evaluator.metrics_port, expect_version)
     inputs = [json.loads(line) for line in input_log.read_text().splitlines()]
     return read_metrics(out / "run"), status, evaluator_metrics, inputs
 
@@ -51,9 +63,10 @@ def test_generative_critic_scores_segments_and_learns_by_reinforce(tiny_policy, 
         "segments": {"rule": "turn"}, "warmup_updates": 2, "batch_size": 8, "max_train_states": 16,
         "samples_per_state": 2, "baseline": "state_mean", "optimizer": {"lr": 1e-3},
     }
-    rows, status, _, inputs = run(spec, tmp_path)
+    rows, status, evaluator, inputs = run(spec, tmp_path, expect_version=1)
     assert [row["step"] for row in rows] == [1, 2]
-    assert status.updates >= 2 and rows[-1]["value_version"] >= 1
+    # Policy steps start once a REINFORCE-trained critic scores the batches.
+    assert status.updates >= 2 and rows[0]["value_version"] >= 1 and evaluator["served_version"] >= 1
     for key in ("critic_reward", "parse_failure_rate", "value_mse", "loss"):
         assert key in status.metrics
     assert status.metrics["samples"] == 2 * status.metrics["states"]

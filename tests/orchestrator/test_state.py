@@ -7,7 +7,10 @@ from lecritique.trajectory import Trajectory
 def test_state_and_pending_round_trip(tmp_path):
     store = CheckpointStore(tmp_path)
     assert store.load() == OrchestratorState()
-    state = OrchestratorState(completed_step=3, cursor=5, estimator={"rho": [0.2]}, warmup_done=True, policy_version=3)
+    state = OrchestratorState(
+        completed_step=3, cursor=5, estimator={"rho": [0.2]}, warmup_done=True, policy_version=3,
+        reward_average=0.25, reward_average_batches=5,
+    )
     store.save(state)
     assert CheckpointStore(tmp_path).load() == state
     trajectory = Trajectory("a", "t", 0, [1], [2, 3], [1, 1], [-0.5, -0.1], [0, 0], 1.0, 3, advantages=np.array([0.5, 0.5]))

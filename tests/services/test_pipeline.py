@@ -48,6 +48,14 @@ def _metric(port: int, name: str, **labels: str) -> float:
     return total
 
 
+def _wait_for_metric(port: int, name: str, at_least: float, timeout: float = 60.0) -> float:
+    """The metric's value once it reaches ``at_least`` (or its value at the timeout)."""
+    deadline = time.monotonic() + timeout
+    while (value := _metric(port, name)) < at_least and time.monotonic() < deadline:
+        time.sleep(0.25)
+    return value
+
+
 def test_pvf_tether_with_two_rollout_replicas(tiny_policy, tmp_path):
     """The privileged critic sees the solved grid, the policy never does, both rollout replicas
     serve, and the critic version used by the orchestrator moves forward during the run."""
@@ -65,10 +73,17 @@ def test_pvf_tether_with_two_rollout_replicas(tiny_policy, tmp_path):
         rollouts = [p for p in launcher.services if p.name.startswith("rollout-")]
         served = [_metric(p.metrics_port, "lecritique_rpc_requests_total", method="Generate") for p in rollouts]
         assert len(served) == 2 and all(count > 0 for count in served), served
+        evaluator = next(p for p in launcher.services if p.name.startswith("value-evaluator"))
+        first_version = read_metrics(tmp_path / "run")[0]["value_version"]
+        served_version = _wait_for_metric(evaluator.metrics_port, "lecritique_value_evaluator_version", first_version + 1)
     rows = read_metrics(tmp_path / "run")
     assert [row["step"] for row in rows] == [1, 2, 3, 4]
     assert all("tether_rho" in row for row in rows)
-    assert rows[-1]["value_version"] > rows[0]["value_version"] >= 0
+    # The first policy step already uses a warmed-up critic (>= 2 updates, so not the initial
+    # version 0), versions only move forward, and the evaluator goes on swapping in newer ones.
+    versions = [row["value_version"] for row in rows]
+    assert versions == sorted(versions) and versions[0] >= 1
+    assert served_version >= versions[0] + 1
 
     tokenizer = load_tokenizer(tiny_policy)
     inputs = [json.loads(line) for line in input_log.read_text().splitlines()]
@@ -125,6 +140,11 @@ def test_killed_orchestrator_resumes_without_repeating_or_skipping_a_step(tiny_p
     assert [row["policy_version"] for row in rows] == [1, 2, 3, 4, 5, 6]
     record = json.loads((tmp_path / "state" / "policy_trainer.json").read_text())
     assert record["step"] == 6 and record["policy_version"] == 6
+    # The critic's running reward average resumed too: every consumed batch is folded in once
+    # (a restart from the prior would count only the batches after the kill).
+    state = json.loads((tmp_path / "orchestrator" / "state.json").read_text())
+    assert state["reward_average_batches"] == state["cursor"] >= 6
+    assert 0.0 <= state["reward_average"] <= 1.0
 
 
 def test_a_wrong_spec_field_fails_before_any_process_starts(tiny_policy, tmp_path):

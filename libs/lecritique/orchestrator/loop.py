@@ -2,11 +2,16 @@
 
 Per policy step k:
 
-1. take the next batch of finished groups (generated ahead by a producer thread while the
-   previous step trains, at most ``prefetch_batches`` ahead), drop rollouts more than
-   ``max_off_policy_steps`` policy versions old;
+1. take the next batch of finished groups, drop rollouts more than ``max_off_policy_steps``
+   policy versions old;
 2. build each trajectory's critic context and evaluate every trajectory with the value evaluator
    (newest critic; the response names the version used);
+
+Steps 1-2 run ahead of the policy loop in two producer threads, a rollout stage and an
+evaluation stage, so that batch k+1 is evaluated while batch k+2 is generated and batch k trains
+(value evaluation off the critical path, Le Critique B.1). At most ``prefetch_batches + 1``
+batches are in flight beyond the one training, as with a single producer.
+
 3. freeze the advantages with the estimator's state fitted on *earlier* batches, then fit its
    state on this batch (TETHER's rho, EVPO's explained variance) for the next one;
 4. push the evaluated trajectories to the replay stream (evaluate-before-train);
@@ -14,11 +19,13 @@ Per policy step k:
    every rollout replica, append the step's metrics, commit the checkpoint.
 
 Before the first policy update the loop only generates, evaluates and pushes, until the value
-trainer reports ``warmup_updates`` critic updates (when the estimator uses the critic).
+trainer reports ``warmup_updates`` critic updates (when the estimator uses the critic) and a
+batch arrives scored by that warmed-up critic version.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import queue
@@ -78,6 +85,18 @@ class _GeneratedBatch:
     evaluate_seconds: float
     critic_stats: dict[str, float]
     """The value evaluator's statistics of this batch (states scored, parse failures, LLM tokens and cost)."""
+    reward_average_after: tuple[float, int] = (0.0, 0)
+    """The ICC reward average and its batch count once this batch is folded in (checkpointed)."""
+    evaluate_window: tuple[float, float] = (0.0, 0.0)
+    """``perf_counter`` start and end of this batch's evaluation: the policy loop's value wait is its
+    blocked time inside this window."""
+
+
+@dataclass
+class _RolledOut:
+    cursor: int
+    episodes: EpisodeBatch
+    rollout_seconds: float
 
 
 class Orchestrator:
@@ -113,14 +132,22 @@ class Orchestrator:
         )
         self.peer_chars = getattr(critic, "max_peer_chars", 160)
         self._stop = threading.Event()
-        self._queue: queue.Queue[_GeneratedBatch | BaseException] = queue.Queue(maxsize=max(1, spec.orchestrator.prefetch_batches))
-        self._producer: threading.Thread | None = None
+        self._queue: queue.Queue[_GeneratedBatch | BaseException] = queue.Queue()
+        self._rolled: queue.Queue[_RolledOut | BaseException] = queue.Queue()
+        # Batches in flight ahead of the policy loop (rolling out, evaluating, or queued).
+        self._in_flight = threading.Semaphore(spec.orchestrator.prefetch_batches + 1)
+        self._producers: list[threading.Thread] = []
+        self._held: _GeneratedBatch | None = None
+        """The first batch scored by the warmed-up critic, kept by the warmup for policy step 1."""
+        # The evaluation stage encodes critic contexts while the rollout stage encodes prompts:
+        # a Rust-backed tokenizer must not be used from two threads at once.
+        self._context_tokenizer = copy.deepcopy(runner.tokenizer)
         self._started = time.monotonic()
         self._elapsed_before = 0.0
         self._labels = (experiment_id,)
 
     # ---- batches -------------------------------------------------------------------------
-    def _generate(self, cursor: int) -> _GeneratedBatch:
+    def _roll_out(self, cursor: int) -> _RolledOut:
         rollout = self.spec.rollout
         start = time.perf_counter()
         tasks = self.clients.environment.sample_tasks(rollout.tasks_per_step, "train", self.spec.seed * 1_000_003 + cursor)
@@ -131,43 +158,70 @@ class Orchestrator:
             seed=self.spec.seed * 7_919 + cursor * 104_729,
             trajectory_prefix=f"b{cursor}",
         )
-        rollout_seconds = time.perf_counter() - start
-        # Evaluating right after generation keeps the critic off the policy step's critical path
-        # when batches are prefetched: the next batch is evaluated while this one trains.
+        return _RolledOut(cursor, episodes, time.perf_counter() - start)
+
+    def _evaluate_batch(self, rolled: _RolledOut) -> _GeneratedBatch:
+        episodes = rolled.episodes
+        started = time.perf_counter()
         evaluated, value_version, evaluate_seconds, critic_stats = self._evaluate(episodes)
         # Folded in after evaluation: no critic input ever contains its own batch's rewards.
         self.reward_average.update(float(np.mean([t.reward for t in episodes.trajectories])))
         return _GeneratedBatch(
-            cursor, episodes, evaluated, value_version, rollout_seconds, evaluate_seconds, critic_stats
+            rolled.cursor, episodes, evaluated, value_version, rolled.rollout_seconds, evaluate_seconds,
+            critic_stats, (self.reward_average.value, self.reward_average.batches), (started, time.perf_counter()),
         )
 
-    def _produce(self, first_cursor: int) -> None:
+    def _generate(self, cursor: int) -> _GeneratedBatch:
+        return self._evaluate_batch(self._roll_out(cursor))
+
+    def _produce_rollouts(self, first_cursor: int) -> None:
         cursor = first_cursor
         try:
             while not self._stop.is_set():
-                batch = self._generate(cursor)
-                while not self._stop.is_set():
-                    try:
-                        self._queue.put(batch, timeout=0.2)
-                        break
-                    except queue.Full:
-                        continue
+                if not self._in_flight.acquire(timeout=0.2):
+                    continue
+                self._rolled.put(self._roll_out(cursor))
                 cursor += 1
-        except BaseException as error:  # surfaced in the consumer
-            if self._stop.is_set():
-                return  # shutting down: in-flight calls fail as channels close
-            logger.exception("batch producer failed")
-            self._queue.put(error)
+        except BaseException as error:  # surfaced in the consumer, through the evaluation stage
+            if not self._stop.is_set():
+                logger.exception("rollout stage failed")
+                self._rolled.put(error)
+
+    def _produce_evaluations(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    rolled = self._rolled.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if isinstance(rolled, BaseException):
+                    self._queue.put(rolled)
+                    return
+                self._queue.put(self._evaluate_batch(rolled))
+        except BaseException as error:
+            if not self._stop.is_set():
+                logger.exception("evaluation stage failed")
+                self._queue.put(error)
 
     def _next_batch(self, cursor: int) -> _GeneratedBatch:
+        if self._held is not None:
+            held, self._held = self._held, None
+            if held.cursor != cursor:
+                raise RuntimeError(f"held batch out of order: expected cursor {cursor}, got {held.cursor}")
+            return held
         if self.spec.orchestrator.prefetch_batches == 0:
             return self._generate(cursor)
-        if self._producer is None:
-            self._producer = threading.Thread(target=self._produce, args=(cursor,), name="batch-producer", daemon=True)
-            self._producer.start()
+        if not self._producers:
+            self._producers = [
+                threading.Thread(target=self._produce_rollouts, args=(cursor,), name="rollout-stage", daemon=True),
+                threading.Thread(target=self._produce_evaluations, name="evaluation-stage", daemon=True),
+            ]
+            for thread in self._producers:
+                thread.start()
         item = self._queue.get()
         if isinstance(item, BaseException):
             raise RuntimeError("batch generation failed") from item
+        self._in_flight.release()
         if item.cursor != cursor:
             raise RuntimeError(f"batch producer out of order: expected cursor {cursor}, got {item.cursor}")
         return item
@@ -210,7 +264,7 @@ class Orchestrator:
         if self.clients.value_evaluator is None:
             return trajectories, -1, 0.0, {}
         contexts, peers = self._critic_contexts(episodes)
-        tokenizer = self.runner.tokenizer
+        tokenizer = self._context_tokenizer
         reward_average = self.reward_average.value
         shown = {"critic_context": self.context_kind, ACTOR_KEY: self.actor_description, REWARD_AVERAGE_KEY: reward_average}
         evaluated = []
@@ -316,16 +370,32 @@ class Orchestrator:
             return replace(state, warmup_done=True)
         assert self.clients.value_trainer is not None
         logger.info("critic warmup: waiting for %d value updates", critic.warmup_updates)
+        warmed_version: int | None = None
         while not self._stop.is_set():
-            status = self.clients.value_trainer.status()
-            if status.updates >= critic.warmup_updates:
-                break
+            if warmed_version is None:
+                status = self.clients.value_trainer.status()
+                if status.updates >= critic.warmup_updates:
+                    warmed_version = int(status.published_version)
+                    logger.info("critic warmed up at version %d; waiting for the evaluator to serve it", warmed_version)
             batch = self._next_batch(state.cursor)
+            # Batches evaluated ahead while the critic warmed up carry an unwarmed critic's values:
+            # they feed the replay stream, never a policy update.
+            if warmed_version is not None and batch.value_version >= warmed_version:
+                self._held = batch
+                break
             self._push_replay(batch.evaluated)
-            state = replace(state, cursor=state.cursor + 1)
+            state = self._past(state, batch)
             self.checkpoints.save(state)
-            logger.info("warmup batch %d pushed (critic updates so far: %d)", state.cursor, status.updates)
+            logger.info("warmup batch %d pushed (critic version %d)", batch.cursor, batch.value_version)
         return replace(state, warmup_done=True)
+
+    @staticmethod
+    def _past(state: OrchestratorState, batch: _GeneratedBatch, **changes: Any) -> OrchestratorState:
+        """``state`` once ``batch`` is consumed: the next cursor, the reward average including it."""
+        average, batches = batch.reward_average_after
+        return replace(
+            state, cursor=batch.cursor + 1, reward_average=average, reward_average_batches=batches, **changes
+        )
 
     def _push_replay(self, trajectories: list[Trajectory]) -> None:
         if self.replay is None:
@@ -342,6 +412,9 @@ class Orchestrator:
             return state
         if state.estimator:
             self.estimator.load_state_dict(state.estimator)
+        if state.reward_average is not None:
+            self.reward_average.value = state.reward_average
+            self.reward_average.batches = state.reward_average_batches
         state = self._warmup(state)
         self.checkpoints.save(state)
         try:
@@ -349,8 +422,8 @@ class Orchestrator:
                 state = self._policy_step(state, on_step)
         finally:
             self._stop.set()
-            if self._producer is not None:
-                self._producer.join(timeout=60)
+            for thread in self._producers:
+                thread.join(timeout=60)
         return state
 
     def stop(self) -> None:
@@ -361,7 +434,8 @@ class Orchestrator:
         step = state.completed_step + 1
         step_start = time.perf_counter()
         batch = self._next_batch(state.cursor)
-        wait_seconds = time.perf_counter() - step_start
+        wait_end = time.perf_counter()
+        wait_seconds = wait_end - step_start
         trajectories = batch.episodes.trajectories
         # A group is dropped whole when any member is too off-policy: group baselines need all K.
         stale_groups = {
@@ -374,7 +448,7 @@ class Orchestrator:
             DROPPED_STALE.labels(*self._labels).inc(dropped)
         if not kept:
             logger.warning("step %d: every rollout of batch %d was stale; sampling again", step, batch.cursor)
-            return replace(state, cursor=state.cursor + 1, dropped_stale_total=state.dropped_stale_total + dropped)
+            return self._past(state, batch, dropped_stale_total=state.dropped_stale_total + dropped)
 
         evaluated = [batch.evaluated[i] for i in kept]
         value_version = batch.value_version
@@ -411,16 +485,17 @@ class Orchestrator:
             metrics["tether_rho_fitted"] = self.estimator.metrics()["tether_rho"]
             metrics.update({k: v for k, v in rho_used.items() if k.startswith("tether_rho_bucket")})
         metrics.update({k: v for k, v in self.estimator.metrics().items() if not k.startswith("tether_rho")})
-        state_after = replace(
+        state_after = self._past(
             state,
+            batch,
             completed_step=step,
-            cursor=state.cursor + 1,
             estimator=self.estimator.state_dict(),
             dropped_stale_total=state.dropped_stale_total + dropped,
         )
-        # The policy loop waits on the value plane only while it waits for a batch whose
-        # evaluation is still running: at most the wait itself, at most the evaluation time.
-        metrics["value_wait_seconds"] = min(wait_seconds, batch.evaluate_seconds)
+        # The policy loop waits on the value plane only while it is blocked on a batch whose
+        # evaluation is running: the overlap of the two intervals.
+        evaluate_start, evaluate_end = batch.evaluate_window
+        metrics["value_wait_seconds"] = max(0.0, min(wait_end, evaluate_end) - max(step_start, evaluate_start))
         train_start = time.perf_counter()
         pending = PendingStep(step, with_advantages, state_after, metrics)
         self.checkpoints.save_pending(pending)

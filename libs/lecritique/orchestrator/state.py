@@ -37,6 +37,11 @@ class OrchestratorState:
     """Experiment wall time spent before the current orchestrator process started."""
     dropped_stale_total: int = 0
     """Rollouts dropped as too off-policy so far."""
+    reward_average: float | None = None
+    """The critic's In-Context Conditioning reward average after every batch before ``cursor``
+    (None: no batch yet, the configured prior)."""
+    reward_average_batches: int = 0
+    """Batches folded into ``reward_average``."""
 
 
 @dataclass
