@@ -133,7 +133,10 @@ def training_dashboard() -> dict[str, Any]:
     return _dashboard("lecritique-training", "lecritique / training",
                       "Reward, versions, staleness and throughput of each experiment.", [
         _row("Progress"),
-        _panel("Mean reward", [(f"lecritique_reward_mean{{{EXP}}}", "{{experiment}}")], unit="none"),
+        _panel("Reward and held-out success", [
+            (f"lecritique_reward_mean{{{EXP}}}", "{{experiment}} training batches"),
+            (f"lecritique_eval_success{{{EXP}}}", "{{experiment}} held-out greedy success"),
+        ], unit="none"),
         _panel("Policy step", [(f"lecritique_orchestrator_step{{{EXP}}}", "{{experiment}}")], unit="none"),
         _panel("Policy versions", [
             (f"max by (experiment) (lecritique_policy_published_version{{{EXP}}})", "{{experiment}} published"),

@@ -146,5 +146,5 @@ def tiny_spec_data(name: str, steps: int, policy_path: Path) -> dict[str, Any]:
         "estimator": {"name": "tether", "buckets": 2},
         "critic": {"kind": "discriminative", "context": "reference", "warmup_updates": 1,
                    "replay": {"capacity": 128, "max_reuse": 1}},
-        "orchestrator": {"steps": steps, "max_off_policy_steps": 0},
+        "orchestrator": {"steps": steps, "max_off_policy_steps": 0, "eval_every": 4, "eval_tasks": 4},
     }

@@ -123,7 +123,7 @@ def test_vf_has_no_context_and_loo_group_never_contains_the_trajectory(tiny_poli
 
 
 def test_killed_orchestrator_resumes_without_repeating_or_skipping_a_step(tiny_policy, tmp_path):
-    spec = pipeline_spec(tiny_policy, orchestrator={"steps": 6})
+    spec = pipeline_spec(tiny_policy, orchestrator={"steps": 6, "eval_every": 3, "eval_tasks": 4})
     with running_services(spec, tmp_path) as launcher:
         orchestrator = launcher.start_orchestrator()
         deadline = time.monotonic() + 300
@@ -138,6 +138,9 @@ def test_killed_orchestrator_resumes_without_repeating_or_skipping_a_step(tiny_p
     rows = read_metrics(tmp_path)
     assert [row["step"] for row in rows] == [1, 2, 3, 4, 5, 6], f"killed after {killed_at} steps"
     assert [row["policy_version"] for row in rows] == [1, 2, 3, 4, 5, 6]
+    # Held-out greedy evaluation every 3 steps, on the weights that step published.
+    assert [row["step"] for row in rows if "eval_success" in row] == [3, 6]
+    assert all(0.0 <= row["eval_success"] <= row["eval_reward_mean"] <= 1.0 for row in rows if "eval_success" in row)
     record = json.loads((tmp_path / "state" / "policy_trainer.json").read_text())
     assert record["step"] == 6 and record["policy_version"] == 6
     # The critic's running reward average resumed too: every consumed batch is folded in once

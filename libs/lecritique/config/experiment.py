@@ -155,11 +155,13 @@ class OrchestratorSpec(SpecModel):
     max_off_policy_steps: int = Field(default=8, ge=0)
     """Drop rollouts generated more than this many policy versions ago (Table 1: 8)."""
     prefetch_batches: int = Field(default=1, ge=0)
-    """Batches generated ahead of the policy trainer (0: strictly on-policy, no overlap)."""
+    """Batches queued ahead of the policy loop; at most ``prefetch_batches + 1`` are in flight
+    (rolling out, evaluating or queued). 0: strictly on-policy, no overlap."""
     eval_every: int | None = Field(default=None, ge=1)
-    """Evaluate greedy success on held-out tasks every this many steps (None: never)."""
+    """Greedy success (reward >= 1) on held-out eval-split tasks every this many steps, after the
+    step's weights are loaded (None: never); ``eval_success`` in the metrics."""
     eval_tasks: int = Field(default=64, ge=1)
-    """Held-out tasks per evaluation."""
+    """Held-out tasks per evaluation (the same tasks every time)."""
 
 
 class ExperimentSpec(SpecModel):

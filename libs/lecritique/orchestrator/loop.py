@@ -45,7 +45,7 @@ from lecritique.critics.context import GroupMember, Peer, build_group_contexts, 
 from lecritique.critics.icc import ACTOR_KEY, REWARD_AVERAGE_KEY, RewardAverage
 from lecritique.critics.prompts import describe_actor
 from lecritique.orchestrator.clients import ServiceClients
-from lecritique.orchestrator.episodes import EpisodeBatch, EpisodeRunner
+from lecritique.orchestrator.episodes import EpisodeBatch, EpisodeRunner, SamplingSettings
 from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
 from lecritique.trajectory import Trajectory
 
@@ -70,6 +70,9 @@ STEP_SECONDS = Histogram(
 )
 VALUE_WAIT = Counter(
     "lecritique_value_wait_seconds_total", "Time the policy loop spent waiting on the value plane", ["experiment"]
+)
+EVAL_SUCCESS = Gauge(
+    "lecritique_eval_success", "Greedy success of the policy on held-out tasks (orchestrator.eval_every)", ["experiment"]
 )
 TOKENS = Counter("lecritique_rollout_tokens_total", "Policy tokens generated", ["experiment"])
 
@@ -142,6 +145,9 @@ class Orchestrator:
         # The evaluation stage encodes critic contexts while the rollout stage encodes prompts:
         # a Rust-backed tokenizer must not be used from two threads at once.
         self._context_tokenizer = copy.deepcopy(runner.tokenizer)
+        # Held-out evaluation runs in the policy loop while the rollout stage generates.
+        self._eval_runner = copy.copy(runner)
+        self._eval_runner.tokenizer = copy.deepcopy(runner.tokenizer)
         self._started = time.monotonic()
         self._elapsed_before = 0.0
         self._labels = (experiment_id,)
@@ -339,6 +345,9 @@ class Orchestrator:
         metrics = dict(pending.metrics)
         metrics.update({f"policy_{k}": v for k, v in response.metrics.items()})
         metrics["policy_version"] = int(response.policy_version)
+        eval_every = self.spec.orchestrator.eval_every
+        if eval_every is not None and pending.step % eval_every == 0:
+            metrics.update(self._held_out_eval(pending.step))
         # A crash between appending the row and committing the checkpoint must not log the step twice.
         if not (recovering and self._metrics_has_step(pending.step)):
             self._append_metrics(metrics)
@@ -347,6 +356,25 @@ class Orchestrator:
         STEP.labels(*self._labels).set(pending.step)
         POLICY_VERSION.labels(*self._labels).set(response.policy_version)
         return state
+
+    def _held_out_eval(self, step: int) -> dict[str, float]:
+        """Greedy episodes of the just-loaded policy on the same eval-split tasks every time."""
+        spec = self.spec
+        start = time.perf_counter()
+        tasks = self.clients.environment.sample_tasks(spec.orchestrator.eval_tasks, "eval", spec.seed)
+        greedy = SamplingSettings(temperature=0.0, top_p=1.0, max_tokens=self.runner.sampling.max_tokens)
+        episodes = self._eval_runner.run(
+            tasks, 1, first_group_id=0, seed=spec.seed, trajectory_prefix=f"eval{step}", sampling=greedy
+        )
+        rewards = np.array([t.reward for t in episodes.trajectories], dtype=np.float64)
+        success = float(np.mean(rewards >= 1.0))
+        EVAL_SUCCESS.labels(*self._labels).set(success)
+        logger.info("step %d: held-out greedy success %.3f on %d tasks", step, success, len(tasks))
+        return {
+            "eval_success": success,
+            "eval_reward_mean": float(rewards.mean()),
+            "eval_seconds": time.perf_counter() - start,
+        }
 
     def _recover(self, state: OrchestratorState) -> OrchestratorState:
         pending = self.checkpoints.load_pending()

@@ -17,6 +17,8 @@ PANELS = (
     ("value_explained_variance", "critic explained variance"),
     ("tether_rho", "TETHER rho"),
 )
+SPARSE = {"eval_success"}
+"""Keys logged only on some steps: drawn as points, not smoothed."""
 
 
 def load_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -103,8 +105,12 @@ def write_report(run_dir: Path, title: str | None = None) -> tuple[Path, Path]:
     figure, axes = plt.subplots(len(panels), 1, figsize=(8, 2.6 * len(panels)), sharex=True, squeeze=False)
     for axis, (key, label) in zip(axes[:, 0], panels, strict=True):
         steps, values = _series(rows, key)
-        axis.plot(steps, values, alpha=0.35, linewidth=1, label="per step")
-        axis.plot(steps, _smooth(values, 10), linewidth=2, label="moving average (10)")
+        if key in SPARSE:
+            axis.plot(steps, values, marker="o", linewidth=1.5, color="tab:green", label="every eval_every steps")
+            axis.legend(loc="best", fontsize=8)
+        else:
+            axis.plot(steps, values, alpha=0.35, linewidth=1, label="per step")
+            axis.plot(steps, _smooth(values, 10), linewidth=2, label="moving average (10)")
         axis.set_ylabel(label)
         axis.grid(alpha=0.3)
     axes[0, 0].legend(loc="best", fontsize=8)
@@ -118,6 +124,13 @@ def write_report(run_dir: Path, title: str | None = None) -> tuple[Path, Path]:
     def fmt(value: float) -> str:
         return "n/a" if not math.isfinite(value) else f"{value:.3f}"
 
+    eval_steps, eval_success = _series(rows, "eval_success")
+    eval_rows = (
+        f"| held-out greedy success, step {int(eval_steps[0])} | {fmt(float(eval_success[0]))} |\n"
+        f"| held-out greedy success, step {int(eval_steps[-1])} | {fmt(float(eval_success[-1]))} |\n"
+        if eval_success.size
+        else ""
+    )
     md = run_dir / "report.md"
     md.write_text(
         f"# {title or run_dir.name}\n\n"
@@ -129,7 +142,8 @@ def write_report(run_dir: Path, title: str | None = None) -> tuple[Path, Path]:
         f"| reward gain | {fmt(summary.reward_gain)} |\n"
         f"| critic explained variance, last {summary.window} steps | {fmt(summary.explained_variance_end)} |\n"
         f"| TETHER rho, final | {fmt(summary.rho_end)} |\n"
-        f"| rollouts dropped as stale | {summary.dropped_stale} |\n"
+        + eval_rows
+        + f"| rollouts dropped as stale | {summary.dropped_stale} |\n"
         f"| wall time of the experiment (s) | {fmt(summary.seconds)} |\n"
     )
     return png, md

@@ -1,0 +1,55 @@
+"""``lecritique report``: metrics.jsonl -> report.png + report.md."""
+
+import json
+
+import pytest
+
+from lecritique.reporting import load_metrics, summarize, write_report
+
+
+def _write_rows(run_dir, steps=30, torn=False):
+    lines = []
+    for step in range(1, steps + 1):
+        row = {
+            "step": step, "reward_mean": step / steps, "value_explained_variance": 0.1 if step > 1 else None,
+            "tether_rho": 0.01 * step, "dropped_stale": 1 if step == 5 else 0, "seconds": 2.0 * step,
+        }
+        if step % 10 == 0:
+            row["eval_success"] = step / 100
+        lines.append(json.dumps(row))
+    text = "\n".join(reversed(lines)) + "\n"  # out of order on purpose: rows are sorted by step
+    if torn:
+        text += '{"step": 31, "reward_me'
+    (run_dir / "metrics.jsonl").write_text(text)
+
+
+def test_report_summarises_the_run_and_draws_every_curve(tmp_path):
+    _write_rows(tmp_path, torn=True)
+    rows = load_metrics(tmp_path)
+    assert [row["step"] for row in rows] == list(range(1, 31))  # the torn last line is ignored
+    summary = summarize(rows)
+    assert summary.reward_start == pytest.approx(sum(range(1, 11)) / 10 / 30)
+    assert summary.reward_end == pytest.approx(sum(range(21, 31)) / 10 / 30)
+    assert summary.rho_end == pytest.approx(0.30) and summary.dropped_stale == 1 and summary.seconds == 60.0
+
+    png, md = write_report(tmp_path, title="unit")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    text = md.read_text()
+    assert text.startswith("# unit") and "![curves](report.png)" in text
+    assert "| reward gain | 0.667 |" in text
+    assert "| held-out greedy success, step 10 | 0.100 |" in text
+    assert "| held-out greedy success, step 30 | 0.300 |" in text
+    assert "| rollouts dropped as stale | 1 |" in text
+
+
+def test_a_run_without_evaluations_or_critic_still_reports(tmp_path):
+    rows = [{"step": s, "reward_mean": 0.5, "seconds": float(s)} for s in (1, 2, 3)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _, md = write_report(tmp_path)
+    text = md.read_text()
+    assert "held-out" not in text and "| TETHER rho, final | n/a |" in text
+
+
+def test_a_directory_without_metrics_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
+        load_metrics(tmp_path)
