@@ -6,17 +6,17 @@ Per policy step k:
    policy versions old;
 2. build each trajectory's critic context and evaluate every trajectory with the value evaluator
    (newest critic; the response names the version used);
+3. freeze the advantages with the estimator's state fitted on *earlier* batches, then fit its
+   state on this batch (TETHER's rho, EVPO's explained variance) for the next one;
+4. push the evaluated trajectories to the replay stream (evaluate-before-train);
+5. record the step as pending, send it to the policy trainer, load the published weights into
+   every rollout replica, run the held-out evaluation when due, append the step's metrics,
+   commit the checkpoint.
 
 Steps 1-2 run ahead of the policy loop in two producer threads, a rollout stage and an
 evaluation stage, so that batch k+1 is evaluated while batch k+2 is generated and batch k trains
 (value evaluation off the critical path, Le Critique B.1). At most ``prefetch_batches + 1``
 batches are in flight beyond the one training, as with a single producer.
-
-3. freeze the advantages with the estimator's state fitted on *earlier* batches, then fit its
-   state on this batch (TETHER's rho, EVPO's explained variance) for the next one;
-4. push the evaluated trajectories to the replay stream (evaluate-before-train);
-5. record the step as pending, send it to the policy trainer, load the published weights into
-   every rollout replica, append the step's metrics, commit the checkpoint.
 
 Before the first policy update the loop only generates, evaluates and pushes, until the value
 trainer reports ``warmup_updates`` critic updates (when the estimator uses the critic) and a
@@ -88,9 +88,9 @@ class _GeneratedBatch:
     evaluate_seconds: float
     critic_stats: dict[str, float]
     """The value evaluator's statistics of this batch (states scored, parse failures, LLM tokens and cost)."""
-    reward_average_after: tuple[float, int] = (0.0, 0)
+    reward_average_after: tuple[float, int]
     """The ICC reward average and its batch count once this batch is folded in (checkpointed)."""
-    evaluate_window: tuple[float, float] = (0.0, 0.0)
+    evaluate_window: tuple[float, float]
     """``perf_counter`` start and end of this batch's evaluation: the policy loop's value wait is its
     blocked time inside this window."""
 
