@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,7 +32,7 @@ from lecritique.training.collate import (
 )
 from lecritique.training.distillation import DistillationConfig, Distiller, collate_gates, lvopd_gates
 from lecritique.training.distributed import all_reduce_sum, shard_indices
-from lecritique.training.engine import DTYPES, DType, HFTrainer, OptimizerConfig
+from lecritique.training.engine import DTYPES, DType, HFTrainer, OptimizerConfig, ParallelSettings
 from lecritique.training.policy_loss import DPPOLossConfig, LossStatistics, PolicyLossConfig, policy_loss
 from lecritique.trajectory import Trajectory
 
@@ -58,6 +58,12 @@ class PolicyTrainerConfig(BaseModel):
     """Device to train on; None picks this rank's GPU if there is one, else the CPU."""
     distillation: DistillationConfig | None = None
     """LVOPD: value-gated on-policy distillation from a teacher as an extra loss term (None: off)."""
+    parallelism: Literal["ddp", "fsdp2"] = "ddp"
+    """Data parallelism under torchrun: ``ddp`` (full replica per rank) or ``fsdp2`` (``fully_shard``: weights, gradients, AdamW state sharded)."""
+    mixed_precision: Literal["auto", "bf16", "off"] = "auto"
+    """bf16 compute with float32 master weights and gradient reduction; ``auto``: bf16 on GPUs that support it, off on CPU."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass (less memory, one more forward)."""
 
 
 class PolicyTrainer(HFTrainer):
@@ -71,7 +77,9 @@ class PolicyTrainer(HFTrainer):
         if not (self.model_dir / "config.json").is_file():
             raise ValueError(f"policy model directory {self.model_dir} has no config.json")
         model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=DTYPES[self.config.dtype])
-        self._start(model, self.config.optimizer, self.config.device, tokenizer_source=self.model_dir)
+        self._start(
+            model, self.config.optimizer, self.config.device, self.model_dir, ParallelSettings.of(self.config)
+        )
         distillation = self.config.distillation
         self.distiller = Distiller(distillation, self.engine.device, self.vocab_size) if distillation else None
         logger.info(
