@@ -10,7 +10,7 @@ import torch
 from training_helpers import make_trajectory
 from transformers import BertConfig, BertModel
 
-from lecritique.training.checkpoint import TrainerCheckpoints, read_meta
+from lecritique.training.checkpoint import ResumeOutcome, TrainerCheckpoints, read_meta, resume
 from lecritique.training.engine import OptimizerConfig
 from lecritique.training.fsdp import apply_activation_checkpointing, decoder_layers, mixed_precision_dtype
 from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
@@ -115,3 +115,28 @@ def test_an_unfinished_save_is_never_the_latest_checkpoint(tiny_llama_dir: Path,
     (tmp_path / "ckpt" / ".staging-step-00000002").mkdir()  # a save that crashed half way
     latest = checkpoints.latest()
     assert latest is not None and latest[0].step == 1
+
+
+def test_resume_restores_what_the_newest_checkpoint_holds_for_the_applied_step(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    batches = _batches(3)
+    trainer = PolicyTrainer(tiny_llama_dir, _config())
+    checkpoints = TrainerCheckpoints(tmp_path / "ckpt", keep=3)
+    assert resume(trainer, checkpoints, applied_step=5) == ResumeOutcome("none", 5, None)
+    trainer = PolicyTrainer(tiny_llama_dir, _config())
+    for step, batch in enumerate(batches, start=1):
+        trainer.train_step(batch)
+        checkpoints.save(trainer, extra={"record": {"step": step}})
+
+    exact = PolicyTrainer(tiny_llama_dir, _config())
+    assert resume(exact, checkpoints, applied_step=3) == ResumeOutcome("exact", 3, None)
+    # Checkpoint written, record not yet: the record travels with the checkpoint.
+    ahead = PolicyTrainer(tiny_llama_dir, _config())
+    assert resume(ahead, checkpoints, applied_step=2) == ResumeOutcome("exact", 3, {"step": 3})
+    for (_, a), (_, b) in zip(trainer.model.named_parameters(), ahead.model.named_parameters(), strict=True):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+    # Steps applied after the newest checkpoint: AdamW state only, the counter follows the caller.
+    behind = PolicyTrainer(tiny_llama_dir, _config())
+    initial = {name: p.detach().clone() for name, p in behind.model.named_parameters()}
+    assert resume(behind, checkpoints, applied_step=7) == ResumeOutcome("optimizer", 7, None)
+    for name, parameter in behind.model.named_parameters():
+        torch.testing.assert_close(parameter, initial[name], rtol=0, atol=0)

@@ -146,7 +146,13 @@ class PolicyTrainerSpec(PolicyTrainerConfig):
     """Policy optimisation (loss, AdamW) and its process layout."""
 
     processes: int = Field(default=1, ge=1)
-    """torch.distributed processes (torchrun --nproc_per_node) of the policy trainer."""
+    """torch.distributed processes of the policy trainer in all (one per GPU), over one or more pods."""
+    processes_per_node: int | None = Field(default=None, ge=1)
+    """Processes per pod (torchrun --nproc_per_node; one per GPU of a node); None: the chart's gpusPerNode, or all on one pod."""
+    checkpoint_every: int | None = Field(default=1, ge=1)
+    """Save weights, AdamW state, step and RNG (DCP) every this many steps, so a restart resumes them; None: never."""
+    checkpoint_keep: int = Field(default=2, ge=1)
+    """Checkpoints kept in the run's state directory (older ones are deleted)."""
 
 
 class OrchestratorSpec(SpecModel):

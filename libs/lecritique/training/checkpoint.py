@@ -28,6 +28,9 @@ import os
 import random
 import re
 import shutil
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +71,14 @@ class CheckpointMeta:
 
 def _distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
+
+
+@contextmanager
+def _single_process_quietly() -> Iterator[None]:
+    """DCP warns that it assumes a single process when there is no process group; that is intended."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled", category=UserWarning)
+        yield
 
 
 def _barrier() -> None:
@@ -132,7 +143,8 @@ class TrainerCheckpoints:
             staging.mkdir(parents=True)
         _barrier()
         model_state, optimizer_state = get_state_dict(trainer.engine.model, trainer.engine.optimizer)
-        dcp_save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=staging, no_dist=not _distributed())
+        with _single_process_quietly():
+            dcp_save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=staging, no_dist=not _distributed())
         (staging / "rng").mkdir(exist_ok=True)
         torch.save(_rng_state(), staging / "rng" / f"rank-{context.rank}.pt")
         _barrier()
@@ -162,7 +174,8 @@ class TrainerCheckpoints:
         state: dict[str, Any] = {"optimizer": optimizer_state}
         if weights:
             state["model"] = model_state
-        dcp_load(state, checkpoint_id=source, no_dist=not _distributed())
+        with _single_process_quietly():
+            dcp_load(state, checkpoint_id=source, no_dist=not _distributed())
         if weights:
             set_model_state_dict(model, model_state)
         set_optimizer_state_dict(model, optimizer, optimizer_state)
@@ -200,3 +213,43 @@ def _fsync_tree(folder: Path) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
+
+@dataclass(frozen=True)
+class ResumeOutcome:
+    """What :func:`resume` restored."""
+
+    mode: str
+    """``none`` (no checkpoint), ``exact`` (weights, AdamW state, step, RNG) or ``optimizer`` (AdamW state only)."""
+    step: int
+    """The trainer's step counter afterwards."""
+    record: dict[str, Any] | None
+    """The caller's record saved with a checkpoint newer than ``applied_step`` (to be adopted), else None."""
+
+
+def resume(trainer: HFTrainer, checkpoints: TrainerCheckpoints, applied_step: int) -> ResumeOutcome:
+    """Restore a restarted trainer, given the last step its caller knows was applied (a collective).
+
+    The trainer was built from the newest published weights, which are those of ``applied_step``.
+    A checkpoint of that step (or of a newer one, written just before the caller recorded it)
+    restores everything; an older checkpoint (``checkpoint_every`` > 1) restores only the AdamW
+    state, whose moments are then that many steps stale. The step counter always ends at the
+    applied step, so later checkpoints are named after the caller's steps.
+    """
+    found = checkpoints.latest()
+    if found is None:
+        trainer.engine.steps = applied_step
+        return ResumeOutcome("none", applied_step, None)
+    meta, path = found
+    if meta.step >= applied_step:
+        checkpoints.load(trainer, path)
+        record = meta.extra.get("record") if meta.step > applied_step else None
+        logger.info("resumed the whole training state of step %d from %s", meta.step, path)
+        return ResumeOutcome("exact", meta.step, record)
+    checkpoints.load(trainer, path, weights=False)
+    trainer.engine.steps = applied_step
+    logger.warning(
+        "newest checkpoint is of step %d but step %d was applied: weights from the published version, "
+        "AdamW moments %d steps stale", meta.step, applied_step, applied_step - meta.step,
+    )
+    return ResumeOutcome("optimizer", applied_step, None)
