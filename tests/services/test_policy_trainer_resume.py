@@ -19,7 +19,7 @@ from lecritique.v1 import policy_pb2, policy_pb2_grpc
 from lecritique.weights import WeightStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
-from training_helpers import make_trajectory, save_tiny_llama  # noqa: E402
+from training_helpers import make_trajectory, save_tiny_llama
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
