@@ -188,7 +188,7 @@ def serve(runtime: ServiceRuntime) -> None:
             checkpoints.save(trainer, extra={"record": current.get("result")})
 
     if not context.is_main:
-        run_policy_worker(trainer, lambda: None, after_step=after_step)
+        _serve_other_rank(runtime, trainer, after_step)
         return
     if record.step == 0:
         latest = store.latest("policy")
@@ -196,6 +196,23 @@ def serve(runtime: ServiceRuntime) -> None:
         record.data.update({"policy_version": latest[0], "path": str(latest[1])})
     servicer = PolicyTrainerServicer(store, record, runtime.experiment_id)
     _serve_rank_zero(runtime, servicer, trainer, current, after_step, context.enabled)
+
+
+def _serve_other_rank(runtime: ServiceRuntime, trainer: Any, after_step: Any) -> None:
+    """Follow rank 0's steps; the first rank of every other pod also answers gRPC health (its probes)."""
+    from lecritique.training.policy_worker import run_policy_worker
+
+    health = None
+    if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+        health = start_server(
+            service="policy-trainer-worker", add_servicers=lambda server: None, service_names=[],
+            port=runtime.port, host=runtime.host,
+        )
+    try:
+        run_policy_worker(trainer, lambda: None, after_step=after_step)
+    finally:
+        if health is not None:
+            health.stop()
 
 
 def _serve_rank_zero(

@@ -218,9 +218,10 @@ def test_chart_service_monitors_network_policies_and_budgets_select_the_experime
         pod_labels = _workload(objects, component)["spec"]["template"]["metadata"]["labels"]
         policy = one(chart_objects, "NetworkPolicy", f"-{component}")
         assert _matches(policy["spec"]["podSelector"]["matchLabels"], pod_labels)
-        # Release pods (the orchestrator, the other services) may call the gRPC port.
+        # Release pods (the orchestrator, the other services) may call the gRPC port. (Rules without
+        # ports let a multi-pod trainer's ranks reach each other: tests/chart/test_multinode_trainer.py.)
         for rule in policy["spec"]["ingress"]:
-            for peer in rule.get("from", []):
+            for peer in rule.get("from", []) if "ports" in rule else []:
                 assert _matches(peer["podSelector"]["matchLabels"], _workload(objects, "orchestrator")["spec"]["template"]["metadata"]["labels"])
         if component != "orchestrator":
             budget = one(chart_objects, "PodDisruptionBudget", f"-{component}")

@@ -134,12 +134,17 @@ def test_the_api_role_grants_exactly_what_the_kubernetes_launcher_calls() -> Non
 
 
 def _ingress_ports(policy: dict[str, Any]) -> dict[int, list[Any] | None]:
-    """Port -> its allowed peers (None: from anywhere)."""
+    """Port -> its allowed peers (None: from anywhere); rules without ports are left out."""
     out: dict[int, list[Any] | None] = {}
     for rule in policy["spec"]["ingress"]:
-        for port in rule["ports"]:
+        for port in rule.get("ports", []):
             out[port["port"]] = rule.get("from")
     return out
+
+
+def _any_port_peers(policy: dict[str, Any]) -> list[Any]:
+    """Peers allowed on every port (torch.distributed groups)."""
+    return [peer for rule in policy["spec"]["ingress"] if "ports" not in rule for peer in rule["from"]]
 
 
 RELEASE_PODS = [{"podSelector": {"matchLabels": {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/part-of": "lecritique"}}}]
@@ -153,6 +158,10 @@ def test_grpc_and_redis_ports_are_reachable_only_from_the_release_pods() -> None
         assert policy["spec"]["policyTypes"] == ["Ingress"]
         ports = _ingress_ports(policy)
         assert ports == {50051: RELEASE_PODS, 9090: None}, component
+        # Only a multi-pod policy trainer's own pods reach each other on any port.
+        trainer_pods = {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": "policy-trainer"}
+        expected = [{"podSelector": {"matchLabels": trainer_pods}}] if component == "policy-trainer" else []
+        assert _any_port_peers(policy) == expected, component
     assert _ingress_ports(one(objects, "NetworkPolicy", "-orchestrator")) == {9090: None}
     assert _ingress_ports(one(objects, "NetworkPolicy", "-redis")) == {6379: RELEASE_PODS}
     assert _ingress_ports(one(objects, "NetworkPolicy", "-api")) == {8000: None}

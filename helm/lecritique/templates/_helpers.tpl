@@ -80,7 +80,8 @@ capabilities:
 
 {{/*
 NetworkPolicy of an experiment component: gRPC only from this release's pods, metrics from
-networkPolicy.metricsFrom (any when empty). (dict "root" $ "component" "rollout" "grpc" true)
+networkPolicy.metricsFrom (any when empty); "collectiveFrom": components whose pods may reach these on any
+port (torch.distributed groups). (dict "root" $ "component" "rollout" "grpc" true)
 */}}
 {{- define "lecritique.componentNetworkPolicy" -}}
 {{- if .root.Values.networkPolicy.enabled }}
@@ -106,6 +107,14 @@ spec:
               app.kubernetes.io/part-of: lecritique
       ports:
         - {port: 50051, protocol: TCP}
+    {{- end }}
+    {{- range .collectiveFrom }}
+    {{- /* torch.distributed (TCPStore rendezvous, gloo/NCCL sockets on ephemeral ports): any port. */}}
+    - from:
+        - podSelector:
+            matchLabels:
+              app.kubernetes.io/instance: {{ $.root.Release.Name }}
+              app.kubernetes.io/component: {{ . }}
     {{- end }}
     - ports:
         - {port: 9090, protocol: TCP}

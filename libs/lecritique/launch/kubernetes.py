@@ -41,6 +41,13 @@ from lecritique.launch.components import (
     Component,
     ComponentDefaults,
 )
+from lecritique.launch.multinode import (
+    POD_NAME_LABEL,
+    node_rank_env,
+    ranks_service,
+    torchrun_command,
+    trainer_layout,
+)
 
 EXPERIMENT_LABEL = "lecritique.dev/experiment"
 """Label naming the experiment id on every object the launcher creates."""
@@ -113,7 +120,9 @@ def _replicas(spec: ExperimentSpec, component: Component, chart: ComponentDefaul
         placed = _placement(spec).environment_verifier
         if isinstance(placed, ScalablePlacement) and placed.replicas is not None:
             return placed.replicas
-    if component in (Component.value_trainer, Component.policy_trainer, Component.orchestrator):
+    if component == Component.policy_trainer:
+        return trainer_layout(spec, chart.gpus_per_node).pods
+    if component in (Component.value_trainer, Component.orchestrator):
         return 1
     return chart.replicas
 
@@ -156,18 +165,18 @@ def merge_resources(component: Component, chart: ComponentDefaults, placed: Comp
         if name in limits and parse_quantity(request) > parse_quantity(limits[name]):
             raise SpecError(f"{field}.requests.{name}: request {request} exceeds the limit {limits[name]}")
     if component == Component.policy_trainer:
-        processes = spec.policy_trainer.processes
+        processes = trainer_layout(spec, chart.gpus_per_node).per_pod  # torchrun processes of one pod
         placed_gpus = placed.resources is not None and (
             GPU_RESOURCE in placed.resources.limits or GPU_RESOURCE in placed.resources.requests
         )
         if not placed_gpus and parse_quantity(limits.get(GPU_RESOURCE, "0")) > 0:
-            # A GPU pool by default: one GPU per torchrun process.
+            # A GPU pool by default: one GPU per torchrun process of the pod.
             requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(processes)
         gpus = parse_quantity(limits.get(GPU_RESOURCE, "0"))
         if gpus > 0 and gpus != processes:
             raise SpecError(
-                f"{field}.limits.{GPU_RESOURCE}: {limits[GPU_RESOURCE]} GPUs but policy_trainer.processes is {processes}; "
-                "torchrun runs one process per GPU"
+                f"{field}.limits.{GPU_RESOURCE}: {limits[GPU_RESOURCE]} GPUs but each policy-trainer pod runs {processes} "
+                "processes (policy_trainer.processes over its pods); torchrun runs one process per GPU"
             )
     return {"requests": requests, "limits": limits}
 
@@ -182,6 +191,15 @@ def _secret_env(spec: ExperimentSpec, component: Component) -> list[dict[str, An
         return []
     reference = {"name": llm.api_key_secret, "key": llm.api_key_secret_key}
     return [{"name": llm.api_key_env, "valueFrom": {"secretKeyRef": reference}}]
+
+
+def _multi_node_trainer(spec: ExperimentSpec, component: Component, chart: ComponentDefaults) -> bool:
+    return component == Component.policy_trainer and trainer_layout(spec, chart.gpus_per_node).multi_node
+
+
+def _trainer_env(spec: ExperimentSpec, component: Component, chart: ComponentDefaults) -> list[dict[str, Any]]:
+    """A multi-pod trainer's node rank, from its pod index."""
+    return [node_rank_env()] if _multi_node_trainer(spec, component, chart) else []
 
 
 def _env(
@@ -241,10 +259,10 @@ def _container_command(spec: ExperimentSpec, experiment_id: str, component: Comp
         "--state-dir", f"{run_dir}/state",
         "--host", "0.0.0.0",
     ]
-    processes = spec.policy_trainer.processes
-    if component == Component.policy_trainer and processes > 1:
-        # Rank 0 serves gRPC; the other ranks join its process group.
-        return ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}", "-m", *serve]
+    if component == Component.policy_trainer and spec.policy_trainer.processes > 1:
+        # Rank 0 serves gRPC; the other ranks (on this pod or on the StatefulSet's other pods) join its group.
+        layout = trainer_layout(spec, defaults.components.policy_trainer.gpus_per_node)
+        return torchrun_command(layout, object_name(experiment_id, component), defaults.namespace, serve)
     return serve
 
 
@@ -290,7 +308,7 @@ def _pod_template(
         "image": chart.image,
         "imagePullPolicy": chart.image_pull_policy,
         "command": _container_command(spec, experiment_id, component, defaults),
-        "env": _env(defaults, chart, experiment_id, _secret_env(spec, component)),
+        "env": _env(defaults, chart, experiment_id, [*_secret_env(spec, component), *_trainer_env(spec, component, chart)]),
         "ports": ports,
         "resources": merge_resources(component, chart, placed, spec),
         **_probes(component, chart),
@@ -344,6 +362,10 @@ def _service(spec: ExperimentSpec, experiment_id: str, component: Component, def
     ports = [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}]
     if component != Component.orchestrator:
         ports.insert(0, {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "grpc"})
+    selector = selector_labels(defaults, experiment_id, component)
+    if _multi_node_trainer(spec, component, defaults.components.of(component)):
+        # Only global rank 0 (on pod 0) serves gRPC; the other pods are reached by torch.distributed.
+        selector[POD_NAME_LABEL] = f"{object_name(experiment_id, component)}-0"
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -351,7 +373,7 @@ def _service(spec: ExperimentSpec, experiment_id: str, component: Component, def
         "spec": {
             # Headless: the name resolves to every ready pod, which the client round-robins.
             "clusterIP": "None",
-            "selector": selector_labels(defaults, experiment_id, component),
+            "selector": selector,
             "ports": ports,
         },
     }
@@ -377,7 +399,8 @@ def _workload(spec: ExperimentSpec, experiment_id: str, component: Component, de
         }
     body: dict[str, Any] = {"replicas": _replicas(spec, component, chart), "selector": selector, "template": template}
     if info.workload == "StatefulSet":
-        body = {**body, "serviceName": name, "podManagementPolicy": "Parallel"}
+        governing = ranks_service(metadata, selector["matchLabels"])["metadata"]["name"] if _multi_node_trainer(spec, component, chart) else name
+        body = {**body, "serviceName": governing, "podManagementPolicy": "Parallel"}
     return {"apiVersion": "apps/v1", "kind": info.workload, "metadata": metadata, "spec": body}
 
 
@@ -402,5 +425,10 @@ def render_experiment_objects(
         "data": {"spec.json": resolved.model_dump_json(indent=1)},
     }
     services = [_service(resolved, experiment_id, component, defaults) for component in components]
+    trainer = Component.policy_trainer
+    if _multi_node_trainer(resolved, trainer, defaults.components.policy_trainer):
+        name = object_name(experiment_id, trainer)
+        services.append(ranks_service(_metadata(defaults, experiment_id, name, trainer, resolved),
+                                      selector_labels(defaults, experiment_id, trainer)))
     workloads = [_workload(resolved, experiment_id, component, defaults) for component in components]
     return [config_map, *services, *workloads]
