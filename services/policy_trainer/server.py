@@ -150,7 +150,6 @@ def serve(runtime: ServiceRuntime) -> None:
     from lecritique.replay import redis_client
     from lecritique.training.checkpoint import TrainerCheckpoints
     from lecritique.training.distributed import init_distributed_from_env
-    from lecritique.training.policy_worker import run_policy_worker
 
     spec = load_spec(runtime.spec_path)
     context = init_distributed_from_env()

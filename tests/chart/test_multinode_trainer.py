@@ -14,7 +14,15 @@ import pytest
 from lecritique.config.experiment import SpecError, parse_spec
 from lecritique.launch.kubernetes import render_experiment_objects
 from lecritique.launch.multinode import POD_INDEX_LABEL, POD_NAME_LABEL, RENDEZVOUS_PORT
-from tests.helm_support import KUBERNETES_VERSION, NAMESPACE, launcher_defaults, one, render_objects, render_templates, spec_data
+from tests.helm_support import (
+    KUBERNETES_VERSION,
+    NAMESPACE,
+    launcher_defaults,
+    one,
+    render_objects,
+    render_templates,
+    spec_data,
+)
 
 EXPERIMENT = "exp-multi"
 TRAINER = f"{EXPERIMENT}-policy-trainer"
