@@ -281,14 +281,17 @@ class HFTrainer:
         self._write_tokenizer(target)
         return target
 
-    def publish(self, store: WeightStore, role: str | None = None, keep_last: int | None = None) -> int | None:
+    def publish(
+        self, store: WeightStore, role: str | None = None, keep_last: int | None = None, version: int | None = None
+    ) -> int | None:
         """Publish the current weights as the next version of ``role`` (default: the trainer's).
 
-        Rank 0 writes and returns the new version; other ranks return None. Unsharded, no
+        Rank 0 writes and returns the new version (``version``, or the next number); other ranks
+        return None. Unsharded, no
         collective is involved and rank 0 may call it alone; under FSDP2 every rank must call it.
         """
         if not self.context.is_main:
             if self.engine.sharded:
                 self._save_sharded(None)
             return None
-        return store.publish(role or self.role, self.save, keep_last=keep_last)
+        return store.publish(role or self.role, self.save, version=version, keep_last=keep_last)

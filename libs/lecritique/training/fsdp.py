@@ -20,6 +20,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from lecritique.weights.broadcast import model_tensors
+
 logger = logging.getLogger(__name__)
 
 
@@ -128,23 +130,24 @@ def clip_grad_norm(parameters: list[nn.Parameter], max_norm: float) -> torch.Ten
 
 def named_state(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
     """Parameters (tied ones once, under their first name) and persistent buffers, in a fixed order."""
-    named: list[tuple[str, torch.Tensor]] = list(model.named_parameters())
-    seen = {name for name, _ in named}
-    persistent = model.state_dict(keep_vars=True)
-    named += [(name, buffer) for name, buffer in model.named_buffers() if name in persistent and name not in seen]
-    return named
+    return model_tensors(model)
 
 
-def full_parameters(model: nn.Module, dtype: torch.dtype | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+def full_parameters(
+    model: nn.Module, dtype: torch.dtype | None = None, names: set[str] | None = None
+) -> Iterator[tuple[str, torch.Tensor]]:
     """Each full tensor of the model on the CPU, one at a time (every rank must iterate in step).
 
     A sharded parameter is all-gathered (``full_tensor``, a collective) and moved to the CPU;
     the caller should drop it before asking for the next, so at most one full tensor exists
-    beside the shards. Unsharded models yield their tensors without communication.
+    beside the shards. Unsharded models yield their tensors without communication. ``names``
+    restricts it to those tensors (every rank must pass the same set).
     """
     from torch.distributed.tensor import DTensor
 
     for name, tensor in named_state(model):
+        if names is not None and name not in names:
+            continue
         with torch.no_grad():
             full = tensor.full_tensor() if isinstance(tensor, DTensor) else tensor.detach()
             if dtype is not None:
