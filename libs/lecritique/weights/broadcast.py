@@ -39,7 +39,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.distributed_c10d import PrefixStore, TCPStore
+from torch._C._distributed_c10d import TCPStore
+from torch.distributed.distributed_c10d import PrefixStore
 
 logger = logging.getLogger(__name__)
 
