@@ -2,7 +2,9 @@
 
 Runs as one process or under ``torchrun`` (several data-parallel ranks, gloo on CPU, NCCL on
 GPU). Rank 0 serves gRPC and hands each batch to the training loop, which broadcasts it to every
-rank (:func:`lecritique.training.policy_worker.run_policy_worker`); rank 0 alone publishes.
+rank (:func:`lecritique.training.policy_worker.run_policy_worker`). After every step each rank
+publishes (rank 0 writes; under FSDP2 the others help gather the shards) through the configured
+weight transport, and checkpoints its training state (DCP) so a restart resumes AdamW and the step.
 
 ``Train`` is idempotent per orchestrator step: the last step's response is recorded on disk, and
 a repeated step (an orchestrator that restarted between sending a step and committing it) gets
@@ -150,6 +152,7 @@ def serve(runtime: ServiceRuntime) -> None:
     from lecritique.replay import redis_client
     from lecritique.training.checkpoint import TrainerCheckpoints
     from lecritique.training.distributed import init_distributed_from_env
+    from lecritique.training.weight_sync import WeightSync
 
     spec = load_spec(runtime.spec_path)
     context = init_distributed_from_env()
@@ -172,11 +175,13 @@ def serve(runtime: ServiceRuntime) -> None:
         else None
     )
     trainer = _start_trainer(spec, store, record, checkpoints)
+    # Broadcast: rank 0 sends changed tensors to every rollout replica; else a directory per version.
+    sync = WeightSync(trainer, store, "policy", settings.weight_transport, receivers=spec.rollout.replicas, keep_last=3)
     current: dict[str, Any] = {}
 
     def after_step(steps: int, metrics: dict[str, float]) -> None:
         """Every rank: publish (gathered from the shards under FSDP2), then checkpoint with the step's record."""
-        published = trainer.publish(store, keep_last=3)
+        published = sync.publish()
         if context.is_main:
             job = current["job"]
             current["result"] = {

@@ -90,6 +90,7 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
                 self.trainer = self._resumed_trainer(path)
                 logger.info("resuming from critic version %d", version)
         self.version = version
+        self.sync = self._weight_sync(runtime)
         self.replay = ReplayBuffer(
             redis,
             experiment=self.experiment,
@@ -107,6 +108,24 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._train_loop, name="critic-training", daemon=True)
         PUBLISHED.labels(self.experiment).set(version)
+
+    def _weight_sync(self, runtime: ServiceRuntime) -> Any:
+        """How versions reach the evaluators: a broadcast (discriminative critics that ask for it) or the store."""
+        transport = getattr(self.critic, "weight_transport", None)
+        if self.trainer is None or transport is None or transport.kind != "broadcast":
+            return None
+        from lecritique.training.weight_sync import WeightSync
+
+        return WeightSync(
+            self.trainer, self.store, "critic", transport, receivers=self.critic.evaluator_replicas,
+            keep_last=self.critic.keep_versions,
+        )
+
+    def _publish(self) -> int:
+        if self.sync is not None:
+            version: int = self.sync.publish()
+            return version
+        return self.store.publish("critic", self.trainer.save, keep_last=self.critic.keep_versions)
 
     def _policy_dir(self) -> Path:
         return Path(self.spec.policy.path) if self.spec.policy.path else self.store.wait_latest("policy")[1]
@@ -137,10 +156,13 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=30)
+        if self.sync is not None:
+            self.sync.close()
 
     def _policy_version(self) -> int | None:
-        latest = self.store.latest("policy")
-        return None if latest is None else latest[0]
+        """The newest policy version: announced in Redis (broadcast versions are not all on the volume) or stored."""
+        known = [v for v in (self.store.announced("policy"), (self.store.latest("policy") or (None,))[0]) if v is not None]
+        return max(known) if known else None
 
     def _train_loop(self) -> None:
         while not self._stop.is_set():
@@ -157,7 +179,7 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
                 metrics = self.trainer.train_step(trajectories, value_targets(trajectories, self.lambda_target))
                 version = self.version
                 if (self.updates + 1) % self.critic.publish_every == 0:
-                    version = self.store.publish("critic", self.trainer.save, keep_last=self.critic.keep_versions)
+                    version = self._publish()
             except Exception:
                 logger.exception("critic update failed; retrying")
                 self._stop.wait(1.0)

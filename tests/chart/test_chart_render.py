@@ -158,9 +158,14 @@ def test_grpc_and_redis_ports_are_reachable_only_from_the_release_pods() -> None
         assert policy["spec"]["policyTypes"] == ["Ingress"]
         ports = _ingress_ports(policy)
         assert ports == {50051: RELEASE_PODS, 9090: None}, component
-        # Only a multi-pod policy trainer's own pods reach each other on any port.
-        trainer_pods = {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": "policy-trainer"}
-        expected = [{"podSelector": {"matchLabels": trainer_pods}}] if component == "policy-trainer" else []
+        # Any port only within torch.distributed groups: a multi-pod trainer's ranks, and each
+        # trainer with the replicas it broadcasts weights to.
+        peers = {"policy-trainer": ["policy-trainer", "rollout"], "rollout": ["policy-trainer"],
+                 "value-trainer": ["value-evaluator"], "value-evaluator": ["value-trainer"]}.get(component, [])
+        expected = [
+            {"podSelector": {"matchLabels": {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": peer}}}
+            for peer in peers
+        ]
         assert _any_port_peers(policy) == expected, component
     assert _ingress_ports(one(objects, "NetworkPolicy", "-orchestrator")) == {9090: None}
     assert _ingress_ports(one(objects, "NetworkPolicy", "-redis")) == {6379: RELEASE_PODS}

@@ -103,16 +103,15 @@ def test_the_schema_refuses_a_node_without_gpus() -> None:
         render_templates({"policyTrainer": {"gpusPerNode": 0}})
 
 
-def test_trainer_pods_reach_each_other_on_any_port_and_nothing_else_does() -> None:
+def test_trainer_pods_reach_each_other_on_any_port_and_only_the_broadcast_peers_do_too() -> None:
     policy = one(render_objects(), "NetworkPolicy", "-policy-trainer")
     statefulset = _trainer(_render(processes=16))
     pod_labels = statefulset["spec"]["template"]["metadata"]["labels"]
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
-    open_rules = [rule for rule in policy["spec"]["ingress"] if "ports" not in rule]
-    assert len(open_rules) == 1
-    [peer] = open_rules[0]["from"]
+    open_peers = [peer for rule in policy["spec"]["ingress"] if "ports" not in rule for peer in rule["from"]]
+    [peer] = [p for p in open_peers if p["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "policy-trainer"]
     assert peer["podSelector"]["matchLabels"].items() <= pod_labels.items()
-    assert peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "policy-trainer"
-    # The other components keep their port-restricted rules.
-    rollout = one(render_objects(), "NetworkPolicy", "-rollout")
-    assert all("ports" in rule for rule in rollout["spec"]["ingress"])
+    # Besides its own ranks, only the rollout replicas it broadcasts weights to.
+    assert {p["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for p in open_peers} == {"policy-trainer", "rollout"}
+    environment = one(render_objects(), "NetworkPolicy", "-environment-verifier")
+    assert all("ports" in rule for rule in environment["spec"]["ingress"])

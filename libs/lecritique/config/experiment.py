@@ -25,6 +25,7 @@ from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
 from lecritique.training.critic_trainer import CriticTrainerConfig
 from lecritique.training.engine import OptimizerConfig
 from lecritique.training.policy_trainer import PolicyTrainerConfig
+from lecritique.weights.config import SharedVolumeTransport, WeightTransportConfig
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
 
@@ -114,6 +115,8 @@ class DiscriminativeCriticSpec(CriticTrainerConfig, _TrainedCriticSpec):
     """Critic kind served by the value evaluator."""
     optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
     """AdamW settings of the critic (Table 2: lr 1e-5, weight decay 0.01)."""
+    weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
+    """How new critic versions reach the value evaluators: ``shared_volume`` or ``broadcast``."""
 
 
 class GenerativeCriticSpec(GenerativeCriticConfig, _TrainedCriticSpec):
@@ -153,6 +156,8 @@ class PolicyTrainerSpec(PolicyTrainerConfig):
     """Save weights, AdamW state, step and RNG (DCP) every this many steps, so a restart resumes them; None: never."""
     checkpoint_keep: int = Field(default=2, ge=1)
     """Checkpoints kept in the run's state directory (older ones are deleted)."""
+    weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
+    """How new policy versions reach the rollout replicas: ``shared_volume`` or ``broadcast``."""
 
 
 class OrchestratorSpec(SpecModel):
@@ -212,6 +217,8 @@ class ExperimentSpec(SpecModel):
         distillation = self.policy_trainer.distillation
         if distillation is not None and distillation.gate == "value_decrease" and self.critic is None:
             raise ValueError("policy_trainer.distillation.gate 'value_decrease' needs a critic: add a 'critic' section")
+        if self.policy_trainer.weight_transport.kind == "broadcast" and self.rollout.engine.kind != "hf":
+            raise ValueError("policy_trainer.weight_transport 'broadcast' needs rollout.engine.kind 'hf' (vLLM loads from the volume)")
         if self.critic is not None and self.critic.kind != "frozen_llm":  # a frozen critic never trains
             critic_batch = self.critic.batch_size or self.batch_size
             if critic_batch > self.critic.replay.capacity:

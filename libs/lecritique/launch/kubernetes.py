@@ -217,6 +217,8 @@ def _env(
         {"name": "VLLM_CACHE_ROOT", "value": "/tmp/.cache/vllm"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        # Where a trainer's weight broadcast is reached (lecritique.training.weight_sync).
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
     by_name = {item["name"]: item for item in builtin}
     for item in [*chart.env, *from_spec]:
