@@ -188,7 +188,7 @@ def main() -> None:
     parser.add_argument("--skip-pipeline", action="store_true", help="only the transport measurement")
     parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=160)
     placement = Placement.halves()
     transport = transport_ratio(console)
     if args.skip_pipeline:

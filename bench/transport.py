@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
-    transport_ratio(Console(), args.trajectories, args.tokens, args.repeats)
+    transport_ratio(Console(width=160), args.trajectories, args.tokens, args.repeats)
 
 
 if __name__ == "__main__":

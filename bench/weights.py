@@ -244,7 +244,7 @@ def main() -> None:
     parser.add_argument("--gloo-gbs", type=float, default=2.5, help="gloo broadcast GB/s (25 Gb/s Ethernet)")
     parser.add_argument("--nccl-gbs", type=float, default=40.0, help="NCCL broadcast bus GB/s (400 Gb/s InfiniBand)")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=160)
     rows = []
     for size in args.sizes.split(","):
         with console.status(f"measuring {size}"):
