@@ -117,7 +117,11 @@ def run_in_process(spec_data: dict[str, Any], out: Path, placement: Placement) -
 
 
 def variants(spec_path: Path, steps: int) -> dict[str, tuple[dict[str, Any], bool]]:
-    """Label -> (spec data, in one process); every variant the same but for its estimator and critic."""
+    """Label -> (spec data, in one process); every variant the same but for its estimator and critic.
+
+    The policy is resolved once (a tiny model is built here if the cache has none), so every
+    variant and round trains the same model.
+    """
     base = resolve_policy(load_spec(spec_path)).model_dump(mode="json")
     base["orchestrator"].update(steps=steps, eval_every=None)
     critic = base.get("critic") or {"context": "reference"}
@@ -131,34 +135,48 @@ def variants(spec_path: Path, steps: int) -> dict[str, tuple[dict[str, Any], boo
     }
 
 
+SUMMARY_KEYS = ("rate", "wait", "step", "train", "batch_wait", "rollout")
+
+
 def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     measured = rows[1:]  # the first step includes start-up effects
     step_seconds = [row["step_seconds"] for row in measured]
     wait = sum(row.get("value_wait_seconds", 0.0) for row in measured)
-    return {"rate": 1.0 / statistics.mean(step_seconds), "wait": wait / sum(step_seconds), "step": statistics.mean(step_seconds)}
+    return {
+        "rate": 1.0 / statistics.mean(step_seconds), "wait": wait / sum(step_seconds), "step": statistics.mean(step_seconds),
+        # Where a step's time goes: the trainer's Train call, waiting for the next batch, and how
+        # long that batch took to roll out (overlapped with the previous step).
+        "train": statistics.mean(row["train_seconds"] for row in measured),
+        "batch_wait": statistics.mean(row["batch_wait_seconds"] for row in measured),
+        "rollout": statistics.mean(row["rollout_seconds"] for row in measured),
+    }
 
 
 def pipeline(spec_path: Path, steps: int, rounds: int, placement: Placement, console: Console) -> dict[str, dict[str, float]]:
     runs: dict[str, list[dict[str, float]]] = {}
+    configured = variants(spec_path, steps)
     with tempfile.TemporaryDirectory() as tmp:
         for round_index in range(rounds):
-            for label, (data, in_process) in variants(spec_path, steps).items():
+            for label, (data, in_process) in configured.items():
                 out = Path(tmp) / f"{data['name']}-{round_index}"
                 with console.status(f"round {round_index + 1}/{rounds}: {label}, {steps} policy steps"):
                     rows = (run_in_process if in_process else run_services)(data, out, placement)
                 runs.setdefault(label, []).append(_summary(rows))
     return {
-        label: {key: statistics.median(run[key] for run in results) for key in ("rate", "wait", "step")}
+        label: {key: statistics.median(run[key] for run in results) for key in SUMMARY_KEYS}
         for label, results in runs.items()
     }
 
 
 def report(results: dict[str, dict[str, float]], transport: dict[str, float], placement: Placement, console: Console) -> dict[str, float]:
     table = Table(title=f"policy loop: policy path on cores {sorted(placement.policy)}, value plane on {sorted(placement.value)}")
-    for column in ("variant", "policy steps/s", "mean step (s)", "waiting on value plane"):
+    columns = ("variant", "policy steps/s", "mean step (s)", "waiting on value plane", "Train (s)", "waiting for a batch (s)",
+               "batch rollout (s)")
+    for column in columns:
         table.add_column(column, justify="right")
     for label, row in results.items():
-        table.add_row(label, f"{row['rate']:.3f}", f"{row['step']:.2f}", f"{100 * row['wait']:.1f}%")
+        table.add_row(label, f"{row['rate']:.3f}", f"{row['step']:.2f}", f"{100 * row['wait']:.1f}%", f"{row['train']:.2f}",
+                      f"{row['batch_wait']:.2f}", f"{row['rollout']:.2f}")
     console.print(table)
     mean = results["MEAN"]["rate"]
     ratios = {
