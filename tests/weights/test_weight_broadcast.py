@@ -98,3 +98,19 @@ def test_a_manifest_that_does_not_fit_the_replica_is_refused() -> None:
         check_manifest([TensorSpec("c", "float32", (1,))], tensors)
     with pytest.raises(ValueError, match="shape"):
         check_manifest([TensorSpec("b", "float32", (5,))], tensors)
+
+
+def test_the_spec_names_the_transport_per_trainer_and_refuses_broadcast_into_vllm() -> None:
+    from lecritique.config.experiment import SpecError, parse_spec
+    from tests.helm_support import spec_data
+
+    spec = parse_spec(spec_data(
+        policy_trainer={"weight_transport": {"kind": "broadcast", "persist_every": 5}},
+        critic={"kind": "discriminative", "weight_transport": {"kind": "broadcast", "backend": "gloo"}},
+    ))
+    assert spec.policy_trainer.weight_transport.kind == "broadcast" and spec.policy_trainer.weight_transport.persist_every == 5
+    assert parse_spec(spec_data()).policy_trainer.weight_transport.kind == "shared_volume"
+    with pytest.raises(SpecError, match="rollout.engine.kind 'hf'"):
+        parse_spec(spec_data(rollout={"engine": {"kind": "vllm"}}, policy_trainer={"weight_transport": {"kind": "broadcast"}}))
+    with pytest.raises(SpecError, match="weight_transport"):
+        parse_spec(spec_data(policy_trainer={"weight_transport": {"kind": "carrier-pigeon"}}))
