@@ -63,7 +63,8 @@ def _guarded(context: Context, step: Callable[[Context], None]) -> NoReturn:
         step(context)
         code = 0
     except identity.Refusal as refusal:
-        worker.send(context.channel, {"stage": protocol.REFUSED, "error": str(refusal)})
+        refused = {"stage": protocol.REFUSED, "error": str(refusal), "notes": context.notes}
+        worker.send(context.channel, refused)
         code = 3
     except BaseException as error:
         message = f"sandbox set-up failed: {type(error).__name__}: {error}"[:600]
