@@ -10,26 +10,38 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from . import identity, namespaces, seccomp
 
 
-@dataclass(frozen=True)
 class Expectations:
-    """What the set-up promised, to be checked against what the kernel reports."""
+    """What the set-up promised, to be checked against what the kernel reports.
 
-    workdir: str
-    limits: dict[str, int]
-    host_namespaces: dict[str, int]
-    """Namespace inode numbers of the launcher before it unshared (those of the host)."""
-    namespaces: list[str] = field(default_factory=list)
-    """The /proc/self/ns names that were unshared."""
-    checkout: str = ""
-    """A host directory (the sandbox's own source) that must not be visible."""
-    top_level: set[str] = field(default_factory=set)
-    """What the private root's / may contain."""
-    disk_bytes: int = 0
+    A plain class, like the rest of the child: ``dataclasses`` would add its imports to the
+    start-up of every sandboxed call.
+    """
+
+    def __init__(
+        self,
+        workdir: str,
+        limits: dict[str, int],
+        host_namespaces: dict[str, int],
+        checkout: str,
+        disk_bytes: int,
+        namespaces: list[str] | None = None,
+        top_level: set[str] | None = None,
+    ) -> None:
+        self.workdir = workdir
+        self.limits = limits
+        self.host_namespaces = host_namespaces
+        """Namespace inode numbers of the launcher before it unshared (those of the host)."""
+        self.checkout = checkout
+        """A host directory (the sandbox's own source) that must not be visible."""
+        self.disk_bytes = disk_bytes
+        self.namespaces = namespaces or []
+        """The /proc/self/ns names that were unshared."""
+        self.top_level = top_level or set()
+        """What the private root's / may contain."""
 
 
 def _namespace_problem(expect: Expectations, name: str) -> str | None:

@@ -23,21 +23,20 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from . import checks, filesystem, identity, kernel, namespaces, protocol, seccomp, worker
 
 
-@dataclass
 class Context:
     """What the launcher learnt and decided, inherited by init and the worker through fork."""
 
-    job: dict[str, Any]
-    host_root: bool
-    """The launcher runs as root of the host's user namespace."""
-    expect: checks.Expectations
-    notes: list[str] = field(default_factory=list)
+    def __init__(self, job: dict[str, Any], host_root: bool, expect: checks.Expectations) -> None:
+        self.job = job
+        self.host_root = host_root
+        """The launcher runs as root of the host's user namespace."""
+        self.expect = expect
+        self.notes: list[str] = []
 
     @property
     def required(self) -> list[str]:

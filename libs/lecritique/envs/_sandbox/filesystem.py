@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import kernel
 
@@ -37,8 +37,7 @@ _ROOT_TMPFS = "mode=0755,size=1m,nr_inodes=4096"
 _WORK_INODES = 4096
 
 
-@dataclass(frozen=True)
-class Exposure:
+class Exposure(NamedTuple):
     """One host path made visible inside: ``target`` (the path inside) from ``source`` (real path)."""
 
     target: str
@@ -46,8 +45,7 @@ class Exposure:
     device: bool = False
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
     """Everything the private root contains, computed on the host's tree before it is left."""
 
     exposures: tuple[Exposure, ...]
