@@ -177,6 +177,13 @@ def test_foreign_system_call_abis_kill_the_process(env):
         assert_contained(env, code, "SIGSYS", "not allowed")
 
 
+def test_oversized_result_is_cut_off():
+    code = "def f():\n    return 'x' * (5 * 2**20)\n"
+    result = Sandbox(SandboxConfig(**LIMITS)).call(code, "f")
+    assert not result.ok and "result larger than" in result.error
+    assert no_sandbox_processes_remain()
+
+
 def test_default_layers_are_reported():
     layers = Sandbox(SandboxConfig(**LIMITS)).call("def f():\n    return 1\n", "f").layers
     assert {"rlimits", "unprivileged-uid", "no-capabilities", "no-new-privileges", "seccomp"} <= set(layers)

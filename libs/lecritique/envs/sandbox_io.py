@@ -57,9 +57,13 @@ class ChildFiles:
 
 
 def tail(descriptor: int, chars: int) -> str:
-    """The last ``chars`` characters of a memory file the host created (bounded read)."""
+    """The last ``chars`` characters of a memory file the host created (bounded read).
+
+    Read through the host's own descriptor (no path), after checking that it is still a regular
+    file owned by the host.
+    """
     info = os.fstat(descriptor)
-    if not stat.S_ISREG(info.st_mode):
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
         return ""
     length = min(info.st_size, 4 * chars)
     data = os.pread(descriptor, length, info.st_size - length)
