@@ -10,6 +10,7 @@ from typing import Any
 
 from lecritique.envs import Task, get_environment
 from lecritique.envs.codeio import CodeIOEnvironment
+from lecritique.envs.sandbox import CHILD
 
 LIMITS: dict[str, Any] = {"wall_seconds": 5.0, "cpu_seconds": 1, "memory_mb": 512}
 """Small limits keep the containment tests fast."""
@@ -43,18 +44,20 @@ def codeio(setup: str = "default", **sandbox: Any) -> CodeIOEnvironment:
 
 
 def sandbox_processes() -> list[str]:
-    """Processes started by a sandbox (the child script, or anything running as nobody)."""
+    """Processes of this checkout's sandboxes (launcher, init and worker all run its child script).
+
+    Matched by the script's path, so that other checkouts' sandboxes on a shared machine do not
+    count; the code itself cannot start other programs (seccomp refuses fork and exec).
+    """
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
                 command = handle.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{pid}/status") as handle:
-                uid = next(line.split()[1] for line in handle if line.startswith("Uid:"))
-        except (OSError, StopIteration):
+        except OSError:
             continue
-        if "_sandbox_child.py" in command or uid == "65534":
-            found.append(f"{pid} uid={uid} {command[:80]}")
+        if str(CHILD) in command:
+            found.append(f"{pid} {command[:120]}")
     return found
 
 
