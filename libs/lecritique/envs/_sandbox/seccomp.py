@@ -26,24 +26,48 @@ x32) kill the process: libseccomp's bad-architecture action.
 
 from __future__ import annotations
 
-import ctypes.util
+import ctypes
 import errno
+import sys
 from typing import Any
 
 from . import identity, kernel
 
 _SONAMES = {"c": "libc.so.6", "seccomp": "libseccomp.so.2"}
-"""pyseccomp looks its libraries up with ``find_library``, which runs ``ldconfig`` (tens of ms
-per sandboxed call); the sonames are the stable ABI names of glibc and libseccomp2."""
-_find_library = ctypes.util.find_library
-ctypes.util.find_library = lambda name: _SONAMES.get(name) or _find_library(name)
+"""The stable ABI names of glibc and libseccomp2, which pyseccomp would look up with ``find_library``."""
+
+
+def _import_pyseccomp() -> Any:
+    """pyseccomp, with a stand-in ``ctypes.util`` that answers ``find_library`` from ``_SONAMES``.
+
+    The real ``ctypes.util`` imports subprocess and shutil and its ``find_library`` runs
+    ``ldconfig``: tens of milliseconds added to every sandboxed call. The real module is put
+    back afterwards (or left to be imported normally by whoever needs it).
+    """
+    saved_module, saved_attribute = sys.modules.get("ctypes.util"), getattr(ctypes, "util", None)
+    stand_in = type(sys)("ctypes.util")
+    stand_in.find_library = _SONAMES.get  # type: ignore[attr-defined]
+    sys.modules["ctypes.util"] = ctypes.util = stand_in  # type: ignore[attr-defined]
+    try:
+        import pyseccomp as module
+    finally:
+        if saved_module is None:
+            sys.modules.pop("ctypes.util", None)
+        else:
+            sys.modules["ctypes.util"] = saved_module
+        if saved_attribute is None:
+            del ctypes.util  # type: ignore[attr-defined]
+        else:
+            ctypes.util = saved_attribute  # type: ignore[attr-defined]
+    return module
+
+
 try:
-    import pyseccomp
+    pyseccomp = _import_pyseccomp()
+    UNAVAILABLE = ""
 except (ImportError, OSError, RuntimeError) as error:  # no pyseccomp, or no libseccomp.so.2
     pyseccomp = None
     UNAVAILABLE = f"{type(error).__name__}: {error}"
-finally:
-    ctypes.util.find_library = _find_library
 
 PROCESS_CREATION = ("fork", "vfork", "execve", "execveat")
 NAMESPACES_AND_MOUNTS = (
