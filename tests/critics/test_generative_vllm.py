@@ -8,7 +8,8 @@ from lecritique.critics.config import GenerativeCriticConfig
 from lecritique.critics.context import Peer
 from lecritique.critics.generative import GenerativeCritic, critic_sampling, state_prompts
 from lecritique.critics.states import trajectory_states
-from lecritique.engines import EngineConfig, VLLMEngine
+from lecritique.engines import EngineConfig
+from lecritique.engines.vllm import VLLMEngine
 from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
 from tests.critics.conftest import ASCII, text_trajectory
 

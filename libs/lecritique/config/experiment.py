@@ -19,12 +19,11 @@ from lecritique.config.estimators import EstimatorSpec, TetherSpec
 from lecritique.config.placement import PlacementSpec
 from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig
 from lecritique.critics.context import CriticContextKind
-from lecritique.engines import EngineConfig, HFEngineConfig
+from lecritique.engines.config import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig
 from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
-from lecritique.training.critic_trainer import CriticTrainerConfig
-from lecritique.training.engine import OptimizerConfig
-from lecritique.training.policy_trainer import PolicyTrainerConfig
+from lecritique.replay.config import ReplayBounds
+from lecritique.training.config import CriticTrainerConfig, OptimizerConfig, PolicyTrainerConfig
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
 
@@ -70,13 +69,8 @@ class RolloutSpec(SpecModel):
     """Sampling parameters of policy turns."""
 
 
-class ReplaySpec(SpecModel):
-    capacity: int = Field(default=256, ge=1)
-    """FIFO capacity in trajectories (Le Critique Table 2: 256)."""
-    max_reuse: int = Field(default=2, ge=1)
-    """Evict a trajectory after this many critic batches used it (Table 2: N = 2)."""
-    max_age_versions: int | None = Field(default=None, ge=0)
-    """Never train the critic on trajectories older than this many policy versions (None: no bound)."""
+ReplaySpec = ReplayBounds
+"""The spec's ``critic.replay`` section: the replay buffer's own bounds."""
 
 
 class _CriticServingSpec(SpecModel):

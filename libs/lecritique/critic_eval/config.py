@@ -18,7 +18,7 @@ from lecritique.config.experiment import (
     default_critic_kind,
 )
 from lecritique.critics.config import SegmentsConfig
-from lecritique.engines import EngineConfig, HFEngineConfig
+from lecritique.engines.config import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig
 from lecritique.envs.base import Split
 

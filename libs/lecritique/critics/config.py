@@ -11,8 +11,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lecritique.critics.segments import SegmentRule
-from lecritique.engines import EngineConfig, HFEngineConfig
-from lecritique.training.engine import DType, OptimizerConfig
+from lecritique.engines.config import EngineConfig, HFEngineConfig
+from lecritique.models.dtypes import DType
+from lecritique.training.config import OptimizerConfig
 
 GENERATIVE_PROMPT = (
     "{context}actor: {actor}, avg reward {reward_average:.2f}\n"
