@@ -4,8 +4,8 @@ import ast
 from pathlib import Path
 
 from lecritique.advantages.options import GAEOptions, LVRLOptions, MeanOptions, TetherOptions
+from lecritique.config import ReplaySpec
 from lecritique.config.estimators import GAESpec, LVRLSpec, MeanSpec, TetherSpec
-from lecritique.config.experiment import ReplaySpec
 from lecritique.replay.buffer import ReplayBuffer
 from lecritique.replay.config import ReplayBounds, ReplayConfig
 

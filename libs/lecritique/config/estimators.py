@@ -16,6 +16,10 @@ class _EstimatorSpecBase(SpecModel):
         options: dict[str, Any] = self.model_dump(exclude={"name"})
         return get_estimator(self.name, **options)  # type: ignore[attr-defined]
 
+    def critic_target_lambda(self) -> float:
+        """lambda of the critic's value targets (1: Monte-Carlo returns)."""
+        return 1.0
+
 
 class MeanSpec(MeanOptions, _EstimatorSpecBase):
     name: Literal["mean"] = "mean"
@@ -35,6 +39,9 @@ class ValueSpec(_EstimatorSpecBase):
 class GAESpec(GAEOptions, _EstimatorSpecBase):
     name: Literal["gae"] = "gae"
     """Generalised advantage estimation (eqs. 9-11)."""
+
+    def critic_target_lambda(self) -> float:
+        return self.lambda_target
 
 
 class TetherSpec(TetherOptions, _EstimatorSpecBase):

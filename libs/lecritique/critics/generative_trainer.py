@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from lecritique.advantages import explained_variance
-from lecritique.critics.backends import ActorInfo
 from lecritique.critics.config import GenerativeCriticConfig
 from lecritique.critics.generative import critic_sampling, state_prompts
 from lecritique.critics.icc import ACTOR_KEY, REWARD_AVERAGE_KEY
@@ -32,6 +31,7 @@ from lecritique.critics.llm import EngineGenerator
 from lecritique.critics.prompts import scored_text
 from lecritique.critics.scoring import critic_reward, parse_score
 from lecritique.critics.states import trajectory_states
+from lecritique.critics.types import ActorInfo
 from lecritique.engines.hf import HFEngine
 from lecritique.models.policy import load_tokenizer
 from lecritique.training.config import PolicyTrainerConfig, PPOClipLossConfig
