@@ -1,19 +1,26 @@
 """A recording HTTP endpoint that answers the kubernetes launcher's REST calls in the Kubernetes wire format.
 
 No kube-apiserver can run on the dev/CI machines; this stands in for one at the HTTP level only
-(create, read a Job, delete by label selector), so tests exercise the real ``kubernetes`` client.
+(create, read a Job, list by label selector, delete by name with a uid precondition), so tests
+exercise the real ``kubernetes`` client.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import yaml
+
+
+def _selector(query: dict[str, list[str]]) -> dict[str, str]:
+    selector = query.get("labelSelector", [""])[0]
+    return dict(part.split("=", 1) for part in selector.split(",") if part)
 
 
 class RecordingApiServer:
@@ -49,8 +56,14 @@ class RecordingApiServer:
                     if key in server.objects:
                         self._reply(409, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "AlreadyExists", "code": 409})
                         return
+                    body["metadata"]["uid"] = str(uuid.uuid4())
                     server.objects[key] = body
                     self._reply(201, body)
+                elif self.command == "GET" and url.path not in server.objects and not url.path.split("/")[-1].startswith("exp-"):
+                    wanted = _selector(parse_qs(url.query))
+                    items = [o for k, o in server.objects.items() if k.rsplit("/", 1)[0] == url.path
+                             and wanted.items() <= o["metadata"].get("labels", {}).items()]
+                    self._reply(200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items})
                 elif self.command == "GET":
                     job = server.objects.get(url.path)
                     if job is None:
@@ -60,13 +73,17 @@ class RecordingApiServer:
                     status = server.job_status_by_name.get(url.path.rsplit("/", 1)[-1], default)
                     self._reply(200, {**job, "status": status})
                 elif self.command == "DELETE":
-                    selector = parse_qs(url.query).get("labelSelector", [""])[0]
-                    wanted = dict(part.split("=", 1) for part in selector.split(",") if part)
-                    for key in [k for k in server.objects if k.startswith(url.path + "/")]:
-                        labels = server.objects[key]["metadata"].get("labels", {})
-                        if wanted.items() <= labels.items():
-                            del server.objects[key]
-                    self._reply(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+                    found = server.objects.get(url.path)
+                    if found is None:
+                        self._reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
+                        return
+                    precondition = ((body or {}).get("preconditions") or {}).get("uid")
+                    if precondition is not None and precondition != found["metadata"]["uid"]:
+                        self._reply(409, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409})
+                        return
+                    del server.objects[url.path]
+                    # The API server answers a Service's deletion with the Service, others with a Status.
+                    self._reply(200, found if found["kind"] == "Service" else {"kind": "Status", "apiVersion": "v1", "status": "Success"})
 
             do_POST = do_GET = do_DELETE = _handle
 

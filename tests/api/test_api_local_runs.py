@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from services.api.auth import hash_token
+from lecritique.tenancy.tokens import hash_token
 from tests.api.api_process import ApiProcess, alive, descendants
 from tests.helm_support import ROOT, quick_policy, tiny_spec_data
 
@@ -29,7 +29,7 @@ TOKEN = "local-runs-token"
 def _supervise(tmp_path: Path, code: str) -> tuple[subprocess.Popen[bytes], Path]:
     result = tmp_path / "result.json"
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.api.supervise", "--result", str(result), "--", sys.executable, "-c", code],
+        [sys.executable, "-m", "lecritique.launch.supervise", "--result", str(result), "--", sys.executable, "-c", code],
         cwd=str(ROOT), start_new_session=True,
     )
     return process, result
@@ -67,7 +67,7 @@ def test_supervisor_turns_sigterm_into_one_ctrl_c_for_the_run(tmp_path: Path) ->
 
 def test_kill_tree_reaches_processes_in_their_own_sessions(tmp_path: Path) -> None:
     """The cancel escalation: services started in new sessions (as `lecritique run` does) die too."""
-    from services.api.launchers import _kill_tree
+    from lecritique.launch.process_tree import kill_tree
 
     grandchild_pid = tmp_path / "grandchild.pid"
     code = (
@@ -80,7 +80,7 @@ def test_kill_tree_reaches_processes_in_their_own_sessions(tmp_path: Path) -> No
     _wait_for(grandchild_pid.exists, 60, "the grandchild", poll=0.1)
     grandchild = int(grandchild_pid.read_text())
     assert alive(grandchild)
-    _kill_tree(parent.pid)
+    kill_tree(parent.pid)
     parent.wait(timeout=30)
     _wait_for(lambda: not alive(grandchild), 30, "the grandchild to die", poll=0.1)
 

@@ -42,7 +42,7 @@ class HFEngineConfig(BaseModel):
     """Parameter dtype."""
     device: str = "cpu"
     """Torch device ("cpu", "cuda", "cuda:1")."""
-    max_batch_size: int = Field(default=256, ge=1)
+    max_batch_size: int = Field(default=256, ge=1, le=65_536)
     """Most sequences decoded together in one ``generate`` call."""
     seed: int = 0
     """Seed of the engine's generator, used for requests without their own seed."""
