@@ -10,10 +10,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from prometheus_client import Counter, Histogram
 
 from lecritique import __version__
@@ -73,13 +73,33 @@ def _lifespan(service: ExperimentService, period: float) -> Callable[[FastAPI], 
     return lifespan
 
 
-async def _observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-    start = time.perf_counter()
-    response = await call_next(request)
-    path = getattr(request.scope.get("route"), "path", "unmatched")
-    REQUESTS.labels(request.method, path, str(response.status_code)).inc()
-    LATENCY.labels(request.method, path).observe(time.perf_counter() - start)
-    return response
+class RequestMetrics:
+    """ASGI middleware counting requests by method, route template and status code.
+
+    Pure ASGI (not ``BaseHTTPMiddleware``): that one reads request bodies in a task of its own,
+    where the body-size limit's error would escape the route's error handlers.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start, status = time.perf_counter(), [500]
+
+        async def observed_send(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observed_send)
+        finally:
+            path = getattr(scope.get("route"), "path", "unmatched")
+            REQUESTS.labels(scope["method"], path, str(status[0])).inc()
+            LATENCY.labels(scope["method"], path).observe(time.perf_counter() - start)
 
 
 def create_app(settings: ApiSettings, *, launcher: ExperimentLauncher | None = None, redis_client: Any | None = None) -> FastAPI:
@@ -92,6 +112,7 @@ def create_app(settings: ApiSettings, *, launcher: ExperimentLauncher | None = N
         logger.warning("no API tokens configured: every /v1 request will get 401")
     service = ExperimentService(
         RecordStore(client), launcher or make_launcher(settings), policies=settings.tenant_policies, models_root=settings.models_root,
+        pending_grace_seconds=settings.pending_grace_seconds,
     )
     app = FastAPI(
         title="lecritique",
@@ -100,7 +121,7 @@ def create_app(settings: ApiSettings, *, launcher: ExperimentLauncher | None = N
         lifespan=_lifespan(service, settings.reconcile_seconds),
     )
     app.state.service, app.state.tokens, app.state.settings, app.state.redis = service, tokens, settings, client
-    app.middleware("http")(_observe)
+    app.add_middleware(RequestMetrics)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
     app.include_router(experiments.router)

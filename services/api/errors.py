@@ -103,10 +103,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def body_too_large(request: Request, error: BodyTooLarge) -> JSONResponse:
         return error_response(status.HTTP_413_CONTENT_TOO_LARGE, [FieldError("body", str(error), "too_large")])
 
-    @app.exception_handler(redis.ConnectionError)
-    @app.exception_handler(redis.TimeoutError)
+    @app.exception_handler(redis.RedisError)
     async def redis_unavailable(request: Request, error: Exception) -> JSONResponse:
-        logger.warning("Redis unavailable during %s %s: %s", request.method, request.url.path, error)
+        # Unreachable, timed out, loading, or refusing (an ACL or script error): the store cannot
+        # serve this request now; the client may retry, the log says why.
+        logger.warning("Redis unavailable during %s %s: %s: %s", request.method, request.url.path, type(error).__name__, error)
         return error_response(status.HTTP_503_SERVICE_UNAVAILABLE,
                               [FieldError("redis", "the record store is unavailable; retry later", "unavailable")],
                               headers={"Retry-After": str(REDIS_RETRY_AFTER_SECONDS)})

@@ -91,8 +91,9 @@ def new_experiment_id() -> str:
 class ExperimentService:
     def __init__(
         self, store: RecordStore, launcher: ExperimentLauncher, *, policies: dict[str, dict[str, Any]] | None = None,
-        models_root: str = "/weights/models",
+        models_root: str = "/weights/models", pending_grace_seconds: float = 60.0,
     ) -> None:
+        self.pending_grace_seconds = pending_grace_seconds
         self.store = store
         self.launcher = launcher
         self.policies = policies or {}
@@ -260,7 +261,7 @@ class ExperimentService:
             record = self.store.get(experiment_id)
             if record is None:
                 continue
-            if record.status == "pending" and time.time() - record.created_at > 60:
+            if record.status == "pending" and time.time() - record.created_at > self.pending_grace_seconds:
                 logger.warning("experiment %s was left pending; launching it now", experiment_id)
                 self._relaunch(record)
             else:

@@ -46,6 +46,8 @@ class ApiSettings(BaseModel):
     """Kubernetes launcher: namespace of experiment objects (overrides launcher-defaults.json)."""
     reconcile_seconds: float = Field(default=15.0, gt=0, allow_inf_nan=False)
     """How often running experiments' status is refreshed in the background."""
+    pending_grace_seconds: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    """A record still ``pending`` this long after submission was left by a crashed API process: launch it."""
     cancel_grace_seconds: float = Field(default=90.0, gt=0, allow_inf_nan=False)
     """Local launcher: after this long, a cancelled run that has not stopped is killed."""
 
