@@ -53,11 +53,25 @@ SUBMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
 READ_RESPONSES: dict[int | str, dict[str, Any]] = {401: UNAUTHORIZED, 404: NOT_FOUND, 503: UNAVAILABLE}
 
 
+EXAMPLE_SPEC = {
+    "name": "sudoku-mini",
+    "environment": {"kind": "sudoku", "size": 4, "empty_cells": [3, 4]},
+    "policy": {"tiny": "sudoku-mini"},
+    "estimator": {"name": "tether"},
+    "critic": {"kind": "discriminative", "context": "reference"},
+    "orchestrator": {"steps": 100},
+}
+"""A small valid spec (a tiny CPU policy, TETHER over a privileged critic); fuzzers start from it."""
+
+
 def submit_request_body() -> dict[str, Any]:
     return {"requestBody": {
         "required": True,
         "description": "The experiment spec (the same document `lecritique run` reads as YAML).",
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ExperimentSpec"}}},
+        "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/ExperimentSpec"},
+            "examples": {"tiny-sudoku": {"summary": "TETHER with a privileged critic on 4x4 Sudoku", "value": EXAMPLE_SPEC}},
+        }},
     }}
 
 
