@@ -12,7 +12,8 @@ So one tenant's pods can neither call nor be called by another experiment's pods
 PodDisruptionBudgets protect only what a voluntary eviction would really hurt: a component with
 two or more replicas keeps all but one of them through a node drain. Single pods get none (a
 budget of ``maxUnavailable: 1`` on one pod protects nothing, and ``0`` would block every drain);
-the trainers and the orchestrator are drained and resume from their checkpoints.
+the orchestrator is drained and resumes from its checkpoint, the trainers from their latest published
+weights (StatefulSet pods come back under the same name).
 """
 
 from __future__ import annotations
