@@ -283,6 +283,11 @@ def test_token_hashes_go_into_a_secret_and_plain_tokens_are_refused() -> None:
         ({"api": {"launcher": "slurm"}}, "/api/launcher"),
         ({"redis": {"appendfsync": "sometimes"}}, "/redis/appendfsync"),
         ({"environmentVerifier": {"resources": {"requests": {"cpu": None}}}}, "/environmentVerifier/resources/requests"),
+        ({"api": {"tenantPolicies": {"alice": {"maxGpus": -1}}}}, "/api/tenantPolicies/alice/maxGpus"),
+        ({"api": {"tenantPolicies": {"alice": {"secretz": []}}}}, "/api/tenantPolicies/alice"),
+        ({"api": {"tenantPolicies": {"Alice!": {}}}}, "invalid propertyName 'Alice!'"),
+        ({"api": {"maxBodyBytes": 10}}, "/api/maxBodyBytes"),
+        ({"rollout": {"pdb": {"enabled": True}}}, "/rollout"),
     ],
 )
 def test_values_schema_rejects_bad_values(values: dict[str, Any], path: str) -> None:
@@ -324,3 +329,18 @@ def test_the_api_pod_environment_is_what_the_api_reads() -> None:
     assert str(settings.launcher_defaults) == f"{mounts['launcher-defaults']}/launcher-defaults.json"
     assert volumes["launcher-defaults"]["configMap"]["name"] == one(render_objects(), "ConfigMap", "-api-launcher-defaults")["metadata"]["name"]
     assert next(i for i in container["env"] if i["name"] == "LECRITIQUE_API_NAMESPACE")["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+
+
+def test_tenant_policies_from_values_are_what_the_api_enforces() -> None:
+    from lecritique.tenancy.policy import resolve_policy
+    from services.api.settings import ApiSettings
+
+    policies = {"*": {"maxGpus": 2, "modelRoots": ["/weights/models/shared"]},
+                "research": {"secrets": ["openai-research"], "llmEndpoints": ["https://api.openai.com/v1"], "maxGpus": 16}}
+    deployment = one(render_objects({"api": {"tenantPolicies": policies, "maxBodyBytes": 65536}}), "Deployment", "-api")
+    env = {i["name"]: i.get("value", "") for i in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    settings = ApiSettings.from_env(env)
+    assert settings.max_body_bytes == 65536 and settings.models_root == "/weights/models"
+    research = resolve_policy(settings.tenant_policies, "research")
+    assert research.max_gpus == 16 and research.secrets == ("openai-research",) and research.model_roots == ("/weights/models/shared",)
+    assert resolve_policy(settings.tenant_policies, "someone").max_gpus == 2
