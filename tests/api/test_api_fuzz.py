@@ -35,7 +35,8 @@ def schemathesis(url: str, report: Path, *extra: str) -> tuple[dict[str, Any], s
         "--max-examples", str(MAX_EXAMPLES), "--seed", "1", "--workers", "1", "--generation-database", "none",
         "--request-timeout", "30", "--report", "json", "--report-json-path", str(report), "--no-color", *extra,
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=400)
+    # In the report's directory: schemathesis keeps a cache (.schemathesis/) in its working directory.
+    result = subprocess.run(command, capture_output=True, text=True, timeout=400, cwd=report.parent)
     return json.loads(report.read_text()), result.stdout
 
 
