@@ -17,6 +17,8 @@ GRPC_PORT = 50051
 """gRPC port of every service pod."""
 METRICS_PORT = 9090
 """Prometheus /metrics port of every experiment pod."""
+EXPERIMENT_LABEL = "lecritique.dev/experiment"
+"""Label naming the experiment id on every object the launcher creates."""
 
 
 class Component(StrEnum):

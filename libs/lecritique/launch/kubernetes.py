@@ -29,6 +29,7 @@ from lecritique.config.placement import ComponentPlacement, PlacementSpec, Scala
 from lecritique.critics.kinds import critic_kind
 from lecritique.launch.components import (
     COMPONENTS,
+    EXPERIMENT_LABEL,
     GRPC_PORT,
     METRICS_PORT,
     ChartDefaults,
@@ -38,8 +39,6 @@ from lecritique.launch.components import (
 from lecritique.launch.kubernetes_policies import disruption_budget, network_policy
 from lecritique.launch.kubernetes_resources import merge_resources
 
-EXPERIMENT_LABEL = "lecritique.dev/experiment"
-"""Label naming the experiment id on every object the launcher creates."""
 EXPERIMENT_NAME_ANNOTATION = "lecritique.dev/experiment-name"
 """Annotation holding the spec's human-readable name."""
 MANAGED_BY = "lecritique-api"

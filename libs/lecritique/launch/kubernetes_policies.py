@@ -20,12 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lecritique.launch.components import COMPONENTS, GRPC_PORT, ChartDefaults, Component
+from lecritique.launch.components import COMPONENTS, EXPERIMENT_LABEL, GRPC_PORT, ChartDefaults, Component
 
 
 def _pods(defaults: ChartDefaults, experiment_id: str, component: Component | None = None) -> dict[str, Any]:
-    from lecritique.launch.kubernetes import EXPERIMENT_LABEL
-
     labels = {"app.kubernetes.io/instance": defaults.release, EXPERIMENT_LABEL: experiment_id}
     if component is not None:
         labels["app.kubernetes.io/component"] = component.value
