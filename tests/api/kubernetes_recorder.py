@@ -1,19 +1,30 @@
 """A recording HTTP endpoint that answers the kubernetes launcher's REST calls in the Kubernetes wire format.
 
 No kube-apiserver can run on the dev/CI machines; this stands in for one at the HTTP level only
-(create, read a Job, delete by label selector), so tests exercise the real ``kubernetes`` client.
+(create, read a Job, list by label selector, delete by name with a uid precondition), so tests
+exercise the real ``kubernetes`` client.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import yaml
+
+
+def _failure(reason: str, code: int) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code}
+
+
+def _selector(query: dict[str, list[str]]) -> dict[str, str]:
+    selector = query.get("labelSelector", [""])[0]
+    return dict(part.split("=", 1) for part in selector.split(",") if part)
 
 
 class RecordingApiServer:
@@ -31,7 +42,7 @@ class RecordingApiServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _reply(self, code: int, body: dict[str, Any]) -> None:
+            def _reply(self, code: int, body: dict[str, Any]) -> None:  # also replaced by tests (a quota error)
                 data = json.dumps(body).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
@@ -43,36 +54,42 @@ class RecordingApiServer:
                 url = urlparse(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
-                server.calls.append((self.command, url.path, parse_qs(url.query), body))
-                if self.command == "POST":
-                    key = f"{url.path}/{body['metadata']['name']}"
-                    if key in server.objects:
-                        self._reply(409, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "AlreadyExists", "code": 409})
-                        return
-                    server.objects[key] = body
-                    self._reply(201, body)
-                elif self.command == "GET":
-                    job = server.objects.get(url.path)
-                    if job is None:
-                        self._reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
-                        return
-                    default = {"active": server.job_active, "conditions": server.job_conditions}
-                    status = server.job_status_by_name.get(url.path.rsplit("/", 1)[-1], default)
-                    self._reply(200, {**job, "status": status})
-                elif self.command == "DELETE":
-                    selector = parse_qs(url.query).get("labelSelector", [""])[0]
-                    wanted = dict(part.split("=", 1) for part in selector.split(",") if part)
-                    for key in [k for k in server.objects if k.startswith(url.path + "/")]:
-                        labels = server.objects[key]["metadata"].get("labels", {})
-                        if wanted.items() <= labels.items():
-                            del server.objects[key]
-                    self._reply(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+                query = parse_qs(url.query)
+                server.calls.append((self.command, url.path, query, body))
+                self._reply(*server.answer(self.command, url.path, query, body))
 
             do_POST = do_GET = do_DELETE = _handle
 
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
+
+    def answer(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, dict[str, Any]]:
+        """(status code, body) the API server would answer."""
+        if method == "POST":
+            key = f"{path}/{body['metadata']['name']}"
+            if key in self.objects:
+                return 409, _failure("AlreadyExists", 409)
+            body["metadata"]["uid"] = str(uuid.uuid4())
+            self.objects[key] = body
+            return 201, body
+        if method == "GET" and path not in self.objects and not path.split("/")[-1].startswith("exp-"):
+            wanted = _selector(query)
+            items = [o for k, o in self.objects.items()
+                     if k.rsplit("/", 1)[0] == path and wanted.items() <= o["metadata"].get("labels", {}).items()]
+            return 200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items}
+        found = self.objects.get(path)
+        if found is None:
+            return 404, _failure("NotFound", 404)
+        if method == "GET":
+            default = {"active": self.job_active, "conditions": self.job_conditions}
+            return 200, {**found, "status": self.job_status_by_name.get(path.rsplit("/", 1)[-1], default)}
+        precondition = ((body or {}).get("preconditions") or {}).get("uid")
+        if precondition is not None and precondition != found["metadata"]["uid"]:
+            return 409, _failure("Conflict", 409)
+        del self.objects[path]
+        # The API server answers a Service's deletion with the Service, others with a Status.
+        return 200, found if found["kind"] == "Service" else {"kind": "Status", "apiVersion": "v1", "status": "Success"}
 
     @property
     def url(self) -> str:

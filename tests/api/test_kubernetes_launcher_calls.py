@@ -2,9 +2,10 @@
 
 No kube-apiserver can run here, so a small recording HTTP endpoint answers in the Kubernetes
 wire format. What this proves: the launcher creates every rendered object at the right URL,
-tolerates AlreadyExists on a retried launch, reads the orchestrator Job's conditions, deletes by
-the experiment's label with one deletecollection per kind, and never makes a call that the
-chart's Role (REQUIRED_RULES) does not allow. It does not prove cluster behaviour.
+tolerates AlreadyExists on a retried launch, reads the orchestrator Job's conditions, lists the
+experiment's objects by its label and deletes each by name (never ``deletecollection``, which
+would delete whatever matches), and never makes a call that the chart's Role (REQUIRED_RULES)
+does not allow. It does not prove cluster behaviour.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from kubernetes import client as kubernetes_client
 from kubernetes.client.exceptions import ApiException
 
 from lecritique.config.experiment import parse_spec
+from lecritique.launch.base import Submission
 from lecritique.launch.components import ChartDefaults
 from lecritique.launch.kubernetes import EXPERIMENT_LABEL, render_experiment_objects
 from lecritique.launch.kubernetes_launcher import REQUIRED_RULES, KubernetesLauncher
-from services.api.launchers import KubernetesExperimentLauncher
+from lecritique.tenancy.policy import TenantPolicy
 from tests.api.kubernetes_recorder import RecordingApiServer
 from tests.helm_support import NAMESPACE, RELEASE, launcher_defaults, spec_data
 
@@ -47,6 +49,10 @@ def _permission(method: str, path: str) -> tuple[str, str, str]:
     return group, resource, verb
 
 
+def _submit(spec: object, experiment_id: str = EXPERIMENT) -> Submission:
+    return Submission(experiment_id=experiment_id, spec=spec, tenant="alice", policy=TenantPolicy())  # type: ignore[arg-type]
+
+
 def _allowed() -> set[tuple[str, str, str]]:
     return {(g, r, v) for rule in REQUIRED_RULES for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
 
@@ -54,14 +60,15 @@ def _allowed() -> set[tuple[str, str, str]]:
 def test_launch_creates_every_rendered_object_and_a_retry_is_harmless(api_server: RecordingApiServer) -> None:
     launcher = _launcher(api_server)
     spec = parse_spec(spec_data())
-    launcher.launch(spec, EXPERIMENT)
+    launcher.launch(_submit(spec))
     expected = render_experiment_objects(spec, EXPERIMENT, launcher.defaults)
     posts = [(path, body) for method, path, _, body in api_server.calls if method == "POST"]
-    assert [body for _, body in posts] == expected
+    assert [{**body, "metadata": {k: v for k, v in body["metadata"].items() if k != "uid"}} for _, body in posts] == expected
     for path, body in posts:
-        resource = {"ConfigMap": "configmaps", "Service": "services", "Deployment": "deployments", "StatefulSet": "statefulsets", "Job": "jobs"}[body["kind"]]
+        resource = {"ConfigMap": "configmaps", "Service": "services", "Deployment": "deployments", "StatefulSet": "statefulsets",
+                    "Job": "jobs", "NetworkPolicy": "networkpolicies", "PodDisruptionBudget": "poddisruptionbudgets"}[body["kind"]]
         assert path.endswith(f"/namespaces/{NAMESPACE}/{resource}")
-    launcher.launch(spec, EXPERIMENT)  # every create now answers 409 AlreadyExists
+    launcher.launch(_submit(spec))  # every create now answers 409 AlreadyExists
     assert len([c for c in api_server.calls if c[0] == "POST"]) == 2 * len(expected)
     assert len(api_server.objects) == len(expected)
 
@@ -69,7 +76,7 @@ def test_launch_creates_every_rendered_object_and_a_retry_is_harmless(api_server
 def test_job_conditions_become_experiment_states(api_server: RecordingApiServer) -> None:
     launcher = _launcher(api_server)
     assert launcher.job_status(EXPERIMENT).state == "missing"
-    launcher.launch(parse_spec(spec_data()), EXPERIMENT)
+    launcher.launch(_submit(parse_spec(spec_data())))
     assert launcher.job_status(EXPERIMENT).state == "running"
     api_server.job_active = 0
     assert launcher.job_status(EXPERIMENT).state == "pending"
@@ -78,31 +85,32 @@ def test_job_conditions_become_experiment_states(api_server: RecordingApiServer)
     assert failed.state == "failed" and "BackoffLimitExceeded" in failed.message
     api_server.job_conditions = [{"type": "Complete", "status": "True"}]
     assert launcher.job_status(EXPERIMENT).state == "succeeded"
-    adapter = KubernetesExperimentLauncher(launcher)
-    assert adapter.poll(EXPERIMENT, {}).state == "succeeded"
+    assert launcher.poll(EXPERIMENT, {}).state == "succeeded"
 
 
 def test_delete_removes_every_object_of_the_experiment_and_only_those(api_server: RecordingApiServer) -> None:
     launcher = _launcher(api_server)
     spec = parse_spec(spec_data())
-    launcher.launch(spec, EXPERIMENT)
-    launcher.launch(spec, "exp-other00001")
+    launcher.launch(_submit(spec))
+    launcher.launch(_submit(spec, "exp-other00001"))
     count = len(render_experiment_objects(spec, EXPERIMENT, launcher.defaults))
     assert len(api_server.objects) == 2 * count
     launcher.delete(EXPERIMENT, keep_job=True)
     remaining = [o for o in api_server.objects.values() if o["metadata"]["labels"][EXPERIMENT_LABEL] == EXPERIMENT]
     assert [o["kind"] for o in remaining] == ["Job"]
-    KubernetesExperimentLauncher(launcher).cancel(EXPERIMENT, {})
+    launcher.cancel(EXPERIMENT, {})
     assert all(o["metadata"]["labels"][EXPERIMENT_LABEL] == "exp-other00001" for o in api_server.objects.values())
     assert len(api_server.objects) == count
-    deletes = [query for method, _, query, _ in api_server.calls if method == "DELETE"]
-    assert all(q["labelSelector"] == [f"{EXPERIMENT_LABEL}={EXPERIMENT},app.kubernetes.io/instance={RELEASE}"] for q in deletes)
-    assert all(q["propagationPolicy"] == ["Background"] for q in deletes)
+    lists = [query for method, path, query, _ in api_server.calls if method == "GET" and "labelSelector" in query]
+    assert lists and all(q["labelSelector"] == [f"{EXPERIMENT_LABEL}={EXPERIMENT},app.kubernetes.io/instance={RELEASE}"] for q in lists)
+    deletes = [(path, body) for method, path, _, body in api_server.calls if method == "DELETE"]
+    assert len(deletes) == count and all(path.rsplit("/", 1)[-1].startswith(EXPERIMENT) for path, _ in deletes)
+    assert all(body["propagationPolicy"] == "Background" and body["preconditions"]["uid"] for _, body in deletes)
 
 
 def test_every_call_is_allowed_by_the_chart_role(api_server: RecordingApiServer) -> None:
     launcher = _launcher(api_server)
-    launcher.launch(parse_spec(spec_data()), EXPERIMENT)
+    launcher.launch(_submit(parse_spec(spec_data())))
     launcher.job_status(EXPERIMENT)
     launcher.delete(EXPERIMENT, keep_job=True)
     launcher.delete(EXPERIMENT)
@@ -117,5 +125,5 @@ def test_server_errors_other_than_conflicts_propagate(api_server: RecordingApiSe
     # A quota or admission rejection: the launch fails loudly instead of half-succeeding silently.
     api_server.http.RequestHandlerClass.do_POST = lambda self: self._reply(403, {"kind": "Status", "apiVersion": "v1", "code": 403})  # type: ignore[attr-defined]
     with pytest.raises(ApiException) as caught:
-        launcher.launch(parse_spec(spec_data()), EXPERIMENT)
+        launcher.launch(_submit(parse_spec(spec_data())))
     assert caught.value.status == 403

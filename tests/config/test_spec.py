@@ -34,7 +34,7 @@ def test_defaults_follow_the_paper():
         ({"environment": {"kind": "sudoku", "sizes": 4}}, "environment.sudoku.sizes: unknown field"),
         ({"critic": None}, "needs a critic"),
         ({"rollout": {"group_size": 1}}, "group_size must be >= 2"),
-        ({"name": "Bad_Name"}, "name 'Bad_Name'"),
+        ({"name": "Bad_Name"}, "name: .*lowercase"),  # named, not echoed back
         ({"policy": {"tiny": "sudoku-mini", "path": "/x"}}, "exactly one of 'path' and 'tiny'"),
         ({"critic": {"context": "oracle"}}, "critic.discriminative.context"),
     ],

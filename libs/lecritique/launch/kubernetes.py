@@ -24,27 +24,21 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from lecritique.config.experiment import ExperimentSpec, SpecError
-from lecritique.config.placement import (
-    GPU_RESOURCE,
-    ComponentPlacement,
-    PlacementSpec,
-    ScalablePlacement,
-    is_extended_resource,
-    parse_quantity,
-)
+from lecritique.config.experiment import ExperimentSpec
+from lecritique.config.placement import ComponentPlacement, PlacementSpec, ScalablePlacement
 from lecritique.critics.kinds import critic_kind
 from lecritique.launch.components import (
     COMPONENTS,
+    EXPERIMENT_LABEL,
     GRPC_PORT,
     METRICS_PORT,
     ChartDefaults,
     Component,
     ComponentDefaults,
 )
+from lecritique.launch.kubernetes_policies import disruption_budget, network_policy
+from lecritique.launch.kubernetes_resources import merge_resources
 
-EXPERIMENT_LABEL = "lecritique.dev/experiment"
-"""Label naming the experiment id on every object the launcher creates."""
 EXPERIMENT_NAME_ANNOTATION = "lecritique.dev/experiment-name"
 """Annotation holding the spec's human-readable name."""
 MANAGED_BY = "lecritique-api"
@@ -52,7 +46,8 @@ MANAGED_BY = "lecritique-api"
 
 # Short enough that "<id>-environment-verifier" and a StatefulSet's revision-hash label stay
 # within Kubernetes' 63-character limits.
-EXPERIMENT_ID = re.compile(r"^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$")
+EXPERIMENT_ID = re.compile(r"[a-z]([a-z0-9-]{0,18}[a-z0-9])?")
+"""An experiment id (matched whole with ``fullmatch``)."""
 
 WEIGHTS_MOUNT = "/weights"
 SPEC_MOUNT = "/etc/lecritique/spec"
@@ -129,50 +124,6 @@ def resolved_spec(spec: ExperimentSpec, defaults: ChartDefaults) -> ExperimentSp
     return spec.model_copy(update=update)
 
 
-def merge_resources(component: Component, chart: ComponentDefaults, placed: ComponentPlacement, spec: ExperimentSpec) -> dict[str, dict[str, str]]:
-    """Chart requests/limits overridden key by key by the spec's; checked like the API server would.
-
-    Extended resources (``nvidia.com/gpu``) get request == limit, since Kubernetes refuses anything else.
-    Raises :class:`SpecError` naming the placement field at fault.
-    """
-    field = f"placement.{COMPONENTS[component].placement_key}.resources"
-    requests = dict(chart.resources.requests)
-    limits = dict(chart.resources.limits)
-    if placed.resources is not None:
-        requests.update(placed.resources.requests)
-        limits.update(placed.resources.limits)
-        # The spec's value of an extended resource wins over the chart's, whichever side it set.
-        for name in set(placed.resources.requests) | set(placed.resources.limits):
-            if is_extended_resource(name):
-                value = placed.resources.limits.get(name, placed.resources.requests.get(name))
-                assert value is not None
-                requests[name] = limits[name] = value
-    for name in list(limits):
-        if is_extended_resource(name):
-            requests[name] = limits[name]
-    for name in list(requests):
-        if is_extended_resource(name):
-            limits[name] = requests[name]
-    for name, request in requests.items():
-        if name in limits and parse_quantity(request) > parse_quantity(limits[name]):
-            raise SpecError(f"{field}.requests.{name}: request {request} exceeds the limit {limits[name]}")
-    if component == Component.policy_trainer:
-        processes = spec.policy_trainer.processes
-        placed_gpus = placed.resources is not None and (
-            GPU_RESOURCE in placed.resources.limits or GPU_RESOURCE in placed.resources.requests
-        )
-        if not placed_gpus and parse_quantity(limits.get(GPU_RESOURCE, "0")) > 0:
-            # A GPU pool by default: one GPU per torchrun process.
-            requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(processes)
-        gpus = parse_quantity(limits.get(GPU_RESOURCE, "0"))
-        if gpus > 0 and gpus != processes:
-            raise SpecError(
-                f"{field}.limits.{GPU_RESOURCE}: {limits[GPU_RESOURCE]} GPUs but policy_trainer.processes is {processes}; "
-                "torchrun runs one process per GPU"
-            )
-    return {"requests": requests, "limits": limits}
-
-
 def _secret_env(spec: ExperimentSpec, component: Component) -> list[dict[str, Any]]:
     """Secrets the critic kind needs in the value evaluator (e.g. the frozen LLM's API key)."""
     if component != Component.value_evaluator or spec.critic is None:
@@ -184,12 +135,28 @@ def _secret_env(spec: ExperimentSpec, component: Component) -> list[dict[str, An
     ]
 
 
+def redis_env(defaults: ChartDefaults) -> list[dict[str, Any]]:
+    """``REDIS_URL`` of experiment pods: as the experiments' ACL user when the chart set Redis auth.
+
+    The password comes from the chart's Secret and is spliced in by Kubernetes' ``$(VAR)``
+    expansion, so it appears in no object the launcher creates.
+    """
+    auth = defaults.redis_auth
+    if auth is None:
+        return [{"name": "REDIS_URL", "value": defaults.redis_url}]
+    scheme, _, rest = defaults.redis_url.partition("://")
+    password = {"name": "LECRITIQUE_REDIS_PASSWORD",
+                "valueFrom": {"secretKeyRef": {"name": auth.secret_name, "key": auth.password_key}}}
+    return [password, {"name": "REDIS_URL", "value": f"{scheme}://{auth.username}:$(LECRITIQUE_REDIS_PASSWORD)@{rest}"}]
+
+
 def _env(
     defaults: ChartDefaults, chart: ComponentDefaults, experiment_id: str, from_spec: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Built-in variables, then the chart's extra env, then what the spec asks for (later wins)."""
+    """Built-in variables, then the chart's extra env (it may override them), then what the spec
+    asks for, which never replaces a variable already set (the API also refuses reserved names)."""
     builtin: list[dict[str, Any]] = [
-        {"name": "REDIS_URL", "value": defaults.redis_url},
+        *redis_env(defaults),
         {"name": "LECRITIQUE_EXPERIMENT", "value": experiment_id},
         # The root filesystem is read-only: every cache goes to the /tmp emptyDir.
         {"name": "HOME", "value": "/tmp"},
@@ -201,8 +168,10 @@ def _env(
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]
     by_name = {item["name"]: item for item in builtin}
-    for item in [*chart.env, *from_spec]:
+    for item in chart.env:
         by_name[item["name"]] = dict(item)
+    for item in from_spec:
+        by_name.setdefault(item["name"], dict(item))
     return list(by_name.values())
 
 
@@ -382,15 +351,19 @@ def _workload(spec: ExperimentSpec, experiment_id: str, component: Component, de
 
 
 def render_experiment_objects(
-    spec: ExperimentSpec, experiment_id: str, chart_defaults: ChartDefaults | Mapping[str, Any]
+    spec: ExperimentSpec, experiment_id: str, chart_defaults: ChartDefaults | Mapping[str, Any], *,
+    llm_egress: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every Kubernetes object of one experiment, in creation order (config, services, workloads).
+    """Every Kubernetes object of one experiment, in creation order (network policies first, so no
+    pod ever runs unconfined; then config, services, disruption budgets, workloads).
+
+    ``llm_egress``: NetworkPolicy egress rules of the value evaluator (the tenant's LLM endpoints).
 
     Raises :class:`SpecError` naming the field when the spec's placement cannot be scheduled as
     written (a request above its limit, GPUs not matching the policy trainer's processes), and
     ``ValueError`` for an experiment id that is not a short DNS label.
     """
-    if not EXPERIMENT_ID.match(experiment_id):
+    if not EXPERIMENT_ID.fullmatch(experiment_id):
         raise ValueError(f"experiment id {experiment_id!r} must be a DNS label of at most 20 characters (a-z, 0-9, '-')")
     defaults = chart_defaults if isinstance(chart_defaults, ChartDefaults) else ChartDefaults.model_validate(chart_defaults)
     resolved = resolved_spec(spec, defaults)
@@ -403,4 +376,9 @@ def render_experiment_objects(
     }
     services = [_service(resolved, experiment_id, component, defaults) for component in components]
     workloads = [_workload(resolved, experiment_id, component, defaults) for component in components]
-    return [config_map, *services, *workloads]
+    policies, budgets = [], []
+    for component, workload in zip(components, workloads, strict=True):
+        metadata = _metadata(defaults, experiment_id, object_name(experiment_id, component), component, resolved)
+        policies.append(network_policy(experiment_id, component, defaults, metadata, llm_egress or []))
+        budgets.append(disruption_budget(experiment_id, component, int(workload["spec"].get("replicas", 1)), defaults, metadata))
+    return [*[p for p in policies if p], config_map, *services, *[b for b in budgets if b], *workloads]

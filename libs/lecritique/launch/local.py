@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -37,6 +38,21 @@ def resolve_policy(spec: ExperimentSpec, cache_dir: Path | None = None) -> Exper
     return spec.model_copy(update={"policy": spec.policy.model_copy(update={"path": str(path), "tiny": None})})
 
 
+def protect_with_password(server: Any) -> str:
+    """Give a freshly started embedded Redis a random password; returns the URL that carries it.
+
+    It listens on loopback only, but every local user can reach loopback: without a password any
+    of them could read or rewrite the run's replay data.
+    """
+    password = secrets.token_hex(24)
+    client = server.client()
+    try:
+        client.config_set("requirepass", password)
+    finally:
+        client.close()
+    return f"redis://:{password}@127.0.0.1:{server.port}/0"
+
+
 class LocalLauncher:
     def __init__(self, spec: ExperimentSpec, out_dir: Path, *, redis_url: str | None = None, experiment_id: str | None = None) -> None:
         self.spec = spec
@@ -51,6 +67,11 @@ class LocalLauncher:
         self.weights_dir = self.out_dir / "weights"
 
     # ---- start-up ------------------------------------------------------------------------
+    def _child_env(self) -> dict[str, str]:
+        """The services' environment; the Redis URL (which may carry a password) travels here,
+        never on a command line that any local user can read with ``ps``."""
+        return {**self.env, "REDIS_URL": self.redis_url} if self.redis_url else dict(self.env)
+
     def _service(self, name: str, service: str, *, extra_env: dict[str, str] | None = None, torchrun: int = 1) -> ManagedProcess:
         run_dir = self.out_dir / "run"
         args = [
@@ -64,8 +85,6 @@ class LocalLauncher:
             "--host", "127.0.0.1",
             "--port-file", str(run_dir / f"{name}.json"),
         ]
-        if self.redis_url:
-            args += ["--redis-url", self.redis_url]
         if torchrun > 1:
             command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={torchrun}", "-m", *args]
         else:
@@ -75,7 +94,7 @@ class LocalLauncher:
             command=command,
             log_path=self.out_dir / "logs" / f"{name}.log",
             port_file=run_dir / f"{name}.json",
-            env={**self.env, **(extra_env or {})},
+            env={**self._child_env(), **(extra_env or {})},
         )
         process.start()
         self.services.append(process)
@@ -89,7 +108,7 @@ class LocalLauncher:
             from lecritique.replay import start_embedded_redis
 
             self.redis = start_embedded_redis(self.out_dir / "redis")
-            self.redis_url = self.redis.url
+            self.redis_url = protect_with_password(self.redis)
         spec = self.spec
         first = [self._service("environment", "environment"), self._service("policy-trainer", "policy-trainer", torchrun=spec.policy_trainer.processes)]
         if spec.critic is not None:
@@ -127,14 +146,12 @@ class LocalLauncher:
             args += ["--value-evaluator", ",".join(addresses["value-evaluator"])]
         if "value-trainer" in addresses:
             args += ["--value-trainer", ",".join(addresses["value-trainer"])]
-        if self.redis_url:
-            args += ["--redis-url", self.redis_url]
         self.orchestrator = ManagedProcess(
             name="orchestrator",
             command=python_command(*args),
             log_path=self.out_dir / "logs" / "orchestrator.log",
             port_file=self.out_dir / "run" / "orchestrator.json",
-            env={**self.env, **(extra_env or {})},
+            env={**self._child_env(), **(extra_env or {})},
         )
         self.orchestrator.start()
         return self.orchestrator
