@@ -40,6 +40,15 @@ def run(
     except SpecError as error:
         console.print(f"[red]{error}")
         raise typer.Exit(2) from None
+    if experiment.environment.kind == "dataset":
+        # Read and check every row now: a bad row is reported here, not in a service's log.
+        from lecritique.envs import build_environment
+
+        try:
+            build_environment(experiment.environment)
+        except ValueError as error:
+            console.print(f"[red]{error}")
+            raise typer.Exit(2) from None
     if experiment.policy.tiny is not None:
         # build_tiny shows its own progress bar (a first build takes a few minutes; later runs hit the cache).
         console.print(f"tiny policy model {experiment.policy.tiny!r}: built once, then taken from the cache")
