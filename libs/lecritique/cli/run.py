@@ -33,11 +33,17 @@ def run(
     from lecritique.config import SpecError, load_spec
     from lecritique.launch.local import LocalLauncher, resolve_policy
     from lecritique.reporting import write_report
+    from lecritique.tracking import check_tracker_packages
 
     console = Console()
     try:
         experiment = load_spec(spec)
     except SpecError as error:
+        console.print(f"[red]{error}")
+        raise typer.Exit(2) from None
+    try:
+        check_tracker_packages(experiment.tracking)
+    except ImportError as error:
         console.print(f"[red]{error}")
         raise typer.Exit(2) from None
     if experiment.environment.kind == "dataset":

@@ -22,6 +22,7 @@ from lecritique.critics.context import CriticContextKind
 from lecritique.engines import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig
 from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
+from lecritique.tracking.config import TrackerConfig
 from lecritique.training.critic_trainer import CriticTrainerConfig
 from lecritique.training.engine import OptimizerConfig
 from lecritique.training.policy_trainer import PolicyTrainerConfig
@@ -185,6 +186,8 @@ class ExperimentSpec(SpecModel):
     """The experiment loop."""
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
     """Kubernetes node pools, tolerations and resources per component (ignored by local runs)."""
+    tracking: list[TrackerConfig] = Field(default_factory=list)
+    """Experiment trackers (tensorboard, wandb, mlflow, trackio) sent every step's metrics and the final report."""
 
     @field_validator("critic", mode="before")
     @classmethod
