@@ -15,6 +15,7 @@ from lecritique.advantages.base import AdvantageEstimator, register
 from lecritique.advantages.batch import AdvantageBatch, FloatArray, IntArray
 from lecritique.advantages.groups import group_index, group_mean, group_std, leave_one_out_mean
 from lecritique.advantages.metrics import explained_variance_from_moments, explained_variance_moments
+from lecritique.advantages.options import GAEOptions, LVRLOptions, MeanOptions, TetherOptions
 
 _EPS = 1e-6
 
@@ -40,8 +41,9 @@ class MeanEstimator(AdvantageEstimator):
 
     name = "mean"
 
-    def __init__(self, *, normalize_std: bool = False) -> None:
-        self.normalize_std = normalize_std
+    def __init__(self, **options: Any) -> None:
+        """``options``: the fields of :class:`MeanOptions`."""
+        self.normalize_std = MeanOptions(**options).normalize_std
 
     def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
         advantages = batch.rewards - group_mean(batch.rewards, batch.group_ids)
@@ -139,10 +141,12 @@ class GAEEstimator(AdvantageEstimator):
     # rows would repeat its per-step overhead for every chunk.
     chunk_tokens = None
 
-    def __init__(self, *, gamma: float = 1.0, lambda_gae: float = 1.0, lambda_target: float = 1.0) -> None:
-        self.gamma = _check_unit_interval("gamma", gamma)
-        self.lambda_gae = _check_unit_interval("lambda_gae", lambda_gae)
-        self.lambda_target = _check_unit_interval("lambda_target", lambda_target)
+    def __init__(self, **options: Any) -> None:
+        """``options``: the fields of :class:`GAEOptions`."""
+        checked = GAEOptions(**options)
+        self.gamma = checked.gamma
+        self.lambda_gae = checked.lambda_gae
+        self.lambda_target = checked.lambda_target
 
     def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
         return self._advantages(batch).astype(np.float64)
@@ -186,23 +190,14 @@ class TetherEstimator(AdvantageEstimator):
     name = "tether"
     uses_critic = True
 
-    def __init__(
-        self,
-        *,
-        ema_decay: float = 0.95,
-        buckets: int = 1,
-        max_length: int | None = None,
-        initial_rho: float = 0.0,
-    ) -> None:
-        self.ema_decay = _check_unit_interval("ema_decay", ema_decay)
-        if buckets < 1:
-            raise ValueError(f"buckets must be >= 1, got {buckets}")
-        if max_length is not None and max_length < 1:
-            raise ValueError(f"max_length must be >= 1, got {max_length}")
-        self.buckets = buckets
-        self.max_length = max_length
-        self.rho = np.full(buckets, _check_unit_interval("initial_rho", initial_rho))
-        self.last_fit = np.full(buckets, np.nan)
+    def __init__(self, *, initial_rho: float = 0.0, **options: Any) -> None:
+        """``options``: the fields of :class:`TetherOptions`; ``initial_rho``: rho_0."""
+        checked = TetherOptions(**options)
+        self.ema_decay = checked.ema_decay
+        self.buckets = checked.buckets
+        self.max_length = checked.max_length
+        self.rho = np.full(self.buckets, _check_unit_interval("initial_rho", initial_rho))
+        self.last_fit = np.full(self.buckets, np.nan)
         self.updates = 0
 
     def _mixture_terms(self, batch: AdvantageBatch) -> tuple[FloatArray, FloatArray, IntArray]:
@@ -323,9 +318,11 @@ class LVRLEstimator(AdvantageEstimator):
     name = "lvrl"
     uses_critic = True
 
-    def __init__(self, *, normalize_std: bool = True, center: bool = True) -> None:
-        self.normalize_std = normalize_std
-        self.center = center
+    def __init__(self, **options: Any) -> None:
+        """``options``: the fields of :class:`LVRLOptions`."""
+        checked = LVRLOptions(**options)
+        self.normalize_std = checked.normalize_std
+        self.center = checked.center
 
     def step_advantages(self, batch: AdvantageBatch) -> list[FloatArray]:
         """Unnormalised step advantages of each trajectory (length S_i each)."""
