@@ -22,6 +22,7 @@ from services.api.auth import TokenRegistry
 from services.api.experiments import ExperimentService, FieldError, Forbidden, InvalidSpec, NotFound
 from services.api.launchers import ExperimentLauncher, KubernetesExperimentLauncher, LocalProcessLauncher
 from services.api.records import ExperimentRecord, IdempotencyConflict, IdempotencyInProgress, RecordStore
+from services.api.routes_reports import reports_router
 from services.api.schemas import ErrorDetail, ExperimentList, ExperimentView, MetricsSeries, SpecErrorResponse
 from services.api.settings import ApiSettings
 
@@ -197,6 +198,8 @@ def create_app(settings: ApiSettings, *, launcher: ExperimentLauncher | None = N
         """Stop its workloads (status ``cancelling`` until they are gone, then ``cancelled``); the record stays."""
         load(caller, experiment_id)
         return _view(service, service.cancel(caller, experiment_id), with_spec=False)
+
+    app.include_router(reports_router(_tenant))
 
     @app.get("/healthz", response_class=PlainTextResponse, summary="Liveness")
     def healthz() -> str:
