@@ -49,13 +49,17 @@ class ReportRenderer:
         self._lock = threading.Lock()  # matplotlib's pyplot is not thread-safe
         self._cache: dict[str, tuple[int, bytes, bytes]] = {}
 
-    def render(self, experiment_id: str, title: str, rows: list[bytes]) -> tuple[bytes, bytes]:
+    def render(self, redis: Any, experiment_id: str, title: str) -> tuple[bytes, bytes]:
         from lecritique.reporting import write_report
 
         with self._lock:
+            count = int(redis.llen(_metrics_key(experiment_id)))
             cached = self._cache.get(experiment_id)
-            if cached is not None and cached[0] == len(rows):
+            if cached is not None and cached[0] == count:
                 return cached[1], cached[2]
+            rows = redis.lrange(_metrics_key(experiment_id), 0, count - 1) if count else []
+            if not rows:
+                raise HTTPException(status.HTTP_404_NOT_FOUND, f"experiment {experiment_id!r} has no metrics yet: no report")
             with tempfile.TemporaryDirectory(prefix="lecritique-report-") as folder:
                 run_dir = Path(folder)
                 (run_dir / "metrics.jsonl").write_bytes(b"".join(row.rstrip(b"\n") + b"\n" for row in rows))
@@ -65,7 +69,47 @@ class ReportRenderer:
             return result
 
 
-def _tail(path: Path, lines: int) -> str:
+def load_record(request: Request, caller: str, experiment_id: str) -> ExperimentRecord:
+    """The caller's experiment, or 404 / 403 as the other experiment routes answer."""
+    service: ExperimentService = request.app.state.service
+    try:
+        return service.get(caller, experiment_id, refresh=False)
+    except NotFound:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no experiment {experiment_id!r}") from None
+    except Forbidden:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"experiment {experiment_id!r} belongs to another tenant") from None
+
+
+def _redis(request: Request) -> Any:
+    return request.app.state.service.store.redis
+
+
+def metrics_page(request: Request, experiment_id: str, offset: int, limit: int) -> Response:
+    redis = _redis(request)
+    total = int(redis.llen(_metrics_key(experiment_id)))
+    rows = redis.lrange(_metrics_key(experiment_id), offset, offset + limit - 1) if offset < total else []
+    headers = {"X-Total-Rows": str(total)}
+    if offset + len(rows) < total:
+        following = offset + len(rows)
+        headers["X-Next-Offset"] = str(following)
+        headers["Link"] = f'<{request.url.path}?offset={following}&limit={limit}>; rel="next"'
+    body = b"".join(json.dumps(json.loads(row), separators=(",", ":")).encode() + b"\n" for row in rows)
+    return Response(body, media_type="application/x-ndjson", headers=headers)
+
+
+def log_tail(record: ExperimentRecord, component: str, lines: int) -> str:
+    if "run_dir" not in record.handle:
+        raise HTTPException(
+            status.HTTP_501_NOT_IMPLEMENTED,
+            f"logs of {record.launcher} experiments are not served: kubectl logs -l lecritique.dev/experiment={record.id}",
+        )
+    if not _COMPONENT.match(component):
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"component {component!r} is not a process name")
+    run_dir = Path(record.handle["run_dir"])
+    path = run_dir / "run.log" if component == "run" else run_dir / "run" / "logs" / f"{component}.log"
+    if not path.is_file():
+        known = sorted(p.stem for p in (run_dir / "run" / "logs").glob("*.log"))
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no log {component!r} (known: run, {', '.join(known)})")
     with path.open(errors="replace") as handle:
         return "".join(deque(handle, maxlen=lines))
 
@@ -75,75 +119,32 @@ def reports_router(tenant: Callable[..., str]) -> APIRouter:
     router = APIRouter(prefix="/v1/experiments", tags=["reports"])
     renderer = ReportRenderer()
     Caller = Annotated[str, Depends(tenant)]
-
-    def load(request: Request, caller: str, experiment_id: str) -> ExperimentRecord:
-        service: ExperimentService = request.app.state.service
-        try:
-            return service.get(caller, experiment_id, refresh=False)
-        except NotFound:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no experiment {experiment_id!r}") from None
-        except Forbidden:
-            raise HTTPException(status.HTTP_403_FORBIDDEN, f"experiment {experiment_id!r} belongs to another tenant") from None
-
-    def redis(request: Request) -> Any:
-        return request.app.state.service.store.redis
+    Offset = Annotated[int, Query(ge=0, description="First row (0: the first policy step recorded).")]
+    Limit = Annotated[int, Query(ge=1, le=METRICS_PAGE_LIMIT, description="Rows in this page.")]
+    Component = Annotated[str, Query(description="run (the lecritique run console) or a service: orchestrator, rollout-0, ...")]
+    Tail = Annotated[int, Query(ge=1, le=100_000, description="Last lines to return.")]
 
     @router.get("/{experiment_id}/metrics.jsonl", response_class=Response, responses={200: _JSON_LINES}, summary="Metrics as JSON lines")
-    def metrics_lines(
-        experiment_id: str, request: Request, caller: Caller,
-        offset: Annotated[int, Query(ge=0, description="First row (0: the first policy step recorded).")] = 0,
-        limit: Annotated[int, Query(ge=1, le=METRICS_PAGE_LIMIT, description="Rows in this page.")] = 1000,
-    ) -> Response:
+    def metrics_lines(experiment_id: str, request: Request, caller: Caller, offset: Offset = 0, limit: Limit = 1000) -> Response:
         """One metrics row per line, oldest first, ``limit`` rows from ``offset``."""
-        load(request, caller, experiment_id)
-        client = redis(request)
-        total = int(client.llen(_metrics_key(experiment_id)))
-        rows = client.lrange(_metrics_key(experiment_id), offset, offset + limit - 1) if offset < total else []
-        headers = {"X-Total-Rows": str(total)}
-        if offset + len(rows) < total:
-            following = offset + len(rows)
-            headers["X-Next-Offset"] = str(following)
-            headers["Link"] = f'<{request.url.path}?offset={following}&limit={limit}>; rel="next"'
-        body = b"".join(json.dumps(json.loads(row), separators=(",", ":")).encode() + b"\n" for row in rows)
-        return Response(body, media_type="application/x-ndjson", headers=headers)
-
-    def report(request: Request, caller: str, experiment_id: str) -> tuple[bytes, bytes]:
-        record = load(request, caller, experiment_id)
-        rows = redis(request).lrange(_metrics_key(experiment_id), 0, -1)
-        if not rows:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, f"experiment {experiment_id!r} has no metrics yet: no report")
-        return renderer.render(experiment_id, record.name, rows)
+        load_record(request, caller, experiment_id)
+        return metrics_page(request, experiment_id, offset, limit)
 
     @router.get("/{experiment_id}/report.png", response_class=Response, responses={200: _PNG}, summary="Report curves (PNG)")
     def report_png(experiment_id: str, request: Request, caller: Caller) -> Response:
         """The report's curves, drawn from the metrics recorded so far."""
-        return Response(report(request, caller, experiment_id)[0], media_type="image/png")
+        record = load_record(request, caller, experiment_id)
+        return Response(renderer.render(_redis(request), experiment_id, record.name)[0], media_type="image/png")
 
     @router.get("/{experiment_id}/report.md", response_class=Response, responses={200: _MARKDOWN}, summary="Report summary (Markdown)")
     def report_markdown(experiment_id: str, request: Request, caller: Caller) -> Response:
         """The report's summary table; it links the curves as ``report.png``."""
-        return Response(report(request, caller, experiment_id)[1], media_type="text/markdown; charset=utf-8")
+        record = load_record(request, caller, experiment_id)
+        return Response(renderer.render(_redis(request), experiment_id, record.name)[1], media_type="text/markdown; charset=utf-8")
 
     @router.get("/{experiment_id}/logs", response_class=PlainTextResponse, summary="Log tail")
-    def logs(
-        experiment_id: str, request: Request, caller: Caller,
-        component: Annotated[str, Query(description="run (the lecritique run console) or a service: orchestrator, rollout-0, ...")] = "run",
-        tail: Annotated[int, Query(ge=1, le=100_000, description="Last lines to return.")] = 200,
-    ) -> str:
+    def logs(experiment_id: str, request: Request, caller: Caller, component: Component = "run", tail: Tail = 200) -> str:
         """The last ``tail`` lines of a local run's log (Kubernetes: ``kubectl logs``)."""
-        record = load(request, caller, experiment_id)
-        if "run_dir" not in record.handle:
-            raise HTTPException(
-                status.HTTP_501_NOT_IMPLEMENTED,
-                f"logs of {record.launcher} experiments are not served: kubectl logs -l lecritique.dev/experiment={experiment_id}",
-            )
-        if not _COMPONENT.match(component):
-            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"component {component!r} is not a process name")
-        run_dir = Path(record.handle["run_dir"])
-        path = run_dir / "run.log" if component == "run" else run_dir / "run" / "logs" / f"{component}.log"
-        if not path.is_file():
-            known = sorted(p.stem for p in (run_dir / "run" / "logs").glob("*.log"))
-            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no log {component!r} (known: run, {', '.join(known)})")
-        return _tail(path, tail)
+        return log_tail(load_record(request, caller, experiment_id), component, tail)
 
     return router
