@@ -227,3 +227,17 @@ def test_the_shipped_problems_file_is_current() -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert EXAMPLE_DATA.read_text() == module.render(), "run python examples/datasets/generate_problems.py"
+
+
+def test_dataset_roots_confine_what_a_spec_may_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    allowed = tmp_path / "datasets"
+    allowed.mkdir()
+    inside = write_jsonl(allowed / "rows.jsonl", example_rows()[:5])
+    (tmp_path / "escape.jsonl").symlink_to(inside)
+    (allowed / "link-out.jsonl").symlink_to(EXAMPLE_DATA)
+    monkeypatch.setenv("LECRITIQUE_DATASET_ROOTS", f"{allowed}:{tmp_path / 'other'}")
+    assert dataset(inside, eval_fraction=0.01).split_sizes()["train"] + dataset(inside, eval_fraction=0.01).split_sizes()["eval"] == 5
+    for outside in ("/etc/passwd", str(allowed / ".." / "x.jsonl"), str(allowed / "link-out.jsonl")):
+        with pytest.raises(DatasetError, match="is outside the allowed folders"):
+            dataset(outside, format="csv")
+    assert dataset(tmp_path / "escape.jsonl", eval_fraction=0.01)  # a link into an allowed folder is fine

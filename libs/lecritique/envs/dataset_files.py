@@ -38,6 +38,18 @@ class Row:
     """Column -> value, as the file holds it."""
 
 
+ROOTS_ENV = "LECRITIQUE_DATASET_ROOTS"
+"""Folders (``:``-separated) datasets must lie in, when set: a shared REST API sets it so that a
+tenant's spec cannot read other files of the machine (error messages quote a file's first cells)."""
+
+
+def check_allowed(path: Path) -> None:
+    """Refuse ``path`` when ``LECRITIQUE_DATASET_ROOTS`` is set and no root contains it (symlinks resolved)."""
+    roots = [Path(root).resolve() for root in os.environ.get(ROOTS_ENV, "").split(os.pathsep) if root.strip()]
+    if roots and not any(path.resolve().is_relative_to(root) for root in roots):
+        raise DatasetError(f"dataset {path} is outside the allowed folders ({ROOTS_ENV}: {', '.join(map(str, roots))})")
+
+
 def detect_format(path: Path, declared: DatasetFormat) -> DatasetFormat:
     if declared != "auto":
         return declared
@@ -51,6 +63,7 @@ def detect_format(path: Path, declared: DatasetFormat) -> DatasetFormat:
 
 def read_rows(path: Path, declared: DatasetFormat = "auto", hf_splits: tuple[str, ...] = ()) -> list[Row]:
     """Every row of the dataset at ``path``."""
+    check_allowed(path)
     if not path.exists():
         raise DatasetError(f"dataset {path} does not exist")
     kind = detect_format(path, declared)
