@@ -165,6 +165,11 @@ def test_the_commands(api: ApiProcess, tmp_path: Path, embedded_redis: Any) -> N
     assert other.returncode == 3 and "belongs to another tenant" in other.stderr
     refused = cli(api, "experiments", "list", token="wrong")
     assert refused.returncode == 3 and "run `lecritique login`" in refused.stderr
+    relative = failing_spec("cli-relative")
+    relative["environment"]["path"] = "problems.jsonl"
+    spec.write_text(yaml.safe_dump(relative))
+    warned = cli(api, "submit", str(spec))
+    assert warned.returncode == 0 and "environment.path 'problems.jsonl' is relative" in warned.stderr
 
 
 def test_login_checks_the_token_and_saves_it_for_the_owner_only(api: ApiProcess, tmp_path: Path) -> None:

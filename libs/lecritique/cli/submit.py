@@ -21,8 +21,17 @@ def submit(
     The API validates the spec: a bad field is reported with its path and the reason (exit 2).
     Paths in the spec (a dataset file, a model) are read where the experiment runs.
     """
+    from lecritique.client import spec_document
+
+    document = spec_document(spec)
+    environment = document.get("environment") or {}
+    if isinstance(environment, dict) and isinstance(environment.get("path"), str) and not Path(environment["path"]).is_absolute():
+        typer.secho(
+            f"warning: environment.path {environment['path']!r} is relative; the API reads it where the experiment runs, "
+            "not next to this file: give an absolute path there", fg="yellow", err=True,
+        )
     with api_client(api) as client:
-        experiment = client.submit(spec)
+        experiment = client.submit(document)
         typer.echo(experiment.id)
         if wait:
             finish_waiting(client.wait(experiment.id, poll_seconds=poll, on_update=progress_printer()))
