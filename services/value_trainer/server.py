@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from prometheus_client import Counter, Gauge
 
-from lecritique.advantages import GAEEstimator
+from lecritique.advantages.targets import critic_targets
 from lecritique.config import ExperimentSpec, load_spec
 from lecritique.config.runtime import ServiceRuntime
 from lecritique.critics.kinds import CriticLearner, critic_kind
@@ -42,30 +42,6 @@ TRAIN_EV = Gauge(
     "lecritique_value_train_explained_variance", "Explained variance of the last critic batch (pre-update)", ["experiment"]
 )
 PUBLISHED = Gauge("lecritique_value_published_version", "Newest published critic version", ["experiment"])
-
-
-def value_targets(trajectories: list[Trajectory], lambda_target: float) -> list[np.ndarray] | None:
-    """GAE lambda-returns (eq. 10) from the values stored at evaluation time; None: MC returns."""
-    if lambda_target >= 1.0:
-        return None
-    from lecritique.advantages import AdvantageBatch
-
-    length = max(len(t.token_ids) for t in trajectories)
-    mask = np.zeros((len(trajectories), length), dtype=bool)
-    values = np.zeros((len(trajectories), length))
-    for row, t in enumerate(trajectories):
-        if t.values is None:
-            raise ValueError(f"trajectory {t.trajectory_id} has no values: GAE targets need the evaluator's values")
-        mask[row, : len(t.token_ids)] = t.policy_mask
-        values[row, : len(t.token_ids)] = t.values
-    batch = AdvantageBatch(
-        rewards=np.array([t.reward for t in trajectories]),
-        group_ids=np.arange(len(trajectories)),
-        mask=mask,
-        values=values,
-    )
-    targets = GAEEstimator(lambda_target=lambda_target).value_targets(batch)
-    return [targets[row, : len(t.token_ids)] for row, t in enumerate(trajectories)]
 
 
 class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
@@ -141,7 +117,7 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
                     self._stop.wait(0.1)
                     continue
                 trajectories = [entry.payload for entry in entries]
-                metrics = trainer.train_step(trajectories, value_targets(trajectories, self.lambda_target))
+                metrics = trainer.train_step(trajectories, critic_targets(trajectories, self.lambda_target))
                 version = self.version
                 if (self.updates + 1) % critic.publish_every == 0:
                     version = self.store.publish("critic", trainer.save, keep_last=critic.keep_versions)

@@ -10,9 +10,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from lecritique.critics.context import PEER_SUMMARY_CHARS
 from lecritique.critics.icc import INITIAL_REWARD_AVERAGE, REWARD_AVERAGE_DECAY
 from lecritique.critics.segments import SegmentRule
+from lecritique.critics.types import PEER_SUMMARY_CHARS
 from lecritique.engines.config import EngineConfig, HFEngineConfig
 from lecritique.models.dtypes import DType
 from lecritique.training.config import OptimizerConfig

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig, SpecBase
-from lecritique.critics.context import PEER_SUMMARY_CHARS, CriticContextKind
 from lecritique.critics.icc import INITIAL_REWARD_AVERAGE, REWARD_AVERAGE_DECAY
+from lecritique.critics.types import PEER_SUMMARY_CHARS, CriticContextKind
 from lecritique.replay.config import ReplayBounds
 from lecritique.training.config import CriticTrainerConfig, OptimizerConfig
 

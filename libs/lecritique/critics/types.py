@@ -9,11 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
 from lecritique.trajectory import Trajectory
+
+CriticContextKind = Literal["none", "reference", "loo_group"]
+"""Privileged context kinds (:mod:`lecritique.critics.inputs` builds them)."""
+CRITIC_CONTEXT_KINDS: tuple[str, ...] = ("none", "reference", "loo_group")
+PEER_SUMMARY_CHARS = 160
+"""Characters of one peer summary, unless the critic configures it (``max_peer_chars``)."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from lecritique.critics.types import Peer
+from lecritique.critics.types import ActorInfo, CriticQuery
 from lecritique.envs.base import EpisodeState, Task
 from lecritique.rpc.client import ReplicaPool
 from lecritique.rpc.codec import (
@@ -145,24 +145,15 @@ class ValueEvaluatorClient:
         self.deadline = deadline
 
     def evaluate(
-        self,
-        trajectories: Sequence[Trajectory],
-        context_texts: Sequence[str],
-        prompt_texts: Sequence[str],
-        *,
-        peers: Sequence[Sequence[Peer]] | None = None,
-        actor_description: str = "",
-        actor_reward_average: float = 0.0,
+        self, queries: Sequence[CriticQuery], prompt_texts: Sequence[str], actor: ActorInfo
     ) -> tuple[list[np.ndarray], int, dict[str, float]]:
-        """Values of every trajectory; ``peers`` (group context) and the actor fields feed text critics."""
-        request = value_pb2.EvaluateRequest(
-            actor_description=actor_description, actor_reward_average=actor_reward_average
-        )
-        for index, (trajectory, context, prompt) in enumerate(zip(trajectories, context_texts, prompt_texts, strict=True)):
-            item = request.inputs.add(context_text=context, prompt_text=prompt)
-            trajectory_to_proto(trajectory, item.trajectory)
-            fill_tensor(item.context_ids, trajectory.critic_context_ids)
-            for peer in peers[index] if peers is not None else ():
+        """Values of every query's trajectory (the critic inputs of :func:`lecritique.critics.inputs.critic_queries`)."""
+        request = value_pb2.EvaluateRequest(actor_description=actor.description, actor_reward_average=actor.reward_average)
+        for query, prompt in zip(queries, prompt_texts, strict=True):
+            item = request.inputs.add(context_text=query.context_text, prompt_text=prompt)
+            trajectory_to_proto(query.trajectory, item.trajectory)
+            fill_tensor(item.context_ids, query.trajectory.critic_context_ids)
+            for peer in query.peers:
                 item.peers.add(trajectory_id=peer.trajectory_id, summary=peer.summary, reward=peer.reward)
         response = self.pool.call("Evaluate", request, timeout=self.deadline)
         values = [require_tensor(v, "values") for v in response.values]

@@ -41,16 +41,11 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from lecritique.advantages import AdvantageBatch, AdvantageEstimator, explained_variance
 from lecritique.config.experiment import ExperimentSpec
-from lecritique.critics.context import (
-    PEER_SUMMARY_CHARS,
-    GroupMember,
-    build_group_contexts,
-    build_group_peers,
-)
-from lecritique.critics.icc import ACTOR_KEY, REWARD_AVERAGE_KEY, RewardAverage
+from lecritique.critics.icc import RewardAverage
+from lecritique.critics.inputs import Attempt, critic_queries
 from lecritique.critics.prompts import describe_actor
 from lecritique.critics.specs import ActorConditioning, TrainedCriticSpec
-from lecritique.critics.types import Peer
+from lecritique.critics.types import ActorInfo
 from lecritique.orchestrator.clients import ServiceClients
 from lecritique.orchestrator.episodes import EpisodeBatch, EpisodeRunner, SamplingSettings
 from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
@@ -138,7 +133,6 @@ class Orchestrator:
         conditioning = spec.critic.actor_conditioning() if spec.critic is not None else ActorConditioning()
         self.actor_description = conditioning.description or describe_actor(spec.policy.path)
         self.reward_average = RewardAverage(conditioning.reward_average_decay, conditioning.initial_reward_average)
-        self.peer_chars = spec.critic.peer_summary_chars() if spec.critic is not None else PEER_SUMMARY_CHARS
         self._stop = threading.Event()
         self._queue: queue.Queue[_GeneratedBatch | BaseException] = queue.Queue()
         self._rolled: queue.Queue[_RolledOut | BaseException] = queue.Queue()
@@ -237,86 +231,25 @@ class Orchestrator:
             raise RuntimeError(f"batch producer out of order: expected cursor {cursor}, got {item.cursor}")
         return item
 
-    # ---- critic --------------------------------------------------------------------------
-    def _critic_contexts(self, episodes: EpisodeBatch) -> tuple[list[str], list[list[Peer]]]:
-        """Critic context text and group peers (the other members, summarised) of every trajectory."""
-        if self.spec.critic is None:
-            return ["" for _ in episodes.trajectories], [[] for _ in episodes.trajectories]
-        by_group: dict[int, list[int]] = {}
-        for index, trajectory in enumerate(episodes.trajectories):
-            by_group.setdefault(trajectory.group_id, []).append(index)
-        slots: dict[int, str] = {}
-        peer_slots: dict[int, list[Peer]] = {}
-        for indices in by_group.values():
-            members = [
-                GroupMember(
-                    trajectory_id=episodes.trajectories[i].trajectory_id,
-                    response_text=" ".join(episodes.action_texts[i]),
-                    reward=episodes.trajectories[i].reward,
-                    privileged=episodes.tasks[i].privileged,
-                    outcome=str(episodes.trajectories[i].metadata.get("diagnostic", "")),
-                )
-                for i in indices
-            ]
-            texts = build_group_contexts(
-                self.context_kind,
-                members,
-                privileged_key=self.spec.critic.privileged_key,
-                max_context_chars=self.spec.critic.max_context_chars,
-            )
-            slots.update(zip(indices, texts, strict=True))
-            peer_slots.update(zip(indices, build_group_peers(members, self.peer_chars), strict=True))
-        count = len(episodes.trajectories)
-        return [slots[i] for i in range(count)], [peer_slots[i] for i in range(count)]
-
+    # ---- critic ------------------------------------------------------------------------
     def _evaluate(self, episodes: EpisodeBatch) -> tuple[list[Trajectory], int, float, dict[str, float]]:
-        """Attach critic contexts and values; returns the trajectories, value version, seconds, critic statistics."""
+        """Attach critic inputs and values; returns the trajectories, value version, seconds, critic statistics."""
         trajectories = episodes.trajectories
-        if self.clients.value_evaluator is None:
+        if self.clients.value_evaluator is None or self.spec.critic is None:
             return trajectories, -1, 0.0, {}
-        contexts, peers = self._critic_contexts(episodes)
-        tokenizer = self._context_tokenizer
-        reward_average = self.reward_average.value
-        shown = {"critic_context": self.context_kind, ACTOR_KEY: self.actor_description, REWARD_AVERAGE_KEY: reward_average}
-        evaluated = []
-        for trajectory, context in zip(trajectories, contexts, strict=True):
-            context_ids = np.asarray(tokenizer.encode(context, add_special_tokens=False), dtype=np.int32) if context else None
-            evaluated.append(replace(trajectory, critic_context_ids=context_ids, metadata={**trajectory.metadata, **shown}))
+        actor = ActorInfo(self.actor_description, self.reward_average.value)
+        attempts = [
+            Attempt(t, " ".join(actions), task.privileged, str(t.metadata.get("diagnostic", "")))
+            for t, actions, task in zip(trajectories, episodes.action_texts, episodes.tasks, strict=True)
+        ]
+        queries = critic_queries(self.spec.critic, attempts, self._context_tokenizer, actor)
         start = time.perf_counter()
-        values, value_version, stats = self.clients.value_evaluator.evaluate(
-            evaluated,
-            contexts,
-            episodes.prompt_texts,
-            peers=peers,
-            actor_description=self.actor_description,
-            actor_reward_average=reward_average,
-        )
+        values, value_version, stats = self.clients.value_evaluator.evaluate(queries, episodes.prompt_texts, actor)
         seconds = time.perf_counter() - start
         evaluated = [
-            replace(t, values=v, value_version=value_version) for t, v in zip(evaluated, values, strict=True)
+            replace(q.trajectory, values=v, value_version=value_version) for q, v in zip(queries, values, strict=True)
         ]
-        return evaluated, value_version, seconds, {**stats, "reward_average": reward_average}
-
-    @staticmethod
-    def _advantage_batch(trajectories: list[Trajectory]) -> AdvantageBatch:
-        length = max(len(t.token_ids) for t in trajectories)
-        size = len(trajectories)
-        mask = np.zeros((size, length), dtype=bool)
-        step_ids = np.zeros((size, length), dtype=np.int64)
-        values = np.zeros((size, length), dtype=np.float32) if trajectories[0].values is not None else None
-        for row, t in enumerate(trajectories):
-            n = len(t.token_ids)
-            mask[row, :n] = t.policy_mask
-            step_ids[row, :n] = t.step_ids
-            if values is not None and t.values is not None:
-                values[row, :n] = t.values
-        return AdvantageBatch(
-            rewards=np.array([t.reward for t in trajectories]),
-            group_ids=np.array([t.group_id for t in trajectories]),
-            mask=mask,
-            values=values,
-            step_ids=step_ids,
-        )
+        return evaluated, value_version, seconds, {**stats, "reward_average": actor.reward_average}
 
     # ---- the loop ------------------------------------------------------------------------
     def _append_metrics(self, row: dict[str, Any]) -> None:
@@ -485,7 +418,7 @@ class Orchestrator:
 
         evaluated = [batch.evaluated[i] for i in kept]
         value_version = batch.value_version
-        advantage_batch = self._advantage_batch(evaluated)
+        advantage_batch = AdvantageBatch.from_trajectories(evaluated)
         rho_used = self.estimator.metrics()
         advantages = self.estimator.compute(advantage_batch)
         self.estimator.update(advantage_batch)

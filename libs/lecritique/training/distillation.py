@@ -33,29 +33,6 @@ from lecritique.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
-def _lvrl_batch(trajectories: Sequence[Trajectory]) -> AdvantageBatch:
-    length = max(t.token_ids.shape[0] for t in trajectories)
-    size = len(trajectories)
-    mask = np.zeros((size, length), dtype=bool)
-    values = np.zeros((size, length))
-    step_ids = np.zeros((size, length), dtype=np.int64)
-    for row, t in enumerate(trajectories):
-        if t.values is None:
-            raise ValueError(
-                f"trajectory {row} ({t.trajectory_id!r}) has no values: the value_decrease gate needs the critic's values"
-            )
-        n = t.token_ids.shape[0]
-        mask[row, :n] = t.policy_mask
-        values[row, :n] = t.values
-        step_ids[row, :n] = t.step_ids
-    return AdvantageBatch(
-        rewards=np.array([t.reward for t in trajectories]),
-        group_ids=np.array([t.group_id for t in trajectories]),
-        mask=mask,
-        values=values,
-        step_ids=step_ids,
-    )
-
 
 def lvopd_gates(trajectories: Sequence[Trajectory], config: DistillationConfig) -> list[np.ndarray]:
     """bool [T_i] per trajectory: the policy tokens that receive teacher supervision."""
@@ -65,7 +42,7 @@ def lvopd_gates(trajectories: Sequence[Trajectory], config: DistillationConfig) 
         return [t.policy_mask.copy() for t in trajectories]
     if config.gate == "trajectory_failure":
         return [t.policy_mask & (t.reward < config.success_threshold) for t in trajectories]
-    batch = _lvrl_batch(trajectories)
+    batch = AdvantageBatch.from_trajectories(trajectories, values_needed_by="the value_decrease gate")
     gates = []
     for row, (trajectory, step_changes) in enumerate(
         zip(trajectories, LVRLEstimator().step_advantages(batch), strict=True)
