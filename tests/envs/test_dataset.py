@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lecritique.config import load_spec
-from lecritique.critics.context import GroupMember, build_group_contexts
+from lecritique.critics.inputs import GroupMember, build_group_contexts
 from lecritique.envs import build_environment, get_environment
 from lecritique.envs.dataset import DatasetEnvironment
 from lecritique.envs.dataset_files import DatasetError
