@@ -3,11 +3,12 @@
     python k8s/generate.py
 
 * ``k8s/base``: the chart rendered with its default values (release ``lecritique``, namespace
-  ``lecritique``), one file per object, without the ServiceMonitors (they need the Prometheus
-  Operator's CRDs).
-* ``k8s/components/prometheus``: the ServiceMonitors, as an optional kustomize Component.
+  ``lecritique``), one file per object, without the ServiceMonitors and the PrometheusRule (they
+  need the Prometheus Operator's CRDs).
+* ``k8s/components/prometheus``: the ServiceMonitors and the PrometheusRule, as an optional
+  kustomize Component.
 * ``k8s/overlays/gpu-pools``: the base plus, as strategic-merge patches, every object that
-  ``helm/values-gpu-pools.yaml`` changes, plus the ServiceMonitors.
+  ``helm/values-gpu-pools.yaml`` changes, plus the Prometheus Operator objects.
 
 tests/k8s/test_kustomize.py checks that the committed files equal this script's output and that
 ``kubectl kustomize`` builds every tree.
@@ -98,7 +99,7 @@ def generate() -> dict[Path, str]:
     base_objects = render_chart(with_redis_secret({}))
     gpu_values = yaml.safe_load(GPU_VALUES.read_text())
     gpu_objects = render_chart(with_redis_secret(gpu_values))
-    is_monitor = lambda obj: obj["kind"] == "ServiceMonitor"  # noqa: E731
+    is_monitor = lambda obj: obj["apiVersion"].startswith("monitoring.coreos.com/")  # noqa: E731
 
     files: dict[Path, str] = {}
     base = [obj for obj in base_objects if not is_monitor(obj)]
@@ -131,22 +132,31 @@ def generate() -> dict[Path, str]:
             patches.append(obj)
     for obj in patches:
         files[K8S / "overlays" / "gpu-pools" / f"patch-{file_name(obj)}"] = _dump(obj)
-    gpu_monitor_labels = {k: v for k, v in (gpu_values.get("serviceMonitor", {}).get("labels") or {}).items()}
+    label_patches = [
+        _label_patch(kind, gpu_values.get(section, {}).get("labels") or {})
+        for kind, section in (("ServiceMonitor", "serviceMonitor"), ("PrometheusRule", "alerts"))
+    ]
     files[K8S / "overlays" / "gpu-pools" / "kustomization.yaml"] = _dump({
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "resources": ["../../base"],
         "components": ["../../components/prometheus"],
-        "patches": [{"path": f"patch-{file_name(obj)}"} for obj in patches]
-        + ([{
-            "target": {"kind": "ServiceMonitor"},
-            "patch": yaml.safe_dump([
-                {"op": "add", "path": f"/metadata/labels/{key.replace('~', '~0').replace('/', '~1')}", "value": value}
-                for key, value in sorted(gpu_monitor_labels.items())
-            ], sort_keys=False),
-        }] if gpu_monitor_labels else []),
+        "patches": [{"path": f"patch-{file_name(obj)}"} for obj in patches] + [p for p in label_patches if p],
     })
     return files
+
+
+def _label_patch(kind: str, labels: dict[str, str]) -> dict[str, Any] | None:
+    """A JSON patch adding ``labels`` to every object of ``kind`` (None when there are none)."""
+    if not labels:
+        return None
+    return {
+        "target": {"kind": kind},
+        "patch": yaml.safe_dump([
+            {"op": "add", "path": f"/metadata/labels/{key.replace('~', '~0').replace('/', '~1')}", "value": value}
+            for key, value in sorted(labels.items())
+        ], sort_keys=False),
+    }
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ from services.api.errors import install_error_handlers
 from services.api.experiments import ExperimentService
 from services.api.openapi import install_openapi
 from services.api.records import RecordStore
-from services.api.routes import experiments, health
+from services.api.routes import experiments, health, reports
 from services.api.settings import ApiSettings
 
 logger = logging.getLogger(__name__)
@@ -125,6 +125,7 @@ def create_app(settings: ApiSettings, *, launcher: ExperimentLauncher | None = N
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
     app.include_router(experiments.router)
+    app.include_router(reports.router)
     app.include_router(health.router)
     install_openapi(app)
     return app

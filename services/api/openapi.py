@@ -40,6 +40,9 @@ SUBMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
         "links": {
             "GetExperiment": {"operationId": "get_experiment", "parameters": {"experiment_id": "$response.body#/id"}},
             "GetMetrics": {"operationId": "get_metrics", "parameters": {"experiment_id": "$response.body#/id"}},
+            "GetMetricsLines": {"operationId": "get_metrics_lines", "parameters": {"experiment_id": "$response.body#/id"}},
+            "GetReportMarkdown": {"operationId": "get_report_markdown", "parameters": {"experiment_id": "$response.body#/id"}},
+            "GetLogs": {"operationId": "get_logs", "parameters": {"experiment_id": "$response.body#/id"}},
             "CancelExperiment": {"operationId": "cancel_experiment", "parameters": {"experiment_id": "$response.body#/id"}},
         },
     },

@@ -36,16 +36,21 @@ class RecordingApiServer:
         self.job_conditions: list[dict[str, str]] = []
         self.job_active = 1
         self.job_status_by_name: dict[str, dict[str, Any]] = {}
+        self.pod_logs: dict[str, str] = {}
+        """Pod name -> its log, answered as text to ``GET .../pods/<name>/log``."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _reply(self, code: int, body: dict[str, Any]) -> None:  # also replaced by tests (a quota error)
-                data = json.dumps(body).encode()
+            def _reply(
+                self, code: int, body: dict[str, Any] | str
+            ) -> None:  # also replaced by tests (a quota error)
+                text = isinstance(body, str)
+                data = body.encode() if text else json.dumps(body).encode()
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/plain" if text else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -61,11 +66,23 @@ class RecordingApiServer:
             do_POST = do_GET = do_DELETE = _handle
 
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
 
-    def answer(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, dict[str, Any]]:
+    def answer(
+        self, method: str, path: str, query: dict[str, list[str]], body: Any
+    ) -> tuple[int, dict[str, Any] | str]:
         """(status code, body) the API server would answer."""
+        if method == "GET" and path.endswith("/log"):
+            pod = path.rsplit("/", 2)[-2]
+            if pod not in self.pod_logs:
+                return 404, _failure("NotFound", 404)
+            lines = self.pod_logs[pod].splitlines(keepends=True)
+            return 200, "".join(
+                lines[-int(query.get("tailLines", ["0"])[0]) :] if "tailLines" in query else lines
+            )
         if method == "POST":
             key = f"{path}/{body['metadata']['name']}"
             if key in self.objects:
@@ -75,8 +92,11 @@ class RecordingApiServer:
             return 201, body
         if method == "GET" and path not in self.objects and not path.split("/")[-1].startswith("exp-"):
             wanted = _selector(query)
-            items = [o for k, o in self.objects.items()
-                     if k.rsplit("/", 1)[0] == path and wanted.items() <= o["metadata"].get("labels", {}).items()]
+            items = [
+                o
+                for k, o in self.objects.items()
+                if k.rsplit("/", 1)[0] == path and wanted.items() <= o["metadata"].get("labels", {}).items()
+            ]
             return 200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items}
         found = self.objects.get(path)
         if found is None:
@@ -89,7 +109,11 @@ class RecordingApiServer:
             return 409, _failure("Conflict", 409)
         del self.objects[path]
         # The API server answers a Service's deletion with the Service, others with a Status.
-        return 200, found if found["kind"] == "Service" else {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+        return 200, found if found["kind"] == "Service" else {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Success",
+        }
 
     @property
     def url(self) -> str:
@@ -106,7 +130,12 @@ class RecordingApiServer:
             "kind": "Config",
             "clusters": [{"name": "recorder", "cluster": {"server": self.url}}],
             "users": [{"name": "tester", "user": {"token": "not-checked"}}],
-            "contexts": [{"name": "recorder", "context": {"cluster": "recorder", "user": "tester", "namespace": namespace}}],
+            "contexts": [
+                {
+                    "name": "recorder",
+                    "context": {"cluster": "recorder", "user": "tester", "namespace": namespace},
+                }
+            ],
             "current-context": "recorder",
         }
         path.write_text(yaml.safe_dump(config))
@@ -115,7 +144,8 @@ class RecordingApiServer:
     def finish_job(self, job_name: str, condition: str, reason: str = "", message: str = "") -> None:
         """Make one Job report a Complete or Failed condition."""
         self.job_status_by_name[job_name] = {
-            "active": 0, "conditions": [{"type": condition, "status": "True", "reason": reason, "message": message}],
+            "active": 0,
+            "conditions": [{"type": condition, "status": "True", "reason": reason, "message": message}],
         }
 
     def count(self, method: str) -> int:

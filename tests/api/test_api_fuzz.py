@@ -57,9 +57,9 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
         api.stop()
     for report in (with_token, without_token):
         assert report["complete"] and report["errors"] == [], report["errors"]
-        assert report["failures"] == [], json.dumps(report["failures"], indent=1)
+        assert report["failures"] == [], json.dumps(report["failures"], indent=1) + output[-6000:]
         assert report["test_cases"]["with_failures"] == 0 and report["test_cases"]["generated"] > 100
-        assert report["operations"]["tested"] == report["operations"]["total"] == 7
+        assert report["operations"]["tested"] == report["operations"]["total"] == 11
     # With a token the fuzzer reaches the API's logic: experiments are created and the links followed.
     assert with_token["valid_rates"]["POST /v1/experiments"]["coverage"]["accepted"] > 0
     links = re.search(r"API Links:\s+(\d+) covered", output)

@@ -41,6 +41,7 @@ def orchestrate(
     from lecritique.orchestrator.episodes import EpisodeRunner, SamplingSettings
     from lecritique.orchestrator.loop import Orchestrator
     from lecritique.replay import ReplayBuffer, connect_redis
+    from lecritique.tracking import open_trackers
     from lecritique.trajectory import Trajectory
     from lecritique.weights import WeightStore
 
@@ -90,17 +91,22 @@ def orchestrate(
             decode=Trajectory.from_bytes,
         )
     metrics_key = f"lecritique:{experiment_id}:metrics"
+    trackers = open_trackers(experiment_spec, out, experiment_id)
 
     def sink(row: dict[str, Any]) -> None:
         # The REST API reads the series from Redis; the file stays the source for reports.
         redis.rpush(metrics_key, json.dumps(row))
         redis.hset(f"lecritique:{experiment_id}:status", mapping={"step": row["step"], "policy_version": row.get("policy_version", 0)})
+        trackers.log_step(row)
 
     orchestrator = Orchestrator(
         experiment_spec, clients, runner, out, experiment_id=experiment_id, replay=replay, metrics_sink=sink
     )
     try:
         state = orchestrator.run()
+        if state.completed_step >= experiment_spec.orchestrator.steps:
+            trackers.log_report(out, experiment_spec.name)
     finally:
+        trackers.close()
         clients.close()
     typer.echo(f"orchestrator finished at step {state.completed_step}")

@@ -23,6 +23,7 @@ from lecritique.critics.specs import CriticSpec, TrainedCriticSpec, default_crit
 from lecritique.engines.config import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig
 from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
+from lecritique.tracking.config import TrackerConfig
 from lecritique.training.config import PolicyTrainerConfig
 
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?")
@@ -177,6 +178,8 @@ class ExperimentSpec(SpecModel):
     """The experiment loop."""
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
     """Kubernetes node pools, tolerations and resources per component (ignored by local runs)."""
+    tracking: list[TrackerConfig] = Field(default_factory=list)
+    """Experiment trackers (tensorboard, wandb, mlflow, trackio) sent every step's metrics and the final report."""
 
     @model_validator(mode="before")
     @classmethod
@@ -248,12 +251,15 @@ def _format(error: ValidationError) -> str:
     return "invalid experiment spec:\n  " + "\n  ".join(lines)
 
 
-def parse_spec(data: Any) -> ExperimentSpec:
-    """Validate a spec mapping; raises :class:`SpecError` naming every bad field."""
+def parse_spec(data: Any, spec_dir: Path | None = None) -> ExperimentSpec:
+    """Validate a spec mapping; raises :class:`SpecError` naming every bad field.
+
+    ``spec_dir``: the folder relative paths in the spec start from (a dataset file).
+    """
     if not isinstance(data, dict):
         raise SpecError(f"an experiment spec must be a mapping, got {type(data).__name__}")
     try:
-        return ExperimentSpec.model_validate(data)
+        return ExperimentSpec.model_validate(data, context={"spec_dir": spec_dir} if spec_dir is not None else None)
     except ValidationError as error:
         raise SpecError(_format(error)) from None
 
@@ -269,4 +275,4 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as error:
         raise SpecError(f"spec {path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from None
-    return parse_spec(data)
+    return parse_spec(data, spec_dir=path.resolve().parent)

@@ -29,11 +29,18 @@ from lecritique.envs.base import (
 from lecritique.envs.codeio import CodeIOConfig, CodeIOEnvironment
 from lecritique.envs.config import EnvironmentConfigBase
 from lecritique.envs.countdown import CountdownConfig, CountdownEnvironment
+from lecritique.envs.dataset import DatasetConfig, DatasetEnvironment
 from lecritique.envs.reasoning_gym import ReasoningGymConfig, ReasoningGymEnvironment
 from lecritique.envs.sudoku import SudokuConfig, SudokuEnvironment
 
 EnvironmentConfig = Annotated[
-    SudokuConfig | ArithmeticConfig | CountdownConfig | ReasoningGymConfig | CodeIOConfig | BabyAITextConfig,
+    SudokuConfig
+    | ArithmeticConfig
+    | CountdownConfig
+    | ReasoningGymConfig
+    | CodeIOConfig
+    | BabyAITextConfig
+    | DatasetConfig,
     Field(discriminator="kind"),
 ]
 """One environment's configuration; ``kind`` names the environment."""
@@ -45,6 +52,7 @@ _ENVIRONMENTS: dict[str, tuple[type[EnvironmentConfigBase], type[Environment]]] 
     "reasoning_gym": (ReasoningGymConfig, ReasoningGymEnvironment),
     "codeio": (CodeIOConfig, CodeIOEnvironment),
     "babyai_text": (BabyAITextConfig, BabyAITextEnvironment),
+    "dataset": (DatasetConfig, DatasetEnvironment),
 }
 _CONFIG_ADAPTER: TypeAdapter[Any] = TypeAdapter(EnvironmentConfig)
 
@@ -102,6 +110,7 @@ __all__ = [
     "BabyAITextConfig",
     "CodeIOConfig",
     "CountdownConfig",
+    "DatasetConfig",
     "Demonstration",
     "Environment",
     "EnvironmentConfig",

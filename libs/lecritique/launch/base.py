@@ -4,8 +4,8 @@ A launcher turns a validated spec into running workloads and back: :meth:`~Exper
 rejects specs it could not run (before anything is recorded) and says what the experiment would
 use, :meth:`~ExperimentLauncher.launch` starts it and returns a small JSON handle kept in the
 experiment record, :meth:`~ExperimentLauncher.poll` reports where it stands,
-:meth:`~ExperimentLauncher.cancel` stops it, and :meth:`~ExperimentLauncher.release` frees what a
-finished experiment still holds.
+:meth:`~ExperimentLauncher.cancel` stops it, :meth:`~ExperimentLauncher.release` frees what a
+finished experiment still holds, and :meth:`~ExperimentLauncher.logs` reads the tail of a component's log.
 
 Implementations: :class:`lecritique.launch.supervised.LocalProcessLauncher` (``lecritique run``
 under a supervisor, on this machine) and :class:`lecritique.launch.kubernetes_launcher.KubernetesLauncher`.
@@ -52,6 +52,10 @@ class Usage:
     """GPUs over every pod (0 for local processes)."""
 
 
+class LogNotFound(LookupError):
+    """The experiment has no log of that component (yet); the message lists the ones it has."""
+
+
 class ExperimentLauncher(Protocol):
     name: str
     """``local`` or ``kubernetes``."""
@@ -73,3 +77,7 @@ class ExperimentLauncher(Protocol):
 
     def release(self, experiment_id: str, handle: dict[str, Any]) -> None:
         """Free what a finished experiment still holds (idempotent)."""
+
+    def logs(self, experiment_id: str, handle: dict[str, Any], component: str, tail: int) -> str:
+        """The last ``tail`` lines of one component's log (``run``, ``orchestrator``, ``rollout-0``, ...);
+        raise :class:`LogNotFound` naming the components that have one."""

@@ -47,16 +47,27 @@ class ComponentInfo:
 COMPONENTS: dict[Component, ComponentInfo] = {
     Component.orchestrator: ComponentInfo(None, "Job", "orchestrator", "orchestrator"),
     Component.rollout: ComponentInfo("rollout", "Deployment", "rollout", "rollout"),
-    Component.environment_verifier: ComponentInfo("environment", "Deployment", "environmentVerifier", "environment_verifier"),
-    Component.value_evaluator: ComponentInfo("value-evaluator", "Deployment", "valueEvaluator", "value_evaluator"),
+    Component.environment_verifier: ComponentInfo(
+        "environment", "Deployment", "environmentVerifier", "environment_verifier"
+    ),
+    Component.value_evaluator: ComponentInfo(
+        "value-evaluator", "Deployment", "valueEvaluator", "value_evaluator"
+    ),
     Component.value_trainer: ComponentInfo("value-trainer", "StatefulSet", "valueTrainer", "value_trainer"),
-    Component.policy_trainer: ComponentInfo("policy-trainer", "StatefulSet", "policyTrainer", "policy_trainer"),
+    Component.policy_trainer: ComponentInfo(
+        "policy-trainer", "StatefulSet", "policyTrainer", "policy_trainer"
+    ),
 }
 
 
 class _ChartModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True,
-                              use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+    )
 
 
 class ResourceDefaults(_ChartModel):

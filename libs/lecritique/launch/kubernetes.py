@@ -83,14 +83,20 @@ def selector_labels(defaults: ChartDefaults, experiment_id: str, component: Comp
 
 
 def _labels(defaults: ChartDefaults, experiment_id: str, component: Component | None) -> dict[str, str]:
-    labels = {**defaults.labels, "app.kubernetes.io/instance": defaults.release, "app.kubernetes.io/managed-by": MANAGED_BY,
-              EXPERIMENT_LABEL: experiment_id}
+    labels = {
+        **defaults.labels,
+        "app.kubernetes.io/instance": defaults.release,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        EXPERIMENT_LABEL: experiment_id,
+    }
     if component is not None:
         labels["app.kubernetes.io/component"] = component.value
     return labels
 
 
-def _metadata(defaults: ChartDefaults, experiment_id: str, name: str, component: Component | None, spec: ExperimentSpec) -> dict[str, Any]:
+def _metadata(
+    defaults: ChartDefaults, experiment_id: str, name: str, component: Component | None, spec: ExperimentSpec
+) -> dict[str, Any]:
     return {
         "name": name,
         "namespace": defaults.namespace,
@@ -103,7 +109,11 @@ def _replicas(spec: ExperimentSpec, component: Component, chart: ComponentDefaul
     """The spec's replica count where the user set one, else the chart's default."""
     if component == Component.rollout and "replicas" in spec.rollout.model_fields_set:
         return spec.rollout.replicas
-    if component == Component.value_evaluator and spec.critic is not None and "evaluator_replicas" in spec.critic.model_fields_set:
+    if (
+        component == Component.value_evaluator
+        and spec.critic is not None
+        and "evaluator_replicas" in spec.critic.model_fields_set
+    ):
         return spec.critic.evaluator_replicas
     if component == Component.environment_verifier:
         placed = _placement(spec).environment_verifier
@@ -116,7 +126,9 @@ def _replicas(spec: ExperimentSpec, component: Component, chart: ComponentDefaul
 
 def resolved_spec(spec: ExperimentSpec, defaults: ChartDefaults) -> ExperimentSpec:
     """The spec the pods read: replica counts made explicit (so every process agrees on them)."""
-    rollout = spec.rollout.model_copy(update={"replicas": _replicas(spec, Component.rollout, defaults.components.rollout)})
+    rollout = spec.rollout.model_copy(
+        update={"replicas": _replicas(spec, Component.rollout, defaults.components.rollout)}
+    )
     update: dict[str, Any] = {"rollout": rollout}
     if spec.critic is not None:
         replicas = _replicas(spec, Component.value_evaluator, defaults.components.value_evaluator)
@@ -145,9 +157,14 @@ def redis_env(defaults: ChartDefaults) -> list[dict[str, Any]]:
     if auth is None:
         return [{"name": "REDIS_URL", "value": defaults.redis_url}]
     scheme, _, rest = defaults.redis_url.partition("://")
-    password = {"name": "LECRITIQUE_REDIS_PASSWORD",
-                "valueFrom": {"secretKeyRef": {"name": auth.secret_name, "key": auth.password_key}}}
-    return [password, {"name": "REDIS_URL", "value": f"{scheme}://{auth.username}:$(LECRITIQUE_REDIS_PASSWORD)@{rest}"}]
+    password = {
+        "name": "LECRITIQUE_REDIS_PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": auth.secret_name, "key": auth.password_key}},
+    }
+    return [
+        password,
+        {"name": "REDIS_URL", "value": f"{scheme}://{auth.username}:$(LECRITIQUE_REDIS_PASSWORD)@{rest}"},
+    ]
 
 
 def _env(
@@ -175,18 +192,26 @@ def _env(
     return list(by_name.values())
 
 
-def _container_command(spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults) -> list[str]:
+def _container_command(
+    spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults
+) -> list[str]:
     spec_file = f"{SPEC_MOUNT}/spec.json"
     run_dir = f"{WEIGHTS_MOUNT}/experiments/{experiment_id}"
     if component == Component.orchestrator:
         names = component_names(spec)
         command = [
-            "lecritique", "orchestrate",
-            "--spec", spec_file,
-            "--out", f"{run_dir}/run",
-            "--experiment", experiment_id,
-            "--weights-dir", WEIGHTS_MOUNT,
-            "--metrics-port", str(METRICS_PORT),
+            "lecritique",
+            "orchestrate",
+            "--spec",
+            spec_file,
+            "--out",
+            f"{run_dir}/run",
+            "--experiment",
+            experiment_id,
+            "--weights-dir",
+            WEIGHTS_MOUNT,
+            "--metrics-port",
+            str(METRICS_PORT),
         ]
         for flag, target in (
             ("--rollout", Component.rollout),
@@ -201,19 +226,36 @@ def _container_command(spec: ExperimentSpec, experiment_id: str, component: Comp
     serve_name = COMPONENTS[component].serve_name
     assert serve_name is not None
     serve = [
-        "lecritique", "serve", serve_name,
-        "--spec", spec_file,
-        "--port", str(GRPC_PORT),
-        "--metrics-port", str(METRICS_PORT),
-        "--experiment", experiment_id,
-        "--weights-dir", WEIGHTS_MOUNT,
-        "--state-dir", f"{run_dir}/state",
-        "--host", "0.0.0.0",
+        "lecritique",
+        "serve",
+        serve_name,
+        "--spec",
+        spec_file,
+        "--port",
+        str(GRPC_PORT),
+        "--metrics-port",
+        str(METRICS_PORT),
+        "--experiment",
+        experiment_id,
+        "--weights-dir",
+        WEIGHTS_MOUNT,
+        "--state-dir",
+        f"{run_dir}/state",
+        "--host",
+        "0.0.0.0",
     ]
     processes = spec.policy_trainer.processes
     if component == Component.policy_trainer and processes > 1:
         # Rank 0 serves gRPC; the other ranks join its process group.
-        return ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}", "-m", *serve]
+        return [
+            "python",
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={processes}",
+            "-m",
+            *serve,
+        ]
     return serve
 
 
@@ -226,8 +268,12 @@ def _probes(component: Component, chart: ComponentDefaults) -> dict[str, Any]:
 
     period = 10
     return {
-        "startupProbe": {**check(), "periodSeconds": period, "timeoutSeconds": 5,
-                         "failureThreshold": max(1, math.ceil(chart.startup_seconds / period))},
+        "startupProbe": {
+            **check(),
+            "periodSeconds": period,
+            "timeoutSeconds": 5,
+            "failureThreshold": max(1, math.ceil(chart.startup_seconds / period)),
+        },
         "readinessProbe": {**check(), "periodSeconds": period, "timeoutSeconds": 5, "failureThreshold": 3},
         "livenessProbe": {**check(), "periodSeconds": 20, "timeoutSeconds": 10, "failureThreshold": 6},
     }
@@ -290,7 +336,9 @@ def _pod_template(
     }
     node_selector = placed.node_selector if placed.node_selector is not None else chart.node_selector
     tolerations = (
-        [t.to_kubernetes() for t in placed.tolerations] if placed.tolerations is not None else [dict(t) for t in chart.tolerations]
+        [t.to_kubernetes() for t in placed.tolerations]
+        if placed.tolerations is not None
+        else [dict(t) for t in chart.tolerations]
     )
     affinity = placed.affinity if placed.affinity is not None else chart.affinity
     if node_selector:
@@ -304,19 +352,35 @@ def _pod_template(
     if component == Component.orchestrator:
         pod_spec["restartPolicy"] = "OnFailure"
     return {
-        "metadata": {"labels": _labels(defaults, experiment_id, component), "annotations": {EXPERIMENT_NAME_ANNOTATION: spec.name}},
+        "metadata": {
+            "labels": _labels(defaults, experiment_id, component),
+            "annotations": {EXPERIMENT_NAME_ANNOTATION: spec.name},
+        },
         "spec": pod_spec,
     }
 
 
-def _service(spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults) -> dict[str, Any]:
+def _service(
+    spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults
+) -> dict[str, Any]:
     ports = [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}]
     if component != Component.orchestrator:
-        ports.insert(0, {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "grpc"})
+        ports.insert(
+            0,
+            {
+                "name": "grpc",
+                "port": GRPC_PORT,
+                "targetPort": "grpc",
+                "protocol": "TCP",
+                "appProtocol": "grpc",
+            },
+        )
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(defaults, experiment_id, object_name(experiment_id, component), component, spec),
+        "metadata": _metadata(
+            defaults, experiment_id, object_name(experiment_id, component), component, spec
+        ),
         "spec": {
             # Headless: the name resolves to every ready pod, which the client round-robins.
             "clusterIP": "None",
@@ -326,7 +390,9 @@ def _service(spec: ExperimentSpec, experiment_id: str, component: Component, def
     }
 
 
-def _workload(spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults) -> dict[str, Any]:
+def _workload(
+    spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults
+) -> dict[str, Any]:
     info = COMPONENTS[component]
     chart = defaults.components.of(component)
     name = object_name(experiment_id, component)
@@ -344,14 +410,21 @@ def _workload(spec: ExperimentSpec, experiment_id: str, component: Component, de
                 "template": template,
             },
         }
-    body: dict[str, Any] = {"replicas": _replicas(spec, component, chart), "selector": selector, "template": template}
+    body: dict[str, Any] = {
+        "replicas": _replicas(spec, component, chart),
+        "selector": selector,
+        "template": template,
+    }
     if info.workload == "StatefulSet":
         body = {**body, "serviceName": name, "podManagementPolicy": "Parallel"}
     return {"apiVersion": "apps/v1", "kind": info.workload, "metadata": metadata, "spec": body}
 
 
 def render_experiment_objects(
-    spec: ExperimentSpec, experiment_id: str, chart_defaults: ChartDefaults | Mapping[str, Any], *,
+    spec: ExperimentSpec,
+    experiment_id: str,
+    chart_defaults: ChartDefaults | Mapping[str, Any],
+    *,
     llm_egress: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object of one experiment, in creation order (network policies first, so no
@@ -364,8 +437,14 @@ def render_experiment_objects(
     ``ValueError`` for an experiment id that is not a short DNS label.
     """
     if not EXPERIMENT_ID.fullmatch(experiment_id):
-        raise ValueError(f"experiment id {experiment_id!r} must be a DNS label of at most 20 characters (a-z, 0-9, '-')")
-    defaults = chart_defaults if isinstance(chart_defaults, ChartDefaults) else ChartDefaults.model_validate(chart_defaults)
+        raise ValueError(
+            f"experiment id {experiment_id!r} must be a DNS label of at most 20 characters (a-z, 0-9, '-')"
+        )
+    defaults = (
+        chart_defaults
+        if isinstance(chart_defaults, ChartDefaults)
+        else ChartDefaults.model_validate(chart_defaults)
+    )
     resolved = resolved_spec(spec, defaults)
     components = component_names(resolved)
     config_map = {
@@ -378,7 +457,13 @@ def render_experiment_objects(
     workloads = [_workload(resolved, experiment_id, component, defaults) for component in components]
     policies, budgets = [], []
     for component, workload in zip(components, workloads, strict=True):
-        metadata = _metadata(defaults, experiment_id, object_name(experiment_id, component), component, resolved)
+        metadata = _metadata(
+            defaults, experiment_id, object_name(experiment_id, component), component, resolved
+        )
         policies.append(network_policy(experiment_id, component, defaults, metadata, llm_egress or []))
-        budgets.append(disruption_budget(experiment_id, component, int(workload["spec"].get("replicas", 1)), defaults, metadata))
+        budgets.append(
+            disruption_budget(
+                experiment_id, component, int(workload["spec"].get("replicas", 1)), defaults, metadata
+            )
+        )
     return [*[p for p in policies if p], config_map, *services, *[b for b in budgets if b], *workloads]

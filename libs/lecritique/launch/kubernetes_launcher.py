@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from lecritique.launch.base import Observation, Submission, Usage
+from lecritique.launch.base import LogNotFound, Observation, Submission, Usage
 from lecritique.launch.components import ChartDefaults, Component
 from lecritique.launch.kubernetes import EXPERIMENT_LABEL, object_name, render_experiment_objects
 
@@ -35,19 +35,34 @@ _KINDS: dict[tuple[str, str], tuple[str, str, str]] = {
 }
 # Workloads go first on teardown so that no pod outlives the Services, ConfigMap and policies it uses.
 _DELETE_ORDER = [
-    ("batch/v1", "Job"), ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("policy/v1", "PodDisruptionBudget"),
-    ("v1", "Service"), ("v1", "ConfigMap"), ("networking.k8s.io/v1", "NetworkPolicy"),
+    ("batch/v1", "Job"),
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
 ]
 
 REQUIRED_RULES: list[dict[str, list[str]]] = [
     {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": ["create", "list", "delete"]},
-    {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": ["create", "list", "delete"]},
+    {
+        "apiGroups": ["apps"],
+        "resources": ["deployments", "statefulsets"],
+        "verbs": ["create", "list", "delete"],
+    },
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "list", "delete", "get"]},
-    {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["create", "list", "delete"]},
+    {
+        "apiGroups": ["networking.k8s.io"],
+        "resources": ["networkpolicies"],
+        "verbs": ["create", "list", "delete"],
+    },
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create", "list", "delete"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
 ]
 """The RBAC rules the launcher's calls need: create objects, read the orchestrator Job, list by label
-and delete by name. No ``deletecollection``: that verb deletes whatever matches, label or not."""
+and delete by name, find an experiment's pods and read their logs. No ``deletecollection``: that verb deletes whatever matches, label or not."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +82,9 @@ def gpus_of(objects: list[dict[str, Any]]) -> int:
         replicas = int(obj["spec"].get("replicas", 1))
         for container in obj["spec"]["template"]["spec"]["containers"]:
             limits = container.get("resources", {}).get("limits", {})
-            total += replicas * sum(int(float(value)) for name, value in limits.items() if name.endswith("/gpu"))
+            total += replicas * sum(
+                int(float(value)) for name, value in limits.items() if name.endswith("/gpu")
+            )
     return total
 
 
@@ -107,7 +124,10 @@ class KubernetesLauncher:
 
     def render(self, submission: Submission) -> list[dict[str, Any]]:
         return render_experiment_objects(
-            submission.spec, submission.experiment_id, self.defaults, llm_egress=list(submission.policy.llm_egress)
+            submission.spec,
+            submission.experiment_id,
+            self.defaults,
+            llm_egress=list(submission.policy.llm_egress),
         )
 
     def check(self, submission: Submission) -> Usage:
@@ -126,7 +146,9 @@ class KubernetesLauncher:
                 if error.status != 409:
                     raise
                 logger.info("%s %s already exists", obj["kind"], obj["metadata"]["name"])
-        logger.info("launched experiment %s in namespace %s", submission.experiment_id, self.defaults.namespace)
+        logger.info(
+            "launched experiment %s in namespace %s", submission.experiment_id, self.defaults.namespace
+        )
         return {"namespace": self.defaults.namespace}
 
     def job_status(self, experiment_id: str) -> JobStatus:
@@ -134,7 +156,9 @@ class KubernetesLauncher:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            job = self._api("BatchV1Api").read_namespaced_job(object_name(experiment_id, Component.orchestrator), self.defaults.namespace)
+            job = self._api("BatchV1Api").read_namespaced_job(
+                object_name(experiment_id, Component.orchestrator), self.defaults.namespace
+            )
         except ApiException as error:
             if error.status == 404:
                 return JobStatus("missing")
@@ -162,14 +186,22 @@ class KubernetesLauncher:
             found = getattr(api, f"list_namespaced_{kind}")(self.defaults.namespace, label_selector=selector)
             for item in found.items:
                 options = client.V1DeleteOptions(
-                    propagation_policy="Background", preconditions=client.V1Preconditions(uid=item.metadata.uid)
+                    propagation_policy="Background",
+                    preconditions=client.V1Preconditions(uid=item.metadata.uid),
                 )
                 try:
-                    getattr(api, f"delete_namespaced_{kind}")(item.metadata.name, self.defaults.namespace, body=options)
+                    getattr(api, f"delete_namespaced_{kind}")(
+                        item.metadata.name, self.defaults.namespace, body=options
+                    )
                 except ApiException as error:
-                    if error.status not in (404, 409):  # gone already, or replaced by a newer object of that name
+                    if error.status not in (
+                        404,
+                        409,
+                    ):  # gone already, or replaced by a newer object of that name
                         raise
-        logger.info("deleted the objects of experiment %s%s", experiment_id, " (kept its Job)" if keep_job else "")
+        logger.info(
+            "deleted the objects of experiment %s%s", experiment_id, " (kept its Job)" if keep_job else ""
+        )
 
     def poll(self, experiment_id: str, handle: dict[str, Any]) -> Observation:
         status = self.job_status(experiment_id)
@@ -186,3 +218,40 @@ class KubernetesLauncher:
     def release(self, experiment_id: str, handle: dict[str, Any]) -> None:
         # Keep the finished Job for its logs (it expires by itself); free the GPUs now.
         self.delete(experiment_id, keep_job=True)
+
+    def logs(self, experiment_id: str, handle: dict[str, Any], component: str, tail: int) -> str:
+        """A pod's log: ``orchestrator``, or a component with the pod's ordinal (``rollout-0``; sorted
+        by pod name, so a StatefulSet's ordinals), ``run`` being the orchestrator's."""
+        from kubernetes.client.exceptions import ApiException
+
+        name, _, ordinal = component.rpartition("-") if component[-1:].isdigit() else (component, "", "0")
+        name = "orchestrator" if name == "run" else name
+        selector = (
+            f"{EXPERIMENT_LABEL}={experiment_id},app.kubernetes.io/instance={self.defaults.release},"
+            f"app.kubernetes.io/component={name}"
+        )
+        core = self._api("CoreV1Api")
+        pods = sorted(
+            pod.metadata.name
+            for pod in core.list_namespaced_pod(self.defaults.namespace, label_selector=selector).items
+        )
+        if int(ordinal) >= len(pods):
+            everything = (
+                f"{EXPERIMENT_LABEL}={experiment_id},app.kubernetes.io/instance={self.defaults.release}"
+            )
+            found = core.list_namespaced_pod(self.defaults.namespace, label_selector=everything).items
+            known = sorted(
+                {str((pod.metadata.labels or {}).get("app.kubernetes.io/component")) for pod in found}
+            )
+            raise LogNotFound(
+                f"no pod for {component!r} (components with pods: {', '.join(known) or 'none yet'})"
+            )
+        try:
+            text: str = core.read_namespaced_pod_log(
+                pods[int(ordinal)], self.defaults.namespace, tail_lines=tail
+            )
+        except ApiException as error:
+            if error.status in (400, 404):  # the container has not started, or the pod has just gone
+                raise LogNotFound(f"no log for {component!r} yet: {error.reason}") from None
+            raise
+        return text

@@ -31,7 +31,10 @@ def _pods(defaults: ChartDefaults, experiment_id: str, component: Component | No
 
 
 def network_policy(
-    experiment_id: str, component: Component, defaults: ChartDefaults, metadata: dict[str, Any],
+    experiment_id: str,
+    component: Component,
+    defaults: ChartDefaults,
+    metadata: dict[str, Any],
     llm_egress: list[dict[str, Any]],
 ) -> dict[str, Any] | None:
     """The experiment-scoped rules of one component (None: it needs nothing beyond the chart's baseline)."""

@@ -7,7 +7,9 @@ from lecritique.config.placement import GPU_RESOURCE, ComponentPlacement, is_ext
 from lecritique.launch.components import COMPONENTS, Component, ComponentDefaults
 
 
-def merge_resources(component: Component, chart: ComponentDefaults, placed: ComponentPlacement, spec: ExperimentSpec) -> dict[str, dict[str, str]]:
+def merge_resources(
+    component: Component, chart: ComponentDefaults, placed: ComponentPlacement, spec: ExperimentSpec
+) -> dict[str, dict[str, str]]:
     """Chart requests/limits overridden key by key by the spec's; checked like the API server would.
 
     Extended resources (``nvidia.com/gpu``) get request == limit, since Kubernetes refuses anything else.

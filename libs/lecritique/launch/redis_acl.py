@@ -36,7 +36,15 @@ def rules(user: str) -> list[str]:
 def create_users(client: Any, api_password: str, experiments_password: str) -> None:
     """Create both users on a server ``client`` administers, then restrict the default user to PING."""
     client.execute_command("ACL", "SETUSER", API_USER, "reset", "on", f">{api_password}", *rules(API_USER))
-    client.execute_command("ACL", "SETUSER", EXPERIMENTS_USER, "reset", "on", f">{experiments_password}", *rules(EXPERIMENTS_USER))
+    client.execute_command(
+        "ACL",
+        "SETUSER",
+        EXPERIMENTS_USER,
+        "reset",
+        "on",
+        f">{experiments_password}",
+        *rules(EXPERIMENTS_USER),
+    )
     client.execute_command("ACL", "SETUSER", "default", "on", *rules("default"))
 
 

@@ -20,11 +20,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any, Literal
 
 from lecritique.config.experiment import SpecError
-from lecritique.launch.base import Observation, Submission, Usage
+from lecritique.launch.base import LogNotFound, Observation, Submission, Usage
 from lecritique.launch.process_tree import alive, kill_tree, process_start_ticks
 from lecritique.tenancy.policy import model_path_fields, path_under
 
@@ -33,8 +34,19 @@ logger = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 DEFAULT_ENV_PASSTHROUGH = (
-    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "XDG_CACHE_HOME", "HF_HOME",
-    "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "CUDA_VISIBLE_DEVICES", "VLLM_CPU_KVCACHE_SPACE",
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "XDG_CACHE_HOME",
+    "HF_HOME",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "CUDA_VISIBLE_DEVICES",
+    "VLLM_CPU_KVCACHE_SPACE",
 )
 """Variables of the API process a local run gets by default (none of them a credential)."""
 
@@ -46,7 +58,12 @@ class LocalProcessLauncher:
     secrets_are: Literal["kubernetes", "environment"] = "environment"
 
     def __init__(
-        self, runs_dir: Path, redis_url: str, *, cancel_grace_seconds: float = 90.0, models_root: str = "/weights/models",
+        self,
+        runs_dir: Path,
+        redis_url: str,
+        *,
+        cancel_grace_seconds: float = 90.0,
+        models_root: str = "/weights/models",
         env_passthrough: tuple[str, ...] = DEFAULT_ENV_PASSTHROUGH,
     ) -> None:
         self.runs_dir = Path(runs_dir).resolve()
@@ -68,7 +85,9 @@ class LocalProcessLauncher:
     def environment(self, submission: Submission) -> dict[str, str]:
         """The run's whole environment (see the module docstring)."""
         env = {name: os.environ[name] for name in self.env_passthrough if name in os.environ}
-        paths = [str(REPO_ROOT / "libs"), str(REPO_ROOT)] if (REPO_ROOT / "libs" / "lecritique").is_dir() else []
+        paths = (
+            [str(REPO_ROOT / "libs"), str(REPO_ROOT)] if (REPO_ROOT / "libs" / "lecritique").is_dir() else []
+        )
         if os.environ.get("PYTHONPATH"):
             paths.append(os.environ["PYTHONPATH"])
         if paths:
@@ -94,19 +113,37 @@ class LocalProcessLauncher:
         result = run_dir / "result.json"
         result.unlink(missing_ok=True)
         command = [
-            sys.executable, "-m", "lecritique.launch.supervise", "--result", str(result), "--",
-            sys.executable, "-m", "lecritique", "run", str(spec_path), "--out", str(run_dir / "run"),
+            sys.executable,
+            "-m",
+            "lecritique.launch.supervise",
+            "--result",
+            str(result),
+            "--",
+            sys.executable,
+            "-m",
+            "lecritique",
+            "run",
+            str(spec_path),
+            "--out",
+            str(run_dir / "run"),
         ]
         log = (run_dir / "run.log").open("ab")
         try:
             process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.environment(submission),
-                cwd=str(run_dir), start_new_session=True,
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.environment(submission),
+                cwd=str(run_dir),
+                start_new_session=True,
             )
         finally:
             log.close()
         self._children[experiment_id] = process
-        logger.info("experiment %s: started lecritique run (pid %d) in %s", experiment_id, process.pid, run_dir)
+        logger.info(
+            "experiment %s: started lecritique run (pid %d) in %s", experiment_id, process.pid, run_dir
+        )
         return {
             "pid": process.pid,
             "start_ticks": process_start_ticks(process.pid),
@@ -136,12 +173,16 @@ class LocalProcessLauncher:
         try:
             result = json.loads(result_path.read_text())
         except (OSError, ValueError):
-            return Observation("failed", "the run's supervisor exited without recording a result:\n" + self._log_tail(handle))
+            return Observation(
+                "failed", "the run's supervisor exited without recording a result:\n" + self._log_tail(handle)
+            )
         if result.get("cancelled"):
             return Observation("cancelled")
         if result["returncode"] == 0:
             return Observation("succeeded")
-        return Observation("failed", f"lecritique run exited with code {result['returncode']}:\n{self._log_tail(handle)}")
+        return Observation(
+            "failed", f"lecritique run exited with code {result['returncode']}:\n{self._log_tail(handle)}"
+        )
 
     def cancel(self, experiment_id: str, handle: dict[str, Any]) -> Observation:
         """SIGTERM the supervisor once (it stops the run gracefully); SIGKILL everything after the grace period."""
@@ -154,9 +195,24 @@ class LocalProcessLauncher:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
         elif time.time() - float(handle["cancel_requested_at"]) > self.cancel_grace_seconds:
-            logger.warning("experiment %s did not stop within %.0f s; killing all its processes", experiment_id, self.cancel_grace_seconds)
+            logger.warning(
+                "experiment %s did not stop within %.0f s; killing all its processes",
+                experiment_id,
+                self.cancel_grace_seconds,
+            )
             kill_tree(pid)
         return Observation("running")
 
     def release(self, experiment_id: str, handle: dict[str, Any]) -> None:
         """Nothing to free: a finished ``lecritique run`` has stopped its services itself."""
+
+    def logs(self, experiment_id: str, handle: dict[str, Any], component: str, tail: int) -> str:
+        """``run`` is the ``lecritique run`` console; any other name a service's log under ``run/logs``."""
+        run_dir = Path(handle["run_dir"])
+        logs_dir = run_dir / "run" / "logs"
+        path = run_dir / "run.log" if component == "run" else logs_dir / f"{component}.log"
+        if not path.is_file():
+            known = ["run", *sorted(p.stem for p in logs_dir.glob("*.log"))]
+            raise LogNotFound(f"no log {component!r} (known: {', '.join(known)})")
+        with path.open(errors="replace") as handle_file:
+            return "".join(deque(handle_file, maxlen=tail))

@@ -62,7 +62,7 @@ def _view(service: ExperimentService, record: ExperimentRecord, *, with_spec: bo
     )
 
 
-def _known_id(experiment_id: str) -> str:
+def known_id(experiment_id: str) -> str:
     """Ids the API never issues cannot exist: 404 without a lookup (and without echoing them)."""
     if not EXPERIMENT_ID.fullmatch(experiment_id):
         raise NotFound(experiment_id[:40])
@@ -115,7 +115,7 @@ def list_experiments(
 )
 def get_experiment(experiment_id: str, caller: Tenant, service: Service) -> ExperimentView:
     """Status, current step, policy and value versions, the latest metrics and the spec."""
-    return _view(service, service.get(caller, _known_id(experiment_id)), with_spec=True)
+    return _view(service, service.get(caller, known_id(experiment_id)), with_spec=True)
 
 
 @router.get(
@@ -129,7 +129,7 @@ def get_metrics(
     since_step: Annotated[int | None, Query(ge=0, le=MAX_STEP, description="Only steps after this one.")] = None,
 ) -> MetricsSeries:
     """One row per policy step, as the orchestrator recorded it."""
-    experiment_id = _known_id(experiment_id)
+    experiment_id = known_id(experiment_id)
     return MetricsSeries(experiment_id=experiment_id, rows=service.metrics(caller, experiment_id, since_step))
 
 
@@ -139,4 +139,4 @@ def get_metrics(
 )
 def cancel(experiment_id: str, caller: Tenant, service: Service) -> ExperimentView:
     """Stop its workloads (status ``cancelling`` until they are gone, then ``cancelled``); the record stays."""
-    return _view(service, service.cancel(caller, _known_id(experiment_id)), with_spec=False)
+    return _view(service, service.cancel(caller, known_id(experiment_id)), with_spec=False)
