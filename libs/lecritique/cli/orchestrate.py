@@ -35,10 +35,11 @@ def orchestrate(
     from prometheus_client import start_http_server
 
     from lecritique.config import load_spec
+    from lecritique.engines.base import SamplingParams
+    from lecritique.episodes import EpisodePlayer
     from lecritique.models.policy import load_tokenizer
     from lecritique.models.templates import build_template
     from lecritique.orchestrator.clients import ServiceClients
-    from lecritique.orchestrator.episodes import EpisodeRunner, SamplingSettings
     from lecritique.orchestrator.loop import Orchestrator
     from lecritique.replay import ReplayBuffer, connect_redis
     from lecritique.trajectory import Trajectory
@@ -69,13 +70,13 @@ def orchestrate(
     env_info = clients.environment.info()
     rollout_info = clients.rollout.info()
     sampling = experiment_spec.rollout.sampling
-    runner = EpisodeRunner(
+    player = EpisodePlayer(
         clients.rollout,
         clients.environment,
         tokenizer,
         template,
-        SamplingSettings(sampling.temperature, sampling.top_p, sampling.max_tokens),
-        max_sequence_tokens=int(rollout_info["max_sequence_tokens"]),
+        SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens),
+        max_context_tokens=int(rollout_info["max_sequence_tokens"]),
         max_turns=int(env_info.get("max_turns", 1)) + 1,
     )
     replay = None
@@ -97,7 +98,7 @@ def orchestrate(
         redis.hset(f"lecritique:{experiment_id}:status", mapping={"step": row["step"], "policy_version": row.get("policy_version", 0)})
 
     orchestrator = Orchestrator(
-        experiment_spec, clients, runner, out, experiment_id=experiment_id, replay=replay, metrics_sink=sink
+        experiment_spec, clients, player, out, experiment_id=experiment_id, replay=replay, metrics_sink=sink
     )
     try:
         state = orchestrator.run()

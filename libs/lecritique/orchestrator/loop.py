@@ -26,6 +26,7 @@ batch arrives scored by that warmed-up critic version.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import queue
@@ -42,12 +43,14 @@ from prometheus_client import Counter, Gauge, Histogram
 from lecritique.advantages import AdvantageBatch, AdvantageEstimator, explained_variance
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.critics.icc import RewardAverage
-from lecritique.critics.inputs import Attempt, critic_queries
+from lecritique.critics.inputs import attempt_of, critic_queries
 from lecritique.critics.prompts import describe_actor
 from lecritique.critics.specs import ActorConditioning, TrainedCriticSpec
 from lecritique.critics.types import ActorInfo
+from lecritique.engines.base import SamplingParams
+from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.clients import ServiceClients
-from lecritique.orchestrator.episodes import EpisodeBatch, EpisodeRunner, SamplingSettings
+from lecritique.orchestrator.episodes import EpisodeBatch, play_batch
 from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
 from lecritique.trajectory import Trajectory
 
@@ -109,7 +112,7 @@ class Orchestrator:
         self,
         spec: ExperimentSpec,
         clients: ServiceClients,
-        runner: EpisodeRunner,
+        player: EpisodePlayer,
         out_dir: Path,
         *,
         experiment_id: str,
@@ -118,7 +121,7 @@ class Orchestrator:
     ) -> None:
         self.spec = spec
         self.clients = clients
-        self.runner = runner
+        self.player = player
         self.out_dir = Path(out_dir)
         self.experiment_id = experiment_id
         self.replay = replay
@@ -143,10 +146,9 @@ class Orchestrator:
         """The first batch scored by the warmed-up critic, kept by the warmup for policy step 1."""
         # The evaluation stage encodes critic contexts while the rollout stage encodes prompts:
         # a Rust-backed tokenizer must not be used from two threads at once.
-        self._context_tokenizer = copy.deepcopy(runner.tokenizer)
+        self._context_tokenizer = copy.deepcopy(player.tokenizer)
         # Held-out evaluation runs in the policy loop while the rollout stage generates.
-        self._eval_runner = copy.copy(runner)
-        self._eval_runner.tokenizer = copy.deepcopy(runner.tokenizer)
+        self._eval_player = dataclasses.replace(player, tokenizer=copy.deepcopy(player.tokenizer))
         self._started = time.monotonic()
         self._elapsed_before = 0.0
         self._labels = (experiment_id,)
@@ -156,7 +158,8 @@ class Orchestrator:
         rollout = self.spec.rollout
         start = time.perf_counter()
         tasks = self.clients.environment.sample_tasks(rollout.tasks_per_step, "train", self.spec.seed * 1_000_003 + cursor)
-        episodes = self.runner.run(
+        episodes = play_batch(
+            self.player,
             tasks,
             rollout.group_size,
             first_group_id=cursor * rollout.tasks_per_step,
@@ -238,10 +241,7 @@ class Orchestrator:
         if self.clients.value_evaluator is None or self.spec.critic is None:
             return trajectories, -1, 0.0, {}
         actor = ActorInfo(self.actor_description, self.reward_average.value)
-        attempts = [
-            Attempt(t, " ".join(actions), task.privileged, str(t.metadata.get("diagnostic", "")))
-            for t, actions, task in zip(trajectories, episodes.action_texts, episodes.tasks, strict=True)
-        ]
+        attempts = [attempt_of(r, t) for r, t in zip(episodes.records, trajectories, strict=True)]
         queries = critic_queries(self.spec.critic, attempts, self._context_tokenizer, actor)
         start = time.perf_counter()
         values, value_version, stats = self.clients.value_evaluator.evaluate(queries, episodes.prompt_texts, actor)
@@ -300,9 +300,9 @@ class Orchestrator:
         spec = self.spec
         start = time.perf_counter()
         tasks = self.clients.environment.sample_tasks(spec.orchestrator.eval_tasks, "eval", spec.seed)
-        greedy = SamplingSettings(temperature=0.0, top_p=1.0, max_tokens=self.runner.sampling.max_tokens)
-        episodes = self._eval_runner.run(
-            tasks, 1, first_group_id=0, seed=spec.seed, trajectory_prefix=f"eval{step}", sampling=greedy
+        greedy = SamplingParams(temperature=0.0, top_p=1.0, max_tokens=self.player.sampling.max_tokens)
+        episodes = play_batch(
+            self._eval_player, tasks, 1, first_group_id=0, seed=spec.seed, trajectory_prefix=f"eval{step}", sampling=greedy
         )
         rewards = np.array([t.reward for t in episodes.trajectories], dtype=np.float64)
         success = float(np.mean(rewards >= 1.0))
