@@ -69,14 +69,7 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
                 self.trainer = factory.resume(critic, path, self._policy_dir, spec.seed)
                 logger.info("resuming from critic version %d", version)
         self.version = version
-        self.replay = ReplayBuffer(
-            redis,
-            experiment=self.experiment,
-            capacity=self.critic.replay.capacity,
-            max_reuse=self.critic.replay.max_reuse,
-            max_age_versions=self.critic.replay.max_age_versions,
-            decode=Trajectory.from_bytes,
-        )
+        self.replay = ReplayBuffer(redis, self.experiment, **critic.replay.model_dump(), decode=Trajectory.from_bytes)
         # A critic that is never trained has no batches; its Status still reports the replay depth.
         self.batch_size = spec.critic_batch_size
         self.lambda_target = spec.estimator.critic_target_lambda()

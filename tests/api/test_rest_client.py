@@ -12,8 +12,8 @@ import json
 import os
 import stat
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path

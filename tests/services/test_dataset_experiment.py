@@ -31,7 +31,7 @@ def quick_arithmetic_policy() -> Path:
     import atexit
     import tempfile
 
-    from lecritique.models.tiny import TinyBuildConfig, build_tiny
+    from lecritique.tinybuild import TinyBuildConfig, build_tiny
 
     config = TinyBuildConfig(task="arithmetic", max_steps=60, batch_size=32, eval_every=60, eval_tasks=8, validation_tasks=8, train_pool=256)
     cache_dir = tempfile.mkdtemp(prefix="lecritique-test-arithmetic-")

@@ -9,7 +9,7 @@ Value losses need torch and live in :mod:`lecritique.advantages.losses`.
 """
 
 from lecritique.advantages import estimators as _estimators  # noqa: F401  (registers the estimators)
-from lecritique.advantages.base import AdvantageEstimator, estimator_names, get_estimator
+from lecritique.advantages.base import AdvantageEstimator, estimator_gauges, estimator_names, get_estimator
 from lecritique.advantages.batch import AdvantageBatch
 from lecritique.advantages.estimators import (
     EVPOEstimator,
@@ -33,6 +33,7 @@ __all__ = [
     "RLOOEstimator",
     "TetherEstimator",
     "ValueEstimator",
+    "estimator_gauges",
     "estimator_names",
     "explained_variance",
     "get_estimator",

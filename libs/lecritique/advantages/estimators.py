@@ -6,7 +6,8 @@ unless stated otherwise. Returns are terminal, undiscounted unless an option say
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -189,6 +190,7 @@ class TetherEstimator(AdvantageEstimator):
 
     name = "tether"
     uses_critic = True
+    gauges: ClassVar[Mapping[str, str]] = {"tether_rho": "TETHER coefficient used for the last batch"}
 
     def __init__(self, *, initial_rho: float = 0.0, **options: Any) -> None:
         """``options``: the fields of :class:`TetherOptions`; ``initial_rho``: rho_0."""
@@ -258,6 +260,10 @@ class TetherEstimator(AdvantageEstimator):
         if self.buckets > 1:
             out.update({f"tether_rho_bucket_{m}": float(r) for m, r in enumerate(self.rho)})
         return out
+
+    def report(self, used: dict[str, float], fitted: dict[str, float]) -> dict[str, float]:
+        """The coefficients this batch used (mean and per bucket) and the mean fitted for the next."""
+        return {**used, "tether_rho_fitted": fitted["tether_rho"]}
 
 
 @register

@@ -29,12 +29,13 @@ from rich.progress import Progress
 
 from lecritique.advantages import explained_variance, top1_ranking_accuracy, value_mse
 from lecritique.critic_eval.config import CriticEvalSpec
-from lecritique.critic_eval.episodes import EpisodeRecord, Player
-from lecritique.critics.inputs import Attempt, critic_queries, shown_on
+from lecritique.critics.inputs import attempt_of, critic_queries, shown_on
 from lecritique.critics.segments import segment_starts
 from lecritique.critics.specs import CriticSpec
 from lecritique.critics.states import decode, token_texts
 from lecritique.critics.types import ActorInfo, CriticBackend
+from lecritique.envs.base import Environment
+from lecritique.episodes import EpisodePlayer, EpisodeRecord
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def _states_of(record: EpisodeRecord, tokenizer: Any, spec: CriticEvalSpec, capp
     return segment_starts(texts, record.policy_mask, record.step_ids, spec.segments.rule, limit)
 
 
-def _monte_carlo(player: Player, points: Sequence[StatePoint], continuations: int) -> list[list[float]]:
+def _monte_carlo(player: EpisodePlayer, points: Sequence[StatePoint], continuations: int) -> list[list[float]]:
     cursors = [point.record.cut(point.token_index) for point in points for _ in range(continuations)]
     player.play(cursors)
     rewards = [c.reward for c in cursors]
@@ -111,15 +112,7 @@ def critic_values(
     Every episode is shown what its base episode would be shown in an experiment
     (:func:`~lecritique.critics.inputs.critic_queries` over the base episodes' groups).
     """
-    attempts = [
-        Attempt(
-            record.trajectory(f"e{i}"),
-            decode(tokenizer, [t for t, m in zip(record.token_ids, record.policy_mask, strict=True) if m]),
-            record.task.privileged,
-            record.diagnostic,
-        )
-        for i, record in enumerate(base)
-    ]
+    attempts = [attempt_of(record, record.trajectory(f"e{i}")) for i, record in enumerate(base)]
     shown = critic_queries(critic, attempts, tokenizer, actor)
     episodes: dict[int, tuple[EpisodeRecord, int]] = {}
     for point in points:
@@ -143,7 +136,8 @@ def _sample(pool: Sequence[tuple[int, int]], count: int, rng: np.random.Generato
 
 def run_critic_eval(
     spec: CriticEvalSpec,
-    player: Player,
+    player: EpisodePlayer,
+    environment: Environment,
     backends: Mapping[str, CriticBackend],
     *,
     actor_description: str,
@@ -153,7 +147,7 @@ def run_critic_eval(
     tokenizer = player.tokenizer
     rng = np.random.default_rng(spec.seed)
     specs = {c.name: c.critic for c in spec.critics}
-    tasks = player.environment.sample_tasks(spec.tasks, split=spec.split, seed=spec.seed)
+    tasks = environment.sample_tasks(spec.tasks, split=spec.split, seed=spec.seed)
     with Progress(disable=not show_progress) as progress:
         phase = progress.add_task("critic-eval", total=4 + len(backends))
         base = player.start(tasks, spec.group_size)

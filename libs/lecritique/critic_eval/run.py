@@ -9,7 +9,6 @@ import numpy as np
 import torch
 
 from lecritique.critic_eval.config import CriticEvalSpec, EvaluatedCritic
-from lecritique.critic_eval.episodes import Player
 from lecritique.critic_eval.evaluation import CriticEvalResult, run_critic_eval
 from lecritique.critic_eval.report import write_report
 from lecritique.critics.kinds import ServingContext, critic_kind
@@ -19,6 +18,8 @@ from lecritique.critics.specs import CriticSpec
 from lecritique.critics.types import CriticBackend
 from lecritique.engines import SamplingParams, build_engine
 from lecritique.envs import build_environment
+from lecritique.episodes import EpisodePlayer
+from lecritique.episodes.local import EngineSampler, LocalEnvironment
 from lecritique.models.policy import load_tokenizer
 from lecritique.models.templates import build_template
 
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 def resolve_policy_dir(spec: CriticEvalSpec) -> Path:
     if spec.policy.path is not None:
         return Path(spec.policy.path)
-    from lecritique.models.tiny import build_tiny
+    from lecritique.tinybuild import build_tiny
 
     assert spec.policy.tiny is not None
     return Path(build_tiny(spec.policy.tiny, seed=spec.seed))
@@ -58,14 +59,17 @@ def evaluate(spec: CriticEvalSpec, out_dir: Path, *, show_progress: bool = True)
     engine = build_engine(spec.engine.model_copy(update={"model_path": str(policy_dir)}))
     tokenizer = load_tokenizer(policy_dir)
     sampling = spec.sampling
-    player = Player(
-        engine=engine,
-        tokenizer=tokenizer,
-        template=build_template(spec.policy.template, tokenizer),
-        environment=build_environment(spec.environment),
-        sampling=SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens),
+    environment = build_environment(spec.environment)
+    rng = np.random.default_rng(spec.seed)
+    player = EpisodePlayer(
+        EngineSampler(engine),
+        LocalEnvironment(environment),
+        tokenizer,
+        build_template(spec.policy.template, tokenizer),
+        SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens),
         max_context_tokens=max_model_tokens(engine),
-        rng=np.random.default_rng(spec.seed),
+        max_turns=environment.max_turns,
+        seeds=lambda: int(rng.integers(2**31)),
     )
     # Untrained critics get their random head from this seed: the same spec measures the same critic.
     torch.manual_seed(spec.seed)
@@ -73,7 +77,9 @@ def evaluate(spec: CriticEvalSpec, out_dir: Path, *, show_progress: bool = True)
     try:
         described = [e.critic.actor_conditioning().description for e in spec.critics]
         actor = next((d for d in described if d), None) or describe_actor(policy_dir)
-        result = run_critic_eval(spec, player, backends, actor_description=actor, show_progress=show_progress)
+        result = run_critic_eval(
+            spec, player, environment, backends, actor_description=actor, show_progress=show_progress
+        )
     finally:
         for backend in backends.values():
             backend.close()

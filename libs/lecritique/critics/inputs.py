@@ -35,6 +35,7 @@ from lecritique.critics.types import (
     CriticQuery,
     Peer,
 )
+from lecritique.episodes import EpisodeRecord
 from lecritique.trajectory import Trajectory
 
 
@@ -123,6 +124,11 @@ class Attempt:
     """The task's privileged context, keyed by kind."""
     outcome: str = ""
     """The environment's last diagnostic."""
+
+
+def attempt_of(record: EpisodeRecord, trajectory: Trajectory) -> Attempt:
+    """The attempt an episode record makes (``trajectory``: the record's, under the caller's id)."""
+    return Attempt(trajectory, " ".join(record.actions), record.task.privileged, record.diagnostic)
 
 
 CONTEXT_KIND_KEY = "critic_context"

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lecritique.launch.base import LogNotFound, Observation, Submission, Usage
-from lecritique.launch.components import ChartDefaults, Component
-from lecritique.launch.kubernetes import EXPERIMENT_LABEL, object_name, render_experiment_objects
+from lecritique.launch.components import EXPERIMENT_LABEL, ChartDefaults, Component
+from lecritique.launch.kubernetes import object_name, render_experiment_objects
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ def resolve_policy(spec: ExperimentSpec, cache_dir: Path | None = None) -> Exper
     """Build (or take from the cache) the tiny model a spec names; return the spec with its path."""
     if spec.policy.path is not None:
         return spec
-    from lecritique.models.tiny import build_tiny
+    from lecritique.tinybuild import build_tiny
 
     assert spec.policy.tiny is not None
     path = build_tiny(spec.policy.tiny, seed=spec.seed, cache_dir=cache_dir)

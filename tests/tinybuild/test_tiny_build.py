@@ -15,14 +15,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from typer.testing import CliRunner
 
 from lecritique.cli.models import app as models_app
-from lecritique.models.tiny import (
+from lecritique.models.tiny_arch import TinyArchitecture
+from lecritique.tinybuild import (
     TINY_TASKS,
     TinyBuildConfig,
     build_tiny,
     build_tiny_model,
     load_build_report,
 )
-from lecritique.models.tiny_arch import TinyArchitecture
 
 SMALL = TinyArchitecture(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_positions=256)
 
