@@ -4,7 +4,7 @@ Independent of the policy loop (Le Critique Appendix B): it samples the experime
 buffer (FIFO, reuse <= N, age <= A, enforced atomically in Redis so several replicas may share
 one stream), takes one optimiser step per batch, and publishes each new version to the weight
 store for the value evaluator to hot-swap. Targets are Monte-Carlo returns, or GAE lambda-returns
-when the experiment sets ``lambda_target < 1``.
+when the experiment sets ``lambda_target < 1`` (or ``auto``).
 
 Critic kinds: ``discriminative`` regresses its scalar head (:class:`CriticTrainer`);
 ``generative`` is trained by REINFORCE on GenAC's reward 1 - (r - v)^2
@@ -100,7 +100,9 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         )
         # A frozen LLM critic has no training batches; its Status still reports the replay depth.
         self.batch_size = getattr(self.critic, "batch_size", None) or spec.batch_size
-        self.lambda_target = getattr(spec.estimator, "lambda_target", 1.0)
+        # The built estimator resolves ``lambda_target: auto`` (0.4^(1/L), Le Critique §7.2).
+        self.lambda_target = float(getattr(spec.estimator.build(), "lambda_target", 1.0))
+        logger.info("critic targets: lambda_target = %.6f", self.lambda_target)
         self.updates = 0
         self.last: dict[str, float] = {}
         self._condition = threading.Condition()

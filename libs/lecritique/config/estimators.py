@@ -15,6 +15,15 @@ class _EstimatorSpecBase(SpecModel):
         options: dict[str, Any] = self.model_dump(exclude={"name"})
         return get_estimator(self.name, **options)  # type: ignore[attr-defined]
 
+    def needs_max_length(self) -> bool:
+        """Whether ``max_length`` (the maximum response length in policy tokens) is needed and
+        unset: the experiment spec then fills it in from its rollout and environment."""
+        return False
+
+
+LambdaSetting = Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"]
+"""A lambda in [0, 1], or ``auto``: 0.4^(1/L) with L the maximum response length (Le Critique §7.2)."""
+
 
 class MeanSpec(_EstimatorSpecBase):
     name: Literal["mean"] = "mean"
@@ -38,10 +47,16 @@ class GAESpec(_EstimatorSpecBase):
     """Generalised advantage estimation (eqs. 9-11)."""
     gamma: float = Field(default=1.0, ge=0.0, le=1.0)
     """Discount per policy token."""
-    lambda_gae: float = Field(default=1.0, ge=0.0, le=1.0)
-    """lambda of the policy advantages (1: unbiased Monte-Carlo advantages)."""
-    lambda_target: float = Field(default=1.0, ge=0.0, le=1.0)
-    """lambda of the critic's value targets (1: Monte-Carlo targets)."""
+    lambda_gae: LambdaSetting = 1.0
+    """lambda of the policy advantages (1: unbiased Monte-Carlo advantages; auto: 0.4^(1/max_length))."""
+    lambda_target: LambdaSetting = 1.0
+    """lambda of the critic's value targets (1: Monte-Carlo targets; auto: 0.4^(1/max_length))."""
+    max_length: int | None = Field(default=None, ge=1)
+    """Maximum response length L in policy tokens for ``auto`` lambdas; None: sampling.max_tokens x
+    the environment's turn limit."""
+
+    def needs_max_length(self) -> bool:
+        return self.max_length is None and "auto" in (self.lambda_gae, self.lambda_target)
 
 
 class TetherSpec(_EstimatorSpecBase):
@@ -52,7 +67,12 @@ class TetherSpec(_EstimatorSpecBase):
     buckets: int = Field(default=1, ge=1)
     """Number of uniform token-position buckets, each with its own rho (eq. 18)."""
     max_length: int | None = Field(default=None, ge=1)
-    """Position range the buckets split; None: the batch's padded length."""
+    """Maximum response length in policy tokens, the position range the buckets split uniformly
+    (positions count every turn's generated tokens); None: sampling.max_tokens x the environment's
+    turn limit."""
+
+    def needs_max_length(self) -> bool:
+        return self.max_length is None and self.buckets > 1
 
 
 class EVPOSpec(_EstimatorSpecBase):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
@@ -20,7 +20,7 @@ from lecritique.config.placement import PlacementSpec
 from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig
 from lecritique.critics.context import CriticContextKind
 from lecritique.engines import EngineConfig, HFEngineConfig
-from lecritique.envs import EnvironmentConfig
+from lecritique.envs import EnvironmentConfig, environment_turn_limit
 from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
 from lecritique.training.critic_trainer import CriticTrainerConfig
 from lecritique.training.engine import OptimizerConfig
@@ -185,6 +185,17 @@ class ExperimentSpec(SpecModel):
     """The experiment loop."""
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
     """Kubernetes node pools, tolerations and resources per component (ignored by local runs)."""
+
+    @field_validator("estimator")
+    @classmethod
+    def _default_max_length(cls, estimator: Any, info: ValidationInfo) -> Any:
+        """Fill the estimator's maximum response length from the rollout: sampling.max_tokens x
+        the environment's turn limit (TETHER's bucket edges, GAE's ``auto`` lambdas)."""
+        rollout, environment = info.data.get("rollout"), info.data.get("environment")
+        if not estimator.needs_max_length() or rollout is None or environment is None:
+            return estimator  # a missing rollout or environment reports its own error
+        length = rollout.sampling.max_tokens * environment_turn_limit(environment)
+        return estimator.model_copy(update={"max_length": length})
 
     @field_validator("critic", mode="before")
     @classmethod

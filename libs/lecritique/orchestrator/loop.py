@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 from prometheus_client import Counter, Gauge, Histogram
 
-from lecritique.advantages import AdvantageBatch, AdvantageEstimator, explained_variance
+from lecritique.advantages import AdvantageBatch, AdvantageEstimator, explained_variance, freeze_then_fit
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.critics.context import GroupMember, Peer, build_group_contexts, build_group_peers
 from lecritique.critics.icc import ACTOR_KEY, REWARD_AVERAGE_KEY, RewardAverage
@@ -59,6 +59,11 @@ EXPLAINED_VARIANCE = Gauge(
     ["experiment", "critic_context"],
 )
 RHO = Gauge("lecritique_tether_rho", "TETHER coefficient used for the last batch", ["experiment", "bucket"])
+BUCKET_EV = Gauge(
+    "lecritique_value_bucket_explained_variance",
+    "Critic explained variance on the last policy batch, per TETHER response-position bucket",
+    ["experiment", "bucket"],
+)
 POLICY_VERSION = Gauge("lecritique_policy_version", "Policy weight version in rollout", ["experiment"])
 VALUE_VERSION = Gauge("lecritique_value_version", "Critic weight version of the last evaluation", ["experiment"])
 DROPPED_STALE = Counter("lecritique_dropped_stale_total", "Rollouts dropped as too off-policy", ["experiment"])
@@ -124,6 +129,8 @@ class Orchestrator:
         self.checkpoints = CheckpointStore(self.out_dir / "orchestrator")
         self.metrics_path = self.out_dir / "metrics.jsonl"
         self.estimator: AdvantageEstimator = spec.estimator.build()
+        # Resolved settings (e.g. GAE's lambda under ``auto``) are the estimator's metrics before any fit.
+        logger.info("estimator %s: %s", spec.estimator.name, self.estimator.metrics())
         self.uses_critic = spec.critic is not None
         self.gates_on_critic = self.estimator.uses_critic
         self.context_kind = spec.critic.context if spec.critic is not None else "none"
@@ -481,9 +488,8 @@ class Orchestrator:
         evaluated = [batch.evaluated[i] for i in kept]
         value_version = batch.value_version
         advantage_batch = self._advantage_batch(evaluated)
-        rho_used = self.estimator.metrics()
-        advantages = self.estimator.compute(advantage_batch)
-        self.estimator.update(advantage_batch)
+        frozen = freeze_then_fit(self.estimator, advantage_batch)
+        advantages = frozen.advantages
         with_advantages = [
             replace(t, advantages=advantages[row, : len(t.token_ids)]) for row, t in enumerate(evaluated)
         ]
@@ -508,11 +514,7 @@ class Orchestrator:
             "batch_wait_seconds": wait_seconds,
             **{f"critic_{key}": value for key, value in batch.critic_stats.items()},
         }
-        if "tether_rho" in rho_used:
-            metrics["tether_rho"] = rho_used["tether_rho"]
-            metrics["tether_rho_fitted"] = self.estimator.metrics()["tether_rho"]
-            metrics.update({k: v for k, v in rho_used.items() if k.startswith("tether_rho_bucket")})
-        metrics.update({k: v for k, v in self.estimator.metrics().items() if not k.startswith("tether_rho")})
+        metrics.update(frozen.metrics)
         state_after = self._past(
             state,
             batch,
@@ -547,6 +549,8 @@ class Orchestrator:
                 RHO.labels(self.experiment_id, "all").set(value)
             elif key.startswith("tether_rho_bucket_"):
                 RHO.labels(self.experiment_id, key.rsplit("_", 1)[-1]).set(value)
+            elif key.startswith("value_ev_bucket_"):
+                BUCKET_EV.labels(self.experiment_id, key.rsplit("_", 1)[-1]).set(value)
         VALUE_VERSION.labels(*self._labels).set(value_version)
         STEP_SECONDS.labels(*self._labels).observe(metrics["step_seconds"])
         VALUE_WAIT.labels(*self._labels).inc(metrics["value_wait_seconds"])
