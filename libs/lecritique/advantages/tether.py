@@ -20,7 +20,7 @@ def _per_bucket_sum(weights: FloatArray, bucket: IntArray | None, buckets: int) 
     """Sum of ``weights`` per bucket (the whole sum when there is one bucket)."""
     if bucket is None:
         return np.array([weights.sum()])
-    sums: FloatArray = np.bincount(bucket.ravel(), weights=weights.ravel(), minlength=buckets)
+    sums: FloatArray = np.bincount(bucket.ravel(), weights=weights.ravel(), minlength=buckets).astype(np.float64)
     return sums
 
 
