@@ -19,14 +19,15 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from prometheus_client import Counter, Gauge
 
 from lecritique.advantages import GAEEstimator
-from lecritique.config import load_spec
+from lecritique.config import ExperimentSpec, load_spec
 from lecritique.config.runtime import ServiceRuntime
+from lecritique.critics.kinds import CriticLearner, critic_kind
+from lecritique.critics.specs import CriticSpec, TrainedCriticSpec
 from lecritique.replay import ReplayBuffer, connect_redis
 from lecritique.rpc.server import run_until_signal, start_server
 from lecritique.trajectory import Trajectory
@@ -68,26 +69,28 @@ def value_targets(trajectories: list[Trajectory], lambda_target: float) -> list[
 
 
 class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
-    def __init__(self, spec: Any, runtime: ServiceRuntime) -> None:
+    def __init__(self, spec: ExperimentSpec, critic: CriticSpec, runtime: ServiceRuntime) -> None:
         self.spec = spec
-        self.critic = spec.critic
+        self.critic = critic
+        self.kind = critic_kind(critic)
         self.experiment = runtime.experiment_id
         redis = connect_redis(runtime.redis_url)
         self.store = WeightStore(runtime.weights_dir, redis=redis, experiment=self.experiment)
-        self.trainer: Any = None
+        self.trainer: CriticLearner | None = None
         version = 0
-        if self.critic.kind == "frozen_llm":
-            logger.info("the frozen LLM critic is never trained: value trainer idle")
+        factory = self.kind.trainer
+        if factory is None:
+            logger.info("the %s critic is never trained: value trainer idle", self.kind.name)
         else:
             latest = self.store.latest("critic")
             if latest is None:
                 policy_version, policy_path = self.store.wait_latest("policy")
-                self.trainer = self._fresh_trainer(policy_path)
+                self.trainer = factory.fresh(critic, policy_path, spec.seed)
                 version = self.store.publish("critic", self.trainer.save)
                 logger.info("initialised critic from policy version %d, published as critic version %d", policy_version, version)
             else:
                 version, path = latest
-                self.trainer = self._resumed_trainer(path)
+                self.trainer = factory.resume(critic, path, self._policy_dir, spec.seed)
                 logger.info("resuming from critic version %d", version)
         self.version = version
         self.replay = ReplayBuffer(
@@ -98,10 +101,10 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
             max_age_versions=self.critic.replay.max_age_versions,
             decode=Trajectory.from_bytes,
         )
-        # A frozen LLM critic has no training batches; its Status still reports the replay depth.
-        self.batch_size = getattr(self.critic, "batch_size", None) or spec.batch_size
-        # The built estimator resolves ``lambda_target: auto`` (0.4^(1/L), Le Critique §7.2).
-        self.lambda_target = float(getattr(spec.estimator.build(), "lambda_target", 1.0))
+        # A critic that is never trained has no batches; its Status still reports the replay depth.
+        self.batch_size = spec.critic_batch_size
+        # ``lambda_target: auto`` resolves to 0.4^(1/L) (Le Critique §7.2): logged, as it is a number only here.
+        self.lambda_target = spec.estimator.critic_target_lambda()
         logger.info("critic targets: lambda_target = %.6f", self.lambda_target)
         self.updates = 0
         self.last: dict[str, float] = {}
@@ -112,24 +115,6 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
 
     def _policy_dir(self) -> Path:
         return Path(self.spec.policy.path) if self.spec.policy.path else self.store.wait_latest("policy")[1]
-
-    def _fresh_trainer(self, policy_path: Path) -> Any:
-        if self.critic.kind == "generative":
-            from lecritique.critics.generative_trainer import GenerativeCriticTrainer
-
-            return GenerativeCriticTrainer.from_policy(policy_path, self.critic, seed=self.spec.seed)
-        from lecritique.training.critic_trainer import CriticTrainer
-
-        return CriticTrainer.from_policy(policy_path, self.critic)
-
-    def _resumed_trainer(self, path: Path) -> Any:
-        if self.critic.kind == "generative":
-            from lecritique.critics.generative_trainer import GenerativeCriticTrainer
-
-            return GenerativeCriticTrainer.load(path, self.critic, policy_dir=self._policy_dir(), seed=self.spec.seed)
-        from lecritique.training.critic_trainer import CriticTrainer
-
-        return CriticTrainer.load(path, self.critic)
 
     def start(self) -> None:
         if self.trainer is not None:
@@ -145,6 +130,8 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         return None if latest is None else latest[0]
 
     def _train_loop(self) -> None:
+        trainer, critic = self.trainer, self.critic
+        assert trainer is not None and isinstance(critic, TrainedCriticSpec), "started only for trained kinds"
         while not self._stop.is_set():
             try:
                 if len(self.replay) < self.batch_size:
@@ -156,10 +143,10 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
                     self._stop.wait(0.1)
                     continue
                 trajectories = [entry.payload for entry in entries]
-                metrics = self.trainer.train_step(trajectories, value_targets(trajectories, self.lambda_target))
+                metrics = trainer.train_step(trajectories, value_targets(trajectories, self.lambda_target))
                 version = self.version
-                if (self.updates + 1) % self.critic.publish_every == 0:
-                    version = self.store.publish("critic", self.trainer.save, keep_last=self.critic.keep_versions)
+                if (self.updates + 1) % critic.publish_every == 0:
+                    version = self.store.publish("critic", trainer.save, keep_last=critic.keep_versions)
             except Exception:
                 logger.exception("critic update failed; retrying")
                 self._stop.wait(1.0)
@@ -204,8 +191,8 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
             details_json=json.dumps(
                 {
                     "batch_size": self.batch_size,
-                    "critic_kind": self.critic.kind,
-                    "loss": getattr(self.critic, "loss", "reinforce" if self.trainer is not None else None),
+                    "critic_kind": self.kind.name,
+                    "loss": None if self.kind.trainer is None else self.kind.trainer.loss(self.critic),
                 }
             ),
         )
@@ -215,7 +202,7 @@ def serve(runtime: ServiceRuntime) -> None:
     spec = load_spec(runtime.spec_path)
     if spec.critic is None:
         raise SystemExit("value-trainer: the experiment spec has no critic section")
-    service = ValueTrainerService(spec, runtime)
+    service = ValueTrainerService(spec, spec.critic, runtime)
     running = start_server(
         service="value-trainer",
         add_servicers=lambda server: value_pb2_grpc.add_ValueTrainerServicer_to_server(service, server),

@@ -9,7 +9,8 @@ from lecritique.advantages import explained_variance, top1_ranking_accuracy, val
 from lecritique.critic_eval import CriticEvalSpec, Player, run_critic_eval
 from lecritique.critic_eval.report import write_report
 from lecritique.critic_eval.run import build_critic
-from lecritique.engines import HFEngine, HFEngineConfig, SamplingParams
+from lecritique.engines import HFEngineConfig, SamplingParams
+from lecritique.engines.hf import HFEngine
 from lecritique.models.policy import load_tokenizer
 from lecritique.models.templates import PlainTemplate
 from tests.critic_eval.markov import MAX_TOKENS, CountAEnvironment, ExactValues, write_markov_policy

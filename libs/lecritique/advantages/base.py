@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import ValidationError
 
 from lecritique.advantages.batch import AdvantageBatch, FloatArray
 
@@ -83,5 +84,8 @@ def get_estimator(name: str, **options: Any) -> AdvantageEstimator:
         raise ValueError(f"unknown estimator {name!r}; known: {', '.join(estimator_names())}") from None
     try:
         return cls(**options)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise ValueError(f"invalid options for estimator {name!r}: {problems}") from None
     except TypeError as error:
         raise ValueError(f"invalid options for estimator {name!r}: {error}") from None

@@ -16,7 +16,8 @@ from lecritique.advantages.base import AdvantageEstimator, register
 from lecritique.advantages.batch import AdvantageBatch, FloatArray
 from lecritique.advantages.groups import group_index, group_mean, group_std, leave_one_out_mean
 from lecritique.advantages.metrics import explained_variance_from_moments, explained_variance_moments
-from lecritique.advantages.returns import lambda_returns_advantages, length_calibrated_lambda
+from lecritique.advantages.options import GAEOptions, LVRLOptions, MeanOptions
+from lecritique.advantages.returns import lambda_returns_advantages, resolve_lambda
 
 _EPS = 1e-6
 
@@ -24,12 +25,6 @@ _EPS = 1e-6
 def _broadcast(per_trajectory: FloatArray, batch: AdvantageBatch) -> FloatArray:
     tokens: FloatArray = np.broadcast_to(per_trajectory[:, None], batch.mask.shape).astype(np.float64)
     return tokens
-
-
-def check_unit_interval(name: str, value: float) -> float:
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {value}")
-    return float(value)
 
 
 @register
@@ -42,8 +37,9 @@ class MeanEstimator(AdvantageEstimator):
 
     name = "mean"
 
-    def __init__(self, *, normalize_std: bool = False) -> None:
-        self.normalize_std = normalize_std
+    def __init__(self, **options: Any) -> None:
+        """``options``: the fields of :class:`MeanOptions`."""
+        self.normalize_std = MeanOptions(**options).normalize_std
 
     def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
         advantages = batch.rewards - group_mean(batch.rewards, batch.group_ids)
@@ -77,20 +73,6 @@ class ValueEstimator(AdvantageEstimator):
         return advantages
 
 
-def _resolve_lambda(name: str, setting: float | str, max_length: int | None) -> float:
-    """A lambda option: a number in [0, 1], or ``"auto"`` = 0.4^(1/max_length) (Le Critique §7.2)."""
-    if isinstance(setting, str):
-        if setting != "auto":
-            raise ValueError(f"{name} must be a number in [0, 1] or 'auto', got {setting!r}")
-        if max_length is None:
-            raise ValueError(
-                f"{name} 'auto' needs max_length, the maximum response length in policy tokens "
-                "(an experiment spec fills it in from sampling.max_tokens x the environment's turn limit)"
-            )
-        return length_calibrated_lambda(max_length)
-    return check_unit_interval(name, setting)
-
-
 @register
 class GAEEstimator(AdvantageEstimator):
     """Generalised advantage estimation (eqs. 9-11) with separate lambdas for policy and critic.
@@ -107,20 +89,13 @@ class GAEEstimator(AdvantageEstimator):
     # rows would repeat its per-step overhead for every chunk.
     chunk_tokens = None
 
-    def __init__(
-        self,
-        *,
-        gamma: float = 1.0,
-        lambda_gae: float | str = 1.0,
-        lambda_target: float | str = 1.0,
-        max_length: int | None = None,
-    ) -> None:
-        if max_length is not None and max_length < 1:
-            raise ValueError(f"max_length must be >= 1, got {max_length}")
-        self.gamma = check_unit_interval("gamma", gamma)
-        self.max_length = max_length
-        self.lambda_gae = _resolve_lambda("lambda_gae", lambda_gae, max_length)
-        self.lambda_target = _resolve_lambda("lambda_target", lambda_target, max_length)
+    def __init__(self, **options: Any) -> None:
+        """``options``: the fields of :class:`GAEOptions`."""
+        checked = GAEOptions(**options)
+        self.gamma = checked.gamma
+        self.max_length = checked.max_length
+        self.lambda_gae = resolve_lambda("lambda_gae", checked.lambda_gae, checked.max_length)
+        self.lambda_target = resolve_lambda("lambda_target", checked.lambda_target, checked.max_length)
 
     def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
         return self._advantages(batch).astype(np.float64)
@@ -204,9 +179,11 @@ class LVRLEstimator(AdvantageEstimator):
     name = "lvrl"
     uses_critic = True
 
-    def __init__(self, *, normalize_std: bool = True, center: bool = True) -> None:
-        self.normalize_std = normalize_std
-        self.center = center
+    def __init__(self, **options: Any) -> None:
+        """``options``: the fields of :class:`LVRLOptions`."""
+        checked = LVRLOptions(**options)
+        self.normalize_std = checked.normalize_std
+        self.center = checked.center
 
     def step_advantages(self, batch: AdvantageBatch) -> list[FloatArray]:
         """Unnormalised step advantages of each trajectory (length S_i each)."""

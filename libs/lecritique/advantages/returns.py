@@ -31,6 +31,22 @@ def length_calibrated_lambda(max_length: int, retained: float = AUTO_LAMBDA_RETA
     return float(retained ** (1.0 / max_length))
 
 
+def resolve_lambda(name: str, setting: float | str, max_length: int | None) -> float:
+    """A lambda option as a number: itself, or for ``"auto"`` 0.4^(1/max_length) (§7.2)."""
+    if isinstance(setting, str):
+        if setting != "auto":
+            raise ValueError(f"{name} must be a number in [0, 1] or 'auto', got {setting!r}")
+        if max_length is None:
+            raise ValueError(
+                f"{name} 'auto' needs max_length, the maximum response length in policy tokens "
+                "(an experiment spec fills it in from sampling.max_tokens x the environment's turn limit)"
+            )
+        return length_calibrated_lambda(max_length)
+    if not 0.0 <= setting <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {setting}")
+    return float(setting)
+
+
 def lambda_returns_advantages(
     rewards: FloatArray, values: FloatArray, mask: np.ndarray[Any, Any], gamma: float, lam: float
 ) -> npt.NDArray[np.float32]:

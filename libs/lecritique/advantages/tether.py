@@ -10,9 +10,9 @@ import numpy as np
 
 from lecritique.advantages.base import AdvantageEstimator, register
 from lecritique.advantages.batch import AdvantageBatch, BoolArray, FloatArray, IntArray
-from lecritique.advantages.estimators import check_unit_interval
 from lecritique.advantages.groups import leave_one_out_mean
 from lecritique.advantages.metrics import bucket_explained_variance_moments, explained_variance_per_bucket
+from lecritique.advantages.options import TetherOptions
 from lecritique.advantages.positions import position_buckets
 
 
@@ -43,28 +43,22 @@ class TetherEstimator(AdvantageEstimator):
     name = "tether"
     uses_critic = True
 
-    def __init__(
-        self,
-        *,
-        ema_decay: float = 0.95,
-        buckets: int = 1,
-        max_length: int | None = None,
-        initial_rho: float = 0.0,
-    ) -> None:
-        self.ema_decay = check_unit_interval("ema_decay", ema_decay)
-        if buckets < 1:
-            raise ValueError(f"buckets must be >= 1, got {buckets}")
-        if max_length is not None and max_length < 1:
-            raise ValueError(f"max_length must be >= 1, got {max_length}")
+    def __init__(self, *, initial_rho: float = 0.0, **options: Any) -> None:
+        """``options``: the fields of :class:`TetherOptions`; ``initial_rho``: rho_0."""
+        checked = TetherOptions(**options)
+        buckets, max_length = checked.buckets, checked.max_length
         if buckets > 1 and max_length is None:
             raise ValueError(
                 "buckets > 1 needs max_length, the maximum response length in policy tokens: bucket "
                 "edges must not move with each batch's padded length (an experiment spec fills it in "
                 "from sampling.max_tokens x the environment's turn limit)"
             )
+        if not 0.0 <= initial_rho <= 1.0:
+            raise ValueError(f"initial_rho must be in [0, 1], got {initial_rho}")
+        self.ema_decay = checked.ema_decay
         self.buckets = buckets
         self.max_length = max_length
-        self.rho = np.full(buckets, check_unit_interval("initial_rho", initial_rho))
+        self.rho = np.full(buckets, float(initial_rho))
         self.last_fit = np.full(buckets, np.nan)
         self.last_explained_variance = np.full(buckets, np.nan)
         self.updates = 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -17,14 +17,12 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from lecritique.config.base import SpecModel
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
 from lecritique.config.placement import PlacementSpec
-from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig
-from lecritique.critics.context import CriticContextKind
-from lecritique.engines import EngineConfig, HFEngineConfig
+from lecritique.critics.kinds import critic_kind
+from lecritique.critics.specs import CriticSpec, TrainedCriticSpec, default_critic_kind
+from lecritique.engines.config import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig, environment_turn_limit
 from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
-from lecritique.training.critic_trainer import CriticTrainerConfig
-from lecritique.training.engine import OptimizerConfig
-from lecritique.training.policy_trainer import PolicyTrainerConfig
+from lecritique.training.config import PolicyTrainerConfig
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
 
@@ -68,78 +66,6 @@ class RolloutSpec(SpecModel):
     """Tasks per policy batch (batch size = tasks_per_step x group_size)."""
     sampling: SamplingSpec = Field(default_factory=SamplingSpec)
     """Sampling parameters of policy turns."""
-
-
-class ReplaySpec(SpecModel):
-    capacity: int = Field(default=256, ge=1)
-    """FIFO capacity in trajectories (Le Critique Table 2: 256)."""
-    max_reuse: int = Field(default=2, ge=1)
-    """Evict a trajectory after this many critic batches used it (Table 2: N = 2)."""
-    max_age_versions: int | None = Field(default=None, ge=0)
-    """Never train the critic on trajectories older than this many policy versions (None: no bound)."""
-
-
-class _CriticServingSpec(SpecModel):
-    """What every critic kind shares: its context, its serving replicas, the replay it is fed."""
-
-    context: CriticContextKind = "none"
-    """Privileged context: none (VF), reference (answer / solved grid), loo_group (other responses + rewards)."""
-    privileged_key: str | None = None
-    """Which privileged field ``reference`` uses (None: the environment's first)."""
-    max_context_chars: int = Field(default=512, ge=1)
-    """Truncate the rendered privileged context to this many characters."""
-    evaluator_replicas: int = Field(default=1, ge=1)
-    """Value-evaluator service replicas."""
-    replay: ReplaySpec = Field(default_factory=ReplaySpec)
-    """Replay buffer bounds."""
-
-
-class _TrainedCriticSpec(_CriticServingSpec):
-    """A critic with weights: trained from the replay stream, published as versions."""
-
-    warmup_updates: int = Field(default=20, ge=0)
-    """Critic updates before the first policy update (Appendix B.3: 20)."""
-    batch_size: int | None = Field(default=None, ge=1)
-    """Trajectories per critic update (None: the policy batch size, as in Table 2)."""
-    publish_every: int = Field(default=1, ge=1)
-    """Publish critic weights every this many updates (large models: publishing costs a checkpoint)."""
-    keep_versions: int = Field(default=8, ge=2)
-    """Critic versions kept in the weight store (older ones are pruned)."""
-
-
-class DiscriminativeCriticSpec(CriticTrainerConfig, _TrainedCriticSpec):
-    """The scalar-head critic (backbone copied from the policy, head random; Appendix B.3)."""
-
-    kind: Literal["discriminative"] = "discriminative"
-    """Critic kind served by the value evaluator."""
-    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
-    """AdamW settings of the critic (Table 2: lr 1e-5, weight decay 0.01)."""
-
-
-class GenerativeCriticSpec(GenerativeCriticConfig, _TrainedCriticSpec):
-    """GenAC's generative critic: reasons, states a score 0-10, trained by REINFORCE (GenAC §5)."""
-
-    kind: Literal["generative"] = "generative"
-    """Critic kind served by the value evaluator."""
-
-
-class FrozenLLMCriticSpec(FrozenLLMConfig, _CriticServingSpec):
-    """LVRL's frozen LLM critic with group context; never trained, served as version 0."""
-
-    kind: Literal["frozen_llm"] = "frozen_llm"
-    """Critic kind served by the value evaluator."""
-
-
-CriticSpec = Annotated[
-    DiscriminativeCriticSpec | GenerativeCriticSpec | FrozenLLMCriticSpec, Field(discriminator="kind")
-]
-
-
-def default_critic_kind(value: Any) -> Any:
-    """A critic mapping without ``kind`` is the discriminative critic; other kinds must be named."""
-    if isinstance(value, dict) and "kind" not in value:
-        return {**value, "kind": "discriminative"}
-    return value
 
 
 class PolicyTrainerSpec(PolicyTrainerConfig):
@@ -217,8 +143,14 @@ class ExperimentSpec(SpecModel):
         distillation = self.policy_trainer.distillation
         if distillation is not None and distillation.gate == "value_decrease" and self.critic is None:
             raise ValueError("policy_trainer.distillation.gate 'value_decrease' needs a critic: add a 'critic' section")
-        if self.critic is not None and self.critic.kind != "frozen_llm":  # a frozen critic never trains
-            critic_batch = self.critic.batch_size or self.batch_size
+        if self.critic is not None:
+            admitted = critic_kind(self.critic).estimators
+            if admitted is not None and self.estimator.name not in admitted:
+                raise ValueError(
+                    f"a {self.critic.kind} critic cannot feed estimator {self.estimator.name!r}; use one of {sorted(admitted)}"
+                )
+        if isinstance(self.critic, TrainedCriticSpec):  # a critic that is never trained reads no batches
+            critic_batch = self.critic_batch_size
             if critic_batch > self.critic.replay.capacity:
                 # The value trainer could never fill a batch: warmup would wait forever.
                 raise ValueError(
@@ -230,6 +162,13 @@ class ExperimentSpec(SpecModel):
     @property
     def batch_size(self) -> int:
         return self.rollout.tasks_per_step * self.rollout.group_size
+
+    @property
+    def critic_batch_size(self) -> int:
+        """Trajectories per critic update: the critic's ``batch_size``, else the policy batch size."""
+        if isinstance(self.critic, TrainedCriticSpec) and self.critic.batch_size is not None:
+            return self.critic.batch_size
+        return self.batch_size
 
 
 def _format(error: ValidationError) -> str:

@@ -30,10 +30,11 @@ from rich.progress import Progress
 from lecritique.advantages import explained_variance, top1_ranking_accuracy, value_mse
 from lecritique.critic_eval.config import CriticEvalSpec
 from lecritique.critic_eval.episodes import EpisodeRecord, Player
-from lecritique.critics.backends import ActorInfo, CriticBackend, CriticQuery
-from lecritique.critics.context import GroupMember, Peer, build_group_contexts, build_group_peers
+from lecritique.critics.context import GroupMember, build_group_contexts, build_group_peers
 from lecritique.critics.segments import segment_starts
+from lecritique.critics.specs import CriticSpec
 from lecritique.critics.states import decode, token_texts
+from lecritique.critics.types import ActorInfo, CriticBackend, CriticQuery, Peer
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def _monte_carlo(player: Player, points: Sequence[StatePoint], continuations: in
 
 
 def _critic_inputs(
-    critic: Any, base: Sequence[EpisodeRecord], tokenizer: Any
+    critic: CriticSpec, base: Sequence[EpisodeRecord], tokenizer: Any
 ) -> tuple[list[str], list[list[Peer]]]:
     """Critic context text and peers of every base episode, built as the orchestrator builds them."""
     contexts: list[str] = [""] * len(base)
@@ -121,7 +122,7 @@ def _critic_inputs(
             critic.context, members, privileged_key=critic.privileged_key, max_context_chars=critic.max_context_chars
         )
         for i, text, group_peers in zip(
-            indices, texts, build_group_peers(members, getattr(critic, "max_peer_chars", 160)), strict=True
+            indices, texts, build_group_peers(members, critic.peer_summary_chars()), strict=True
         ):
             contexts[i], peers[i] = text, group_peers
     return contexts, peers
@@ -129,7 +130,7 @@ def _critic_inputs(
 
 def critic_values(
     backend: CriticBackend,
-    critic: Any,
+    critic: CriticSpec,
     points: Sequence[StatePoint],
     base: Sequence[EpisodeRecord],
     tokenizer: Any,

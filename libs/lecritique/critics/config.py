@@ -10,9 +10,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lecritique.critics.context import PEER_SUMMARY_CHARS
+from lecritique.critics.icc import INITIAL_REWARD_AVERAGE, REWARD_AVERAGE_DECAY
 from lecritique.critics.segments import SegmentRule
-from lecritique.engines import EngineConfig, HFEngineConfig
-from lecritique.training.engine import DType, OptimizerConfig
+from lecritique.engines.config import EngineConfig, HFEngineConfig
+from lecritique.models.dtypes import DType
+from lecritique.training.config import OptimizerConfig
 
 GENERATIVE_PROMPT = (
     "{context}actor: {actor}, avg reward {reward_average:.2f}\n"
@@ -34,11 +37,13 @@ FROZEN_SYSTEM_PROMPT = (
 """Default system message of the frozen LLM critic (LVRL)."""
 
 
-class _Config(BaseModel):
+class SpecBase(BaseModel):
+    """Base of the critic settings: unknown fields are errors, attribute docstrings document fields."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
-class SegmentsConfig(_Config):
+class SegmentsConfig(SpecBase):
     """How responses are cut into segments (the critic scores the state before each)."""
 
     rule: SegmentRule = "sentence"
@@ -47,7 +52,7 @@ class SegmentsConfig(_Config):
     """Most states scored per trajectory; beyond it neighbouring segments merge (cost bound)."""
 
 
-class GenerativeCriticConfig(_Config):
+class GenerativeCriticConfig(SpecBase):
     """A critic that keeps its LM head, reasons, then states an integer score 0-10 (GenAC §5)."""
 
     model_path: str | None = None
@@ -70,9 +75,9 @@ class GenerativeCriticConfig(_Config):
     """Critic prompt; placeholders {context} {actor} {reward_average} {prompt} {prefix} {instruction}."""
     actor_description: str | None = None
     """In-Context Conditioning: how the actor is described (None: its size and architecture)."""
-    reward_average_decay: float = Field(default=0.9, ge=0.0, lt=1.0)
+    reward_average_decay: float = Field(default=REWARD_AVERAGE_DECAY, ge=0.0, lt=1.0)
     """In-Context Conditioning: decay of the running average of the actor's batch mean reward."""
-    initial_reward_average: float = Field(default=0.5, ge=0.0, le=1.0)
+    initial_reward_average: float = Field(default=INITIAL_REWARD_AVERAGE, ge=0.0, le=1.0)
     """In-Context Conditioning: the reward average shown before the first batch has finished."""
     optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
     """AdamW settings of the REINFORCE updates."""
@@ -99,7 +104,7 @@ class GenerativeCriticConfig(_Config):
         return template
 
 
-class LocalLLMConfig(_Config):
+class LocalLLMConfig(SpecBase):
     """A frozen model served in the value evaluator on a rollout engine."""
 
     kind: Literal["local"] = "local"
@@ -110,7 +115,7 @@ class LocalLLMConfig(_Config):
     """Inference backend (``hf`` or ``vllm``); its model path is set from ``model_path``."""
 
 
-class OpenAIEndpointConfig(_Config):
+class OpenAIEndpointConfig(SpecBase):
     """Any OpenAI-compatible chat-completions endpoint (hosted API, vLLM's server, lecritique rollout)."""
 
     kind: Literal["openai"] = "openai"
@@ -159,7 +164,7 @@ LLMBackendConfig = Annotated[LocalLLMConfig | OpenAIEndpointConfig, Field(discri
 """Where the frozen LLM runs: ``local`` engine or an ``openai``-compatible endpoint."""
 
 
-class FrozenLLMConfig(_Config):
+class FrozenLLMConfig(SpecBase):
     """A frozen LLM that scores every state of a trajectory given its group's outcomes (LVRL)."""
 
     llm: LLMBackendConfig = Field(default_factory=LocalLLMConfig)
@@ -172,7 +177,7 @@ class FrozenLLMConfig(_Config):
     """Sampling temperature of the LLM (0: greedy)."""
     max_peers: int = Field(default=8, ge=0)
     """Peer trajectories summarised in the group context."""
-    max_peer_chars: int = Field(default=160, ge=1)
+    max_peer_chars: int = Field(default=PEER_SUMMARY_CHARS, ge=1)
     """Characters of one peer summary."""
     max_segment_chars: int = Field(default=400, ge=1)
     """Characters of one segment of the scored trajectory in the prompt."""

@@ -17,8 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from lecritique.critics.types import Peer
+
 CriticContextKind = Literal["none", "reference", "loo_group"]
 CRITIC_CONTEXT_KINDS: tuple[str, ...] = ("none", "reference", "loo_group")
+PEER_SUMMARY_CHARS = 160
+"""Characters of one peer summary, unless the critic configures it (``max_peer_chars``)."""
 
 
 @dataclass(frozen=True)
@@ -33,16 +37,6 @@ class GroupMember:
     """The task's privileged context, keyed by kind."""
     outcome: str = ""
     """The environment's last diagnostic ("solved", "illegal move ..."), for peer summaries."""
-
-
-@dataclass(frozen=True)
-class Peer:
-    """Another member of a trajectory's group, summarised for group-context critics (LVRL)."""
-
-    trajectory_id: str
-    summary: str
-    """Short text: what the peer did and how it ended."""
-    reward: float
 
 
 def _reference_text(privileged: Mapping[str, str], key: str | None) -> str:
@@ -85,7 +79,7 @@ def build_group_contexts(
     raise ValueError(f"unknown critic context kind {kind!r}; known: {', '.join(CRITIC_CONTEXT_KINDS)}")
 
 
-def peer_summary(member: GroupMember, max_chars: int = 160) -> str:
+def peer_summary(member: GroupMember, max_chars: int = PEER_SUMMARY_CHARS) -> str:
     """One line: the member's actions (middle elided when long) and the environment's verdict."""
     actions = " ".join(member.response_text.split())
     outcome = f" => {member.outcome}" if member.outcome else ""
@@ -95,7 +89,7 @@ def peer_summary(member: GroupMember, max_chars: int = 160) -> str:
     return (actions + outcome)[:max_chars]
 
 
-def build_group_peers(members: Sequence[GroupMember], max_summary_chars: int = 160) -> list[list[Peer]]:
+def build_group_peers(members: Sequence[GroupMember], max_summary_chars: int = PEER_SUMMARY_CHARS) -> list[list[Peer]]:
     """For every member, its siblings' summaries and rewards (never its own: admissibility, eq. 5)."""
     summaries = [peer_summary(m, max_summary_chars) for m in members]
     return [

@@ -33,6 +33,7 @@ from lecritique.config.placement import (
     is_extended_resource,
     parse_quantity,
 )
+from lecritique.critics.kinds import critic_kind
 from lecritique.launch.components import (
     COMPONENTS,
     GRPC_PORT,
@@ -173,15 +174,14 @@ def merge_resources(component: Component, chart: ComponentDefaults, placed: Comp
 
 
 def _secret_env(spec: ExperimentSpec, component: Component) -> list[dict[str, Any]]:
-    """The frozen LLM critic's API key, from the Secret the spec names, in the value evaluator only."""
-    critic = spec.critic
-    if component != Component.value_evaluator or critic is None or critic.kind != "frozen_llm":
+    """Secrets the critic kind needs in the value evaluator (e.g. the frozen LLM's API key)."""
+    if component != Component.value_evaluator or spec.critic is None:
         return []
-    llm = critic.llm
-    if llm.kind != "openai" or llm.api_key_secret is None or llm.api_key_env is None:
-        return []
-    reference = {"name": llm.api_key_secret, "key": llm.api_key_secret_key}
-    return [{"name": llm.api_key_env, "valueFrom": {"secretKeyRef": reference}}]
+    needs = critic_kind(spec.critic).pod_needs(spec.critic)
+    return [
+        {"name": s.variable, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.key}}}
+        for s in needs.evaluator_secrets
+    ]
 
 
 def _env(

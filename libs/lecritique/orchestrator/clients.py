@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from lecritique.critics.context import Peer
+from lecritique.critics.types import Peer
 from lecritique.envs.base import EpisodeState, Task
 from lecritique.rpc.client import ReplicaPool
 from lecritique.rpc.codec import (

@@ -41,9 +41,16 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from lecritique.advantages import AdvantageBatch, AdvantageEstimator, explained_variance, freeze_then_fit
 from lecritique.config.experiment import ExperimentSpec
-from lecritique.critics.context import GroupMember, Peer, build_group_contexts, build_group_peers
+from lecritique.critics.context import (
+    PEER_SUMMARY_CHARS,
+    GroupMember,
+    build_group_contexts,
+    build_group_peers,
+)
 from lecritique.critics.icc import ACTOR_KEY, REWARD_AVERAGE_KEY, RewardAverage
 from lecritique.critics.prompts import describe_actor
+from lecritique.critics.specs import ActorConditioning, TrainedCriticSpec
+from lecritique.critics.types import Peer
 from lecritique.orchestrator.clients import ServiceClients
 from lecritique.orchestrator.episodes import EpisodeBatch, EpisodeRunner, SamplingSettings
 from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
@@ -135,12 +142,10 @@ class Orchestrator:
         self.gates_on_critic = self.estimator.uses_critic
         self.context_kind = spec.critic.context if spec.critic is not None else "none"
         # In-Context Conditioning of text critics (GenAC §5.1): who the actor is, how it has been doing.
-        critic = spec.critic
-        self.actor_description = getattr(critic, "actor_description", None) or describe_actor(spec.policy.path)
-        self.reward_average = RewardAverage(
-            getattr(critic, "reward_average_decay", 0.9), getattr(critic, "initial_reward_average", 0.5)
-        )
-        self.peer_chars = getattr(critic, "max_peer_chars", 160)
+        conditioning = spec.critic.actor_conditioning() if spec.critic is not None else ActorConditioning()
+        self.actor_description = conditioning.description or describe_actor(spec.policy.path)
+        self.reward_average = RewardAverage(conditioning.reward_average_decay, conditioning.initial_reward_average)
+        self.peer_chars = spec.critic.peer_summary_chars() if spec.critic is not None else PEER_SUMMARY_CHARS
         self._stop = threading.Event()
         self._queue: queue.Queue[_GeneratedBatch | BaseException] = queue.Queue()
         self._rolled: queue.Queue[_RolledOut | BaseException] = queue.Queue()
@@ -398,8 +403,8 @@ class Orchestrator:
 
     def _warmup(self, state: OrchestratorState) -> OrchestratorState:
         critic = self.spec.critic
-        # A frozen LLM critic is never trained: there is nothing to wait for.
-        if state.warmup_done or critic is None or not self.gates_on_critic or critic.kind == "frozen_llm":
+        # A critic that is never trained (the frozen LLM) has nothing to wait for.
+        if state.warmup_done or not isinstance(critic, TrainedCriticSpec) or not self.gates_on_critic:
             return replace(state, warmup_done=True)
         if critic.warmup_updates == 0:
             return replace(state, warmup_done=True)

@@ -22,13 +22,14 @@ import torch
 import torch.distributed as dist
 from rich.progress import Progress
 
+from lecritique.training.config import PolicyTrainerConfig
 from lecritique.training.distributed import (
     DistributedContext,
     broadcast_trajectories,
     current_context,
     init_distributed_from_env,
 )
-from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
+from lecritique.training.policy_trainer import PolicyTrainer
 from lecritique.trajectory import Trajectory
 from lecritique.weights import WeightStore
 
