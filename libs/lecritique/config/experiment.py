@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
@@ -21,7 +21,7 @@ from lecritique.config.placement import PlacementSpec
 from lecritique.critics.kinds import critic_kind
 from lecritique.critics.specs import CriticSpec, TrainedCriticSpec, default_critic_kind
 from lecritique.engines.config import EngineConfig, HFEngineConfig
-from lecritique.envs import EnvironmentConfig
+from lecritique.envs import EnvironmentConfig, environment_turn_limit
 from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
 from lecritique.tracking.config import TrackerConfig
 from lecritique.training.config import PolicyTrainerConfig
@@ -186,6 +186,17 @@ class ExperimentSpec(SpecModel):
     def _finite_bounded_numbers(cls, data: Any) -> Any:
         check_values(data)
         return data
+
+    @field_validator("estimator")
+    @classmethod
+    def _default_max_length(cls, estimator: Any, info: ValidationInfo) -> Any:
+        """Fill the estimator's maximum response length from the rollout: sampling.max_tokens x
+        the environment's turn limit (TETHER's bucket edges, GAE's ``auto`` lambdas)."""
+        rollout, environment = info.data.get("rollout"), info.data.get("environment")
+        if not estimator.needs_max_length() or rollout is None or environment is None:
+            return estimator  # a missing rollout or environment reports its own error
+        length = rollout.sampling.max_tokens * environment_turn_limit(environment)
+        return estimator.model_copy(update={"max_length": length})
 
     @field_validator("critic", mode="before")
     @classmethod
