@@ -31,7 +31,9 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "libs")]
 # vLLM's engine runs one thread. Passive waiting (read when torch loads) keeps the comparison fair.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from lecritique.engines import HFEngine, HFEngineConfig, SamplingParams, VLLMEngine, VLLMEngineConfig  # noqa: E402
+from lecritique.engines import HFEngineConfig, SamplingParams, VLLMEngineConfig  # noqa: E402
+from lecritique.engines.hf import HFEngine  # noqa: E402
+from lecritique.engines.vllm import VLLMEngine  # noqa: E402
 from lecritique.models.tiny_arch import write_random_tiny_policy  # noqa: E402
 
 SUDOKU_ALPHABET = "1234.\nrc="

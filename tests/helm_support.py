@@ -121,7 +121,7 @@ def quick_policy() -> Path:
     import shutil
     import tempfile
 
-    from lecritique.models.tiny import TinyBuildConfig, build_tiny
+    from lecritique.tinybuild import TinyBuildConfig, build_tiny
 
     config = TinyBuildConfig(
         task="sudoku-mini", max_steps=60, batch_size=32, eval_every=60, eval_tasks=8, validation_tasks=8, train_pool=256,

@@ -3,8 +3,9 @@
 Serves the newest published critic. A watcher thread loads each newly published version in the
 background and swaps it in between requests (a request keeps the model it started with), so no
 request is dropped or served by a half-loaded model, and every response names its version.
-Critic kinds plug in behind :class:`lecritique.critics.backends.CriticBackend`; a kind without
-trained versions (the frozen LLM) is served as version 0 and never swapped.
+Critic kinds plug in behind :class:`lecritique.critics.types.CriticBackend` (the table of kinds is
+:mod:`lecritique.critics.kinds`); a kind without trained versions (the frozen LLM) is served as
+version 0 and never swapped.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from typing import Any
 import grpc
 from prometheus_client import Counter, Gauge, Histogram
 
-from lecritique.config import load_spec
+from lecritique.config import ExperimentSpec, load_spec
 from lecritique.config.runtime import ServiceRuntime
-from lecritique.critics.backends import ActorInfo, CriticBackend, CriticQuery, build_backend, is_trained
-from lecritique.critics.context import Peer
-from lecritique.critics.generative import GenerativeCritic
+from lecritique.critics.kinds import ServingContext, critic_kind
+from lecritique.critics.specs import CriticSpec
+from lecritique.critics.types import ActorInfo, CriticBackend, CriticQuery, Peer
 from lecritique.rpc.codec import from_tensor, to_tensor, trajectory_from_proto
 from lecritique.rpc.server import run_until_signal, start_server
 from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
@@ -101,7 +102,7 @@ def critic_queries(request: value_pb2.EvaluateRequest) -> list[CriticQuery]:
     return queries
 
 
-def policy_directory(spec: Any, store: WeightStore) -> Path:
+def policy_directory(spec: ExperimentSpec, store: WeightStore) -> Path:
     """The policy whose tokenizer text critics decode trajectories with (any version: tokenizers never change)."""
     if spec.policy.path is not None:
         return Path(spec.policy.path)
@@ -110,21 +111,27 @@ def policy_directory(spec: Any, store: WeightStore) -> Path:
 
 class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
     def __init__(
-        self, store: WeightStore, spec: Any, experiment: str, poll_seconds: float = 0.5, input_log: Path | None = None
+        self,
+        store: WeightStore,
+        critic: CriticSpec,
+        policy_dir: Path,
+        experiment: str,
+        poll_seconds: float = 0.5,
+        input_log: Path | None = None,
     ) -> None:
         self.store = store
         self.input_log = input_log
-        self.spec = spec
-        self.kind = spec.critic.kind
+        self.critic = critic
+        self.kind = critic_kind(critic)
         self.experiment = experiment
         self.poll_seconds = poll_seconds
-        self.policy_dir = policy_directory(spec, store)
+        self.policy_dir = policy_dir
         self._lock = threading.Lock()
         self._weights = _SharedLock()
         self.receiver: Any = None
         """The broadcast receiver when critic versions arrive from the value trainer over a collective group."""
         self._stop = threading.Event()
-        if is_trained(self.kind):
+        if self.kind.trained:
             version, path = store.wait_latest("critic")
             self._served = _Served(version, self._load(path, version))
             self._watcher: threading.Thread | None = threading.Thread(
@@ -137,9 +144,7 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
         SERVED_VERSION.labels(experiment).set(self._served.version)
 
     def _load(self, path: Path | None, version: int) -> CriticBackend:
-        return build_backend(
-            self.spec.critic, path, policy_dir=self.policy_dir, version=version, experiment=self.experiment
-        )
+        return self.kind.backend(self.critic, path, ServingContext(self.policy_dir, version, self.experiment))
 
     @property
     def served(self) -> _Served:
@@ -154,12 +159,8 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
             version, path = latest
             current = self.served.backend
             try:
-                if isinstance(current, GenerativeCritic):
-                    # The engine stays up (vLLM starts in tens of seconds); only its weights change.
-                    current.reload(version, path)
-                    backend: CriticBackend = current
-                else:
-                    backend = self._load(path, version)
+                # A backend that swaps in place keeps its engine up; others are rebuilt.
+                backend = current if current.reload(version, path) else self._load(path, version)
             except Exception:
                 # A version pruned while loading, or a transient read error: the next poll retries.
                 logger.exception("could not load critic version %d; keeping version %d", version, self.served.version)
@@ -234,7 +235,7 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
     def Info(self, request, context):
         return common_pb2.ServiceInfo(
             service="value-evaluator", experiment=self.experiment, weights_version=self.served.version,
-            details_json=json.dumps({"critic_kind": self.kind, "context": self.spec.critic.context}),
+            details_json=json.dumps({"critic_kind": self.kind.name, "context": self.critic.context}),
         )
 
 
@@ -244,7 +245,9 @@ def serve(runtime: ServiceRuntime) -> None:
         raise SystemExit("value-evaluator: the experiment spec has no critic section")
     store = WeightStore(runtime.weights_dir, experiment=runtime.experiment_id)
     input_log = Path(os.environ[INPUT_LOG_ENV]) if os.environ.get(INPUT_LOG_ENV) else None
-    servicer = ValueEvaluatorServicer(store, spec, runtime.experiment_id, input_log=input_log)
+    servicer = ValueEvaluatorServicer(
+        store, spec.critic, policy_directory(spec, store), runtime.experiment_id, input_log=input_log
+    )
     transport = getattr(spec.critic, "weight_transport", None)
     if transport is not None and transport.kind == "broadcast":
         servicer.start_broadcast_receiver()

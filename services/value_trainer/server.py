@@ -4,7 +4,7 @@ Independent of the policy loop (Le Critique Appendix B): it samples the experime
 buffer (FIFO, reuse <= N, age <= A, enforced atomically in Redis so several replicas may share
 one stream), takes one optimiser step per batch, and publishes each new version to the weight
 store for the value evaluator to hot-swap. Targets are Monte-Carlo returns, or GAE lambda-returns
-when the experiment sets ``lambda_target < 1``.
+when the experiment sets ``lambda_target < 1`` (or ``auto``).
 
 Critic kinds: ``discriminative`` regresses its scalar head (:class:`CriticTrainer`);
 ``generative`` is trained by REINFORCE on GenAC's reward 1 - (r - v)^2
@@ -24,9 +24,11 @@ from typing import Any
 import numpy as np
 from prometheus_client import Counter, Gauge
 
-from lecritique.advantages import GAEEstimator
-from lecritique.config import load_spec
+from lecritique.advantages.targets import critic_targets
+from lecritique.config import ExperimentSpec, load_spec
 from lecritique.config.runtime import ServiceRuntime
+from lecritique.critics.kinds import CriticLearner, critic_kind
+from lecritique.critics.specs import CriticSpec, TrainedCriticSpec
 from lecritique.replay import ReplayBuffer, connect_redis
 from lecritique.rpc.server import run_until_signal, start_server
 from lecritique.trajectory import Trajectory
@@ -43,65 +45,38 @@ TRAIN_EV = Gauge(
 PUBLISHED = Gauge("lecritique_value_published_version", "Newest published critic version", ["experiment"])
 
 
-def value_targets(trajectories: list[Trajectory], lambda_target: float) -> list[np.ndarray] | None:
-    """GAE lambda-returns (eq. 10) from the values stored at evaluation time; None: MC returns."""
-    if lambda_target >= 1.0:
-        return None
-    from lecritique.advantages import AdvantageBatch
-
-    length = max(len(t.token_ids) for t in trajectories)
-    mask = np.zeros((len(trajectories), length), dtype=bool)
-    values = np.zeros((len(trajectories), length))
-    for row, t in enumerate(trajectories):
-        if t.values is None:
-            raise ValueError(f"trajectory {t.trajectory_id} has no values: GAE targets need the evaluator's values")
-        mask[row, : len(t.token_ids)] = t.policy_mask
-        values[row, : len(t.token_ids)] = t.values
-    batch = AdvantageBatch(
-        rewards=np.array([t.reward for t in trajectories]),
-        group_ids=np.arange(len(trajectories)),
-        mask=mask,
-        values=values,
-    )
-    targets = GAEEstimator(lambda_target=lambda_target).value_targets(batch)
-    return [targets[row, : len(t.token_ids)] for row, t in enumerate(trajectories)]
-
-
 class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
-    def __init__(self, spec: Any, runtime: ServiceRuntime) -> None:
+    def __init__(self, spec: ExperimentSpec, critic: CriticSpec, runtime: ServiceRuntime) -> None:
         self.spec = spec
-        self.critic = spec.critic
+        self.critic = critic
+        self.kind = critic_kind(critic)
         self.experiment = runtime.experiment_id
         redis = connect_redis(runtime.redis_url)
         self.store = WeightStore(runtime.weights_dir, redis=redis, experiment=self.experiment)
-        self.trainer: Any = None
+        self.trainer: CriticLearner | None = None
         version = 0
-        if self.critic.kind == "frozen_llm":
-            logger.info("the frozen LLM critic is never trained: value trainer idle")
+        factory = self.kind.trainer
+        if factory is None:
+            logger.info("the %s critic is never trained: value trainer idle", self.kind.name)
         else:
             latest = self.store.latest("critic")
             if latest is None:
                 policy_version, policy_path = self.store.wait_latest("policy")
-                self.trainer = self._fresh_trainer(policy_path)
+                self.trainer = factory.fresh(critic, policy_path, spec.seed)
                 version = self.store.publish("critic", self.trainer.save)
                 logger.info("initialised critic from policy version %d, published as critic version %d", policy_version, version)
             else:
                 version, path = latest
-                self.trainer = self._resumed_trainer(path)
+                self.trainer = factory.resume(critic, path, self._policy_dir, spec.seed)
                 logger.info("resuming from critic version %d", version)
         self.version = version
-        self.sync = self._weight_sync(runtime)
-        self.replay = ReplayBuffer(
-            redis,
-            experiment=self.experiment,
-            capacity=self.critic.replay.capacity,
-            max_reuse=self.critic.replay.max_reuse,
-            max_age_versions=self.critic.replay.max_age_versions,
-            decode=Trajectory.from_bytes,
-        )
-        # A frozen LLM critic has no training batches; its Status still reports the replay depth.
-        self.batch_size = getattr(self.critic, "batch_size", None) or spec.batch_size
-        self.lambda_target = getattr(spec.estimator, "lambda_target", 1.0)
+        self.replay = ReplayBuffer(redis, self.experiment, **critic.replay.model_dump(), decode=Trajectory.from_bytes)
+        # A critic that is never trained has no batches; its Status still reports the replay depth.
+        self.batch_size = spec.critic_batch_size
+        # ``lambda_target: auto`` resolves to 0.4^(1/L) (Le Critique §7.2): logged, as it is a number only here.
+        self.lambda_target = spec.estimator.critic_target_lambda()
+        logger.info("critic targets: lambda_target = %.6f", self.lambda_target)
+        self.sync = self._weight_sync()
         self.updates = 0
         self.last: dict[str, float] = {}
         self._condition = threading.Condition()
@@ -109,44 +84,29 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         self._thread = threading.Thread(target=self._train_loop, name="critic-training", daemon=True)
         PUBLISHED.labels(self.experiment).set(version)
 
-    def _weight_sync(self, runtime: ServiceRuntime) -> Any:
+    def _weight_sync(self) -> Any:
         """How versions reach the evaluators: a broadcast (discriminative critics that ask for it) or the store."""
-        transport = getattr(self.critic, "weight_transport", None)
-        if self.trainer is None or transport is None or transport.kind != "broadcast":
+        critic = self.critic
+        transport = getattr(critic, "weight_transport", None)
+        if self.trainer is None or not isinstance(critic, TrainedCriticSpec) or transport is None:
+            return None
+        if transport.kind != "broadcast":
             return None
         from lecritique.training.weight_sync import WeightSync
 
         return WeightSync(
-            self.trainer, self.store, "critic", transport, receivers=self.critic.evaluator_replicas,
-            keep_last=self.critic.keep_versions,
+            self.trainer, self.store, "critic", transport, receivers=critic.evaluator_replicas,
+            keep_last=critic.keep_versions,
         )
 
-    def _publish(self) -> int:
+    def _publish(self, trainer: CriticLearner, critic: TrainedCriticSpec) -> int:
         if self.sync is not None:
             version: int = self.sync.publish()
             return version
-        return self.store.publish("critic", self.trainer.save, keep_last=self.critic.keep_versions)
+        return self.store.publish("critic", trainer.save, keep_last=critic.keep_versions)
 
     def _policy_dir(self) -> Path:
         return Path(self.spec.policy.path) if self.spec.policy.path else self.store.wait_latest("policy")[1]
-
-    def _fresh_trainer(self, policy_path: Path) -> Any:
-        if self.critic.kind == "generative":
-            from lecritique.critics.generative_trainer import GenerativeCriticTrainer
-
-            return GenerativeCriticTrainer.from_policy(policy_path, self.critic, seed=self.spec.seed)
-        from lecritique.training.critic_trainer import CriticTrainer
-
-        return CriticTrainer.from_policy(policy_path, self.critic)
-
-    def _resumed_trainer(self, path: Path) -> Any:
-        if self.critic.kind == "generative":
-            from lecritique.critics.generative_trainer import GenerativeCriticTrainer
-
-            return GenerativeCriticTrainer.load(path, self.critic, policy_dir=self._policy_dir(), seed=self.spec.seed)
-        from lecritique.training.critic_trainer import CriticTrainer
-
-        return CriticTrainer.load(path, self.critic)
 
     def start(self) -> None:
         if self.trainer is not None:
@@ -165,6 +125,8 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         return max(known) if known else None
 
     def _train_loop(self) -> None:
+        trainer, critic = self.trainer, self.critic
+        assert trainer is not None and isinstance(critic, TrainedCriticSpec), "started only for trained kinds"
         while not self._stop.is_set():
             try:
                 if len(self.replay) < self.batch_size:
@@ -176,10 +138,10 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
                     self._stop.wait(0.1)
                     continue
                 trajectories = [entry.payload for entry in entries]
-                metrics = self.trainer.train_step(trajectories, value_targets(trajectories, self.lambda_target))
+                metrics = trainer.train_step(trajectories, critic_targets(trajectories, self.lambda_target))
                 version = self.version
-                if (self.updates + 1) % self.critic.publish_every == 0:
-                    version = self._publish()
+                if (self.updates + 1) % critic.publish_every == 0:
+                    version = self._publish(trainer, critic)
             except Exception:
                 logger.exception("critic update failed; retrying")
                 self._stop.wait(1.0)
@@ -224,8 +186,8 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
             details_json=json.dumps(
                 {
                     "batch_size": self.batch_size,
-                    "critic_kind": self.critic.kind,
-                    "loss": getattr(self.critic, "loss", "reinforce" if self.trainer is not None else None),
+                    "critic_kind": self.kind.name,
+                    "loss": None if self.kind.trainer is None else self.kind.trainer.loss(self.critic),
                 }
             ),
         )
@@ -235,7 +197,7 @@ def serve(runtime: ServiceRuntime) -> None:
     spec = load_spec(runtime.spec_path)
     if spec.critic is None:
         raise SystemExit("value-trainer: the experiment spec has no critic section")
-    service = ValueTrainerService(spec, runtime)
+    service = ValueTrainerService(spec, spec.critic, runtime)
     running = start_server(
         service="value-trainer",
         add_servicers=lambda server: value_pb2_grpc.add_ValueTrainerServicer_to_server(service, server),

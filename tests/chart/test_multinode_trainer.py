@@ -103,15 +103,53 @@ def test_the_schema_refuses_a_node_without_gpus() -> None:
         render_templates({"policyTrainer": {"gpusPerNode": 0}})
 
 
-def test_trainer_pods_reach_each_other_on_any_port_and_only_the_broadcast_peers_do_too() -> None:
-    policy = one(render_objects(), "NetworkPolicy", "-policy-trainer")
-    statefulset = _trainer(_render(processes=16))
+def _collective(objects: list[dict[str, Any]], component: str) -> tuple[set[str], set[str]]:
+    """Components reached on any port, in and out, by one component's experiment policy (label of each peer)."""
+    [policy] = [o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == f"{EXPERIMENT}-{component}"]
+    spec = policy["spec"]
+    sides = []
+    for rules, key in ((spec.get("ingress", []), "from"), (spec.get("egress", []), "to")):
+        peers = [peer for rule in rules if "ports" not in rule for peer in rule[key]]
+        for peer in peers:
+            assert peer["podSelector"]["matchLabels"]["lecritique.dev/experiment"] == EXPERIMENT  # never another experiment's pods
+        sides.append({peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for peer in peers})
+    return sides[0], sides[1]
+
+
+def test_the_chart_baseline_opens_no_port_between_experiment_pods() -> None:
+    """torch.distributed groups are opened per experiment by the launcher, not by the chart for every experiment."""
+    for component in ("policy-trainer", "rollout", "value-trainer", "value-evaluator"):
+        policy = one(render_objects(), "NetworkPolicy", f"-{component}")
+        assert all("ports" in rule for rule in policy["spec"]["ingress"]), component
+
+
+def test_a_multi_pod_trainer_reaches_its_own_pods_on_any_port_and_nothing_else_does() -> None:
+    objects = _render(processes=16)
+    statefulset = _trainer(objects)
     pod_labels = statefulset["spec"]["template"]["metadata"]["labels"]
-    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
-    open_peers = [peer for rule in policy["spec"]["ingress"] if "ports" not in rule for peer in rule["from"]]
-    [peer] = [p for p in open_peers if p["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "policy-trainer"]
-    assert peer["podSelector"]["matchLabels"].items() <= pod_labels.items()
-    # Besides its own ranks, only the rollout replicas it broadcasts weights to.
-    assert {p["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for p in open_peers} == {"policy-trainer", "rollout"}
-    environment = one(render_objects(), "NetworkPolicy", "-environment-verifier")
-    assert all("ports" in rule for rule in environment["spec"]["ingress"])
+    assert _collective(objects, "policy-trainer") == ({"policy-trainer"}, {"policy-trainer"})
+    [policy] = [o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == TRAINER]
+    [rule] = [r for r in policy["spec"]["ingress"] if "ports" not in r]
+    assert rule["from"][0]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    for component in ("rollout", "value-trainer", "value-evaluator", "environment-verifier", "orchestrator"):
+        assert _collective(objects, component) == (set(), set()), component
+    single = _render(processes=8)  # one pod: its ranks talk over loopback
+    assert _collective(single, "policy-trainer") == (set(), set())
+
+
+def test_broadcast_groups_open_between_each_trainer_and_its_replicas_both_ways() -> None:
+    broadcast = {"kind": "broadcast"}
+    data = spec_data(policy_trainer={"weight_transport": broadcast}, rollout={"replicas": 2})
+    data["critic"] = {**data["critic"], "weight_transport": broadcast}
+    objects = render_experiment_objects(parse_spec(data), EXPERIMENT, launcher_defaults())
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    # Replicas connect to each other too: gloo and NCCL connect every pair of ranks of a group.
+    policy_group = {"policy-trainer", "rollout"}
+    value_group = {"value-trainer", "value-evaluator"}
+    assert _collective(objects, "policy-trainer") == (policy_group, policy_group)
+    assert _collective(objects, "rollout") == (policy_group, policy_group)
+    assert _collective(objects, "value-trainer") == (value_group, value_group)
+    assert _collective(objects, "value-evaluator") == (value_group, value_group)
+    for component in ("environment-verifier", "orchestrator"):
+        assert _collective(objects, component) == (set(), set()), component

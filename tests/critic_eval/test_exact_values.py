@@ -6,10 +6,13 @@ import numpy as np
 import pytest
 
 from lecritique.advantages import explained_variance, top1_ranking_accuracy, value_mse
-from lecritique.critic_eval import CriticEvalSpec, Player, run_critic_eval
+from lecritique.critic_eval import CriticEvalSpec, run_critic_eval
 from lecritique.critic_eval.report import write_report
 from lecritique.critic_eval.run import build_critic
-from lecritique.engines import HFEngine, HFEngineConfig, SamplingParams
+from lecritique.engines import HFEngineConfig, SamplingParams
+from lecritique.engines.hf import HFEngine
+from lecritique.episodes import EpisodePlayer
+from lecritique.episodes.local import EngineSampler, LocalEnvironment
 from lecritique.models.policy import load_tokenizer
 from lecritique.models.templates import PlainTemplate
 from tests.critic_eval.markov import MAX_TOKENS, CountAEnvironment, ExactValues, write_markov_policy
@@ -36,12 +39,15 @@ def evaluation(tmp_path_factory):
     )
     tokenizer = load_tokenizer(policy)
     engine = HFEngine(HFEngineConfig(model_path=str(policy)))
-    player = Player(
-        engine, tokenizer, PlainTemplate(), CountAEnvironment(),
-        SamplingParams(temperature=1.0, max_tokens=MAX_TOKENS), 64, np.random.default_rng(1),
+    environment = CountAEnvironment()
+    rng = np.random.default_rng(1)
+    player = EpisodePlayer(
+        EngineSampler(engine), LocalEnvironment(environment), tokenizer, PlainTemplate(),
+        SamplingParams(temperature=1.0, max_tokens=MAX_TOKENS), 64, max_turns=environment.max_turns,
+        seeds=lambda: int(rng.integers(2**31)),
     )
     backends = {entry.name: build_critic(entry, spec, policy, root / "scratch") for entry in spec.critics}
-    result = run_critic_eval(spec, player, backends, actor_description="markov chain", show_progress=False)
+    result = run_critic_eval(spec, player, environment, backends, actor_description="markov chain", show_progress=False)
     paths = write_report(result, root / "report", spec)
     return result, paths, ExactValues(policy)
 

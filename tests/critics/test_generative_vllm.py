@@ -3,12 +3,12 @@
 import pytest
 from pydantic import TypeAdapter
 
-from lecritique.critics.backends import ActorInfo, CriticQuery
 from lecritique.critics.config import GenerativeCriticConfig
-from lecritique.critics.context import Peer
 from lecritique.critics.generative import GenerativeCritic, critic_sampling, state_prompts
 from lecritique.critics.states import trajectory_states
-from lecritique.engines import EngineConfig, VLLMEngine
+from lecritique.critics.types import ActorInfo, CriticQuery, Peer
+from lecritique.engines import EngineConfig
+from lecritique.engines.vllm import VLLMEngine
 from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
 from tests.critics.conftest import ASCII, text_trajectory
 

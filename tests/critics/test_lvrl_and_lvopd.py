@@ -10,13 +10,9 @@ from lecritique.config.experiment import SpecError
 from lecritique.critics.prompts import parse_state_values
 from lecritique.critics.segments import expand_segment_values
 from lecritique.training.collate import collate_policy
-from lecritique.training.distillation import (
-    DistillationConfig,
-    collate_gates,
-    lvopd_gates,
-    reverse_kl_per_token,
-)
-from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
+from lecritique.training.config import DistillationConfig, PolicyTrainerConfig
+from lecritique.training.distillation import collate_gates, lvopd_gates, reverse_kl_per_token
+from lecritique.training.policy_trainer import PolicyTrainer
 from lecritique.trajectory import Trajectory
 
 # Two 3-turn trajectories of one group (turn = 2 tokens), one solved and one failed, and what a

@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 from prometheus_client import REGISTRY
 
-from lecritique.critics.backends import ActorInfo, CriticQuery
 from lecritique.critics.config import FrozenLLMConfig, OpenAIEndpointConfig
-from lecritique.critics.context import Peer
 from lecritique.critics.frozen_llm import FrozenLLMCritic
 from lecritique.critics.llm import render_messages
 from lecritique.critics.openai_client import LLMRequestError, OpenAIChatClient, resolve_api_key
+from lecritique.critics.types import ActorInfo, CriticQuery, Peer
 from lecritique.models.policy import load_tokenizer
 from tests.critics.conftest import text_trajectory
 from tests.critics.llm_server import LLM_KEY, LLM_MODEL, Reply, ScriptedLLM, rollout_llm

@@ -7,8 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig
-from lecritique.critics.context import GroupMember, build_group_peers, peer_summary
 from lecritique.critics.icc import RewardAverage
+from lecritique.critics.inputs import GroupMember, build_group_peers, peer_summary
 from lecritique.critics.prompts import (
     PeerText,
     describe_actor,

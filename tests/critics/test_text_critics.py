@@ -6,14 +6,13 @@ import numpy as np
 import pytest
 
 from lecritique.advantages import AdvantageBatch, get_estimator
-from lecritique.critics.backends import ActorInfo, CriticQuery
 from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig
-from lecritique.critics.context import Peer
 from lecritique.critics.frozen_llm import FrozenLLMCritic
 from lecritique.critics.generative import GenerativeCritic, state_prompts
 from lecritique.critics.generative_trainer import GenerativeCriticTrainer, reinforce_advantages
 from lecritique.critics.segments import expand_segment_values
 from lecritique.critics.states import trajectory_states
+from lecritique.critics.types import ActorInfo, CriticQuery, Peer
 from tests.critics.conftest import text_trajectory
 
 

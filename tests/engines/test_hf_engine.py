@@ -10,12 +10,12 @@ from pydantic import TypeAdapter
 
 from lecritique.engines import (
     EngineConfig,
-    HFEngine,
     HFEngineConfig,
     RolloutEngine,
     SamplingParams,
     build_engine,
 )
+from lecritique.engines.hf import HFEngine
 from lecritique.models.policy import load_policy
 from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
 

@@ -14,13 +14,13 @@ pytest.importorskip("vllm")
 
 from lecritique.engines import (
     EngineConfig,
-    HFEngine,
     HFEngineConfig,
     RolloutEngine,
     SamplingParams,
-    VLLMEngine,
     build_engine,
 )
+from lecritique.engines.hf import HFEngine
+from lecritique.engines.vllm import VLLMEngine
 from lecritique.models.policy import load_policy
 from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
 

@@ -19,7 +19,7 @@ from lecritique.launch.local import LocalLauncher
 def tiny_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny sudoku policy with a short warm start: it emits well-formed moves, solves some
     one- and two-cell puzzles, and fails others, so rewards vary within groups."""
-    from lecritique.models.tiny import TinyBuildConfig, build_tiny_model
+    from lecritique.tinybuild import TinyBuildConfig, build_tiny_model
 
     config = TinyBuildConfig(
         task="sudoku-mini", batch_size=128, max_steps=80, eval_every=10_000, eval_tasks=16, validation_tasks=16,

@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from lecritique.training.critic_trainer import CriticTrainer, CriticTrainerConfig
+from lecritique.training.config import CriticTrainerConfig, OptimizerConfig
+from lecritique.training.critic_trainer import CriticTrainer
 from lecritique.training.distributed import broadcast_trajectories, init_distributed_from_env
-from lecritique.training.engine import OptimizerConfig
 from lecritique.training.policy_worker import read_batch_file
 
 

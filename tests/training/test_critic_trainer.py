@@ -11,8 +11,8 @@ from training_helpers import VOCAB_SIZE, make_trajectory
 from transformers import AutoModelForCausalLM
 
 from lecritique.advantages import AdvantageBatch, GAEEstimator, explained_variance
-from lecritique.training.critic_trainer import CriticTrainer, CriticTrainerConfig
-from lecritique.training.engine import OptimizerConfig
+from lecritique.training.config import CriticTrainerConfig, OptimizerConfig
+from lecritique.training.critic_trainer import CriticTrainer
 from lecritique.trajectory import Trajectory
 from lecritique.weights import WeightStore
 

@@ -8,14 +8,8 @@ import pydantic
 import pytest
 import torch
 
-from lecritique.training.policy_loss import (
-    DPPOLossConfig,
-    PolicyLossConfig,
-    PPOClipLossConfig,
-    dppo_loss,
-    policy_loss,
-    ppo_clip_loss,
-)
+from lecritique.training.config import DPPOLossConfig, PolicyLossConfig, PPOClipLossConfig
+from lecritique.training.policy_loss import dppo_loss, policy_loss, ppo_clip_loss
 
 
 def _logs(*probabilities: float) -> torch.Tensor:

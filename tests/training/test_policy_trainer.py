@@ -11,9 +11,8 @@ from training_helpers import VOCAB_SIZE, make_trajectory
 from transformers import AutoModelForCausalLM
 
 from lecritique.training.collate import collate_policy
-from lecritique.training.engine import OptimizerConfig
-from lecritique.training.policy_loss import DPPOLossConfig, PPOClipLossConfig
-from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
+from lecritique.training.config import DPPOLossConfig, OptimizerConfig, PolicyTrainerConfig, PPOClipLossConfig
+from lecritique.training.policy_trainer import PolicyTrainer
 from lecritique.trajectory import Trajectory
 from lecritique.weights import WeightStore
 

@@ -7,11 +7,15 @@ the type of ``rewards`` (torch in, torch out) and are float32.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from lecritique.trajectory import Trajectory
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -117,6 +121,41 @@ class AdvantageBatch:
         object.__setattr__(self, "values", values_f)
         object.__setattr__(self, "step_ids", steps_i)
         object.__setattr__(self, "returns_torch", _is_torch(rewards))
+
+    @classmethod
+    def from_trajectories(cls, trajectories: Sequence[Trajectory], *, values_needed_by: str | None = None) -> AdvantageBatch:
+        """The batch of ``trajectories``, each row right-padded to the longest one.
+
+        Values come with the trajectories that carry them (the value evaluator's); a batch mixes
+        none. ``values_needed_by`` names what needs them: a trajectory without values is then an
+        error naming it.
+        """
+        if not trajectories:
+            raise ValueError("no trajectories: a batch needs at least one")
+        with_values = [t.values is not None for t in trajectories]
+        if (values_needed_by is not None or any(with_values)) and not all(with_values):
+            row = with_values.index(False)
+            needed_by = values_needed_by or "a batch where other trajectories have them"
+            raise ValueError(
+                f"trajectory {row} ({trajectories[row].trajectory_id!r}) has no values: {needed_by} needs the critic's values"
+            )
+        length = max(len(t.token_ids) for t in trajectories)
+        mask = np.zeros((len(trajectories), length), dtype=bool)
+        step_ids = np.zeros((len(trajectories), length), dtype=np.int64)
+        values = np.zeros((len(trajectories), length), dtype=np.float64) if all(with_values) else None
+        for row, t in enumerate(trajectories):
+            n = len(t.token_ids)
+            mask[row, :n] = t.policy_mask
+            step_ids[row, :n] = t.step_ids
+            if values is not None:
+                values[row, :n] = t.values
+        return cls(
+            rewards=np.array([t.reward for t in trajectories]),
+            group_ids=np.array([t.group_id for t in trajectories]),
+            mask=mask,
+            values=values,
+            step_ids=step_ids,
+        )
 
     def select(self, rows: slice | IntArray) -> AdvantageBatch:
         """The sub-batch of ``rows``, already validated (no checks, no copies for a slice)."""

@@ -31,7 +31,7 @@ def build_tiny_command(
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # OpenMP threads that spin while waiting lose badly on shared cores; read when torch loads.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from lecritique.models.tiny import TINY_TASKS, TinyBuildConfig, build_tiny_model
+    from lecritique.tinybuild import TINY_TASKS, TinyBuildConfig, build_tiny_model
 
     if task not in TINY_TASKS:
         raise typer.BadParameter(f"unknown tiny task {task!r}; known: {', '.join(sorted(TINY_TASKS))}", param_hint="--task")
@@ -61,7 +61,7 @@ def build_tiny_command(
 @app.command("tasks")
 def tasks_command() -> None:
     """List the tiny tasks and their environments."""
-    from lecritique.models.tiny import TINY_TASKS
+    from lecritique.tinybuild import TINY_TASKS
 
     for name, task in sorted(TINY_TASKS.items()):
         typer.echo(f"{name}: {task.environment} {json.dumps(task.environment_config)}")

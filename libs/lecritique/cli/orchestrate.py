@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -35,72 +33,39 @@ def orchestrate(
     from prometheus_client import start_http_server
 
     from lecritique.config import load_spec
-    from lecritique.models.policy import load_tokenizer
-    from lecritique.models.templates import build_template
-    from lecritique.orchestrator.clients import ServiceClients
-    from lecritique.orchestrator.episodes import EpisodeRunner, SamplingSettings
-    from lecritique.orchestrator.loop import Orchestrator
-    from lecritique.replay import ReplayBuffer, connect_redis
-    from lecritique.trajectory import Trajectory
-    from lecritique.weights import WeightStore
+    from lecritique.orchestrator.wiring import ServiceAddresses, build_orchestrator
+    from lecritique.rpc.server import write_port_file
+    from lecritique.tracking import open_trackers
 
     experiment_spec = load_spec(spec)
-    experiment_id = experiment or experiment_spec.name
-    out.mkdir(parents=True, exist_ok=True)
     if metrics_port is not None:
         metrics_server, _ = start_http_server(metrics_port)
         if port_file is not None:
-            port_file.parent.mkdir(parents=True, exist_ok=True)
-            temporary = port_file.with_name(port_file.name + ".tmp")
-            temporary.write_text(json.dumps({"grpc": None, "metrics": metrics_server.server_port, "pid": os.getpid()}))
-            temporary.replace(port_file)
-    clients = ServiceClients.connect(
+            write_port_file(port_file, None, metrics_server.server_port)
+    addresses = ServiceAddresses(
         rollout=_addresses(rollout),
         environment=_addresses(environment),
         policy_trainer=_addresses(policy_trainer),
         value_evaluator=_addresses(value_evaluator),
         value_trainer=_addresses(value_trainer),
     )
-    redis = connect_redis(redis_url)
-    store = WeightStore(weights_dir or out / "weights", experiment=experiment_id)
-    _, policy_path = store.wait_latest("policy")
-    tokenizer = load_tokenizer(policy_path)
-    template = build_template(experiment_spec.policy.template, tokenizer)
-    env_info = clients.environment.info()
-    rollout_info = clients.rollout.info()
-    sampling = experiment_spec.rollout.sampling
-    runner = EpisodeRunner(
-        clients.rollout,
-        clients.environment,
-        tokenizer,
-        template,
-        SamplingSettings(sampling.temperature, sampling.top_p, sampling.max_tokens),
-        max_sequence_tokens=int(rollout_info["max_sequence_tokens"]),
-        max_turns=int(env_info.get("max_turns", 1)) + 1,
-    )
-    replay = None
-    if experiment_spec.critic is not None:
-        replay_spec = experiment_spec.critic.replay
-        replay = ReplayBuffer(
-            redis,
-            experiment=experiment_id,
-            capacity=replay_spec.capacity,
-            max_reuse=replay_spec.max_reuse,
-            max_age_versions=replay_spec.max_age_versions,
-            decode=Trajectory.from_bytes,
-        )
-    metrics_key = f"lecritique:{experiment_id}:metrics"
-
-    def sink(row: dict[str, Any]) -> None:
-        # The REST API reads the series from Redis; the file stays the source for reports.
-        redis.rpush(metrics_key, json.dumps(row))
-        redis.hset(f"lecritique:{experiment_id}:status", mapping={"step": row["step"], "policy_version": row.get("policy_version", 0)})
-
-    orchestrator = Orchestrator(
-        experiment_spec, clients, runner, out, experiment_id=experiment_id, replay=replay, metrics_sink=sink
+    experiment_id = experiment or experiment_spec.name
+    out.mkdir(parents=True, exist_ok=True)
+    trackers = open_trackers(experiment_spec, out, experiment_id)
+    orchestrator = build_orchestrator(
+        experiment_spec,
+        out,
+        addresses,
+        experiment_id=experiment_id,
+        weights_dir=weights_dir,
+        redis_url=redis_url,
+        on_step=trackers.log_step,
     )
     try:
         state = orchestrator.run()
+        if state.completed_step >= experiment_spec.orchestrator.steps:
+            trackers.log_report(out, experiment_spec.name)
     finally:
-        clients.close()
+        trackers.close()
+        orchestrator.clients.close()
     typer.echo(f"orchestrator finished at step {state.completed_step}")

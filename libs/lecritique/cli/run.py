@@ -33,6 +33,7 @@ def run(
     from lecritique.config import SpecError, load_spec
     from lecritique.launch.local import LocalLauncher, resolve_policy
     from lecritique.reporting import write_report
+    from lecritique.tracking import check_tracker_packages
 
     console = Console()
     try:
@@ -40,6 +41,20 @@ def run(
     except SpecError as error:
         console.print(f"[red]{error}")
         raise typer.Exit(2) from None
+    try:
+        check_tracker_packages(experiment.tracking)
+    except ImportError as error:
+        console.print(f"[red]{error}")
+        raise typer.Exit(2) from None
+    if experiment.environment.kind == "dataset":
+        # Read and check every row now: a bad row is reported here, not in a service's log.
+        from lecritique.envs import build_environment
+
+        try:
+            build_environment(experiment.environment)
+        except ValueError as error:
+            console.print(f"[red]{error}")
+            raise typer.Exit(2) from None
     if experiment.policy.tiny is not None:
         # build_tiny shows its own progress bar (a first build takes a few minutes; later runs hit the cache).
         console.print(f"tiny policy model {experiment.policy.tiny!r}: built once, then taken from the cache")

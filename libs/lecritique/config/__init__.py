@@ -2,18 +2,18 @@
 
 from lecritique.config.estimators import EstimatorSpec
 from lecritique.config.experiment import (
-    CriticSpec,
     ExperimentSpec,
     OrchestratorSpec,
     PolicyModelSpec,
     PolicyTrainerSpec,
-    ReplaySpec,
     RolloutSpec,
     SamplingSpec,
     SpecError,
     load_spec,
     parse_spec,
 )
+from lecritique.critics.specs import CriticSpec
+from lecritique.replay.config import ReplayBounds as ReplaySpec
 
 __all__ = [
     "CriticSpec",

@@ -1,4 +1,4 @@
-"""Estimator choices as a discriminated union on ``name`` (options per estimator)."""
+"""Estimator choices as a discriminated union on ``name``: each is its estimator's options plus ``name``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from lecritique.advantages import AdvantageEstimator, get_estimator
+from lecritique.advantages.options import GAEOptions, LVRLOptions, MeanOptions, TetherOptions
+from lecritique.advantages.returns import resolve_lambda
 from lecritique.config.base import SpecModel
 
 
@@ -15,12 +17,19 @@ class _EstimatorSpecBase(SpecModel):
         options: dict[str, Any] = self.model_dump(exclude={"name"})
         return get_estimator(self.name, **options)  # type: ignore[attr-defined]
 
+    def critic_target_lambda(self) -> float:
+        """lambda of the critic's value targets (1: Monte-Carlo returns)."""
+        return 1.0
 
-class MeanSpec(_EstimatorSpecBase):
+    def needs_max_length(self) -> bool:
+        """Whether ``max_length`` (the maximum response length in policy tokens) is needed and
+        unset: the experiment spec then fills it in from its rollout and environment."""
+        return False
+
+
+class MeanSpec(MeanOptions, _EstimatorSpecBase):
     name: Literal["mean"] = "mean"
     """GRPO group-mean baseline (Le Critique eq. 3)."""
-    normalize_std: bool = False
-    """Divide group-centred returns by the group's standard deviation."""
 
 
 class RLOOSpec(_EstimatorSpecBase):
@@ -33,26 +42,24 @@ class ValueSpec(_EstimatorSpecBase):
     """Monte-Carlo value baseline A = R - V (eq. 8; a PVF when the critic has a context)."""
 
 
-class GAESpec(_EstimatorSpecBase):
+class GAESpec(GAEOptions, _EstimatorSpecBase):
     name: Literal["gae"] = "gae"
     """Generalised advantage estimation (eqs. 9-11)."""
-    gamma: float = Field(default=1.0, ge=0.0, le=1.0)
-    """Discount per policy token."""
-    lambda_gae: float = Field(default=1.0, ge=0.0, le=1.0)
-    """lambda of the policy advantages (1: unbiased Monte-Carlo advantages)."""
-    lambda_target: float = Field(default=1.0, ge=0.0, le=1.0)
-    """lambda of the critic's value targets (1: Monte-Carlo targets)."""
+
+    def critic_target_lambda(self) -> float:
+        # ``auto`` resolves against max_length (0.4^(1/L), Le Critique §7.2).
+        return resolve_lambda("lambda_target", self.lambda_target, self.max_length)
+
+    def needs_max_length(self) -> bool:
+        return self.max_length is None and "auto" in (self.lambda_gae, self.lambda_target)
 
 
-class TetherSpec(_EstimatorSpecBase):
+class TetherSpec(TetherOptions, _EstimatorSpecBase):
     name: Literal["tether"] = "tether"
     """TETHER: b = (1 - rho) b_LOO + rho V with rho fitted on earlier batches (eqs. 15-18)."""
-    ema_decay: float = Field(default=0.95, ge=0.0, le=1.0)
-    """EMA decay d of the fitted coefficient (eq. 17)."""
-    buckets: int = Field(default=1, ge=1)
-    """Number of uniform token-position buckets, each with its own rho (eq. 18)."""
-    max_length: int | None = Field(default=None, ge=1)
-    """Position range the buckets split; None: the batch's padded length."""
+
+    def needs_max_length(self) -> bool:
+        return self.max_length is None and self.buckets > 1
 
 
 class EVPOSpec(_EstimatorSpecBase):
@@ -60,13 +67,9 @@ class EVPOSpec(_EstimatorSpecBase):
     """EVPO: the critic when the previous batch's explained variance is positive, else the group mean."""
 
 
-class LVRLSpec(_EstimatorSpecBase):
+class LVRLSpec(LVRLOptions, _EstimatorSpecBase):
     name: Literal["lvrl"] = "lvrl"
     """LVRL step advantages from anchored consecutive value differences."""
-    normalize_std: bool = True
-    """Divide the group-centred step advantages by their standard deviation."""
-    center: bool = True
-    """Subtract the group's mean step advantage."""
 
 
 EstimatorSpec = Annotated[

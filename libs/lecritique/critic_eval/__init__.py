@@ -6,16 +6,13 @@ See :mod:`lecritique.critic_eval.evaluation` for what is measured and ``docs/cri
 """
 
 from lecritique.critic_eval.config import CriticEvalSpec, EvaluatedCritic, load_critic_eval_spec
-from lecritique.critic_eval.episodes import EpisodeRecord, Player
 from lecritique.critic_eval.evaluation import CriticEvalResult, run_critic_eval
 from lecritique.critic_eval.run import evaluate
 
 __all__ = [
     "CriticEvalResult",
     "CriticEvalSpec",
-    "EpisodeRecord",
     "EvaluatedCritic",
-    "Player",
     "evaluate",
     "load_critic_eval_spec",
     "run_critic_eval",

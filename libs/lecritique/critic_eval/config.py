@@ -9,16 +9,11 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
-from lecritique.config.experiment import (
-    CriticSpec,
-    PolicyModelSpec,
-    SamplingSpec,
-    SpecError,
-    _format,
-    default_critic_kind,
-)
+from lecritique.config.experiment import PolicyModelSpec, SamplingSpec, SpecError, _format
 from lecritique.critics.config import SegmentsConfig
-from lecritique.engines import EngineConfig, HFEngineConfig
+from lecritique.critics.kinds import critic_kind
+from lecritique.critics.specs import CriticSpec, default_critic_kind
+from lecritique.engines.config import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig
 from lecritique.envs.base import Split
 
@@ -40,8 +35,8 @@ class EvaluatedCritic(SpecModel):
 
     @model_validator(mode="after")
     def _frozen_has_no_weights(self) -> EvaluatedCritic:
-        if self.critic.kind == "frozen_llm" and self.path is not None:
-            raise ValueError(f"critic {self.name!r}: a frozen_llm critic has no weights; remove 'path'")
+        if not critic_kind(self.critic).trained and self.path is not None:
+            raise ValueError(f"critic {self.name!r}: a {self.critic.kind} critic has no weights; remove 'path'")
         return self
 
 

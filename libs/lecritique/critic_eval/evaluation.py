@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,11 +29,13 @@ from rich.progress import Progress
 
 from lecritique.advantages import explained_variance, top1_ranking_accuracy, value_mse
 from lecritique.critic_eval.config import CriticEvalSpec
-from lecritique.critic_eval.episodes import EpisodeRecord, Player
-from lecritique.critics.backends import ActorInfo, CriticBackend, CriticQuery
-from lecritique.critics.context import GroupMember, Peer, build_group_contexts, build_group_peers
+from lecritique.critics.inputs import attempt_of, critic_queries, shown_on
 from lecritique.critics.segments import segment_starts
+from lecritique.critics.specs import CriticSpec
 from lecritique.critics.states import decode, token_texts
+from lecritique.critics.types import ActorInfo, CriticBackend
+from lecritique.envs.base import Environment
+from lecritique.episodes import EpisodePlayer, EpisodeRecord
 
 logger = logging.getLogger(__name__)
 
@@ -90,53 +92,28 @@ def _states_of(record: EpisodeRecord, tokenizer: Any, spec: CriticEvalSpec, capp
     return segment_starts(texts, record.policy_mask, record.step_ids, spec.segments.rule, limit)
 
 
-def _monte_carlo(player: Player, points: Sequence[StatePoint], continuations: int) -> list[list[float]]:
+def _monte_carlo(player: EpisodePlayer, points: Sequence[StatePoint], continuations: int) -> list[list[float]]:
     cursors = [point.record.cut(point.token_index) for point in points for _ in range(continuations)]
     player.play(cursors)
     rewards = [c.reward for c in cursors]
     return [rewards[i * continuations : (i + 1) * continuations] for i in range(len(points))]
 
 
-def _critic_inputs(
-    critic: Any, base: Sequence[EpisodeRecord], tokenizer: Any
-) -> tuple[list[str], list[list[Peer]]]:
-    """Critic context text and peers of every base episode, built as the orchestrator builds them."""
-    contexts: list[str] = [""] * len(base)
-    peers: list[list[Peer]] = [[] for _ in base]
-    groups: dict[int, list[int]] = {}
-    for index, record in enumerate(base):
-        groups.setdefault(record.group_id, []).append(index)
-    for indices in groups.values():
-        members = [
-            GroupMember(
-                trajectory_id=f"e{i}",
-                response_text=decode(tokenizer, [t for t, m in zip(base[i].token_ids, base[i].policy_mask, strict=True) if m]),
-                reward=base[i].reward,
-                privileged=base[i].task.privileged,
-                outcome=base[i].diagnostic,
-            )
-            for i in indices
-        ]
-        texts = build_group_contexts(
-            critic.context, members, privileged_key=critic.privileged_key, max_context_chars=critic.max_context_chars
-        )
-        for i, text, group_peers in zip(
-            indices, texts, build_group_peers(members, getattr(critic, "max_peer_chars", 160)), strict=True
-        ):
-            contexts[i], peers[i] = text, group_peers
-    return contexts, peers
-
-
 def critic_values(
     backend: CriticBackend,
-    critic: Any,
+    critic: CriticSpec,
     points: Sequence[StatePoint],
     base: Sequence[EpisodeRecord],
     tokenizer: Any,
     actor: ActorInfo,
 ) -> tuple[list[float], dict[str, float]]:
-    """The critic's V(h_t) at every point (one query per distinct episode) and its statistics."""
-    contexts, peers = _critic_inputs(critic, base, tokenizer)
+    """The critic's V(h_t) at every point (one query per distinct episode) and its statistics.
+
+    Every episode is shown what its base episode would be shown in an experiment
+    (:func:`~lecritique.critics.inputs.critic_queries` over the base episodes' groups).
+    """
+    attempts = [attempt_of(record, record.trajectory(f"e{i}")) for i, record in enumerate(base)]
+    shown = critic_queries(critic, attempts, tokenizer, actor)
     episodes: dict[int, tuple[EpisodeRecord, int]] = {}
     for point in points:
         episodes.setdefault(id(point.record), (point.record, point.base))
@@ -144,11 +121,7 @@ def critic_values(
     queries = []
     for number, key in enumerate(order):
         record, base_index = episodes[key]
-        trajectory = record.trajectory(f"q{number}")
-        context = contexts[base_index]
-        if context:
-            trajectory = replace(trajectory, critic_context_ids=tokenizer.encode(context, add_special_tokens=False))
-        queries.append(CriticQuery(trajectory, context, tuple(peers[base_index])))
+        queries.append(shown_on(shown[base_index], record.trajectory(f"q{number}")))
     result = backend.values(queries, actor)
     by_episode = dict(zip(order, result.values, strict=True))
     return [float(by_episode[id(p.record)][p.token_index]) for p in points], dict(result.stats)
@@ -163,7 +136,8 @@ def _sample(pool: Sequence[tuple[int, int]], count: int, rng: np.random.Generato
 
 def run_critic_eval(
     spec: CriticEvalSpec,
-    player: Player,
+    player: EpisodePlayer,
+    environment: Environment,
     backends: Mapping[str, CriticBackend],
     *,
     actor_description: str,
@@ -173,7 +147,7 @@ def run_critic_eval(
     tokenizer = player.tokenizer
     rng = np.random.default_rng(spec.seed)
     specs = {c.name: c.critic for c in spec.critics}
-    tasks = player.environment.sample_tasks(spec.tasks, split=spec.split, seed=spec.seed)
+    tasks = environment.sample_tasks(spec.tasks, split=spec.split, seed=spec.seed)
     with Progress(disable=not show_progress) as progress:
         phase = progress.add_task("critic-eval", total=4 + len(backends))
         base = player.start(tasks, spec.group_size)

@@ -9,14 +9,17 @@ import numpy as np
 import torch
 
 from lecritique.critic_eval.config import CriticEvalSpec, EvaluatedCritic
-from lecritique.critic_eval.episodes import Player
 from lecritique.critic_eval.evaluation import CriticEvalResult, run_critic_eval
 from lecritique.critic_eval.report import write_report
-from lecritique.critics.backends import CriticBackend, build_backend, is_trained
+from lecritique.critics.kinds import ServingContext, critic_kind
 from lecritique.critics.llm import max_model_tokens
 from lecritique.critics.prompts import describe_actor
+from lecritique.critics.specs import CriticSpec
+from lecritique.critics.types import CriticBackend
 from lecritique.engines import SamplingParams, build_engine
 from lecritique.envs import build_environment
+from lecritique.episodes import EpisodePlayer
+from lecritique.episodes.local import EngineSampler, LocalEnvironment
 from lecritique.models.policy import load_tokenizer
 from lecritique.models.templates import build_template
 
@@ -26,33 +29,27 @@ logger = logging.getLogger(__name__)
 def resolve_policy_dir(spec: CriticEvalSpec) -> Path:
     if spec.policy.path is not None:
         return Path(spec.policy.path)
-    from lecritique.models.tiny import build_tiny
+    from lecritique.tinybuild import build_tiny
 
     assert spec.policy.tiny is not None
     return Path(build_tiny(spec.policy.tiny, seed=spec.seed))
 
 
-def evaluated_critic_spec(entry: EvaluatedCritic, spec: CriticEvalSpec):  # type: ignore[no-untyped-def]
-    """The critic with critic-eval's segmentation (every critic scores the same states)."""
-    if entry.critic.kind == "discriminative":
+def evaluated_critic_spec(entry: EvaluatedCritic, spec: CriticEvalSpec) -> CriticSpec:
+    """The critic with critic-eval's segmentation, where it has one (every critic scores the same states)."""
+    if "segments" not in type(entry.critic).model_fields:
         return entry.critic
     return entry.critic.model_copy(update={"segments": spec.segments})
 
 
 def build_critic(entry: EvaluatedCritic, spec: CriticEvalSpec, policy_dir: Path, scratch: Path) -> CriticBackend:
     critic = evaluated_critic_spec(entry, spec)
-    if not is_trained(critic.kind):
-        return build_backend(critic, None, policy_dir=policy_dir)
-    path = Path(entry.path) if entry.path is not None else None
-    if path is None and critic.kind == "discriminative":
-        from lecritique.training.critic_trainer import CriticTrainer
-
-        path = scratch / entry.name
-        CriticTrainer.from_policy(policy_dir, critic).save(path)
-        logger.warning("critic %r has no path: measuring an untrained critic (random head)", entry.name)
-    elif path is None:
-        path = Path(critic.model_path or policy_dir)
-    return build_backend(critic, path, policy_dir=policy_dir)
+    kind = critic_kind(critic)
+    weights = Path(entry.path) if entry.path is not None else None
+    if weights is None and kind.untrained_weights is not None:
+        weights = kind.untrained_weights(critic, policy_dir, scratch / entry.name)
+        logger.warning("critic %r has no path: measuring the untrained %s critic", entry.name, kind.name)
+    return kind.backend(critic, weights, ServingContext(policy_dir))
 
 
 def evaluate(spec: CriticEvalSpec, out_dir: Path, *, show_progress: bool = True) -> tuple[CriticEvalResult, dict[str, Path]]:
@@ -62,22 +59,27 @@ def evaluate(spec: CriticEvalSpec, out_dir: Path, *, show_progress: bool = True)
     engine = build_engine(spec.engine.model_copy(update={"model_path": str(policy_dir)}))
     tokenizer = load_tokenizer(policy_dir)
     sampling = spec.sampling
-    player = Player(
-        engine=engine,
-        tokenizer=tokenizer,
-        template=build_template(spec.policy.template, tokenizer),
-        environment=build_environment(spec.environment),
-        sampling=SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens),
+    environment = build_environment(spec.environment)
+    rng = np.random.default_rng(spec.seed)
+    player = EpisodePlayer(
+        EngineSampler(engine),
+        LocalEnvironment(environment),
+        tokenizer,
+        build_template(spec.policy.template, tokenizer),
+        SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens),
         max_context_tokens=max_model_tokens(engine),
-        rng=np.random.default_rng(spec.seed),
+        max_turns=environment.max_turns,
+        seeds=lambda: int(rng.integers(2**31)),
     )
     # Untrained critics get their random head from this seed: the same spec measures the same critic.
     torch.manual_seed(spec.seed)
     backends = {entry.name: build_critic(entry, spec, policy_dir, out_dir / "untrained") for entry in spec.critics}
     try:
-        described = [getattr(e.critic, "actor_description", None) for e in spec.critics]
+        described = [e.critic.actor_conditioning().description for e in spec.critics]
         actor = next((d for d in described if d), None) or describe_actor(policy_dir)
-        result = run_critic_eval(spec, player, backends, actor_description=actor, show_progress=show_progress)
+        result = run_critic_eval(
+            spec, player, environment, backends, actor_description=actor, show_progress=show_progress
+        )
     finally:
         for backend in backends.values():
             backend.close()

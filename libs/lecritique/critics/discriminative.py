@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
 
-from lecritique.critics.backends import ActorInfo, CriticQuery, CriticValues
+from lecritique.critics.types import ActorInfo, CriticQuery, CriticValues
+from lecritique.training.config import CriticTrainerConfig
 
 
 class DiscriminativeCritic:
-    trained: ClassVar[bool] = True
-
-    def __init__(self, path: Path, config: Any) -> None:
+    def __init__(self, path: Path, config: CriticTrainerConfig) -> None:
         from lecritique.training.critic_trainer import CriticTrainer
 
         self.predictor = CriticTrainer.load(path, config)
 
     def values(self, queries: list[CriticQuery], actor: ActorInfo) -> CriticValues:
         return CriticValues(self.predictor.predict([query.trajectory for query in queries]))
+
+    def reload(self, version: int, path: Path) -> bool:
+        """A new version is a new model: the caller builds a new backend."""
+        return False
 
     def close(self) -> None:
         """Nothing runs in the background."""

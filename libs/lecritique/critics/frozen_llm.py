@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 
-from lecritique.critics.backends import ActorInfo, CriticQuery, CriticValues, group_baseline
 from lecritique.critics.config import FrozenLLMConfig, LocalLLMConfig
 from lecritique.critics.llm import EngineGenerator, Message, render_messages
 from lecritique.critics.openai_client import (
@@ -33,6 +31,7 @@ from lecritique.critics.openai_client import (
 from lecritique.critics.prompts import PeerText, frozen_messages, parse_state_values
 from lecritique.critics.segments import expand_segment_values
 from lecritique.critics.states import trajectory_states
+from lecritique.critics.types import ActorInfo, CriticQuery, CriticValues, group_baseline
 from lecritique.engines import SamplingParams, build_engine
 from lecritique.models.policy import load_tokenizer
 
@@ -40,8 +39,6 @@ logger = logging.getLogger(__name__)
 
 
 class FrozenLLMCritic:
-    trained: ClassVar[bool] = False
-
     def __init__(self, config: FrozenLLMConfig, *, policy_dir: str | Path, experiment: str = "") -> None:
         self.config = config
         self.experiment = experiment
@@ -130,6 +127,10 @@ class FrozenLLMCritic:
             values.append(expand_segment_values(text.starts, state_values, length))
         stats.update({"states": float(states), "fallback_states": float(missing)})
         return CriticValues(values, stats, 0)
+
+    def reload(self, version: int, path: Path) -> bool:
+        """A frozen LLM has no versions."""
+        return False
 
     def close(self) -> None:
         if self.generator is not None:

@@ -13,17 +13,16 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 
-from lecritique.critics.backends import ActorInfo, CriticQuery, CriticValues, group_baseline
 from lecritique.critics.config import GenerativeCriticConfig
 from lecritique.critics.llm import EngineGenerator
 from lecritique.critics.prompts import generative_prompt, scored_text
 from lecritique.critics.scoring import PARSE_FAILURES, ParsedScore, parse_score
 from lecritique.critics.segments import expand_segment_values
 from lecritique.critics.states import TrajectoryText, trajectory_states
+from lecritique.critics.types import ActorInfo, CriticQuery, CriticValues, group_baseline
 from lecritique.engines import SamplingParams, build_engine
 from lecritique.models.policy import load_tokenizer
 
@@ -52,8 +51,6 @@ def critic_sampling(config: GenerativeCriticConfig, seed: int | None = None) -> 
 
 
 class GenerativeCritic:
-    trained: ClassVar[bool] = True
-
     def __init__(
         self,
         config: GenerativeCriticConfig,
@@ -75,9 +72,10 @@ class GenerativeCritic:
     def tokenizer(self):  # type: ignore[no-untyped-def]
         return self.generator.tokenizer
 
-    def reload(self, version: int, path: Path) -> None:
-        """Swap in a newly published version without restarting the engine."""
+    def reload(self, version: int, path: Path) -> bool:
+        """Swap in a newly published version without restarting the engine (vLLM starts in tens of seconds)."""
         self.generator.reload(version, str(path))
+        return True
 
     def score_states(
         self, prompts: list[str]

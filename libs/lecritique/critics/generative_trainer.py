@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from lecritique.advantages import explained_variance
-from lecritique.critics.backends import ActorInfo
 from lecritique.critics.config import GenerativeCriticConfig
 from lecritique.critics.generative import critic_sampling, state_prompts
 from lecritique.critics.icc import ACTOR_KEY, REWARD_AVERAGE_KEY
@@ -32,10 +31,11 @@ from lecritique.critics.llm import EngineGenerator
 from lecritique.critics.prompts import scored_text
 from lecritique.critics.scoring import critic_reward, parse_score
 from lecritique.critics.states import trajectory_states
-from lecritique.engines import HFEngine
+from lecritique.critics.types import ActorInfo
+from lecritique.engines.hf import HFEngine
 from lecritique.models.policy import load_tokenizer
-from lecritique.training.policy_loss import PPOClipLossConfig
-from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
+from lecritique.training.config import PolicyTrainerConfig, PPOClipLossConfig
+from lecritique.training.policy_trainer import PolicyTrainer
 from lecritique.trajectory import Trajectory
 from lecritique.weights import WeightStore
 

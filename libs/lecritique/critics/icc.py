@@ -15,6 +15,10 @@ ACTOR_KEY = "critic_actor"
 """Trajectory metadata key: the actor description the critic was shown."""
 REWARD_AVERAGE_KEY = "critic_reward_average"
 """Trajectory metadata key: the actor's running average reward the critic was shown."""
+REWARD_AVERAGE_DECAY = 0.9
+"""Default decay of the running average (critic kinds that do not configure it still report it)."""
+INITIAL_REWARD_AVERAGE = 0.5
+"""Default average shown before the first batch has finished."""
 
 
 @dataclass

@@ -1,24 +1,25 @@
-"""Rollout engines: one interface over vLLM and Hugging Face ``generate``."""
+"""Rollout engines: one interface over vLLM and Hugging Face ``generate``.
+
+This package's ``__init__`` stays light (configs and the interface): the backends import torch,
+transformers or vLLM, so import them from :mod:`lecritique.engines.hf` / :mod:`lecritique.engines.vllm`
+or start one with :func:`build_engine`.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import Field
-
 from lecritique.engines.base import Completion, FinishReason, RolloutEngine, SamplingParams
-from lecritique.engines.hf import HFEngine, HFEngineConfig
-from lecritique.engines.vllm import VLLMEngine, VLLMEngineConfig
-
-EngineConfig = Annotated[HFEngineConfig | VLLMEngineConfig, Field(discriminator="kind")]
-"""Which backend serves the policy, and its settings (``kind: hf | vllm``)."""
+from lecritique.engines.config import EngineConfig, HFEngineConfig, VLLMEngineConfig
 
 
 def build_engine(config: HFEngineConfig | VLLMEngineConfig) -> RolloutEngine:
     """Start the engine ``config`` describes (vLLM: call from a ``__main__``-guarded context)."""
     if isinstance(config, HFEngineConfig):
+        from lecritique.engines.hf import HFEngine
+
         return HFEngine(config)
     if isinstance(config, VLLMEngineConfig):
+        from lecritique.engines.vllm import VLLMEngine
+
         return VLLMEngine(config)
     raise TypeError(f"unknown engine config {type(config).__name__}")
 
@@ -27,11 +28,9 @@ __all__ = [
     "Completion",
     "EngineConfig",
     "FinishReason",
-    "HFEngine",
     "HFEngineConfig",
     "RolloutEngine",
     "SamplingParams",
-    "VLLMEngine",
     "VLLMEngineConfig",
     "build_engine",
 ]

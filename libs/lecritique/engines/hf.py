@@ -10,10 +10,9 @@ of ``[batch, vocab]`` log-probabilities is kept at a time.
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, PreTrainedModel
 
 from lecritique.engines.base import (
@@ -25,27 +24,10 @@ from lecritique.engines.base import (
     stop_ids,
     validate_prompts,
 )
-from lecritique.models.policy import DType, load_policy
+from lecritique.engines.config import HFEngineConfig
+from lecritique.models.policy import load_policy
 
 logger = logging.getLogger(__name__)
-
-
-class HFEngineConfig(BaseModel):
-    """Transformers ``generate`` backend (CPU or one GPU)."""
-
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["hf"] = "hf"
-    """Discriminator."""
-    model_path: str | None = None
-    """Hugging Face model directory of the initial policy weights (filled in at launch when None)."""
-    dtype: DType = "float32"
-    """Parameter dtype."""
-    device: str = "cpu"
-    """Torch device ("cpu", "cuda", "cuda:1")."""
-    max_batch_size: int = Field(default=256, ge=1)
-    """Most sequences decoded together in one ``generate`` call."""
-    seed: int = 0
-    """Seed of the engine's generator, used for requests without their own seed."""
 
 
 class _SampledTokenLogprobs(LogitsProcessor):

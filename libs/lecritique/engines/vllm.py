@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from lecritique.engines.base import (
     Completion,
@@ -24,35 +22,9 @@ from lecritique.engines.base import (
     encode_prompts,
     validate_prompts,
 )
-from lecritique.models.policy import DType
+from lecritique.engines.config import VLLMEngineConfig
 
 logger = logging.getLogger(__name__)
-
-
-class VLLMEngineConfig(BaseModel):
-    """vLLM offline-engine backend."""
-
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["vllm"] = "vllm"
-    """Discriminator."""
-    model_path: str | None = None
-    """Hugging Face model directory of the initial policy weights (filled in at launch when None)."""
-    dtype: DType = "float32"
-    """Parameter and activation dtype (float32 on CPU so logprobs match the trainer's)."""
-    max_model_len: int = Field(default=512, ge=16)
-    """Longest prompt + completion the engine accepts."""
-    seed: int = 0
-    """Engine seed, used for requests without their own seed."""
-    enforce_eager: bool = True
-    """Skip CUDA-graph / torch.compile capture (fast start; required for tiny CPU models)."""
-    enable_prefix_caching: bool = True
-    """Reuse KV of shared prompt prefixes (the n samples of a prompt share it)."""
-    cpu_kv_cache_gib: int = Field(default=1, ge=1)
-    """KV cache size on CPU (``VLLM_CPU_KVCACHE_SPACE``); ignored on GPU."""
-    gpu_memory_utilization: float = Field(default=0.85, gt=0, le=1)
-    """Fraction of GPU memory vLLM may take; ignored on CPU."""
-    tensor_parallel_size: int = Field(default=1, ge=1)
-    """GPUs one engine shards the model over."""
 
 
 class VLLMEngine:
@@ -70,7 +42,7 @@ class VLLMEngine:
         self.model_path = config.model_path
         self.llm = LLM(
             model=config.model_path,
-            dtype=config.dtype,
+            dtype=config.dtype,  # type: ignore[arg-type]  # float64 is refused by VLLMEngineConfig
             max_model_len=config.max_model_len,
             seed=config.seed,
             enforce_eager=config.enforce_eager,

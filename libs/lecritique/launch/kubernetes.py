@@ -24,23 +24,20 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from lecritique.config.experiment import ExperimentSpec, SpecError
-from lecritique.config.placement import (
-    GPU_RESOURCE,
-    ComponentPlacement,
-    PlacementSpec,
-    ScalablePlacement,
-    is_extended_resource,
-    parse_quantity,
-)
+from lecritique.config.experiment import ExperimentSpec
+from lecritique.config.placement import ComponentPlacement, PlacementSpec, ScalablePlacement
+from lecritique.critics.kinds import critic_kind
 from lecritique.launch.components import (
     COMPONENTS,
+    EXPERIMENT_LABEL,
     GRPC_PORT,
     METRICS_PORT,
     ChartDefaults,
     Component,
     ComponentDefaults,
 )
+from lecritique.launch.kubernetes_policies import collective_peers, disruption_budget, network_policy
+from lecritique.launch.kubernetes_resources import merge_resources
 from lecritique.launch.multinode import (
     POD_NAME_LABEL,
     node_rank_env,
@@ -49,8 +46,6 @@ from lecritique.launch.multinode import (
     trainer_layout,
 )
 
-EXPERIMENT_LABEL = "lecritique.dev/experiment"
-"""Label naming the experiment id on every object the launcher creates."""
 EXPERIMENT_NAME_ANNOTATION = "lecritique.dev/experiment-name"
 """Annotation holding the spec's human-readable name."""
 MANAGED_BY = "lecritique-api"
@@ -58,7 +53,8 @@ MANAGED_BY = "lecritique-api"
 
 # Short enough that "<id>-environment-verifier" and a StatefulSet's revision-hash label stay
 # within Kubernetes' 63-character limits.
-EXPERIMENT_ID = re.compile(r"^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$")
+EXPERIMENT_ID = re.compile(r"[a-z]([a-z0-9-]{0,18}[a-z0-9])?")
+"""An experiment id (matched whole with ``fullmatch``)."""
 
 WEIGHTS_MOUNT = "/weights"
 SPEC_MOUNT = "/etc/lecritique/spec"
@@ -94,14 +90,20 @@ def selector_labels(defaults: ChartDefaults, experiment_id: str, component: Comp
 
 
 def _labels(defaults: ChartDefaults, experiment_id: str, component: Component | None) -> dict[str, str]:
-    labels = {**defaults.labels, "app.kubernetes.io/instance": defaults.release, "app.kubernetes.io/managed-by": MANAGED_BY,
-              EXPERIMENT_LABEL: experiment_id}
+    labels = {
+        **defaults.labels,
+        "app.kubernetes.io/instance": defaults.release,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        EXPERIMENT_LABEL: experiment_id,
+    }
     if component is not None:
         labels["app.kubernetes.io/component"] = component.value
     return labels
 
 
-def _metadata(defaults: ChartDefaults, experiment_id: str, name: str, component: Component | None, spec: ExperimentSpec) -> dict[str, Any]:
+def _metadata(
+    defaults: ChartDefaults, experiment_id: str, name: str, component: Component | None, spec: ExperimentSpec
+) -> dict[str, Any]:
     return {
         "name": name,
         "namespace": defaults.namespace,
@@ -114,7 +116,11 @@ def _replicas(spec: ExperimentSpec, component: Component, chart: ComponentDefaul
     """The spec's replica count where the user set one, else the chart's default."""
     if component == Component.rollout and "replicas" in spec.rollout.model_fields_set:
         return spec.rollout.replicas
-    if component == Component.value_evaluator and spec.critic is not None and "evaluator_replicas" in spec.critic.model_fields_set:
+    if (
+        component == Component.value_evaluator
+        and spec.critic is not None
+        and "evaluator_replicas" in spec.critic.model_fields_set
+    ):
         return spec.critic.evaluator_replicas
     if component == Component.environment_verifier:
         placed = _placement(spec).environment_verifier
@@ -129,7 +135,9 @@ def _replicas(spec: ExperimentSpec, component: Component, chart: ComponentDefaul
 
 def resolved_spec(spec: ExperimentSpec, defaults: ChartDefaults) -> ExperimentSpec:
     """The spec the pods read: replica counts made explicit (so every process agrees on them)."""
-    rollout = spec.rollout.model_copy(update={"replicas": _replicas(spec, Component.rollout, defaults.components.rollout)})
+    rollout = spec.rollout.model_copy(
+        update={"replicas": _replicas(spec, Component.rollout, defaults.components.rollout)}
+    )
     update: dict[str, Any] = {"rollout": rollout}
     if spec.critic is not None:
         replicas = _replicas(spec, Component.value_evaluator, defaults.components.value_evaluator)
@@ -137,60 +145,35 @@ def resolved_spec(spec: ExperimentSpec, defaults: ChartDefaults) -> ExperimentSp
     return spec.model_copy(update=update)
 
 
-def merge_resources(component: Component, chart: ComponentDefaults, placed: ComponentPlacement, spec: ExperimentSpec) -> dict[str, dict[str, str]]:
-    """Chart requests/limits overridden key by key by the spec's; checked like the API server would.
-
-    Extended resources (``nvidia.com/gpu``) get request == limit, since Kubernetes refuses anything else.
-    Raises :class:`SpecError` naming the placement field at fault.
-    """
-    field = f"placement.{COMPONENTS[component].placement_key}.resources"
-    requests = dict(chart.resources.requests)
-    limits = dict(chart.resources.limits)
-    if placed.resources is not None:
-        requests.update(placed.resources.requests)
-        limits.update(placed.resources.limits)
-        # The spec's value of an extended resource wins over the chart's, whichever side it set.
-        for name in set(placed.resources.requests) | set(placed.resources.limits):
-            if is_extended_resource(name):
-                value = placed.resources.limits.get(name, placed.resources.requests.get(name))
-                assert value is not None
-                requests[name] = limits[name] = value
-    for name in list(limits):
-        if is_extended_resource(name):
-            requests[name] = limits[name]
-    for name in list(requests):
-        if is_extended_resource(name):
-            limits[name] = requests[name]
-    for name, request in requests.items():
-        if name in limits and parse_quantity(request) > parse_quantity(limits[name]):
-            raise SpecError(f"{field}.requests.{name}: request {request} exceeds the limit {limits[name]}")
-    if component == Component.policy_trainer:
-        processes = trainer_layout(spec, chart.gpus_per_node).per_pod  # torchrun processes of one pod
-        placed_gpus = placed.resources is not None and (
-            GPU_RESOURCE in placed.resources.limits or GPU_RESOURCE in placed.resources.requests
-        )
-        if not placed_gpus and parse_quantity(limits.get(GPU_RESOURCE, "0")) > 0:
-            # A GPU pool by default: one GPU per torchrun process of the pod.
-            requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(processes)
-        gpus = parse_quantity(limits.get(GPU_RESOURCE, "0"))
-        if gpus > 0 and gpus != processes:
-            raise SpecError(
-                f"{field}.limits.{GPU_RESOURCE}: {limits[GPU_RESOURCE]} GPUs but each policy-trainer pod runs {processes} "
-                "processes (policy_trainer.processes over its pods); torchrun runs one process per GPU"
-            )
-    return {"requests": requests, "limits": limits}
-
-
 def _secret_env(spec: ExperimentSpec, component: Component) -> list[dict[str, Any]]:
-    """The frozen LLM critic's API key, from the Secret the spec names, in the value evaluator only."""
-    critic = spec.critic
-    if component != Component.value_evaluator or critic is None or critic.kind != "frozen_llm":
+    """Secrets the critic kind needs in the value evaluator (e.g. the frozen LLM's API key)."""
+    if component != Component.value_evaluator or spec.critic is None:
         return []
-    llm = critic.llm
-    if llm.kind != "openai" or llm.api_key_secret is None or llm.api_key_env is None:
-        return []
-    reference = {"name": llm.api_key_secret, "key": llm.api_key_secret_key}
-    return [{"name": llm.api_key_env, "valueFrom": {"secretKeyRef": reference}}]
+    needs = critic_kind(spec.critic).pod_needs(spec.critic)
+    return [
+        {"name": s.variable, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.key}}}
+        for s in needs.evaluator_secrets
+    ]
+
+
+def redis_env(defaults: ChartDefaults) -> list[dict[str, Any]]:
+    """``REDIS_URL`` of experiment pods: as the experiments' ACL user when the chart set Redis auth.
+
+    The password comes from the chart's Secret and is spliced in by Kubernetes' ``$(VAR)``
+    expansion, so it appears in no object the launcher creates.
+    """
+    auth = defaults.redis_auth
+    if auth is None:
+        return [{"name": "REDIS_URL", "value": defaults.redis_url}]
+    scheme, _, rest = defaults.redis_url.partition("://")
+    password = {
+        "name": "LECRITIQUE_REDIS_PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": auth.secret_name, "key": auth.password_key}},
+    }
+    return [
+        password,
+        {"name": "REDIS_URL", "value": f"{scheme}://{auth.username}:$(LECRITIQUE_REDIS_PASSWORD)@{rest}"},
+    ]
 
 
 def _multi_node_trainer(spec: ExperimentSpec, component: Component, chart: ComponentDefaults) -> bool:
@@ -205,9 +188,10 @@ def _trainer_env(spec: ExperimentSpec, component: Component, chart: ComponentDef
 def _env(
     defaults: ChartDefaults, chart: ComponentDefaults, experiment_id: str, from_spec: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Built-in variables, then the chart's extra env, then what the spec asks for (later wins)."""
+    """Built-in variables, then the chart's extra env (it may override them), then what the spec
+    asks for, which never replaces a variable already set (the API also refuses reserved names)."""
     builtin: list[dict[str, Any]] = [
-        {"name": "REDIS_URL", "value": defaults.redis_url},
+        *redis_env(defaults),
         {"name": "LECRITIQUE_EXPERIMENT", "value": experiment_id},
         # The root filesystem is read-only: every cache goes to the /tmp emptyDir.
         {"name": "HOME", "value": "/tmp"},
@@ -221,23 +205,33 @@ def _env(
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
     by_name = {item["name"]: item for item in builtin}
-    for item in [*chart.env, *from_spec]:
+    for item in chart.env:
         by_name[item["name"]] = dict(item)
+    for item in from_spec:
+        by_name.setdefault(item["name"], dict(item))
     return list(by_name.values())
 
 
-def _container_command(spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults) -> list[str]:
+def _container_command(
+    spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults
+) -> list[str]:
     spec_file = f"{SPEC_MOUNT}/spec.json"
     run_dir = f"{WEIGHTS_MOUNT}/experiments/{experiment_id}"
     if component == Component.orchestrator:
         names = component_names(spec)
         command = [
-            "lecritique", "orchestrate",
-            "--spec", spec_file,
-            "--out", f"{run_dir}/run",
-            "--experiment", experiment_id,
-            "--weights-dir", WEIGHTS_MOUNT,
-            "--metrics-port", str(METRICS_PORT),
+            "lecritique",
+            "orchestrate",
+            "--spec",
+            spec_file,
+            "--out",
+            f"{run_dir}/run",
+            "--experiment",
+            experiment_id,
+            "--weights-dir",
+            WEIGHTS_MOUNT,
+            "--metrics-port",
+            str(METRICS_PORT),
         ]
         for flag, target in (
             ("--rollout", Component.rollout),
@@ -252,14 +246,23 @@ def _container_command(spec: ExperimentSpec, experiment_id: str, component: Comp
     serve_name = COMPONENTS[component].serve_name
     assert serve_name is not None
     serve = [
-        "lecritique", "serve", serve_name,
-        "--spec", spec_file,
-        "--port", str(GRPC_PORT),
-        "--metrics-port", str(METRICS_PORT),
-        "--experiment", experiment_id,
-        "--weights-dir", WEIGHTS_MOUNT,
-        "--state-dir", f"{run_dir}/state",
-        "--host", "0.0.0.0",
+        "lecritique",
+        "serve",
+        serve_name,
+        "--spec",
+        spec_file,
+        "--port",
+        str(GRPC_PORT),
+        "--metrics-port",
+        str(METRICS_PORT),
+        "--experiment",
+        experiment_id,
+        "--weights-dir",
+        WEIGHTS_MOUNT,
+        "--state-dir",
+        f"{run_dir}/state",
+        "--host",
+        "0.0.0.0",
     ]
     if component == Component.policy_trainer and spec.policy_trainer.processes > 1:
         # Rank 0 serves gRPC; the other ranks (on this pod or on the StatefulSet's other pods) join its group.
@@ -277,8 +280,12 @@ def _probes(component: Component, chart: ComponentDefaults) -> dict[str, Any]:
 
     period = 10
     return {
-        "startupProbe": {**check(), "periodSeconds": period, "timeoutSeconds": 5,
-                         "failureThreshold": max(1, math.ceil(chart.startup_seconds / period))},
+        "startupProbe": {
+            **check(),
+            "periodSeconds": period,
+            "timeoutSeconds": 5,
+            "failureThreshold": max(1, math.ceil(chart.startup_seconds / period)),
+        },
         "readinessProbe": {**check(), "periodSeconds": period, "timeoutSeconds": 5, "failureThreshold": 3},
         "livenessProbe": {**check(), "periodSeconds": 20, "timeoutSeconds": 10, "failureThreshold": 6},
     }
@@ -341,7 +348,9 @@ def _pod_template(
     }
     node_selector = placed.node_selector if placed.node_selector is not None else chart.node_selector
     tolerations = (
-        [t.to_kubernetes() for t in placed.tolerations] if placed.tolerations is not None else [dict(t) for t in chart.tolerations]
+        [t.to_kubernetes() for t in placed.tolerations]
+        if placed.tolerations is not None
+        else [dict(t) for t in chart.tolerations]
     )
     affinity = placed.affinity if placed.affinity is not None else chart.affinity
     if node_selector:
@@ -355,15 +364,29 @@ def _pod_template(
     if component == Component.orchestrator:
         pod_spec["restartPolicy"] = "OnFailure"
     return {
-        "metadata": {"labels": _labels(defaults, experiment_id, component), "annotations": {EXPERIMENT_NAME_ANNOTATION: spec.name}},
+        "metadata": {
+            "labels": _labels(defaults, experiment_id, component),
+            "annotations": {EXPERIMENT_NAME_ANNOTATION: spec.name},
+        },
         "spec": pod_spec,
     }
 
 
-def _service(spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults) -> dict[str, Any]:
+def _service(
+    spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults
+) -> dict[str, Any]:
     ports = [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}]
     if component != Component.orchestrator:
-        ports.insert(0, {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "grpc"})
+        ports.insert(
+            0,
+            {
+                "name": "grpc",
+                "port": GRPC_PORT,
+                "targetPort": "grpc",
+                "protocol": "TCP",
+                "appProtocol": "grpc",
+            },
+        )
     selector = selector_labels(defaults, experiment_id, component)
     if _multi_node_trainer(spec, component, defaults.components.of(component)):
         # Only global rank 0 (on pod 0) serves gRPC; the other pods are reached by torch.distributed.
@@ -371,7 +394,9 @@ def _service(spec: ExperimentSpec, experiment_id: str, component: Component, def
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(defaults, experiment_id, object_name(experiment_id, component), component, spec),
+        "metadata": _metadata(
+            defaults, experiment_id, object_name(experiment_id, component), component, spec
+        ),
         "spec": {
             # Headless: the name resolves to every ready pod, which the client round-robins.
             "clusterIP": "None",
@@ -381,7 +406,9 @@ def _service(spec: ExperimentSpec, experiment_id: str, component: Component, def
     }
 
 
-def _workload(spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults) -> dict[str, Any]:
+def _workload(
+    spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults
+) -> dict[str, Any]:
     info = COMPONENTS[component]
     chart = defaults.components.of(component)
     name = object_name(experiment_id, component)
@@ -399,7 +426,11 @@ def _workload(spec: ExperimentSpec, experiment_id: str, component: Component, de
                 "template": template,
             },
         }
-    body: dict[str, Any] = {"replicas": _replicas(spec, component, chart), "selector": selector, "template": template}
+    body: dict[str, Any] = {
+        "replicas": _replicas(spec, component, chart),
+        "selector": selector,
+        "template": template,
+    }
     if info.workload == "StatefulSet":
         governing = ranks_service(metadata, selector["matchLabels"])["metadata"]["name"] if _multi_node_trainer(spec, component, chart) else name
         body = {**body, "serviceName": governing, "podManagementPolicy": "Parallel"}
@@ -407,17 +438,30 @@ def _workload(spec: ExperimentSpec, experiment_id: str, component: Component, de
 
 
 def render_experiment_objects(
-    spec: ExperimentSpec, experiment_id: str, chart_defaults: ChartDefaults | Mapping[str, Any]
+    spec: ExperimentSpec,
+    experiment_id: str,
+    chart_defaults: ChartDefaults | Mapping[str, Any],
+    *,
+    llm_egress: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every Kubernetes object of one experiment, in creation order (config, services, workloads).
+    """Every Kubernetes object of one experiment, in creation order (network policies first, so no
+    pod ever runs unconfined; then config, services, disruption budgets, workloads).
+
+    ``llm_egress``: NetworkPolicy egress rules of the value evaluator (the tenant's LLM endpoints).
 
     Raises :class:`SpecError` naming the field when the spec's placement cannot be scheduled as
     written (a request above its limit, GPUs not matching the policy trainer's processes), and
     ``ValueError`` for an experiment id that is not a short DNS label.
     """
-    if not EXPERIMENT_ID.match(experiment_id):
-        raise ValueError(f"experiment id {experiment_id!r} must be a DNS label of at most 20 characters (a-z, 0-9, '-')")
-    defaults = chart_defaults if isinstance(chart_defaults, ChartDefaults) else ChartDefaults.model_validate(chart_defaults)
+    if not EXPERIMENT_ID.fullmatch(experiment_id):
+        raise ValueError(
+            f"experiment id {experiment_id!r} must be a DNS label of at most 20 characters (a-z, 0-9, '-')"
+        )
+    defaults = (
+        chart_defaults
+        if isinstance(chart_defaults, ChartDefaults)
+        else ChartDefaults.model_validate(chart_defaults)
+    )
     resolved = resolved_spec(spec, defaults)
     components = component_names(resolved)
     config_map = {
@@ -433,4 +477,17 @@ def render_experiment_objects(
         services.append(ranks_service(_metadata(defaults, experiment_id, name, trainer, resolved),
                                       selector_labels(defaults, experiment_id, trainer)))
     workloads = [_workload(resolved, experiment_id, component, defaults) for component in components]
-    return [config_map, *services, *workloads]
+    multi_node = _multi_node_trainer(resolved, trainer, defaults.components.policy_trainer)
+    policies, budgets = [], []
+    for component, workload in zip(components, workloads, strict=True):
+        metadata = _metadata(
+            defaults, experiment_id, object_name(experiment_id, component), component, resolved
+        )
+        peers = collective_peers(resolved, component, multi_node)
+        policies.append(network_policy(experiment_id, component, defaults, metadata, llm_egress or [], peers))
+        budgets.append(
+            disruption_budget(
+                experiment_id, component, int(workload["spec"].get("replicas", 1)), defaults, metadata
+            )
+        )
+    return [*[p for p in policies if p], config_map, *services, *[b for b in budgets if b], *workloads]

@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
+from lecritique.models.dtypes import DType, torch_dtype
 from lecritique.models.templates import PlainTemplateConfig, PromptTemplate, TemplateConfig, build_template
 
 logger = logging.getLogger(__name__)
-
-DType = Literal["float32", "bfloat16", "float16"]
-
-TORCH_DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-}
 
 
 class PolicyConfig(BaseModel):
@@ -48,11 +41,11 @@ def load_tokenizer(path: str | Path) -> Any:
 
 def load_policy(path: str | Path, dtype: DType | torch.dtype = "float32") -> tuple[PreTrainedModel, Any]:
     """``(model, tokenizer)`` from a causal-LM directory (``AutoModelForCausalLM``)."""
-    torch_dtype = TORCH_DTYPES[dtype] if isinstance(dtype, str) else dtype
+    parameter_dtype = torch_dtype(dtype) if isinstance(dtype, str) else dtype
     directory = Path(path)
     if not (directory / "config.json").is_file():
         raise FileNotFoundError(f"policy directory {directory} has no config.json")
-    model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch_dtype)
+    model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=parameter_dtype)
     tokenizer = load_tokenizer(directory)
     logger.info("loaded policy %s (%s, %.2fM parameters)", directory, model.config.model_type, model.num_parameters() / 1e6)
     return model, tokenizer

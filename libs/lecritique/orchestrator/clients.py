@@ -10,8 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from lecritique.critics.context import Peer
-from lecritique.envs.base import EpisodeState, Task
+from lecritique.critics.types import ActorInfo, CriticQuery
+from lecritique.engines.base import SamplingParams
+from lecritique.envs.base import EpisodeState, StepResult, Task
+from lecritique.episodes import SampledAction
 from lecritique.rpc.client import ReplicaPool
 from lecritique.rpc.codec import (
     episode_from_proto,
@@ -37,41 +39,14 @@ from lecritique.v1 import (
 )
 
 
-@dataclass(frozen=True)
-class GeneratedCompletion:
-    token_ids: np.ndarray
-    logprobs: np.ndarray
-    text: str
-    finish_reason: str
-    policy_version: int
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    state: EpisodeState
-    observation: str
-    reward: float
-    done: bool
-    diagnostic: str
-
-
 class RolloutClient:
     def __init__(self, pool: ReplicaPool[Any], generate_deadline: float = 600.0) -> None:
         self.pool = pool
         self.generate_deadline = generate_deadline
         self._executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="rollout-client")
 
-    def generate(
-        self,
-        prompts: Sequence[np.ndarray],
-        n: int,
-        *,
-        temperature: float,
-        top_p: float,
-        max_tokens: int,
-        seed: int,
-    ) -> list[list[GeneratedCompletion]]:
-        """n completions per prompt; the prompts are split across every rollout replica."""
+    def sample(self, prompts: list[list[int]], n: int, sampling: SamplingParams) -> list[list[SampledAction]]:
+        """n actions per prompt (the episode player's policy); the prompts are split across every rollout replica."""
         if not prompts:
             return []
         replicas = max(1, len(self.pool.addresses))
@@ -82,20 +57,21 @@ class RolloutClient:
                 prompts=[to_tensor(np.asarray(prompts[i], dtype=np.int32)) for i in indices],
                 n=n,
                 sampling=rollout_pb2.SamplingParams(
-                    temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed + shard_index
+                    temperature=sampling.temperature,
+                    top_p=sampling.top_p,
+                    max_tokens=sampling.max_tokens,
+                    seed=(sampling.seed or 0) + shard_index,
                 ),
             )
             return indices, self.pool.call("Generate", request, timeout=self.generate_deadline)
 
-        results: list[list[GeneratedCompletion]] = [[] for _ in prompts]
+        results: list[list[SampledAction]] = [[] for _ in prompts]
         for indices, response in self._executor.map(lambda item: run(*item), enumerate(shards)):
             for index, group in zip(indices, response.groups, strict=True):
                 results[index] = [
-                    GeneratedCompletion(
-                        token_ids=require_tensor(c.token_ids, "token_ids"),
-                        logprobs=require_tensor(c.logprobs, "logprobs"),
-                        text=c.text,
-                        finish_reason=c.finish_reason,
+                    SampledAction(
+                        token_ids=require_tensor(c.token_ids, "token_ids").tolist(),
+                        logprobs=require_tensor(c.logprobs, "logprobs").tolist(),
                         policy_version=response.policy_version,
                     )
                     for c in group.completions
@@ -123,13 +99,13 @@ class EnvironmentClient:
         response = self.pool.call("Reset", environment_pb2.ResetRequest(tasks=[task_to_proto(t) for t in tasks]))
         return [episode_from_proto(s) for s in response.states]
 
-    def step(self, items: Sequence[tuple[EpisodeState, str]]) -> list[StepOutcome]:
+    def step(self, items: Sequence[tuple[EpisodeState, str]]) -> list[StepResult]:
         request = environment_pb2.StepRequest(
             items=[environment_pb2.StepItem(state=episode_to_proto(s), action=a) for s, a in items]
         )
         response = self.pool.call("Step", request)
         return [
-            StepOutcome(episode_from_proto(r.state), r.observation, r.reward, r.done, r.diagnostic)
+            StepResult(episode_from_proto(r.state), r.observation, r.reward, r.done, r.diagnostic)
             for r in response.results
         ]
 
@@ -145,24 +121,15 @@ class ValueEvaluatorClient:
         self.deadline = deadline
 
     def evaluate(
-        self,
-        trajectories: Sequence[Trajectory],
-        context_texts: Sequence[str],
-        prompt_texts: Sequence[str],
-        *,
-        peers: Sequence[Sequence[Peer]] | None = None,
-        actor_description: str = "",
-        actor_reward_average: float = 0.0,
+        self, queries: Sequence[CriticQuery], prompt_texts: Sequence[str], actor: ActorInfo
     ) -> tuple[list[np.ndarray], int, dict[str, float]]:
-        """Values of every trajectory; ``peers`` (group context) and the actor fields feed text critics."""
-        request = value_pb2.EvaluateRequest(
-            actor_description=actor_description, actor_reward_average=actor_reward_average
-        )
-        for index, (trajectory, context, prompt) in enumerate(zip(trajectories, context_texts, prompt_texts, strict=True)):
-            item = request.inputs.add(context_text=context, prompt_text=prompt)
-            trajectory_to_proto(trajectory, item.trajectory)
-            fill_tensor(item.context_ids, trajectory.critic_context_ids)
-            for peer in peers[index] if peers is not None else ():
+        """Values of every query's trajectory (the critic inputs of :func:`lecritique.critics.inputs.critic_queries`)."""
+        request = value_pb2.EvaluateRequest(actor_description=actor.description, actor_reward_average=actor.reward_average)
+        for query, prompt in zip(queries, prompt_texts, strict=True):
+            item = request.inputs.add(context_text=query.context_text, prompt_text=prompt)
+            trajectory_to_proto(query.trajectory, item.trajectory)
+            fill_tensor(item.context_ids, query.trajectory.critic_context_ids)
+            for peer in query.peers:
                 item.peers.add(trajectory_id=peer.trajectory_id, summary=peer.summary, reward=peer.reward)
         response = self.pool.call("Evaluate", request, timeout=self.deadline)
         values = [require_tensor(v, "values") for v in response.values]

@@ -120,6 +120,10 @@ class ReplayKeys:
         return [self.stream, self.index, self.uses, self.stats, self.config]
 
 
+_DEFAULTS = ReplayConfig(experiment="defaults")
+"""The configuration's defaults, which the keyword constructor shares (said once, in ReplayConfig)."""
+
+
 class ReplayBuffer(Generic[P]):
     """FIFO replay buffer with reuse and age bounds, enforced atomically in Redis.
 
@@ -164,11 +168,11 @@ class ReplayBuffer(Generic[P]):
         self,
         redis_client: redis.Redis,
         experiment: str,
-        capacity: int = 256,
-        max_reuse: int = 2,
-        max_age_versions: int | None = None,
+        capacity: int = _DEFAULTS.capacity,
+        max_reuse: int = _DEFAULTS.max_reuse,
+        max_age_versions: int | None = _DEFAULTS.max_age_versions,
         *,
-        max_payload_bytes: int = 16 * 1024 * 1024,
+        max_payload_bytes: int = _DEFAULTS.max_payload_bytes,
         retry: RetryPolicy | None = None,
         decode: Callable[[bytes], P] | None = None,
         reconfigure: bool = False,

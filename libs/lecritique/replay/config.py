@@ -34,19 +34,25 @@ class RetryPolicy(BaseModel):
         return delays
 
 
-class ReplayConfig(BaseModel):
-    """Semantics of one experiment's replay buffer (Le Critique, Appendix B.2)."""
+class ReplayBounds(BaseModel):
+    """What the critic's replay buffer keeps (Le Critique Appendix B.2); the spec's ``critic.replay``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    capacity: int = Field(default=256, ge=1, le=10_000_000)
+    """FIFO capacity in trajectories: pushing beyond it evicts the oldest (Le Critique Table 2: 256)."""
+    max_reuse: int = Field(default=2, ge=1, le=1_000_000_000)
+    """Evict a trajectory the moment this many critic batches have sampled it (Table 2: N = 2)."""
+    max_age_versions: int | None = Field(default=None, ge=0, le=10_000_000)
+    """Never train the critic on trajectories older than this many policy versions, i.e. with
+    ``current_policy_version - policy_version`` above it (None: no bound)."""
+
+
+class ReplayConfig(ReplayBounds):
+    """Semantics of one experiment's replay buffer: its bounds, its keys and its limits."""
 
     experiment: str
     """Experiment name; keys live under ``lecritique:{experiment}:replay``."""
-    capacity: int = Field(default=256, ge=1)
-    """Most entries held; pushing beyond it evicts the oldest (FIFO)."""
-    max_reuse: int = Field(default=2, ge=1)
-    """An entry is evicted the moment it has been sampled this many times."""
-    max_age_versions: int | None = Field(default=None, ge=0)
-    """Entries with ``current_policy_version - policy_version`` above this are evicted (None: no bound)."""
     max_payload_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
     """Largest accepted payload; bigger ones are rejected before anything is written."""
     retry: RetryPolicy = Field(default_factory=RetryPolicy)

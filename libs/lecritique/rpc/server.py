@@ -133,15 +133,15 @@ def start_server(
     logger.info("%s serving gRPC on %s:%d (metrics on %s)", service, host, bound, bound_metrics_port)
     running = RunningServer(server, health_servicer, bound, bound_metrics_port, names)
     if port_file is not None:
-        write_port_file(port_file, running)
+        write_port_file(port_file, running.port, running.metrics_port)
     return running
 
 
-def write_port_file(path: Path, running: RunningServer) -> None:
-    """Announce the bound ports (services may bind port 0) atomically for the launcher."""
+def write_port_file(path: Path, grpc_port: int | None, metrics_port: int | None) -> None:
+    """Announce the bound ports (processes may bind port 0) atomically for the launcher."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(json.dumps({"grpc": running.port, "metrics": running.metrics_port, "pid": os.getpid()}))
+    temporary.write_text(json.dumps({"grpc": grpc_port, "metrics": metrics_port, "pid": os.getpid()}))
     temporary.replace(path)
 
 

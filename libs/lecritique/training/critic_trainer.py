@@ -22,53 +22,31 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 from transformers import PreTrainedModel
 
 from lecritique.advantages import explained_variance
 from lecritique.advantages.losses import value_loss
 from lecritique.models.critic import critic_from_policy, load_critic, value_outputs
+from lecritique.models.dtypes import torch_dtype
 from lecritique.training.collate import (
     CriticBatch,
     collate_critic,
     split_by_token_budget,
     validate_critic_trajectories,
 )
+from lecritique.training.config import CriticTrainerConfig
 from lecritique.training.distributed import all_reduce_sum, current_context, shard_indices
-from lecritique.training.engine import DTYPES, DType, HFTrainer, OptimizerConfig, ParallelSettings
+from lecritique.training.engine import HFTrainer, ParallelSettings
 from lecritique.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
 Targets = Sequence[np.ndarray] | np.ndarray | torch.Tensor | None
-
-
-class CriticTrainerConfig(BaseModel):
-    """Value-function training settings (defaults: Le Critique Table 2)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    loss: Literal["bce", "mse"] = "bce"
-    """``bce`` for rewards in [0, 1] (value = sigmoid(head)), ``mse`` for any real return."""
-    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
-    """AdamW settings; the paper uses lr 1e-5, betas (0.9, 0.999), weight decay 0.01."""
-    micro_batch_tokens: int = Field(default=8192, ge=1)
-    """Padded tokens (rows x longest row) per forward/backward; bounds activation memory."""
-    dtype: DType = "float32"
-    """Parameter dtype of the trained critic."""
-    device: str | None = None
-    """Device to train on; None picks this rank's GPU if there is one, else the CPU."""
-    parallelism: Literal["ddp", "fsdp2"] = "ddp"
-    """Data parallelism under torchrun: ``ddp`` (full replica per rank) or ``fsdp2`` (``fully_shard``: weights, gradients, AdamW state sharded)."""
-    mixed_precision: Literal["auto", "bf16", "off"] = "auto"
-    """bf16 compute with float32 master weights and gradient reduction; ``auto``: bf16 on GPUs that support it, off on CPU."""
-    activation_checkpointing: bool = False
-    """Recompute each decoder layer's activations in the backward pass (less memory, one more forward)."""
 
 
 class CriticTrainer(HFTrainer):
@@ -85,7 +63,7 @@ class CriticTrainer(HFTrainer):
         self.config = config or CriticTrainerConfig()
         if getattr(model.config, "num_labels", None) != 1:
             raise ValueError(f"critic model must have one label (a scalar head), got {model.config.num_labels}")
-        nn.Module.to(model, DTYPES[self.config.dtype])  # in place
+        nn.Module.to(model, torch_dtype(self.config.dtype))  # in place
         source = Path(tokenizer_source) if tokenizer_source is not None else None
         self._start(model, self.config.optimizer, self.config.device, source, ParallelSettings.of(self.config))
 
@@ -93,14 +71,14 @@ class CriticTrainer(HFTrainer):
     def from_policy(cls, policy_dir: str | Path, config: CriticTrainerConfig | None = None) -> CriticTrainer:
         """Backbone copied from the policy, head freshly initialised (Le Critique B.3)."""
         config = config or CriticTrainerConfig()
-        model = critic_from_policy(policy_dir, dtype=DTYPES[config.dtype])
+        model = critic_from_policy(policy_dir, dtype=torch_dtype(config.dtype))
         return cls(model, config, tokenizer_source=policy_dir)
 
     @classmethod
     def load(cls, critic_dir: str | Path, config: CriticTrainerConfig | None = None) -> CriticTrainer:
         """Resume from a critic saved with :meth:`save`."""
         config = config or CriticTrainerConfig()
-        return cls(load_critic(critic_dir, dtype=DTYPES[config.dtype]), config, tokenizer_source=critic_dir)
+        return cls(load_critic(critic_dir, dtype=torch_dtype(config.dtype)), config, tokenizer_source=critic_dir)
 
     def _values_from_outputs(self, outputs: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(outputs) if self.config.loss == "bce" else outputs

@@ -20,66 +20,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from lecritique.advantages import AdvantageBatch, LVRLEstimator
-from lecritique.training.engine import DTYPES, DType
+from lecritique.models.dtypes import torch_dtype
+from lecritique.training.config import DistillationConfig
 from lecritique.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
-
-GateKind = Literal["value_decrease", "trajectory_failure", "none"]
-
-
-class DistillationConfig(BaseModel):
-    """On-policy distillation from a teacher as an extra policy-loss term (LVOPD)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-    teacher: str
-    """Causal-LM directory of the teacher; it must share the policy's tokenizer (same vocabulary)."""
-    gate: GateKind = "value_decrease"
-    """Which actions get teacher supervision: value_decrease (LVOPD), trajectory_failure, none."""
-    coef: float = Field(default=1.0, ge=0.0)
-    """Weight of the distillation term."""
-    pg_coef: float = Field(default=1.0, ge=0.0)
-    """Weight of the policy-gradient loss beside it (0: distillation only)."""
-    value_threshold: float = 0.0
-    """value_decrease: supervise actions whose value change is below this (0: any decrease)."""
-    success_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
-    """trajectory_failure: supervise every action of trajectories whose reward is below this."""
-    teacher_dtype: DType = "float32"
-    """Parameter dtype of the teacher."""
-
-
-def _lvrl_batch(trajectories: Sequence[Trajectory]) -> AdvantageBatch:
-    length = max(t.token_ids.shape[0] for t in trajectories)
-    size = len(trajectories)
-    mask = np.zeros((size, length), dtype=bool)
-    values = np.zeros((size, length))
-    step_ids = np.zeros((size, length), dtype=np.int64)
-    for row, t in enumerate(trajectories):
-        if t.values is None:
-            raise ValueError(
-                f"trajectory {row} ({t.trajectory_id!r}) has no values: the value_decrease gate needs the critic's values"
-            )
-        n = t.token_ids.shape[0]
-        mask[row, :n] = t.policy_mask
-        values[row, :n] = t.values
-        step_ids[row, :n] = t.step_ids
-    return AdvantageBatch(
-        rewards=np.array([t.reward for t in trajectories]),
-        group_ids=np.array([t.group_id for t in trajectories]),
-        mask=mask,
-        values=values,
-        step_ids=step_ids,
-    )
 
 
 def lvopd_gates(trajectories: Sequence[Trajectory], config: DistillationConfig) -> list[np.ndarray]:
@@ -90,7 +42,7 @@ def lvopd_gates(trajectories: Sequence[Trajectory], config: DistillationConfig) 
         return [t.policy_mask.copy() for t in trajectories]
     if config.gate == "trajectory_failure":
         return [t.policy_mask & (t.reward < config.success_threshold) for t in trajectories]
-    batch = _lvrl_batch(trajectories)
+    batch = AdvantageBatch.from_trajectories(trajectories, values_needed_by="the value_decrease gate")
     gates = []
     for row, (trajectory, step_changes) in enumerate(
         zip(trajectories, LVRLEstimator().step_advantages(batch), strict=True)
@@ -127,7 +79,7 @@ class Distiller:
 
     def __init__(self, config: DistillationConfig, device: torch.device, vocab_size: int) -> None:
         self.config = config
-        teacher: PreTrainedModel = AutoModelForCausalLM.from_pretrained(config.teacher, dtype=DTYPES[config.teacher_dtype])
+        teacher: PreTrainedModel = AutoModelForCausalLM.from_pretrained(config.teacher, dtype=torch_dtype(config.teacher_dtype))
         if int(teacher.config.vocab_size) != vocab_size:
             raise ValueError(
                 f"distillation.teacher {config.teacher} has vocabulary size {teacher.config.vocab_size}, "

@@ -27,12 +27,12 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 import torch
 import torch.distributed as dist
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from transformers import PreTrainedModel
 
 from lecritique.training import fsdp
+from lecritique.training.config import OptimizerConfig
 from lecritique.training.distributed import DistributedContext, current_context, default_device
 from lecritique.weights import WeightStore
 from lecritique.weights.safetensors_stream import layout_of, write_safetensors_stream
@@ -40,8 +40,6 @@ from lecritique.weights.safetensors_stream import layout_of, write_safetensors_s
 logger = logging.getLogger(__name__)
 
 Micro = TypeVar("Micro")
-
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
 # Files that make up a tokenizer saved next to HF weights; copied verbatim on save.
 _TOKENIZER_FILES = (
@@ -54,26 +52,6 @@ _TOKENIZER_FILES = (
     "added_tokens.json",
     "chat_template.jinja",
 )
-
-
-class OptimizerConfig(BaseModel):
-    """AdamW with global-norm gradient clipping (Le Critique Tables 1 and 2)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    lr: float = Field(default=1e-6, gt=0.0)
-    """Learning rate (the paper: 1e-6 for the 4B policy, 1e-5 for the critic); constant."""
-    betas: tuple[float, float] = (0.9, 0.999)
-    """AdamW betas."""
-    weight_decay: float = Field(default=0.01, ge=0.0)
-    """AdamW decoupled weight decay."""
-    eps: float = Field(default=1e-8, gt=0.0)
-    """AdamW epsilon."""
-    grad_clip: float = Field(default=1.0, gt=0.0)
-    """Clip the global gradient norm to this value."""
-
-
-DType = Literal["float32", "bfloat16", "float64"]
 
 
 def read_tokenizer_files(source_dir: Path) -> dict[str, bytes]:

@@ -26,44 +26,10 @@ Gradients flow through ``r`` (d r / d logp = r): an importance-weighted policy g
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Annotated, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
-
-class DPPOLossConfig(BaseModel):
-    """PRIME-RL's default DPPO+KL loss, with Le Critique Table 1's settings as defaults."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: Literal["dppo"] = "dppo"
-    """Selects this loss."""
-    mask_high: float = Field(default=0.2, ge=0.0)
-    """Drop a token with A > 0 whose probability rose by more than this since the rollout."""
-    mask_low: float = Field(default=0.2, ge=0.0)
-    """Drop a token with A < 0 whose probability fell by more than this since the rollout."""
-    kl_coef: float = Field(default=1e-3, ge=0.0)
-    """Coefficient of the squared log-ratio penalty (logp - old_logp)^2 on every policy token."""
-
-
-class PPOClipLossConfig(BaseModel):
-    """The standard PPO clipped surrogate (Schulman et al., 2017), optionally with the penalty."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: Literal["ppo_clip"] = "ppo_clip"
-    """Selects this loss."""
-    clip_low: float = Field(default=0.2, gt=0.0, lt=1.0)
-    """Lower clip range: the ratio is clipped at 1 - clip_low."""
-    clip_high: float = Field(default=0.2, gt=0.0)
-    """Upper clip range: the ratio is clipped at 1 + clip_high."""
-    kl_coef: float = Field(default=0.0, ge=0.0)
-    """Coefficient of the squared log-ratio penalty (0: plain PPO-clip)."""
-
-
-PolicyLossConfig = Annotated[DPPOLossConfig | PPOClipLossConfig, Field(discriminator="kind")]
-"""Which policy loss to use, selected by ``kind``."""
+from lecritique.training.config import DPPOLossConfig, PPOClipLossConfig
 
 
 @dataclass

@@ -16,13 +16,13 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 from transformers import AutoModelForCausalLM
 
+from lecritique.models.dtypes import torch_dtype
 from lecritique.training.collate import (
     PolicyBatch,
     collate_policy,
@@ -30,40 +30,14 @@ from lecritique.training.collate import (
     token_logprobs,
     validate_policy_trajectories,
 )
-from lecritique.training.distillation import DistillationConfig, Distiller, collate_gates, lvopd_gates
+from lecritique.training.config import PolicyTrainerConfig
+from lecritique.training.distillation import Distiller, collate_gates, lvopd_gates
 from lecritique.training.distributed import all_reduce_sum, shard_indices
-from lecritique.training.engine import DTYPES, DType, HFTrainer, OptimizerConfig, ParallelSettings
-from lecritique.training.policy_loss import DPPOLossConfig, LossStatistics, PolicyLossConfig, policy_loss
+from lecritique.training.engine import HFTrainer, ParallelSettings
+from lecritique.training.policy_loss import LossStatistics, policy_loss
 from lecritique.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
-
-
-class PolicyTrainerConfig(BaseModel):
-    """Policy update settings. Defaults suit tiny CPU models; the paper's are in the docstrings."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    loss: PolicyLossConfig = Field(default_factory=DPPOLossConfig)
-    """Policy loss: ``dppo`` (the paper's PRIME-RL default) or ``ppo_clip``."""
-    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-6))
-    """AdamW settings; the paper uses lr 1e-6, betas (0.9, 0.999), weight decay 0.01, clip 1.0."""
-    micro_batch_tokens: int = Field(default=8192, ge=1)
-    """Padded tokens (rows x longest row) per forward/backward; bounds activation memory."""
-    temperature: float = Field(default=1.0, gt=0.0)
-    """Sampling temperature of the rollouts (logits are divided by it; the paper samples at 1.0)."""
-    dtype: DType = "float32"
-    """Parameter dtype of the trained model."""
-    device: str | None = None
-    """Device to train on; None picks this rank's GPU if there is one, else the CPU."""
-    distillation: DistillationConfig | None = None
-    """LVOPD: value-gated on-policy distillation from a teacher as an extra loss term (None: off)."""
-    parallelism: Literal["ddp", "fsdp2"] = "ddp"
-    """Data parallelism under torchrun: ``ddp`` (full replica per rank) or ``fsdp2`` (``fully_shard``: weights, gradients, AdamW state sharded)."""
-    mixed_precision: Literal["auto", "bf16", "off"] = "auto"
-    """bf16 compute with float32 master weights and gradient reduction; ``auto``: bf16 on GPUs that support it, off on CPU."""
-    activation_checkpointing: bool = False
-    """Recompute each decoder layer's activations in the backward pass (less memory, one more forward)."""
 
 
 class PolicyTrainer(HFTrainer):
@@ -76,7 +50,7 @@ class PolicyTrainer(HFTrainer):
         self.model_dir = Path(model_dir)
         if not (self.model_dir / "config.json").is_file():
             raise ValueError(f"policy model directory {self.model_dir} has no config.json")
-        model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=DTYPES[self.config.dtype])
+        model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=torch_dtype(self.config.dtype))
         self._start(
             model, self.config.optimizer, self.config.device, self.model_dir, ParallelSettings.of(self.config)
         )

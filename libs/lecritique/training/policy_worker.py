@@ -25,13 +25,14 @@ import torch.distributed as dist
 from rich.progress import Progress
 
 from lecritique.training.checkpoint import TrainerCheckpoints
+from lecritique.training.config import PolicyTrainerConfig
 from lecritique.training.distributed import (
     DistributedContext,
     broadcast_trajectories,
     current_context,
     init_distributed_from_env,
 )
-from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
+from lecritique.training.policy_trainer import PolicyTrainer
 from lecritique.trajectory import Trajectory
 from lecritique.weights import WeightStore
 

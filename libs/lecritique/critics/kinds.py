@@ -1,0 +1,196 @@
+"""The critic kinds, as one table: everything that differs between kinds is declared here.
+
+Each :class:`CriticKind` names its spec class (the experiment spec's ``critic`` section), its
+value-evaluator backend, its trainer (None: never trained), the estimators it admits and what its
+pods need. Everything else asks :func:`critic_kind`; no other module compares kind names.
+Backends and trainers import torch, so they are named by functions that import them on use:
+this module stays light enough for the spec and the launchers.
+
+A new kind: its settings and spec class (``specs.py``), its backend (and trainer), one row here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+from lecritique.critics.config import OpenAIEndpointConfig
+from lecritique.critics.specs import (
+    CriticServingSpec,
+    CriticSpec,
+    DiscriminativeCriticSpec,
+    FrozenLLMCriticSpec,
+    GenerativeCriticSpec,
+    TrainedCriticSpec,
+)
+from lecritique.critics.types import CriticBackend
+from lecritique.trajectory import Trajectory
+
+S = TypeVar("S", bound=CriticServingSpec)
+
+
+@dataclass(frozen=True)
+class ServingContext:
+    """Where a backend serves: the policy it reads trajectories with, the version, the experiment."""
+
+    policy_dir: Path
+    """The policy directory (its tokenizer decodes trajectories for text critics)."""
+    version: int = 0
+    """The critic version being loaded (0 for a kind without versions)."""
+    experiment: str = ""
+    """Experiment id (metric labels of LLM clients)."""
+
+
+@dataclass(frozen=True)
+class SecretEnv:
+    """An environment variable a pod reads from a Kubernetes Secret."""
+
+    variable: str
+    secret: str
+    key: str
+
+
+@dataclass(frozen=True)
+class PodNeeds:
+    """What a kind's pods need beyond the chart's defaults."""
+
+    evaluator_secrets: tuple[SecretEnv, ...] = ()
+    """Secrets mounted as environment variables in the value evaluator (e.g. an LLM API key)."""
+
+
+class CriticLearner(Protocol):
+    """What the value trainer drives: one update per replay batch, saves for publishing."""
+
+    def train_step(self, trajectories: Sequence[Trajectory], targets: Any = None) -> dict[str, float]: ...
+
+    def save(self, directory: Path) -> Path | None: ...
+
+
+@dataclass(frozen=True)
+class TrainerFactory(Generic[S]):
+    """How the value trainer makes a kind's learner."""
+
+    fresh: Callable[[S, Path, int], CriticLearner]
+    """``(critic, policy_dir, seed)``: a new critic initialised from the policy."""
+    resume: Callable[[S, Path, Callable[[], Path], int], CriticLearner]
+    """``(critic, version_dir, policy_dir, seed)``: continue from a published version."""
+    loss: Callable[[S], str]
+    """The loss the learner minimises (reported by the value trainer's Info)."""
+
+
+@dataclass(frozen=True)
+class CriticKind(Generic[S]):
+    name: str
+    spec: type[S]
+    """The ``critic`` section of this kind."""
+    backend: Callable[[S, Path | None, ServingContext], CriticBackend]
+    """The value-evaluator backend of a published version's directory (None: a kind without versions)."""
+    trainer: TrainerFactory[S] | None
+    """None: never trained (no replay consumed, no warmup, served as version 0)."""
+    untrained_weights: Callable[[S, Path, Path], Path] | None = None
+    """``(critic, policy_dir, scratch)``: weights of the untrained critic, for ``critic-eval``."""
+    estimators: frozenset[str] | None = None
+    """Advantage estimators this critic can feed (None: every estimator)."""
+    pod_needs: Callable[[S], PodNeeds] = field(default=lambda critic: PodNeeds())
+
+    @property
+    def trained(self) -> bool:
+        """Whether the kind has published versions and a value trainer."""
+        return issubclass(self.spec, TrainedCriticSpec)
+
+
+def _discriminative_backend(critic: DiscriminativeCriticSpec, weights: Path | None, where: ServingContext) -> CriticBackend:
+    from lecritique.critics.discriminative import DiscriminativeCritic
+
+    if weights is None:
+        raise ValueError("a discriminative critic needs a published critic version")
+    return DiscriminativeCritic(weights, critic)
+
+
+def _discriminative_fresh(critic: DiscriminativeCriticSpec, policy_dir: Path, seed: int) -> CriticLearner:
+    from lecritique.training.critic_trainer import CriticTrainer
+
+    return CriticTrainer.from_policy(policy_dir, critic)
+
+
+def _discriminative_resume(
+    critic: DiscriminativeCriticSpec, version_dir: Path, policy_dir: Callable[[], Path], seed: int
+) -> CriticLearner:
+    from lecritique.training.critic_trainer import CriticTrainer
+
+    return CriticTrainer.load(version_dir, critic)
+
+
+def _discriminative_untrained(critic: DiscriminativeCriticSpec, policy_dir: Path, scratch: Path) -> Path:
+    """A random head on the policy's backbone, saved (the critic-eval spec's seed makes it repeatable)."""
+    _discriminative_fresh(critic, policy_dir, 0).save(scratch)
+    return scratch
+
+
+def _generative_backend(critic: GenerativeCriticSpec, weights: Path | None, where: ServingContext) -> CriticBackend:
+    from lecritique.critics.generative import GenerativeCritic
+
+    if weights is None:
+        raise ValueError("a generative critic needs a published critic version")
+    return GenerativeCritic(critic, weights, policy_dir=where.policy_dir, version=where.version)
+
+
+def _generative_fresh(critic: GenerativeCriticSpec, policy_dir: Path, seed: int) -> CriticLearner:
+    from lecritique.critics.generative_trainer import GenerativeCriticTrainer
+
+    return GenerativeCriticTrainer.from_policy(policy_dir, critic, seed=seed)
+
+
+def _generative_resume(
+    critic: GenerativeCriticSpec, version_dir: Path, policy_dir: Callable[[], Path], seed: int
+) -> CriticLearner:
+    from lecritique.critics.generative_trainer import GenerativeCriticTrainer
+
+    return GenerativeCriticTrainer.load(version_dir, critic, policy_dir=policy_dir(), seed=seed)
+
+
+def _frozen_backend(critic: FrozenLLMCriticSpec, weights: Path | None, where: ServingContext) -> CriticBackend:
+    from lecritique.critics.frozen_llm import FrozenLLMCritic
+
+    return FrozenLLMCritic(critic, policy_dir=where.policy_dir, experiment=where.experiment)
+
+
+def _frozen_pod_needs(critic: FrozenLLMCriticSpec) -> PodNeeds:
+    llm = critic.llm
+    if not isinstance(llm, OpenAIEndpointConfig) or llm.api_key_secret is None or llm.api_key_env is None:
+        return PodNeeds()
+    return PodNeeds(evaluator_secrets=(SecretEnv(llm.api_key_env, llm.api_key_secret, llm.api_key_secret_key),))
+
+
+KINDS: dict[str, CriticKind[Any]] = {
+    kind.name: kind
+    for kind in (
+        CriticKind(
+            "discriminative",
+            DiscriminativeCriticSpec,
+            backend=_discriminative_backend,
+            trainer=TrainerFactory(_discriminative_fresh, _discriminative_resume, loss=lambda critic: critic.loss),
+            untrained_weights=_discriminative_untrained,
+        ),
+        CriticKind(
+            "generative",
+            GenerativeCriticSpec,
+            backend=_generative_backend,
+            trainer=TrainerFactory(_generative_fresh, _generative_resume, loss=lambda critic: "reinforce"),
+            # The untrained generative critic is its initial causal LM, as published at version 0.
+            untrained_weights=lambda critic, policy_dir, scratch: Path(critic.model_path or policy_dir),
+        ),
+        CriticKind("frozen_llm", FrozenLLMCriticSpec, backend=_frozen_backend, trainer=None, pod_needs=_frozen_pod_needs),
+    )
+}
+"""Every critic kind by name (the ``kind`` of a spec's critic section)."""
+
+
+def critic_kind(critic: CriticSpec | CriticServingSpec) -> CriticKind[Any]:
+    """The kind a critic spec belongs to."""
+    for kind in KINDS.values():
+        if isinstance(critic, kind.spec):
+            return kind
+    raise TypeError(f"{type(critic).__name__} is no critic kind's spec; kinds: {', '.join(KINDS)}")

@@ -1,0 +1,114 @@
+"""The ``critic`` section of an experiment spec: one model per critic kind, selected by ``kind``.
+
+Every kind shares the serving fields (context, replicas, replay); trained kinds add their
+update schedule. The table of kinds (:mod:`lecritique.critics.kinds`) names these classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig, SpecBase
+from lecritique.critics.icc import INITIAL_REWARD_AVERAGE, REWARD_AVERAGE_DECAY
+from lecritique.critics.types import PEER_SUMMARY_CHARS, CriticContextKind
+from lecritique.replay.config import ReplayBounds
+from lecritique.training.config import CriticTrainerConfig, OptimizerConfig
+from lecritique.weights.config import SharedVolumeTransport, WeightTransportConfig
+
+DEFAULT_KIND = "discriminative"
+"""The kind of a critic section that names none."""
+
+
+@dataclass(frozen=True)
+class ActorConditioning:
+    """In-Context Conditioning settings (GenAC §5.1): how the actor is described to the critic."""
+
+    description: str | None = None
+    """The actor's description (None: its size and architecture, from the policy's config)."""
+    reward_average_decay: float = REWARD_AVERAGE_DECAY
+    """Decay of the running average of the actor's batch mean reward."""
+    initial_reward_average: float = INITIAL_REWARD_AVERAGE
+    """The average shown before the first batch has finished."""
+
+
+class CriticServingSpec(SpecBase):
+    """What every critic kind shares: its context, its serving replicas, the replay it is fed."""
+
+    context: CriticContextKind = "none"
+    """Privileged context: none (VF), reference (answer / solved grid), loo_group (other responses + rewards)."""
+    privileged_key: str | None = None
+    """Which privileged field ``reference`` uses (None: the environment's first)."""
+    max_context_chars: int = Field(default=512, ge=1, le=1_000_000)
+    """Truncate the rendered privileged context to this many characters."""
+    evaluator_replicas: int = Field(default=1, ge=1, le=1024)
+    """Value-evaluator service replicas."""
+    replay: ReplayBounds = Field(default_factory=ReplayBounds)
+    """Replay buffer bounds."""
+
+    def actor_conditioning(self) -> ActorConditioning:
+        """How the actor is described to this critic (kinds without settings get the defaults)."""
+        return ActorConditioning()
+
+    def peer_summary_chars(self) -> int:
+        """Characters of one group peer's summary in this critic's queries."""
+        return PEER_SUMMARY_CHARS
+
+
+class TrainedCriticSpec(CriticServingSpec):
+    """A critic with weights: trained from the replay stream, published as versions."""
+
+    warmup_updates: int = Field(default=20, ge=0, le=1_000_000)
+    """Critic updates before the first policy update (Appendix B.3: 20)."""
+    batch_size: int | None = Field(default=None, ge=1, le=10_000_000)
+    """Trajectories per critic update (None: the policy batch size, as in Table 2)."""
+    publish_every: int = Field(default=1, ge=1, le=1_000_000)
+    """Publish critic weights every this many updates (large models: publishing costs a checkpoint)."""
+    keep_versions: int = Field(default=8, ge=2, le=10_000)
+    """Critic versions kept in the weight store (older ones are pruned)."""
+
+
+class DiscriminativeCriticSpec(CriticTrainerConfig, TrainedCriticSpec):
+    """The scalar-head critic (backbone copied from the policy, head random; Appendix B.3)."""
+
+    kind: Literal["discriminative"] = "discriminative"
+    """Critic kind served by the value evaluator."""
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
+    """AdamW settings of the critic (Table 2: lr 1e-5, weight decay 0.01)."""
+    weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
+    """How new critic versions reach the value evaluators: ``shared_volume`` or ``broadcast``."""
+
+
+class GenerativeCriticSpec(GenerativeCriticConfig, TrainedCriticSpec):
+    """GenAC's generative critic: reasons, states a score 0-10, trained by REINFORCE (GenAC §5)."""
+
+    kind: Literal["generative"] = "generative"
+    """Critic kind served by the value evaluator."""
+
+    def actor_conditioning(self) -> ActorConditioning:
+        return ActorConditioning(self.actor_description, self.reward_average_decay, self.initial_reward_average)
+
+
+class FrozenLLMCriticSpec(FrozenLLMConfig, CriticServingSpec):
+    """LVRL's frozen LLM critic with group context; never trained, served as version 0."""
+
+    kind: Literal["frozen_llm"] = "frozen_llm"
+    """Critic kind served by the value evaluator."""
+
+    def peer_summary_chars(self) -> int:
+        return self.max_peer_chars
+
+
+CriticSpec = Annotated[
+    DiscriminativeCriticSpec | GenerativeCriticSpec | FrozenLLMCriticSpec, Field(discriminator="kind")
+]
+"""The critic section: one of the kinds (:data:`lecritique.critics.kinds.KINDS` lists them)."""
+
+
+def default_critic_kind(value: Any) -> Any:
+    """A critic mapping without ``kind`` is the default kind; other kinds must be named."""
+    if isinstance(value, dict) and "kind" not in value:
+        return {**value, "kind": DEFAULT_KIND}
+    return value

@@ -1,0 +1,30 @@
+"""Held-out evaluation: greedy episodes of the current policy on the same eval-split tasks every time."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from lecritique.engines.base import SamplingParams
+from lecritique.episodes import EpisodePlayer
+from lecritique.orchestrator.clients import EnvironmentClient
+from lecritique.orchestrator.episodes import play_batch
+
+logger = logging.getLogger(__name__)
+
+
+def held_out_success(
+    player: EpisodePlayer, environment: EnvironmentClient, tasks: int, seed: int, step: int
+) -> dict[str, float]:
+    """``eval_success`` (reward >= 1), ``eval_reward_mean`` and ``eval_seconds`` of one greedy
+    episode per task on ``tasks`` eval-split tasks (the same ones for the same ``seed``)."""
+    start = time.perf_counter()
+    sampled = environment.sample_tasks(tasks, "eval", seed)
+    greedy = SamplingParams(temperature=0.0, top_p=1.0, max_tokens=player.sampling.max_tokens)
+    episodes = play_batch(player, sampled, 1, first_group_id=0, seed=seed, trajectory_prefix=f"eval{step}", sampling=greedy)
+    rewards = np.array([t.reward for t in episodes.trajectories], dtype=np.float64)
+    success = float(np.mean(rewards >= 1.0))
+    logger.info("step %d: held-out greedy success %.3f on %d tasks", step, success, len(sampled))
+    return {"eval_success": success, "eval_reward_mean": float(rewards.mean()), "eval_seconds": time.perf_counter() - start}

@@ -1,0 +1,109 @@
+"""What the orchestrator reports: ``metrics.jsonl`` (plus a sink, e.g. Redis) and Prometheus.
+
+Every policy step appends one row to ``metrics.jsonl``; the same row sets the gauges below.
+Estimators declare their own gauges (:attr:`lecritique.advantages.AdvantageEstimator.gauges`),
+so nothing here knows an estimator's metric names.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from lecritique.advantages import estimator_gauges
+
+STEP = Gauge("lecritique_orchestrator_step", "Last completed policy step", ["experiment"])
+REWARD = Gauge("lecritique_reward_mean", "Mean reward of the last policy batch", ["experiment"])
+EXPLAINED_VARIANCE = Gauge(
+    "lecritique_value_explained_variance",
+    "Critic explained variance on the last policy batch",
+    ["experiment", "critic_context"],
+)
+POLICY_VERSION = Gauge("lecritique_policy_version", "Policy weight version in rollout", ["experiment"])
+VALUE_VERSION = Gauge("lecritique_value_version", "Critic weight version of the last evaluation", ["experiment"])
+DROPPED_STALE = Counter("lecritique_dropped_stale_total", "Rollouts dropped as too off-policy", ["experiment"])
+STEP_SECONDS = Histogram(
+    "lecritique_policy_step_seconds",
+    "Wall time of one policy step",
+    ["experiment"],
+    buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
+)
+VALUE_WAIT = Counter(
+    "lecritique_value_wait_seconds_total", "Time the policy loop spent waiting on the value plane", ["experiment"]
+)
+EVAL_SUCCESS = Gauge(
+    "lecritique_eval_success", "Greedy success of the policy on held-out tasks (orchestrator.eval_every)", ["experiment"]
+)
+TOKENS = Counter("lecritique_rollout_tokens_total", "Policy tokens generated", ["experiment"])
+ESTIMATOR_GAUGES = {
+    key: Gauge(f"lecritique_{key}", text, ["experiment", "bucket"]) for key, text in estimator_gauges().items()
+}
+"""The estimators' gauges, by metric key (label ``bucket``: ``all``, or the bucket of ``<key>_bucket_<m>``)."""
+
+_BUCKET_KEY = re.compile(r"^(?P<key>.+)_bucket_(?P<bucket>\d+)$")
+
+
+class StepLog:
+    """``metrics.jsonl`` of one run (one row per policy step) and where else rows go."""
+
+    def __init__(self, path: Path, sink: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.path = path
+        self.sink = sink
+
+    def append(self, row: dict[str, Any]) -> None:
+        with self.path.open("a") as handle:
+            handle.write(json.dumps(row) + "\n")
+        if self.sink is not None:
+            self.sink(row)
+
+    def has_step(self, step: int) -> bool:
+        """Whether a row for ``step`` was written (by this process or one before a restart)."""
+        if not self.path.exists():
+            return False
+        for line in reversed(self.path.read_text().splitlines()):
+            try:
+                if json.loads(line).get("step") == step:
+                    return True
+            except json.JSONDecodeError:
+                continue
+        return False
+
+
+class Telemetry:
+    """Prometheus series of one experiment."""
+
+    def __init__(self, experiment_id: str, critic_context: str) -> None:
+        self.experiment_id = experiment_id
+        self.critic_context = critic_context
+
+    def dropped(self, count: int) -> None:
+        DROPPED_STALE.labels(self.experiment_id).inc(count)
+
+    def finished(self, step: int, policy_version: int) -> None:
+        STEP.labels(self.experiment_id).set(step)
+        POLICY_VERSION.labels(self.experiment_id).set(policy_version)
+
+    def held_out(self, success: float) -> None:
+        EVAL_SUCCESS.labels(self.experiment_id).set(success)
+
+    def step(self, metrics: dict[str, Any]) -> None:
+        """The series of one step's row."""
+        labels = (self.experiment_id,)
+        REWARD.labels(*labels).set(metrics["reward_mean"])
+        if metrics.get("value_explained_variance") is not None:
+            EXPLAINED_VARIANCE.labels(self.experiment_id, self.critic_context).set(metrics["value_explained_variance"])
+        for key, value in metrics.items():
+            match = _BUCKET_KEY.match(key)
+            if key in ESTIMATOR_GAUGES:
+                ESTIMATOR_GAUGES[key].labels(self.experiment_id, "all").set(value)
+            elif match is not None and match["key"] in ESTIMATOR_GAUGES:
+                ESTIMATOR_GAUGES[match["key"]].labels(self.experiment_id, match["bucket"]).set(value)
+        VALUE_VERSION.labels(*labels).set(metrics["value_version"])
+        STEP_SECONDS.labels(*labels).observe(metrics["step_seconds"])
+        VALUE_WAIT.labels(*labels).inc(metrics["value_wait_seconds"])
+        TOKENS.labels(*labels).inc(metrics["policy_tokens"])

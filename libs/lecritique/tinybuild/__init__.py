@@ -1,0 +1,27 @@
+"""Tiny CPU policies built for tests and demos: a character tokenizer, a ~0.5M-parameter Llama, a supervised warm start.
+
+``build_tiny(TinyBuildConfig(task="sudoku-mini"))`` trains on the environment's demonstrations
+(SFT targets ``action + EOS``, loss on action tokens only, contexts rendered with the plain
+template over the previous turns) until a validation success rate reaches the task's
+``stop_at_success`` — RL needs a policy that sometimes succeeds and has room to improve — or the
+step budget runs out. Success is measured with real episodes through ``env.reset``/``env.step``.
+
+Builds are deterministic from the seed on a given machine and cached under
+``$LECRITIQUE_CACHE/tiny/<hash>`` (default ``~/.cache/lecritique/tiny``), keyed by a hash of the
+full build config and the source of the code that produces the model. A build cut short by the
+wall-clock guard (``max_minutes``) is not cached, since it depends on the machine's speed.
+"""
+
+from lecritique.tinybuild.build import build_tiny, build_tiny_model, default_cache_dir, load_build_report
+from lecritique.tinybuild.config import TINY_TASKS, TinyBuild, TinyBuildConfig, TinyTask
+
+__all__ = [
+    "TINY_TASKS",
+    "TinyBuild",
+    "TinyBuildConfig",
+    "TinyTask",
+    "build_tiny",
+    "build_tiny_model",
+    "default_cache_dir",
+    "load_build_report",
+]

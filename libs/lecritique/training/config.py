@@ -1,0 +1,139 @@
+"""Settings of the trainers (light: no torch, no transformers), as experiment specs embed them.
+
+The trainers themselves (:mod:`~lecritique.training.policy_trainer`,
+:mod:`~lecritique.training.critic_trainer`) import torch; specs only need these.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lecritique.models.dtypes import DType
+
+
+class OptimizerConfig(BaseModel):
+    """AdamW with global-norm gradient clipping (Le Critique Tables 1 and 2)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lr: float = Field(default=1e-6, gt=0.0)
+    """Learning rate (the paper: 1e-6 for the 4B policy, 1e-5 for the critic); constant."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    weight_decay: float = Field(default=0.01, ge=0.0)
+    """AdamW decoupled weight decay."""
+    eps: float = Field(default=1e-8, gt=0.0)
+    """AdamW epsilon."""
+    grad_clip: float = Field(default=1.0, gt=0.0)
+    """Clip the global gradient norm to this value."""
+
+
+class DPPOLossConfig(BaseModel):
+    """PRIME-RL's default DPPO+KL loss, with Le Critique Table 1's settings as defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["dppo"] = "dppo"
+    """Selects this loss."""
+    mask_high: float = Field(default=0.2, ge=0.0)
+    """Drop a token with A > 0 whose probability rose by more than this since the rollout."""
+    mask_low: float = Field(default=0.2, ge=0.0)
+    """Drop a token with A < 0 whose probability fell by more than this since the rollout."""
+    kl_coef: float = Field(default=1e-3, ge=0.0)
+    """Coefficient of the squared log-ratio penalty (logp - old_logp)^2 on every policy token."""
+
+
+class PPOClipLossConfig(BaseModel):
+    """The standard PPO clipped surrogate (Schulman et al., 2017), optionally with the penalty."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["ppo_clip"] = "ppo_clip"
+    """Selects this loss."""
+    clip_low: float = Field(default=0.2, gt=0.0, lt=1.0)
+    """Lower clip range: the ratio is clipped at 1 - clip_low."""
+    clip_high: float = Field(default=0.2, gt=0.0)
+    """Upper clip range: the ratio is clipped at 1 + clip_high."""
+    kl_coef: float = Field(default=0.0, ge=0.0)
+    """Coefficient of the squared log-ratio penalty (0: plain PPO-clip)."""
+
+
+PolicyLossConfig = Annotated[DPPOLossConfig | PPOClipLossConfig, Field(discriminator="kind")]
+"""Which policy loss to use, selected by ``kind``."""
+
+
+GateKind = Literal["value_decrease", "trajectory_failure", "none"]
+
+
+class DistillationConfig(BaseModel):
+    """On-policy distillation from a teacher as an extra policy-loss term (LVOPD)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    teacher: str
+    """Causal-LM directory of the teacher; it must share the policy's tokenizer (same vocabulary)."""
+    gate: GateKind = "value_decrease"
+    """Which actions get teacher supervision: value_decrease (LVOPD), trajectory_failure, none."""
+    coef: float = Field(default=1.0, ge=0.0)
+    """Weight of the distillation term."""
+    pg_coef: float = Field(default=1.0, ge=0.0)
+    """Weight of the policy-gradient loss beside it (0: distillation only)."""
+    value_threshold: float = 0.0
+    """value_decrease: supervise actions whose value change is below this (0: any decrease)."""
+    success_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
+    """trajectory_failure: supervise every action of trajectories whose reward is below this."""
+    teacher_dtype: DType = "float32"
+    """Parameter dtype of the teacher."""
+
+
+class DataParallelConfig(BaseModel):
+    """How a trainer spreads over its torchrun ranks and at what precision it computes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    parallelism: Literal["ddp", "fsdp2"] = "ddp"
+    """Data parallelism under torchrun: ``ddp`` (full replica per rank) or ``fsdp2`` (``fully_shard``: weights, gradients, AdamW state sharded)."""
+    mixed_precision: Literal["auto", "bf16", "off"] = "auto"
+    """bf16 compute with float32 master weights and gradient reduction; ``auto``: bf16 on GPUs that support it, off on CPU."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass (less memory, one more forward)."""
+
+
+class PolicyTrainerConfig(DataParallelConfig):
+    """Policy update settings. Defaults suit tiny CPU models; the paper's are in the docstrings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    loss: PolicyLossConfig = Field(default_factory=DPPOLossConfig)
+    """Policy loss: ``dppo`` (the paper's PRIME-RL default) or ``ppo_clip``."""
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-6))
+    """AdamW settings; the paper uses lr 1e-6, betas (0.9, 0.999), weight decay 0.01, clip 1.0."""
+    micro_batch_tokens: int = Field(default=8192, ge=1)
+    """Padded tokens (rows x longest row) per forward/backward; bounds activation memory."""
+    temperature: float = Field(default=1.0, gt=0.0)
+    """Sampling temperature of the rollouts (logits are divided by it; the paper samples at 1.0)."""
+    dtype: DType = "float32"
+    """Parameter dtype of the trained model."""
+    device: str | None = None
+    """Device to train on; None picks this rank's GPU if there is one, else the CPU."""
+    distillation: DistillationConfig | None = None
+    """LVOPD: value-gated on-policy distillation from a teacher as an extra loss term (None: off)."""
+
+
+class CriticTrainerConfig(DataParallelConfig):
+    """Value-function training settings (defaults: Le Critique Table 2)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    loss: Literal["bce", "mse"] = "bce"
+    """``bce`` for rewards in [0, 1] (value = sigmoid(head)), ``mse`` for any real return."""
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
+    """AdamW settings; the paper uses lr 1e-5, betas (0.9, 0.999), weight decay 0.01."""
+    micro_batch_tokens: int = Field(default=8192, ge=1)
+    """Padded tokens (rows x longest row) per forward/backward; bounds activation memory."""
+    dtype: DType = "float32"
+    """Parameter dtype of the trained critic."""
+    device: str | None = None
+    """Device to train on; None picks this rank's GPU if there is one, else the CPU."""
