@@ -1,54 +1,63 @@
-"""The GPU checks of the scale work, as one script (run on a machine with a GPU; CPU works for a dry run).
+"""The GPU checks of the scale work (issue #16) as one command; ``--device cpu`` is a dry run.
 
-    python bench/gpu_check.py OUT_DIR [--hidden 1024 --layers 20]
+    python bench/gpu_check.py OUT_DIR [--device auto|cuda|cpu] [--hidden 1024 --layers 20] [--budget-seconds 300]
 
-1. FSDP2 over NCCL with world size 1, bf16 mixed precision (``auto`` on a bf16 GPU) and
-   activation checkpointing, against an unsharded float32 trainer on the same batches: losses,
-   gradient norms, peak memory; a DCP checkpoint of the sharded state restored into a fresh
-   unsharded trainer; the HF directory published from the shards loaded with from_pretrained.
-2. Whether NCCL accepts two ranks on one GPU (a two-process all-reduce).
-3. The broadcast weight transport from a trainer process to a replica process (NCCL if two
-   ranks on one GPU work, else gloo), and publish + load through the weight store, for a model of
-   a few hundred million parameters: seconds and GB/s.
+(``bench/gpu_check.sh`` sets up the environment on a bare GPU machine and runs this.)
 
-Writes OUT_DIR/gpu_check.json and prints it.
+1. ``fsdp2``: in one process, world size 1 over NCCL (gloo on CPU): a float32 unsharded trainer
+   and an FSDP2 trainer (bf16 mixed precision on CUDA, activation checkpointing) on the same
+   batches (losses, gradient norms, peak memory); a DCP checkpoint of the sharded state after
+   step 2, resumed into a fresh FSDP2 trainer (its step 3 against the uninterrupted one) and into
+   an unsharded float32 trainer (parameters equal); the HF version published from the shards
+   (file list, loaded with ``from_pretrained``, tensors equal to the gathered parameters).
+2. ``nccl_two_ranks_one_gpu``: whether NCCL accepts two ranks on one GPU (a two-process all-reduce).
+3. ``torchrun``: the production entry point, ``lecritique.training.policy_worker`` under torchrun
+   (FSDP2, bf16): 4 steps straight, against 2 steps + DCP checkpoint + a new process resuming to
+   step 4; and, where NCCL allows it (always on CPU), 2 ranks on the one device against 1 rank.
+4. ``transport_*``: the broadcast weight transport from a trainer process to a replica process
+   (NCCL when two ranks on one GPU work, and gloo), checked tensor for tensor, against publishing
+   to the weight store + loading the HF directory: seconds and GB/s.
+
+Every step records its result or its error and wall time; steps are skipped once the budget is
+spent. Writes OUT_DIR/gpu_check.json and prints it.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
+import math
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-import torch.distributed as dist
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "libs"), str(Path(__file__).resolve().parent)]
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from gpu_check_procs import nccl_two_ranks_one_gpu, torchrun_checks, transport_timing  # noqa: E402
 
 ALPHABET = "1234.\nrc="
+STEPS = 4
+LOSS_TOLERANCE = {"bf16 vs float32 (relative)": 5e-2, "resumed vs uninterrupted (relative)": 1e-3}
+"""Stated tolerances: bf16 compute against float32, and a resumed step against the same step uninterrupted."""
 
 
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _model(directory: Path, hidden: int, layers: int) -> Path:
+def make_model(directory: Path, hidden: int, layers: int) -> Path:
     from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
 
-    architecture = TinyArchitecture(hidden_size=hidden, num_layers=layers, num_heads=hidden // 64, intermediate_size=4 * hidden)
+    architecture = TinyArchitecture(
+        hidden_size=hidden, num_layers=layers, num_heads=max(1, hidden // 64), intermediate_size=4 * hidden
+    )
     return write_random_tiny_policy(directory, ALPHABET, seed=0, architecture=architecture)
 
 
-def _batches(count: int, vocab: int) -> list[Any]:
+def make_batches(count: int, vocab: int, rows: int = 16) -> list[Any]:
     import numpy as np
 
     from lecritique.trajectory import Trajectory
@@ -57,7 +66,7 @@ def _batches(count: int, vocab: int) -> list[Any]:
     batches = []
     for _ in range(count):
         batch = []
-        for index in range(16):
+        for index in range(rows):
             tokens = int(rng.integers(96, 192))
             batch.append(Trajectory(
                 f"t{index}", "task", index // 4, rng.integers(1, vocab, 64), rng.integers(1, vocab, tokens),
@@ -68,184 +77,211 @@ def _batches(count: int, vocab: int) -> list[Any]:
     return batches
 
 
-def fsdp_check(model_dir: Path, work: Path) -> dict[str, Any]:
-    """World size 1 over NCCL (gloo without CUDA): FSDP2 + bf16 + activation checkpointing vs float32 unsharded."""
-    from transformers import AutoModelForCausalLM
-
-    from lecritique.training.checkpoint import TrainerCheckpoints
-    from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
-    from lecritique.weights import WeightStore
-
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{_port()}", rank=0, world_size=1)
-    config = {"optimizer": {"lr": 1e-5}, "micro_batch_tokens": 4096}
-    batches = _batches(3, vocab=10)
-    result: dict[str, Any] = {"backend": backend}
-    runs = {}
-    for label, settings in (("float32 unsharded", {"mixed_precision": "off"}),
-                            ("fsdp2 bf16 + activation checkpointing", {"parallelism": "fsdp2", "activation_checkpointing": True})):
-        if torch.cuda.is_available():
-            torch.cuda.reset_peak_memory_stats()
-        trainer = PolicyTrainer(model_dir, PolicyTrainerConfig.model_validate({**config, **settings}))
-        started = time.perf_counter()
-        metrics = [trainer.train_step(batch) for batch in batches]
-        runs[label] = trainer
-        result[label] = {
-            "sharded": trainer.engine.sharded, "compute_dtype": str(trainer.engine.compute_dtype),
-            "loss": [m["loss"] for m in metrics], "grad_norm": [m["grad_norm"] for m in metrics],
-            "seconds": time.perf_counter() - started,
-            "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
-        }
-    sharded = runs["fsdp2 bf16 + activation checkpointing"]
-    checkpoints = TrainerCheckpoints(work / "ckpt")
-    checkpoints.save(sharded)
-    restored = PolicyTrainer(model_dir, PolicyTrainerConfig.model_validate({**config, "mixed_precision": "off"}))
-    checkpoints.load(restored, checkpoints.path(sharded.steps))
-    version = sharded.publish(WeightStore(work / "store"))
-    published = AutoModelForCausalLM.from_pretrained(str(WeightStore(work / "store").path("policy", version or 0)))
-    gathered = {name: tensor.full_tensor().cpu() for name, tensor in sharded.model.state_dict().items()}
-    result["checkpoint_restored_equal"] = all(
-        torch.equal(parameter.detach().cpu(), gathered[name]) for name, parameter in restored.model.named_parameters()
-    )
-    result["published_equal"] = all(torch.equal(tensor, gathered[name]) for name, tensor in published.state_dict().items())
-    result["restored_optimizer_states"] = len(restored.engine.optimizer.state)
-    dist.destroy_process_group()
-    return result
+def trainer_settings(device: str, sharded: bool) -> dict[str, Any]:
+    """PolicyTrainerConfig data: float32 unsharded, or FSDP2 with bf16 (on CUDA) and activation checkpointing."""
+    base = {"optimizer": {"lr": 1e-5}, "micro_batch_tokens": 4096, "device": device}
+    if not sharded:
+        return {**base, "mixed_precision": "off"}
+    precision = "bf16" if device == "cuda" else "off"
+    return {**base, "parallelism": "fsdp2", "mixed_precision": precision, "activation_checkpointing": True}
 
 
-def _two_ranks_worker(rank: int, port: int, out: str) -> None:
-    torch.cuda.set_device(0)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=60))
-    value = torch.ones(1, device="cuda") * (rank + 1)
-    dist.all_reduce(value)
-    Path(out).write_text(str(float(value.item())))
-    dist.destroy_process_group()
+def _relative(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-12)
 
 
-def nccl_two_ranks_one_gpu(work: Path) -> dict[str, Any]:
-    if not torch.cuda.is_available():
-        return {"skipped": "no CUDA"}
-    port = _port()
-    outs = [work / f"rank{rank}.txt" for rank in range(2)]
-    code = "import sys; sys.path[:0] = sys.argv[4:]; from gpu_check import _two_ranks_worker as w; w(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])"
-    processes = [subprocess.Popen([sys.executable, "-c", code, str(rank), str(port), str(outs[rank]), str(Path(__file__).parent), *sys.path],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in range(2)]
-    logs = []
-    for process in processes:
-        try:
-            logs.append(process.communicate(timeout=60)[0][-1500:])
-        except subprocess.TimeoutExpired:
-            process.kill()
-            logs.append("timed out")
-    ok = all(out.exists() and out.read_text() == "3.0" for out in outs)
-    return {"works": ok, "log_tail": "" if ok else logs}
+def _peak_gib(device: str) -> float | None:
+    return torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
 
 
-def _receiver(root: str, model_dir: str, marks: str, device: str) -> None:
-    import threading
-
-    from transformers import AutoModelForCausalLM
-
-    from lecritique.weights.broadcast import BroadcastReceiver, model_tensors
-
-    if device.startswith("cuda"):
-        torch.cuda.set_device(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir).to(device)
-    lock = threading.Lock()
-
-    def applied(version: int) -> None:
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        with open(marks, "a") as handle:
-            handle.write(f"{version} {time.time()}\n")
-
-    BroadcastReceiver(Path(root) / "policy", lambda: dict(model_tensors(model)), lambda: lock, applied).start()._thread.join(600)
-
-
-def transport_timing(model_dir: Path, work: Path, backend: str) -> dict[str, Any]:
-    """Trainer publish -> replica has every tensor: broadcast, and weight store write + HF load."""
-    from lecritique.engines import HFEngine, HFEngineConfig
-    from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
-    from lecritique.training.weight_sync import WeightSync
-    from lecritique.weights import WeightStore
-    from lecritique.weights.config import BroadcastTransport
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    trainer = PolicyTrainer(model_dir, PolicyTrainerConfig(mixed_precision="off"))
-    size = sum(p.numel() * p.element_size() for p in trainer.model.parameters())
-    store = WeightStore(work / "volume")
+def _run(trainer: Any, batches: list[Any], device: str) -> dict[str, Any]:
     started = time.perf_counter()
-    version = trainer.publish(store)
-    publish_s = time.perf_counter() - started
-    engine = HFEngine(HFEngineConfig(model_path=str(model_dir), device=device))
-    started = time.perf_counter()
-    engine.load_weights(1, str(store.path("policy", version or 0)))
-    if device == "cuda":
-        torch.cuda.synchronize()
-    load_s = time.perf_counter() - started
-    del engine
-    marks = work / "applied.txt"
-    root = work / "broadcast"
-    code = "import sys; sys.path[:0] = sys.argv[5:]; from gpu_check import _receiver as r; r(*sys.argv[1:5])"
-    replica = subprocess.Popen([sys.executable, "-c", code, str(root), str(model_dir), str(marks), device, str(Path(__file__).parent), *sys.path])
-    try:
-        sync = WeightSync(trainer, WeightStore(root), "policy",
-                          BroadcastTransport(port=0, backend=backend, persist_every=1000, join_timeout_seconds=180), receivers=1)
-        sync.publish()
-        with torch.no_grad():
-            for parameter in trainer.model.parameters():
-                parameter.add_(1e-3)
-        started = time.time()
-        sent = sync.publish()
-        while not marks.exists() or str(sent) not in [line.split()[0] for line in marks.read_text().splitlines()]:
-            time.sleep(0.002)
-        applied = dict(line.split() for line in marks.read_text().splitlines())
-        broadcast_s = float(applied[str(sent)]) - started
-        sync.close()
-    finally:
-        replica.wait(timeout=120)
+    metrics = [trainer.train_step(batch) for batch in batches]
     return {
-        "backend": backend, "device": device, "parameters": sum(p.numel() for p in trainer.model.parameters()),
-        "bytes": size, "publish_s": publish_s, "load_hf_s": load_s, "broadcast_s": broadcast_s,
-        "volume_gb_s": size / (publish_s + load_s) / 1e9, "broadcast_gb_s": size / broadcast_s / 1e9,
+        "sharded": trainer.engine.sharded, "compute_dtype": str(trainer.engine.compute_dtype),
+        "loss": [m["loss"] for m in metrics], "grad_norm": [m["grad_norm"] for m in metrics],
+        "seconds": time.perf_counter() - started, "peak_gib": _peak_gib(device),
     }
 
 
-def _step(results: dict[str, Any], name: str, action: Any) -> None:
-    started = time.perf_counter()
+def _full_state(trainer: Any) -> dict[str, torch.Tensor]:
+    """Every parameter gathered to a whole tensor on the CPU (DTensor shards or plain tensors)."""
+    state = {}
+    for name, tensor in trainer.model.state_dict().items():
+        whole = tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
+        state[name] = whole.detach().to("cpu", copy=True)  # a copy: world size 1 gathers without one
+    return state
+
+
+def fsdp_check(model_dir: Path, work: Path, device: str) -> dict[str, Any]:
+    """World size 1: FSDP2 (bf16 + activation checkpointing) against float32 unsharded; DCP resume; sharded publish."""
+    from transformers import AutoModelForCausalLM
+
+    from lecritique.training.checkpoint import TrainerCheckpoints
+    from lecritique.training.config import PolicyTrainerConfig
+    from lecritique.training.distributed import free_local_port
+    from lecritique.training.policy_trainer import PolicyTrainer
+    from lecritique.weights import WeightStore
+
+    backend = "nccl" if device == "cuda" else "gloo"
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{free_local_port()}", rank=0, world_size=1)
     try:
-        results[name] = action()
-    except Exception:
-        results[name] = {"error": traceback.format_exc()[-3000:]}
-    results[name + "_wall_s"] = time.perf_counter() - started
-    print(name, json.dumps(results[name], default=str)[:2000], flush=True)
+        batches = make_batches(3, vocab=10)
+
+        def trainer(sharded: bool) -> Any:
+            if device == "cuda":
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats()
+            return PolicyTrainer(model_dir, PolicyTrainerConfig.model_validate(trainer_settings(device, sharded)))
+
+        result: dict[str, Any] = {"backend": backend, "tolerances": LOSS_TOLERANCE}
+        reference = trainer(sharded=False)
+        result["float32 unsharded"] = _run(reference, batches, device)
+        del reference
+        sharded = trainer(sharded=True)
+        first = _run(sharded, batches[:2], device)
+        checkpoints = TrainerCheckpoints(work / "ckpt")
+        started = time.perf_counter()
+        checkpoint = checkpoints.save(sharded)
+        result["dcp_save_s"] = time.perf_counter() - started
+        at_step_2 = _full_state(sharded)
+        third = _run(sharded, batches[2:], device)
+        result["fsdp2"] = {**first, "loss": first["loss"] + third["loss"], "grad_norm": first["grad_norm"] + third["grad_norm"],
+                           "seconds": first["seconds"] + third["seconds"], "peak_gib": _peak_gib(device)}
+        result.update(_publish_check(sharded, work, AutoModelForCausalLM, WeightStore))
+        del sharded
+        resumed = trainer(sharded=True)
+        started = time.perf_counter()
+        checkpoints.load(resumed, checkpoint)
+        result["dcp_load_s"] = time.perf_counter() - started
+        result["resumed_at_step"] = resumed.steps
+        result["resumed_step_3"] = _run(resumed, batches[2:], device)
+        del resumed
+        restored = trainer(sharded=False)
+        checkpoints.load(restored, checkpoint)
+        result["unsharded_restore_equal"] = all(
+            torch.equal(parameter.detach().cpu(), at_step_2[name]) for name, parameter in restored.model.named_parameters()
+        )
+        result["unsharded_restore_optimizer_states"] = len(restored.engine.optimizer.state)
+        del restored
+    finally:
+        dist.destroy_process_group()
+    result["verdict"] = _fsdp_verdict(result)
+    return result
+
+
+def _publish_check(sharded: Any, work: Path, auto_model: Any, weight_store: Any) -> dict[str, Any]:
+    """Publish from the shards (gathered one tensor at a time) and compare with the gathered parameters."""
+    gathered = _full_state(sharded)
+    store = weight_store(work / "store")
+    started = time.perf_counter()
+    version = sharded.publish(store)
+    seconds = time.perf_counter() - started
+    directory = store.path("policy", version)
+    published = auto_model.from_pretrained(str(directory))
+    return {
+        "publish_s": seconds,
+        "published_files": sorted(path.name for path in directory.iterdir()),
+        "published_equal": all(torch.equal(tensor, gathered[name]) for name, tensor in published.state_dict().items()),
+    }
+
+
+def _fsdp_verdict(result: dict[str, Any]) -> dict[str, bool]:
+    reference, sharded = result["float32 unsharded"]["loss"], result["fsdp2"]["loss"]
+    resumed = result["resumed_step_3"]["loss"][0]
+    return {
+        "sharded": bool(result["fsdp2"]["sharded"]),
+        "bf16_close_to_float32": max(_relative(a, b) for a, b in zip(sharded, reference, strict=True))
+        <= LOSS_TOLERANCE["bf16 vs float32 (relative)"],
+        "resume_matches": result["resumed_at_step"] == 2
+        and _relative(resumed, sharded[2]) <= LOSS_TOLERANCE["resumed vs uninterrupted (relative)"],
+        "unsharded_restore_equal": bool(result["unsharded_restore_equal"]),
+        "published_equal": bool(result["published_equal"]),
+    }
+
+
+def _step(results: dict[str, Any], name: str, action: Callable[[], Any], deadline: float, out: Path) -> None:
+    """Run one check, record its result (or error, or skip) and write the summary so far."""
+    if time.monotonic() > deadline:
+        results[name] = {"skipped": "time budget spent"}
+    else:
+        started = time.perf_counter()
+        try:
+            results[name] = action()
+        except Exception:
+            results[name] = {"error": traceback.format_exc()[-3000:]}
+        results[name + "_wall_s"] = round(time.perf_counter() - started, 2)
+    print(name, json.dumps(results[name], default=str)[:3000], flush=True)
+    # Written after every step: a run killed from outside still leaves what it found.
+    (out / "gpu_check.json").write_text(json.dumps({**results, "verdict": verdict(results)}, indent=1, default=str))
+
+
+def environment(device: str) -> dict[str, Any]:
+    cuda = device == "cuda"
+    return {
+        "torch": torch.__version__, "cuda_available": torch.cuda.is_available(), "device": device,
+        "device_name": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "bf16_supported": torch.cuda.is_bf16_supported() if cuda else None,
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
-    parser.add_argument("--hidden", type=int, default=1024)
+    parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    parser.add_argument("--hidden", type=int, default=1024, help="model width (1024 x 20 layers: about 250M parameters)")
     parser.add_argument("--layers", type=int, default=20)
+    parser.add_argument("--budget-seconds", type=float, default=300.0, help="start no further step after this long")
     args = parser.parse_args()
+    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device
+    device = "cpu" if device == "auto" else device
+    deadline = time.monotonic() + args.budget_seconds
     args.out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {
-        "torch": torch.__version__, "cuda": torch.cuda.is_available(),
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None,
-        "date": time.strftime("%Y-%m-%d"),
-    }
+    results: dict[str, Any] = {"environment": environment(device), "model": {"hidden": args.hidden, "layers": args.layers}}
+    print("environment", json.dumps(results["environment"]), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        model_dir = _model(work / "model", args.hidden, args.layers)
-        _step(results, "fsdp2", lambda: fsdp_check(model_dir, work / "fsdp"))
-        _step(results, "nccl_two_ranks_one_gpu", lambda: nccl_two_ranks_one_gpu(work))
-        works = isinstance(results["nccl_two_ranks_one_gpu"], dict) and results["nccl_two_ranks_one_gpu"].get("works")
-        if works:
-            _step(results, "transport_nccl", lambda: transport_timing(model_dir, work / "nccl", "nccl"))
-        _step(results, "transport_gloo", lambda: transport_timing(model_dir, work / "gloo", "gloo"))
+        model_dir = make_model(work / "model", args.hidden, args.layers)
+        results["model"]["parameters"] = sum(math.prod(shape) for shape in _shapes(model_dir))
+        _step(results, "fsdp2", lambda: fsdp_check(model_dir, work / "fsdp", device), deadline, args.out)
+        _step(results, "nccl_two_ranks_one_gpu", lambda: nccl_two_ranks_one_gpu(work / "probe", device), deadline, args.out)
+        probe = results["nccl_two_ranks_one_gpu"]
+        two_ranks = device == "cpu" or (isinstance(probe, dict) and probe.get("works") is True)
+        batches = make_batches(STEPS, vocab=10)
+        _step(results, "torchrun", lambda: torchrun_checks(model_dir, work / "torchrun", device, batches, two_ranks,
+                                                           trainer_settings(device, sharded=True), deadline), deadline, args.out)
+        if device == "cuda" and two_ranks:
+            _step(results, "transport_nccl", lambda: transport_timing(model_dir, work / "nccl", device, "nccl"), deadline, args.out)
+        _step(results, "transport_gloo", lambda: transport_timing(model_dir, work / "gloo", device, "gloo"), deadline, args.out)
+    results["verdict"] = verdict(results)
     (args.out / "gpu_check.json").write_text(json.dumps(results, indent=1, default=str))
     print(json.dumps(results, indent=1, default=str))
+
+
+def _shapes(model_dir: Path) -> list[list[int]]:
+    from safetensors import safe_open
+
+    shapes = []
+    for file in sorted(model_dir.glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as handle:
+            shapes.extend(list(handle.get_slice(name).get_shape()) for name in handle.keys())  # noqa: SIM118 (safe_open is not iterable)
+    return shapes
+
+
+def verdict(results: dict[str, Any]) -> dict[str, Any]:
+    """One line per check: True, False, or why it has no answer."""
+    out: dict[str, Any] = {}
+    for name in ("fsdp2", "torchrun", "transport_nccl", "transport_gloo"):
+        value = results.get(name)
+        if not isinstance(value, dict):
+            continue
+        out[name] = value.get("verdict", value.get("error", value.get("skipped", "no verdict")))
+    probe = results.get("nccl_two_ranks_one_gpu")
+    if isinstance(probe, dict):
+        out["nccl_two_ranks_one_gpu"] = probe.get("works", probe.get("skipped", probe.get("error")))
+    return out
 
 
 if __name__ == "__main__":
