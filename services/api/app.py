@@ -59,7 +59,7 @@ def _view(service: ExperimentService, record: ExperimentRecord, *, with_spec: bo
 
 def create_app(settings: ApiSettings, *, launcher: ExperimentLauncher | None = None, redis_client: Any | None = None) -> FastAPI:
     """The application for ``settings`` (tests may pass their own launcher or Redis client)."""
-    from lecritique.replay.connection import redis_client as make_redis_client
+    from lecritique.redis_connection import redis_client as make_redis_client
 
     client = redis_client if redis_client is not None else make_redis_client(settings.redis_url)
     if launcher is None:

@@ -127,8 +127,67 @@ class PolicyTrainerServicer(policy_pb2_grpc.PolicyTrainerServicer):
         )
 
 
+class _TrainingLoop:
+    """Rank 0's training thread: takes Train jobs, steps, publishes, answers the job."""
+
+    def __init__(self, trainer: Any, store: WeightStore, record: StepRecord, servicer: PolicyTrainerServicer, experiment: str) -> None:
+        self.trainer = trainer
+        self.store = store
+        self.record = record
+        self.servicer = servicer
+        self.experiment = experiment
+        self.current: _Job | None = None
+
+    def next_batch(self) -> list[Trajectory] | None:
+        job = self.servicer.jobs.get()
+        if job is None:
+            return None
+        self.current = job
+        return job.trajectories
+
+    def on_step(self, _steps: int, metrics: dict[str, float]) -> None:
+        job, self.current = self.current, None
+        assert job is not None
+        try:
+            published = self.store.publish("policy", self.trainer.save, keep_last=3)
+            result = {
+                "step": job.step,
+                "policy_version": published,
+                "path": str(self.store.path("policy", published)),
+                "metrics": metrics,
+            }
+            self.record.save(result)
+            job.result = result
+            STEPS.labels(self.experiment).inc()
+            LOSS.labels(self.experiment).set(metrics["loss"])
+            TRAIN_SECONDS.labels(self.experiment).observe(metrics["step_seconds"])
+            TRAINED_TOKENS.labels(self.experiment).inc(metrics["tokens"])
+            PUBLISHED.labels(self.experiment).set(published)
+        except BaseException as error:  # reported to the caller of Train
+            job.error = error
+        finally:
+            job.done.set()
+
+    def run(self, distributed: bool) -> None:
+        from lecritique.training.policy_worker import run_policy_worker
+
+        while True:
+            try:
+                run_policy_worker(self.trainer, self.next_batch, self.on_step)
+                return
+            except Exception as error:
+                job, self.current = self.current, None
+                logger.exception("policy update failed")
+                if job is not None:
+                    job.error = error
+                    job.done.set()
+                if distributed:
+                    # Other ranks may be stuck in a collective: fail the whole group loudly.
+                    os._exit(1)
+
+
 def serve(runtime: ServiceRuntime) -> None:
-    from lecritique.replay import redis_client
+    from lecritique.redis_connection import redis_client
     from lecritique.training.distributed import init_distributed_from_env
     from lecritique.training.policy_trainer import PolicyTrainer
     from lecritique.training.policy_worker import run_policy_worker
@@ -157,53 +216,8 @@ def serve(runtime: ServiceRuntime) -> None:
     if record.step == 0:
         record.data.update({"policy_version": version, "path": str(path)})
     servicer = PolicyTrainerServicer(store, record, runtime.experiment_id)
-    current: dict[str, _Job] = {}
-
-    def next_batch() -> list[Trajectory] | None:
-        job = servicer.jobs.get()
-        if job is None:
-            return None
-        current["job"] = job
-        return job.trajectories
-
-    def on_step(_steps: int, metrics: dict[str, float]) -> None:
-        job = current.pop("job")
-        try:
-            published = store.publish("policy", trainer.save, keep_last=3)
-            result = {
-                "step": job.step,
-                "policy_version": published,
-                "path": str(store.path("policy", published)),
-                "metrics": metrics,
-            }
-            record.save(result)
-            job.result = result
-            STEPS.labels(runtime.experiment_id).inc()
-            LOSS.labels(runtime.experiment_id).set(metrics["loss"])
-            TRAIN_SECONDS.labels(runtime.experiment_id).observe(metrics["step_seconds"])
-            TRAINED_TOKENS.labels(runtime.experiment_id).inc(metrics["tokens"])
-            PUBLISHED.labels(runtime.experiment_id).set(published)
-        except BaseException as error:  # reported to the caller of Train
-            job.error = error
-        finally:
-            job.done.set()
-
-    def training_loop() -> None:
-        while True:
-            try:
-                run_policy_worker(trainer, next_batch, on_step)
-                return
-            except Exception as error:
-                job = current.pop("job", None)
-                logger.exception("policy update failed")
-                if job is not None:
-                    job.error = error
-                    job.done.set()
-                if context.enabled:
-                    # Other ranks may be stuck in a collective: fail the whole group loudly.
-                    os._exit(1)
-
-    training = threading.Thread(target=training_loop, name="policy-training", daemon=True)
+    loop = _TrainingLoop(trainer, store, record, servicer, runtime.experiment_id)
+    training = threading.Thread(target=loop.run, args=(context.enabled,), name="policy-training", daemon=True)
     training.start()
     running = start_server(
         service="policy-trainer",

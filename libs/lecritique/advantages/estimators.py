@@ -1,7 +1,8 @@
 """One small class per advantage estimator.
 
-Equation numbers refer to Le Critique (``papers/le-critique-privileged-value-functions.txt``)
-unless stated otherwise. Returns are terminal, undiscounted unless an option says otherwise.
+Equation numbers refer to Le Critique (*Le Critique: Privileged Value Functions for LLM
+Reinforcement Learning*, arXiv:2608.16739) unless stated otherwise; LVRL is *LLM Value Functions
+for Credit Assignment in Agentic RL* (Zhu et al., 2026). Returns are terminal, undiscounted unless an option says otherwise.
 """
 
 from __future__ import annotations
@@ -165,9 +166,6 @@ class GAEEstimator(AdvantageEstimator):
         values = batch.require_values(self.name)
         advantages = _lambda_returns_advantages(batch.rewards, values, batch.mask, self.gamma, self.lambda_target)
         return batch.output(values + advantages)
-
-    def compute_with_targets(self, batch: AdvantageBatch) -> tuple[Any, Any]:
-        return self.compute(batch), self.value_targets(batch)
 
 
 def _bucket_of_positions(length: int, buckets: int, max_length: int | None) -> IntArray:

@@ -28,7 +28,6 @@ def run(
     """
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s run %(levelname)s %(name)s: %(message)s")
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from lecritique.config import SpecError, load_spec
     from lecritique.launch.local import LocalLauncher, resolve_policy
@@ -55,24 +54,7 @@ def run(
         with console.status("starting services"):
             launcher.start_services()
         launcher.start_orchestrator()
-        columns = (
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[summary]}"),
-        )
-        with Progress(*columns, console=console) as progress:
-            task = progress.add_task("policy steps", total=experiment.orchestrator.steps, summary="warming up the critic")
-
-            def on_metrics(row: dict[str, Any]) -> None:
-                def fmt(key: str) -> str:
-                    value = row.get(key)
-                    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
-
-                progress.update(
-                    task, completed=row["step"],
-                    summary=f"reward {fmt('reward_mean')}  EV {fmt('value_explained_variance')}  rho {fmt('tether_rho')}",
-                )
-
-            code = launcher.wait(on_metrics)
+        code = _follow(launcher, experiment.orchestrator.steps, console)
     except KeyboardInterrupt:
         console.print("interrupted: stopping every service")
     finally:
@@ -85,3 +67,28 @@ def run(
     if code != 0:
         console.print(f"[red]orchestrator exited with code {code}; see {out / 'logs'}")
         raise typer.Exit(code or 1)
+
+
+def _follow(launcher: Any, steps: int, console: Any) -> int:
+    """Show the policy steps as they finish; returns the orchestrator's exit code."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[summary]}"),
+    )
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("policy steps", total=steps, summary="warming up the critic")
+
+        def on_metrics(row: dict[str, Any]) -> None:
+            def fmt(key: str) -> str:
+                value = row.get(key)
+                return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+            progress.update(
+                task, completed=row["step"],
+                summary=f"reward {fmt('reward_mean')}  EV {fmt('value_explained_variance')}  rho {fmt('tether_rho')}",
+            )
+
+        code: int = launcher.wait(on_metrics)
+    return code
