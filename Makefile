@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast lint demo bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout proto clean
+.PHONY: install prometheus-tools test test-fast lint demo bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,10 +19,19 @@ $(STAMP): pyproject.toml requirements/constraints.txt | $(PY)
 
 install: $(STAMP)
 
-test: $(STAMP)
+# promtool and prometheus (Debian's prometheus package) for the alert and live-Prometheus tests in
+# tests/chart; nothing to do when both are on PATH. CI runs as root; elsewhere sudo must not prompt.
+prometheus-tools:
+	@if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; \
+	else echo "the tests need promtool: install Debian's prometheus package" >&2; exit 1; fi; \
+	echo "installing Debian's prometheus package (promtool) for the tests"; \
+	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
+
+test: $(STAMP) prometheus-tools
 	$(PY) -m pytest
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) prometheus-tools
 	$(PY) -m pytest -m "not slow"
 
 lint: $(STAMP)

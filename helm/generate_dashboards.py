@@ -99,7 +99,7 @@ def _dashboard(uid: str, title: str, description: str, panels: list[dict[str, An
 
 def critic_dashboard() -> dict[str, Any]:
     return _dashboard("lecritique-critic", "lecritique / critic",
-                      "Critic quality per experiment: explained variance of ordinary (VF) and privileged (PVF) critics, TETHER rho.", [
+                      "Critic quality per experiment: explained variance of ordinary (VF) and privileged (PVF) critics, TETHER rho and per-bucket explained variance.", [
         _row("Critic quality"),
         _panel("Critic explained variance (VF vs PVF)", [
             (f"lecritique_value_explained_variance{{{EXP}}}", "{{experiment}} {{critic_context}}"),
@@ -109,10 +109,13 @@ def critic_dashboard() -> dict[str, Any]:
         ], unit="none"),
         _panel("TETHER rho (global)", [
             (f'lecritique_tether_rho{{{EXP}, bucket="all"}}', "{{experiment}}"),
-        ], unit="none", description="Weight of the critic baseline against the leave-one-out baseline."),
+        ], unit="none", description="Weight of the critic baseline against the leave-one-out baseline.", width=8),
         _panel("TETHER rho per bucket", [
             (f'lecritique_tether_rho{{{EXP}, bucket!="all"}}', "{{experiment}} bucket {{bucket}}"),
-        ], unit="none"),
+        ], unit="none", description="Bucket m: response positions [m L/M, (m+1) L/M), L the maximum response length.", width=8),
+        _panel("Critic explained variance per bucket", [
+            (f"lecritique_value_ev{{{EXP}}}", "{{experiment}} bucket {{bucket}}"),
+        ], unit="none", description="On each policy batch, over the tokens of each TETHER bucket: why rho differs by bucket.", width=8),
         _row("Critic training"),
         _panel("Critic loss", [(f"max by (experiment) (lecritique_value_loss{{{EXP}}})", "{{experiment}}")], unit="none", width=8),
         _panel("Critic updates per second", [

@@ -53,3 +53,27 @@ def test_a_run_without_evaluations_or_critic_still_reports(tmp_path):
 def test_a_directory_without_metrics_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
         load_metrics(tmp_path)
+
+
+def test_per_bucket_rho_and_explained_variance_are_drawn_and_tabulated(tmp_path):
+    rows = []
+    for step in range(1, 21):
+        row = {"step": step, "reward_mean": 0.5, "tether_rho": 0.2, "tether_rho_bucket_0": 0.1, "tether_rho_bucket_1": 0.3 + 0.01 * step}
+        row["value_ev_bucket_0"] = 0.2
+        if step % 2:  # bucket 1's explained variance is undefined on some steps (left out of the row)
+            row["value_ev_bucket_1"] = 0.6
+        rows.append(row)
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    png, md = write_report(tmp_path)
+    text = md.read_text()
+    assert "| bucket | TETHER rho, final | critic EV, last 10 steps |" in text
+    assert "| 0 | 0.100 | 0.200 |" in text and "| 1 | 0.500 | 0.600 |" in text
+    without_buckets = tmp_path / "plain"
+    without_buckets.mkdir()
+    (without_buckets / "metrics.jsonl").write_text("".join(json.dumps({"step": r["step"], "reward_mean": 0.5}) + "\n" for r in rows))
+    plain_png, plain_md = write_report(without_buckets)
+    assert "| bucket |" not in plain_md.read_text()
+    # two more panels (rho per bucket, EV per bucket, plus the global rho) make a taller figure
+    from PIL import Image
+
+    assert Image.open(png).size[1] > Image.open(plain_png).size[1]

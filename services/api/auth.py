@@ -1,49 +1,20 @@
-"""Bearer-token authentication: tokens are stored only as SHA-256 hashes, one per tenant.
-
-Tokens are random secrets (``lecritique api hash-token`` makes 256-bit ones), so a plain SHA-256
-is enough to keep them unusable if the hashes leak; there is nothing to brute-force.
-"""
+"""Bearer-token authentication: tokens are stored only as SHA-256 hashes, one per tenant
+(hashing and validation live in :mod:`lecritique.tenancy.tokens`)."""
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import logging
-import re
-import secrets
 import threading
 import time
 from pathlib import Path
 
+from lecritique.tenancy.tokens import hash_token, parse_token_hashes
+
+__all__ = ["TokenRegistry", "hash_token"]
+
 logger = logging.getLogger(__name__)
-
-_HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
-_TENANT = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-
-
-def hash_token(token: str) -> str:
-    """The stored form of a bearer token: ``sha256:<hex>``."""
-    return "sha256:" + hashlib.sha256(token.encode()).hexdigest()
-
-
-def new_token() -> str:
-    """A fresh random bearer token (256 bits)."""
-    return "lct_" + secrets.token_urlsafe(32)
-
-
-def parse_token_hashes(mapping: object, source: str) -> dict[str, str]:
-    """Validate a tenant -> hash mapping; raises ValueError naming the bad entry."""
-    if not isinstance(mapping, dict):
-        raise ValueError(f"{source}: expected a JSON object of tenant -> 'sha256:<hex>'")
-    checked: dict[str, str] = {}
-    for tenant, digest in mapping.items():
-        if not isinstance(tenant, str) or not _TENANT.match(tenant):
-            raise ValueError(f"{source}: tenant name {tenant!r} must be 1-63 of a-z 0-9 _ . - (starting alphanumeric)")
-        if not isinstance(digest, str) or not _HASH.match(digest):
-            raise ValueError(f"{source}: tokens.{tenant} must be 'sha256:' and 64 hex digits (a hash, never the token)")
-        checked[tenant] = digest
-    return checked
 
 
 class TokenRegistry:

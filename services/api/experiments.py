@@ -10,19 +10,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lecritique.config.experiment import ExperimentSpec, SpecError
-from services.api.launchers import ExperimentLauncher, Observation
-from services.api.records import ExperimentRecord, IdempotencyInProgress, RecordStore, fingerprint
+from lecritique.config.experiment import ExperimentSpec, SpecError, SpecValueError, check_values
+from lecritique.launch.base import ExperimentLauncher, Observation, Submission
+from lecritique.tenancy.policy import gpu_violation, policy_violations, resolve_policy
+from services.api.records import ExperimentRecord, RecordStore, fingerprint
 
 logger = logging.getLogger(__name__)
 
 
 class NotFound(Exception):
-    """No experiment with this id."""
-
-
-class Forbidden(Exception):
-    """The experiment belongs to another tenant."""
+    """No experiment with this id that the caller may see (another tenant's is not found either)."""
 
 
 @dataclass(frozen=True)
@@ -36,11 +33,15 @@ class FieldError:
 
 
 class InvalidSpec(Exception):
-    """The submitted spec is invalid; ``errors`` names every offending field."""
+    """The submitted spec is invalid or over a quota (422); ``errors`` names every offending field."""
 
     def __init__(self, errors: list[FieldError]) -> None:
         super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
         self.errors = errors
+
+
+class PolicyDenied(InvalidSpec):
+    """The spec names something the tenant's policy does not allow (403)."""
 
 
 def field_path(location: tuple[int | str, ...], data: Any) -> str:
@@ -88,45 +89,68 @@ def new_experiment_id() -> str:
 
 
 class ExperimentService:
-    def __init__(self, store: RecordStore, launcher: ExperimentLauncher) -> None:
+    def __init__(
+        self, store: RecordStore, launcher: ExperimentLauncher, *, policies: dict[str, dict[str, Any]] | None = None,
+        models_root: str = "/weights/models", pending_grace_seconds: float = 60.0,
+    ) -> None:
+        self.pending_grace_seconds = pending_grace_seconds
         self.store = store
         self.launcher = launcher
+        self.policies = policies or {}
+        self.models_root = models_root
 
     # ---- submit ----------------------------------------------------------------------------
     def submit(self, tenant: str, body: Any, idempotency_key: str | None = None) -> tuple[ExperimentRecord, bool]:
-        """Validate and launch; returns the record and whether it is a replay of an earlier POST."""
+        """Validate, check the tenant's policy, record atomically, launch; returns the record and
+        whether it is a replay of an earlier POST with the same ``Idempotency-Key``."""
         if not isinstance(body, dict):
             raise InvalidSpec([FieldError("spec", f"an experiment spec must be a JSON object, got {type(body).__name__}", "type_error")])
         try:
+            check_values(body)
             spec = ExperimentSpec.model_validate(body)
+        except SpecValueError as error:
+            raise InvalidSpec([FieldError(error.field, error.message, "value_error")]) from None
         except ValidationError as error:
             raise InvalidSpec(validation_errors(error, body)) from None
-        experiment_id = new_experiment_id()
-        if idempotency_key is not None:
-            earlier = self.store.claim_idempotency_key(tenant, idempotency_key, fingerprint(body), experiment_id)
-            if earlier is not None:
-                record = self.store.get(earlier)
-                if record is None:
-                    raise IdempotencyInProgress(idempotency_key)
-                return record, True
-        try:
-            self.launcher.check(spec, experiment_id)
-        except SpecError as error:
-            if idempotency_key is not None:
-                self.store.release_idempotency_key(tenant, idempotency_key)
-            raise InvalidSpec([_spec_error_field(error)]) from None
+        submission = self._check(tenant, spec, new_experiment_id())
         now = time.time()
         record = ExperimentRecord(
-            id=experiment_id, tenant=tenant, name=spec.name, status="pending", launcher=self.launcher.name,
+            id=submission.experiment_id, tenant=tenant, name=spec.name, status="pending", launcher=self.launcher.name,
             spec=spec.model_dump(mode="json"), created_at=now, updated_at=now,
         )
-        self.store.create(record)
-        logger.info("tenant %s submitted experiment %s (%s)", tenant, experiment_id, spec.name)
-        return self._launch(record, spec), False
+        earlier = self.store.create(
+            record, max_running=submission.policy.max_running_experiments, idempotency_key=idempotency_key,
+            body_fingerprint=fingerprint(body),
+        )
+        if earlier is not None:
+            return self._reload(earlier), True
+        logger.info("tenant %s submitted experiment %s (%s)", tenant, record.id, spec.name)
+        return self._launch(record, submission), False
 
-    def _launch(self, record: ExperimentRecord, spec: ExperimentSpec) -> ExperimentRecord:
+    def _check(self, tenant: str, spec: ExperimentSpec, experiment_id: str) -> Submission:
+        """The tenant's policy, then the launcher's own checks and the GPU quota."""
+        policy = resolve_policy(self.policies, tenant)
+        violations = policy_violations(
+            spec.model_dump(mode="json"), tenant, policy, models_root=self.models_root, secrets_are=self.launcher.secrets_are
+        )
+        denied = [FieldError(v.field, v.message, "policy_denied") for v in violations if v.kind == "forbidden"]
+        if denied:
+            raise PolicyDenied(denied)
+        if violations:
+            raise InvalidSpec([FieldError(v.field, v.message, "quota_exceeded") for v in violations])
+        submission = Submission(experiment_id=experiment_id, spec=spec, tenant=tenant, policy=policy)
         try:
-            handle = self.launcher.launch(spec, record.id)
+            usage = self.launcher.check(submission)
+        except SpecError as error:
+            raise InvalidSpec([_spec_error_field(error)]) from None
+        over = gpu_violation(usage.gpus, policy)
+        if over is not None:
+            raise InvalidSpec([FieldError(over.field, over.message, "quota_exceeded")])
+        return submission
+
+    def _launch(self, record: ExperimentRecord, submission: Submission) -> ExperimentRecord:
+        try:
+            handle = self.launcher.launch(submission)
         except Exception as error:
             logger.exception("experiment %s failed to launch", record.id)
             updated = self.store.update(record.id, expect=["pending"], status="failed", error=f"launch failed: {error}")
@@ -141,10 +165,8 @@ class ExperimentService:
     # ---- read ------------------------------------------------------------------------------
     def get(self, tenant: str, experiment_id: str, *, refresh: bool = True) -> ExperimentRecord:
         record = self.store.get(experiment_id)
-        if record is None:
+        if record is None or record.tenant != tenant:
             raise NotFound(experiment_id)
-        if record.tenant != tenant:
-            raise Forbidden(experiment_id)
         return self.refresh(record) if refresh else record
 
     def list_experiments(self, tenant: str, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
@@ -223,6 +245,15 @@ class ExperimentService:
             logger.warning("cannot release the workloads of experiment %s: %s", record.id, error)
         return updated
 
+    def _relaunch(self, record: ExperimentRecord) -> None:
+        """Launch a record an API process left pending (it died between recording and launching)."""
+        try:
+            submission = self._check(record.tenant, ExperimentSpec.model_validate(record.spec), record.id)
+        except (InvalidSpec, ValidationError) as error:
+            self.store.update(record.id, expect=["pending"], status="failed", error=f"no longer allowed: {error}"[:2000])
+            return
+        self._launch(record, submission)
+
     def reconcile(self) -> int:
         """Refresh every active experiment and launch ones left pending by a crash; returns how many."""
         count = 0
@@ -230,10 +261,9 @@ class ExperimentService:
             record = self.store.get(experiment_id)
             if record is None:
                 continue
-            if record.status == "pending" and time.time() - record.created_at > 60:
-                spec = ExperimentSpec.model_validate(record.spec)
+            if record.status == "pending" and time.time() - record.created_at > self.pending_grace_seconds:
                 logger.warning("experiment %s was left pending; launching it now", experiment_id)
-                self._launch(record, spec)
+                self._relaunch(record)
             else:
                 self.refresh(record)
             count += 1

@@ -5,8 +5,15 @@ Keys (all under ``lecritique:api:``):
 * ``experiment:{id}``: the record as JSON.
 * ``tenant:{tenant}``: sorted set of the tenant's experiment ids by submission time.
 * ``active``: set of ids not yet in a final state (what the reconciler polls).
+* ``running:{tenant}``: the same, per tenant (what the running-experiments quota counts).
 * ``idempotency:{tenant}:{sha256(key)}``: ``{"fingerprint", "id"}`` of a POST made with that
   ``Idempotency-Key``, kept for :data:`IDEMPOTENCY_TTL_SECONDS`.
+
+A submission is recorded by one Lua script (:data:`CREATE_LUA`): it looks the idempotency key up,
+checks the tenant's running quota, and writes the record, its indexes and the key together. There
+is no moment at which a key exists without its record, so an API process killed at any point
+leaves either nothing (the client's retry creates the experiment) or a ``pending`` record that the
+key replays and the reconciler launches.
 
 The orchestrator of each experiment writes ``lecritique:{id}:metrics`` (a list of JSON rows) and
 ``lecritique:{id}:status`` (a hash with ``step``, ``policy_version``); the API only reads those.
@@ -64,8 +71,37 @@ class IdempotencyConflict(Exception):
     """The Idempotency-Key was used before with a different request body."""
 
 
-class IdempotencyInProgress(Exception):
-    """A request with this Idempotency-Key is still being processed."""
+class QuotaExceeded(Exception):
+    """The tenant already runs as many experiments as its policy allows."""
+
+    def __init__(self, running: int, limit: int) -> None:
+        super().__init__(f"{running} experiments running; this tenant's limit is {limit}")
+        self.running = running
+        self.limit = limit
+
+
+CREATE_LUA = """
+local fingerprint = ARGV[5]
+if fingerprint ~= '' then
+  local previous = redis.call('GET', KEYS[5])
+  if previous then
+    local stored = cjson.decode(previous)
+    if stored['fingerprint'] ~= fingerprint then return {'conflict', ''} end
+    return {'replay', stored['id']}
+  end
+end
+local running = redis.call('SCARD', KEYS[4])
+if running >= tonumber(ARGV[4]) then return {'quota', tostring(running)} end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[2])
+redis.call('SADD', KEYS[4], ARGV[2])
+if fingerprint ~= '' then
+  redis.call('SET', KEYS[5], cjson.encode({fingerprint = fingerprint, id = ARGV[2]}), 'EX', tonumber(ARGV[6]))
+end
+return {'created', ARGV[2]}
+"""
+"""Idempotency lookup, running quota and the record's writes as one atomic step (see the module docstring)."""
 
 
 def fingerprint(body: Any) -> str:
@@ -76,6 +112,7 @@ def fingerprint(body: Any) -> str:
 class RecordStore:
     def __init__(self, client: redis.Redis) -> None:
         self.redis = client
+        self._create = client.register_script(CREATE_LUA)
 
     # ---- keys ------------------------------------------------------------------------------
     @staticmethod
@@ -94,43 +131,44 @@ class RecordStore:
     def _idempotency_key(tenant: str, key: str) -> str:
         return f"{_PREFIX}:idempotency:{tenant}:{hashlib.sha256(key.encode()).hexdigest()}"
 
-    # ---- idempotency -----------------------------------------------------------------------
-    def claim_idempotency_key(self, tenant: str, key: str, body_fingerprint: str, experiment_id: str) -> str | None:
-        """Reserve ``key`` for a new experiment; returns None if reserved, else the id it already names.
-
-        Raises :class:`IdempotencyConflict` when the key was used with another body.
-        """
-        redis_key = self._idempotency_key(tenant, key)
-        value = json.dumps({"fingerprint": body_fingerprint, "id": experiment_id})
-        if self.redis.set(redis_key, value, nx=True, ex=IDEMPOTENCY_TTL_SECONDS):
-            return None
-        stored = self.redis.get(redis_key)
-        if stored is None:  # expired between the two calls: claim again
-            return self.claim_idempotency_key(tenant, key, body_fingerprint, experiment_id)
-        previous = json.loads(stored)
-        if previous["fingerprint"] != body_fingerprint:
-            raise IdempotencyConflict(key)
-        return str(previous["id"])
-
-    def release_idempotency_key(self, tenant: str, key: str) -> None:
-        """Forget a reservation whose request was rejected, so the client can retry with a fixed body."""
-        self.redis.delete(self._idempotency_key(tenant, key))
+    @staticmethod
+    def _running_key(tenant: str) -> str:
+        return f"{_PREFIX}:running:{tenant}"
 
     # ---- records ---------------------------------------------------------------------------
-    def create(self, record: ExperimentRecord) -> None:
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.set(self._record_key(record.id), record.model_dump_json())
-        pipe.zadd(self._tenant_key(record.tenant), {record.id: record.created_at})
-        if not record.final:
-            pipe.sadd(self._active_key(), record.id)
-        pipe.execute()
+    def create(
+        self, record: ExperimentRecord, *, max_running: int, idempotency_key: str | None = None, body_fingerprint: str = ""
+    ) -> str | None:
+        """Record a new submission atomically; returns None if created, else the id an earlier
+        request with the same ``idempotency_key`` created (a replay).
+
+        Raises :class:`IdempotencyConflict` (the key was used with another body) or
+        :class:`QuotaExceeded` (``max_running`` experiments of the tenant are not finished).
+        """
+        idempotency = self._idempotency_key(record.tenant, idempotency_key) if idempotency_key is not None else f"{_PREFIX}:unused"
+        keys = [self._record_key(record.id), self._tenant_key(record.tenant), self._active_key(), self._running_key(record.tenant), idempotency]
+        args = [record.model_dump_json(), record.id, record.created_at, max_running,
+                body_fingerprint if idempotency_key is not None else "", IDEMPOTENCY_TTL_SECONDS]
+        outcome, value = (part.decode() if isinstance(part, bytes) else str(part) for part in self._create(keys=keys, args=args))
+        if outcome == "conflict":
+            raise IdempotencyConflict(idempotency_key)
+        if outcome == "quota":
+            raise QuotaExceeded(int(value), max_running)
+        return value if outcome == "replay" else None
+
+    def rebuild_running_sets(self) -> None:
+        """Put every active record in its tenant's running set (records written before the sets existed)."""
+        for experiment_id in self.active_ids():
+            record = self.get(experiment_id)
+            if record is not None and not record.final:
+                self.redis.sadd(self._running_key(record.tenant), record.id)
 
     def get(self, experiment_id: str) -> ExperimentRecord | None:
         raw = self.redis.get(self._record_key(experiment_id))
         return None if raw is None else ExperimentRecord.model_validate_json(raw)
 
     def list_for_tenant(self, tenant: str, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
-        """Newest first."""
+        """Newest first (``limit`` and ``offset`` are bounded by the route)."""
         ids = self.redis.zrevrange(self._tenant_key(tenant), offset, offset + limit - 1)
         records = [self.get(i.decode() if isinstance(i, bytes) else str(i)) for i in ids]
         return [r for r in records if r is not None]
@@ -161,6 +199,7 @@ class RecordStore:
             pipe.set(key, updated.model_dump_json())
             if updated.final:
                 pipe.srem(self._active_key(), experiment_id)
+                pipe.srem(self._running_key(updated.tenant), experiment_id)
             else:
                 pipe.sadd(self._active_key(), experiment_id)
             result[0] = updated

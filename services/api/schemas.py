@@ -52,13 +52,16 @@ class MetricsSeries(BaseModel):
 
 class ErrorDetail(BaseModel):
     field: str
-    """Dotted path of the offending field (``critic.replay.capacity``)."""
+    """Dotted path of the offending field (``critic.replay.capacity``), or what the error is about
+    (``body``, ``Authorization``, ``Idempotency-Key``, ``experiment_id``, ``experiments running``, ``redis``)."""
     message: str
-    """What is wrong."""
+    """What is wrong (at most 500 characters: submitted values are never echoed at length)."""
     type: str
-    """Error kind."""
+    """Error kind (``missing``, ``extra_forbidden``, ``policy_denied``, ``quota_exceeded``, ``not_found``, ...)."""
 
 
-class SpecErrorResponse(BaseModel):
+class ErrorResponse(BaseModel):
+    """The body of every error response (4xx and 503)."""
+
     detail: list[ErrorDetail]
-    """Every problem found in the spec."""
+    """Every problem found (at most 50)."""

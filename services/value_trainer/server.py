@@ -4,7 +4,7 @@ Independent of the policy loop (Le Critique Appendix B): it samples the experime
 buffer (FIFO, reuse <= N, age <= A, enforced atomically in Redis so several replicas may share
 one stream), takes one optimiser step per batch, and publishes each new version to the weight
 store for the value evaluator to hot-swap. Targets are Monte-Carlo returns, or GAE lambda-returns
-when the experiment sets ``lambda_target < 1``.
+when the experiment sets ``lambda_target < 1`` (or ``auto``).
 
 Critic kinds: ``discriminative`` regresses its scalar head (:class:`CriticTrainer`);
 ``generative`` is trained by REINFORCE on GenAC's reward 1 - (r - v)^2
@@ -72,7 +72,9 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         self.replay = ReplayBuffer(redis, self.experiment, **critic.replay.model_dump(), decode=Trajectory.from_bytes)
         # A critic that is never trained has no batches; its Status still reports the replay depth.
         self.batch_size = spec.critic_batch_size
+        # ``lambda_target: auto`` resolves to 0.4^(1/L) (Le Critique §7.2): logged, as it is a number only here.
         self.lambda_target = spec.estimator.critic_target_lambda()
+        logger.info("critic targets: lambda_target = %.6f", self.lambda_target)
         self.updates = 0
         self.last: dict[str, float] = {}
         self._lock = threading.Lock()

@@ -101,14 +101,14 @@ def test_unknown_estimator_and_options_are_named():
 
 
 def test_state_dict_round_trip_and_validation():
-    estimator = get_estimator("tether", buckets=2)
+    estimator = get_estimator("tether", buckets=2, max_length=3)
     estimator.update(AdvantageBatch(R, G, M, values=np.array([[0.9, 0.9, 0.9], [0.1, 0.1, 0.1]])))
-    restored = get_estimator("tether", buckets=2)
+    restored = get_estimator("tether", buckets=2, max_length=3)
     restored.load_state_dict(estimator.state_dict())
     np.testing.assert_array_equal(restored.rho, estimator.rho)
     assert restored.updates == 1
     with pytest.raises(ValueError, match="bucket"):
-        get_estimator("tether", buckets=3).load_state_dict(estimator.state_dict())
+        get_estimator("tether", buckets=3, max_length=3).load_state_dict(estimator.state_dict())
     evpo = get_estimator("evpo")
     evpo.update(AdvantageBatch(R, G, M, values=V))
     other = get_estimator("evpo")

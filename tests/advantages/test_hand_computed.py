@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from lecritique.advantages import AdvantageBatch, get_estimator
+from lecritique.advantages import AdvantageBatch, TetherEstimator, get_estimator
 
 # Two groups of two. Row 1 is a two-turn episode: policy tokens 0-1, environment tokens 2-3
 # (mask 0), policy tokens 4-5. Row 3 is short (padding after token 1).
@@ -108,16 +108,71 @@ def test_tether_mixes_loo_and_value_with_previous_rho():
     np.testing.assert_allclose(estimator.compute(b), expect(REWARDS[:, None] - baseline), atol=1e-6)
 
 
-def test_tether_buckets_fit_each_position_range_separately():
+def check_interior_rho_and_its_ema(tether_class):
+    # One group: R = (1, 0), B^LOO = (0, 1), A^B = (1, -1). V = B + D with D = (.5, .5) and (1, -1):
+    # sum A^B D = 1 - 0 = 1, sum D^2 = .5 + 2 = 2.5 -> rho_hat = 0.4, inside (0, 1): no clipping.
+    tokens = AdvantageBatch(np.array([1.0, 0.0]), np.array([0, 0]), np.ones((2, 2)), values=np.array([[0.5, 0.5], [2.0, 0.0]]))
+    estimator = tether_class(ema_decay=0.75)  # d != 1 - d: a swapped EMA shows
+    estimator.update(tokens)
+    assert estimator.last_fit[0] == pytest.approx(0.4)
+    assert estimator.rho[0] == pytest.approx(0.1)  # 0.75 * 0 + 0.25 * 0.4
+    # A = A^B - rho D: (1 - .05, 1 - .05) and (-1 - .1, -1 + .1)
+    np.testing.assert_allclose(estimator.compute(tokens), [[0.95, 0.95], [-1.1, -0.9]], atol=1e-6)
+    estimator.update(tokens)
+    assert estimator.rho[0] == pytest.approx(0.175)  # 0.75 * 0.1 + 0.25 * 0.4
+
+
+def check_buckets_fit_each_position_range_separately(tether_class):
     rewards = np.array([1.0, 0.0])
     groups = np.array([0, 0])
     mask = np.ones((2, 4))
-    # First half of the positions: values are useless (rho_hat 0); second half: perfect (rho_hat 1).
-    values = np.array([[0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]])
-    estimator = get_estimator("tether", ema_decay=0.0, buckets=2)
+    # B^LOO = (0, 1). First half of the positions: V - B = (.5, -.5) in both rows, which differs
+    # from B but tracks nothing: sum (R - B)(V - B) = 0 with sum (V - B)^2 = 1, so the fit itself
+    # gives exactly 0. Second half: V = R, perfect (rho_hat 1).
+    values = np.array([[0.5, -0.5, 1.0, 1.0], [1.5, 0.5, 0.0, 0.0]])
+    # initial_rho 0.5: a bucket the fit skipped would keep 0.5 (the NaN, no-fit path).
+    estimator = tether_class(ema_decay=0.0, buckets=2, max_length=4, initial_rho=0.5)
     estimator.update(AdvantageBatch(rewards, groups, mask, values=values))
+    np.testing.assert_array_equal(estimator.last_fit, [0.0, 1.0])
     np.testing.assert_allclose(estimator.rho, [0.0, 1.0])
     assert estimator.metrics()["tether_rho_bucket_1"] == 1.0
+
+
+class CentredRegressionTether(TetherEstimator):
+    """A plausible misreading of eq. 16: rho as Cov(A^B, D) / Var(D), a regression with intercept."""
+
+    def fit(self, batch):
+        group_advantage, correction = self._mixture_terms(batch)
+        a = np.broadcast_to(group_advantage, correction.shape)[batch.mask]
+        d = correction[batch.mask]
+        return np.array([np.clip(np.cov(a, d, bias=True)[0, 1] / np.var(d), 0.0, 1.0)])
+
+
+class ZeroFitIgnoredTether(TetherEstimator):
+    """A fit of exactly 0 treated as "no information": a useless critic would keep its old rho."""
+
+    def update(self, batch):
+        fitted = self.fit(batch)
+        rho_before = self.rho.copy()
+        super().update(batch)
+        self.rho = np.where(np.nan_to_num(fitted) > 0, self.rho, rho_before)
+
+
+def test_tether_interior_rho_and_its_ema_by_hand():
+    check_interior_rho_and_its_ema(TetherEstimator)
+
+
+def test_tether_buckets_fit_each_position_range_separately():
+    check_buckets_fit_each_position_range_separately(TetherEstimator)
+
+
+@pytest.mark.parametrize(
+    ("check", "broken"),
+    [(check_interior_rho_and_its_ema, CentredRegressionTether), (check_buckets_fit_each_position_range_separately, ZeroFitIgnoredTether)],
+)
+def test_the_hand_computed_tether_checks_catch_a_broken_fit(check, broken):
+    with pytest.raises(AssertionError):
+        check(broken)
 
 
 def test_tether_leaves_rho_unchanged_when_values_equal_the_loo_baseline():

@@ -5,12 +5,17 @@ Reward is Bernoulli(p[a1, a2]). Each sample is a group of K trajectories; the gr
 of the group is (1/K) sum_i sum_t A_{i,t} grad log pi(a_t | h_t). Its Monte-Carlo mean must match
 the exact gradient of J = E[R] for unbiased baselines (rloo, value with any fixed V, tether
 with a lagged rho) and must not for the group mean, which uses the sample's own reward.
+
+TETHER is checked where a leak would show: one group per batch and no EMA smoothing, so a rho
+fitted on its own batch depends strongly on the sample's own returns. A subclass that fits
+before computing (the order Le Critique §5.1 forbids) must fail the same check: that keeps the
+test's power part of the suite.
 """
 
 import numpy as np
 import pytest
 
-from lecritique.advantages import AdvantageBatch, get_estimator
+from lecritique.advantages import AdvantageBatch, AdvantageEstimator, TetherEstimator, get_estimator
 
 P = np.array([[0.9, 0.2], [0.4, 0.6], [0.1, 0.7]])
 THETA1 = np.array([0.3, -0.2, 0.1])
@@ -51,10 +56,12 @@ def fixed_values(a1):
 
 
 def gradient_samples(estimator_name, rng, **options):
-    estimator = get_estimator(estimator_name, **options)
-    groups_per_batch = 500
+    return estimator_gradient_samples(get_estimator(estimator_name, **options), rng)
+
+
+def estimator_gradient_samples(estimator: AdvantageEstimator, rng, groups_per_batch=500, samples=SAMPLES):
     per_group = []
-    for _ in range(SAMPLES // groups_per_batch):
+    for _ in range(samples // groups_per_batch):
         n = groups_per_batch * K
         a1 = rng.choice(3, size=n, p=softmax(THETA1))
         u = rng.random(n)
@@ -94,3 +101,32 @@ def test_group_mean_with_own_reward_is_biased():
     # and the bias is exactly the (K-1)/K shrinkage of eq. 6
     ok_scaled, _, _ = within_confidence(samples, truth * (K - 1) / K)
     assert ok_scaled.all()
+
+
+class OwnBatchTether(TetherEstimator):
+    """The leak Le Critique §5.1 forbids: rho fitted on the batch it is applied to."""
+
+    def compute(self, batch):
+        self.update(batch)
+        return super().compute(batch)
+
+
+LEAK_GROUPS_PER_BATCH = 1
+LEAK_SAMPLES = 6_000
+
+
+def tether_lag_samples(estimator_class, seed):
+    # No smoothing (d = 0): each batch uses exactly one fitted coefficient, from one group.
+    return estimator_gradient_samples(
+        estimator_class(ema_decay=0.0), np.random.default_rng(seed), LEAK_GROUPS_PER_BATCH, LEAK_SAMPLES
+    )
+
+
+def test_tether_with_rho_lagged_from_a_one_group_batch_is_unbiased():
+    ok, mean, stderr = within_confidence(tether_lag_samples(TetherEstimator, 3), exact_gradient())
+    assert ok.all(), f"mean {mean} vs true {exact_gradient()} (stderr {stderr})"
+
+
+def test_tether_with_rho_fitted_on_its_own_batch_fails_the_same_check():
+    ok, _, _ = within_confidence(tether_lag_samples(OwnBatchTether, 3), exact_gradient())
+    assert not ok.all()

@@ -1,19 +1,30 @@
 """A recording HTTP endpoint that answers the kubernetes launcher's REST calls in the Kubernetes wire format.
 
 No kube-apiserver can run on the dev/CI machines; this stands in for one at the HTTP level only
-(create, read a Job, delete by label selector), so tests exercise the real ``kubernetes`` client.
+(create, read a Job, list by label selector, delete by name with a uid precondition), so tests
+exercise the real ``kubernetes`` client.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import yaml
+
+
+def _failure(reason: str, code: int) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code}
+
+
+def _selector(query: dict[str, list[str]]) -> dict[str, str]:
+    selector = query.get("labelSelector", [""])[0]
+    return dict(part.split("=", 1) for part in selector.split(",") if part)
 
 
 class RecordingApiServer:
@@ -25,16 +36,21 @@ class RecordingApiServer:
         self.job_conditions: list[dict[str, str]] = []
         self.job_active = 1
         self.job_status_by_name: dict[str, dict[str, Any]] = {}
+        self.pod_logs: dict[str, str] = {}
+        """Pod name -> its log, answered as text to ``GET .../pods/<name>/log``."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _reply(self, code: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
+            def _reply(
+                self, code: int, body: dict[str, Any] | str
+            ) -> None:  # also replaced by tests (a quota error)
+                text = isinstance(body, str)
+                data = body.encode() if text else json.dumps(body).encode()
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/plain" if text else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -43,36 +59,61 @@ class RecordingApiServer:
                 url = urlparse(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
-                server.calls.append((self.command, url.path, parse_qs(url.query), body))
-                if self.command == "POST":
-                    key = f"{url.path}/{body['metadata']['name']}"
-                    if key in server.objects:
-                        self._reply(409, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "AlreadyExists", "code": 409})
-                        return
-                    server.objects[key] = body
-                    self._reply(201, body)
-                elif self.command == "GET":
-                    job = server.objects.get(url.path)
-                    if job is None:
-                        self._reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
-                        return
-                    default = {"active": server.job_active, "conditions": server.job_conditions}
-                    status = server.job_status_by_name.get(url.path.rsplit("/", 1)[-1], default)
-                    self._reply(200, {**job, "status": status})
-                elif self.command == "DELETE":
-                    selector = parse_qs(url.query).get("labelSelector", [""])[0]
-                    wanted = dict(part.split("=", 1) for part in selector.split(",") if part)
-                    for key in [k for k in server.objects if k.startswith(url.path + "/")]:
-                        labels = server.objects[key]["metadata"].get("labels", {})
-                        if wanted.items() <= labels.items():
-                            del server.objects[key]
-                    self._reply(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+                query = parse_qs(url.query)
+                server.calls.append((self.command, url.path, query, body))
+                self._reply(*server.answer(self.command, url.path, query, body))
 
             do_POST = do_GET = do_DELETE = _handle
 
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
+
+    def answer(
+        self, method: str, path: str, query: dict[str, list[str]], body: Any
+    ) -> tuple[int, dict[str, Any] | str]:
+        """(status code, body) the API server would answer."""
+        if method == "GET" and path.endswith("/log"):
+            pod = path.rsplit("/", 2)[-2]
+            if pod not in self.pod_logs:
+                return 404, _failure("NotFound", 404)
+            lines = self.pod_logs[pod].splitlines(keepends=True)
+            return 200, "".join(
+                lines[-int(query.get("tailLines", ["0"])[0]) :] if "tailLines" in query else lines
+            )
+        if method == "POST":
+            key = f"{path}/{body['metadata']['name']}"
+            if key in self.objects:
+                return 409, _failure("AlreadyExists", 409)
+            body["metadata"]["uid"] = str(uuid.uuid4())
+            self.objects[key] = body
+            return 201, body
+        if method == "GET" and path not in self.objects and not path.split("/")[-1].startswith("exp-"):
+            wanted = _selector(query)
+            items = [
+                o
+                for k, o in self.objects.items()
+                if k.rsplit("/", 1)[0] == path and wanted.items() <= o["metadata"].get("labels", {}).items()
+            ]
+            return 200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items}
+        found = self.objects.get(path)
+        if found is None:
+            return 404, _failure("NotFound", 404)
+        if method == "GET":
+            default = {"active": self.job_active, "conditions": self.job_conditions}
+            return 200, {**found, "status": self.job_status_by_name.get(path.rsplit("/", 1)[-1], default)}
+        precondition = ((body or {}).get("preconditions") or {}).get("uid")
+        if precondition is not None and precondition != found["metadata"]["uid"]:
+            return 409, _failure("Conflict", 409)
+        del self.objects[path]
+        # The API server answers a Service's deletion with the Service, others with a Status.
+        return 200, found if found["kind"] == "Service" else {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Success",
+        }
 
     @property
     def url(self) -> str:
@@ -89,7 +130,12 @@ class RecordingApiServer:
             "kind": "Config",
             "clusters": [{"name": "recorder", "cluster": {"server": self.url}}],
             "users": [{"name": "tester", "user": {"token": "not-checked"}}],
-            "contexts": [{"name": "recorder", "context": {"cluster": "recorder", "user": "tester", "namespace": namespace}}],
+            "contexts": [
+                {
+                    "name": "recorder",
+                    "context": {"cluster": "recorder", "user": "tester", "namespace": namespace},
+                }
+            ],
             "current-context": "recorder",
         }
         path.write_text(yaml.safe_dump(config))
@@ -98,7 +144,8 @@ class RecordingApiServer:
     def finish_job(self, job_name: str, condition: str, reason: str = "", message: str = "") -> None:
         """Make one Job report a Complete or Failed condition."""
         self.job_status_by_name[job_name] = {
-            "active": 0, "conditions": [{"type": condition, "status": "True", "reason": reason, "message": message}],
+            "active": 0,
+            "conditions": [{"type": condition, "status": "True", "reason": reason, "message": message}],
         }
 
     def count(self, method: str) -> int:

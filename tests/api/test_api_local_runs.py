@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -18,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
-from services.api.auth import hash_token
+from lecritique.launch import redis_acl
+from lecritique.redis_connection import redis_client, start_embedded_redis
+from lecritique.tenancy.tokens import hash_token
 from tests.api.api_process import ApiProcess, alive, descendants
 from tests.helm_support import ROOT, quick_policy, tiny_spec_data
 
@@ -28,9 +32,10 @@ TOKEN = "local-runs-token"
 
 def _supervise(tmp_path: Path, code: str) -> tuple[subprocess.Popen[bytes], Path]:
     result = tmp_path / "result.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "libs"), os.environ.get("PYTHONPATH", "")])}
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.api.supervise", "--result", str(result), "--", sys.executable, "-c", code],
-        cwd=str(ROOT), start_new_session=True,
+        [sys.executable, "-m", "lecritique.launch.supervise", "--result", str(result), "--", sys.executable, "-c", code],
+        cwd=str(ROOT), start_new_session=True, env=env,
     )
     return process, result
 
@@ -67,7 +72,7 @@ def test_supervisor_turns_sigterm_into_one_ctrl_c_for_the_run(tmp_path: Path) ->
 
 def test_kill_tree_reaches_processes_in_their_own_sessions(tmp_path: Path) -> None:
     """The cancel escalation: services started in new sessions (as `lecritique run` does) die too."""
-    from services.api.launchers import _kill_tree
+    from lecritique.launch.process_tree import kill_tree
 
     grandchild_pid = tmp_path / "grandchild.pid"
     code = (
@@ -80,14 +85,16 @@ def test_kill_tree_reaches_processes_in_their_own_sessions(tmp_path: Path) -> No
     _wait_for(grandchild_pid.exists, 60, "the grandchild", poll=0.1)
     grandchild = int(grandchild_pid.read_text())
     assert alive(grandchild)
-    _kill_tree(parent.pid)
+    kill_tree(parent.pid)
     parent.wait(timeout=30)
     _wait_for(lambda: not alive(grandchild), 30, "the grandchild to die", poll=0.1)
 
 
-def _local_api(tmp_path: Path, redis_url: str, name: str, port: int | None = None) -> ApiProcess:
+def _local_api(tmp_path: Path, redis_url: str, name: str, port: int | None = None, experiment_redis_url: str = "") -> ApiProcess:
     settings = {
         "LECRITIQUE_API_REDIS_URL": redis_url,
+        "LECRITIQUE_API_EXPERIMENT_REDIS_URL": experiment_redis_url,
+        "LECRITIQUE_API_TENANT_POLICIES": json.dumps({"*": {"modelRoots": [str(Path(quick_policy()).resolve().parent)]}}),
         "LECRITIQUE_API_LAUNCHER": "local",
         "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "runs"),
         "LECRITIQUE_API_TOKENS": json.dumps({"tester": hash_token(TOKEN)}),
@@ -144,10 +151,17 @@ def test_a_running_experiment_survives_an_api_restart_and_delete_stops_all_of_it
 
 @pytest.mark.slow
 @pytest.mark.timeout(420)
-def test_full_lifecycle_of_a_local_experiment(tmp_path: Path, redis_db: Any, embedded_redis: Any) -> None:
+def test_full_lifecycle_of_a_local_experiment(tmp_path: Path) -> None:
+    """With Redis ACL users as the chart sets them: the run writes as ``experiments`` (which cannot
+    read the API's records), the API reads and writes as ``api``."""
     steps = 3
     policy = quick_policy()
-    api_process = _local_api(tmp_path, embedded_redis.url, "api").start()
+    server = start_embedded_redis(tmp_path / "redis")
+    admin = server.client()
+    redis_acl.create_users(admin, "api-password", "experiments-password")
+    api_url = redis_acl.user_url(server.url, redis_acl.API_USER, "api-password")
+    experiments_url = redis_acl.user_url(server.url, redis_acl.EXPERIMENTS_USER, "experiments-password")
+    api_process = _local_api(tmp_path, api_url, "api", experiment_redis_url=experiments_url).start()
     try:
         with api_process.client(TOKEN) as api:
             created = api.post("/v1/experiments", json=tiny_spec_data("sudoku-mini", steps=steps, policy_path=policy), headers={"Idempotency-Key": "once"})
@@ -169,5 +183,10 @@ def test_full_lifecycle_of_a_local_experiment(tmp_path: Path, redis_db: Any, emb
             for row in rows:
                 assert {"reward_mean", "value_explained_variance", "tether_rho", "policy_version", "value_version", "dropped_stale", "seconds"} <= set(row)
             assert api.post("/v1/experiments", json=tiny_spec_data("sudoku-mini", steps=steps, policy_path=policy), headers={"Idempotency-Key": "once"}).json()["id"] == experiment
+        experiments = redis_client(experiments_url)
+        assert experiments.llen(f"lecritique:{experiment}:metrics") == steps
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            experiments.get(f"lecritique:api:experiment:{experiment}")
     finally:
         api_process.stop()
+        server.stop()

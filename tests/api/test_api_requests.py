@@ -17,9 +17,8 @@ from kubernetes import client as kubernetes_client
 
 from lecritique.launch.components import ChartDefaults
 from lecritique.launch.kubernetes_launcher import KubernetesLauncher
+from lecritique.tenancy.tokens import hash_token
 from services.api.app import create_app
-from services.api.auth import hash_token
-from services.api.launchers import KubernetesExperimentLauncher
 from services.api.settings import ApiSettings
 from tests.api.kubernetes_recorder import RecordingApiServer
 from tests.helm_support import launcher_defaults, spec_data
@@ -34,9 +33,10 @@ def _app(redis_db: redis.Redis, embedded_redis: Any, recorder: RecordingApiServe
         tokens={"alice": hash_token(ALICE), "bob": hash_token(BOB)},
         tokens_file=tokens_file,
         reconcile_seconds=3600,
+        tenant_policies={"*": {"model_roots": ["/weights/models"]}},
     )
     api_client = kubernetes_client.ApiClient(kubernetes_client.Configuration(host=recorder.url))
-    launcher = KubernetesExperimentLauncher(KubernetesLauncher(ChartDefaults.model_validate(launcher_defaults()), api_client))
+    launcher = KubernetesLauncher(ChartDefaults.model_validate(launcher_defaults()), api_client)
     return create_app(settings, launcher=launcher, redis_client=redis_db)
 
 
@@ -88,7 +88,7 @@ def test_submit_launches_and_returns_201_with_id_and_status(api: TestClient, rec
     assert response.headers["Location"] == f"/v1/experiments/{body['id']}"
     created = [call[3] for call in recorder.calls if call[0] == "POST"]
     assert {obj["metadata"]["labels"]["lecritique.dev/experiment"] for obj in created} == {body["id"]}
-    assert {obj["kind"] for obj in created} == {"ConfigMap", "Service", "Deployment", "StatefulSet", "Job"}
+    assert {obj["kind"] for obj in created} == {"ConfigMap", "Service", "Deployment", "StatefulSet", "Job", "NetworkPolicy", "PodDisruptionBudget"}
 
 
 @pytest.mark.parametrize(
@@ -97,7 +97,7 @@ def test_submit_launches_and_returns_201_with_id_and_status(api: TestClient, rec
         (spec_data(critic={"kind": "discriminative", "replay": {"capcity": 3}}), "critic.replay.capcity", "unknown field"),
         (spec_data(rollout={"group_size": "four"}), "rollout.group_size", "integer"),
         ({k: v for k, v in spec_data().items() if k != "environment"}, "environment", "Field required"),
-        (spec_data(name="Not A DNS Name"), "spec", "lowercase"),
+        (spec_data(name="Not A DNS Name"), "name", "lowercase"),
         (spec_data(placement={"rollout": {"resources": {"requests": {"memory": "1Ti"}}}}), "placement.rollout.resources.requests.memory", "exceeds the limit"),
         (spec_data(placement={"rollout": {"node_selecter": {}}}), "placement.rollout.node_selecter", "unknown field"),
         ([1, 2], "spec", "JSON object"),
@@ -126,7 +126,7 @@ def test_idempotency_key_makes_retries_safe(api: TestClient, recorder: Recording
     assert len(api.get("/v1/experiments", headers=_auth(ALICE)).json()["experiments"]) == 1
     # Same key, different body: refused, nothing launched.
     changed = _submit(api, body=spec_data(seed=7), key="retry-1")
-    assert changed.status_code == 422 and "Idempotency-Key" in changed.json()["detail"]
+    assert changed.status_code == 422 and changed.json()["detail"][0]["field"] == "Idempotency-Key"
     # Keys are per tenant; a new key is a new experiment.
     assert _submit(api, token=BOB, key="retry-1").json()["id"] != first.json()["id"]
     assert _submit(api, key="retry-2").json()["id"] != first.json()["id"]
@@ -139,11 +139,14 @@ def test_a_rejected_body_does_not_burn_its_idempotency_key(api: TestClient) -> N
 
 
 def test_tenants_see_only_their_own_experiments(api: TestClient) -> None:
+    """Another tenant's experiment is not found (404, like an id that does not exist): a 403 would
+    tell the caller which ids exist."""
     mine = _submit(api).json()["id"]
     theirs = _submit(api, token=BOB).json()["id"]
     assert [e["id"] for e in api.get("/v1/experiments", headers=_auth(ALICE)).json()["experiments"]] == [mine]
     for method, path in (("get", f"/v1/experiments/{theirs}"), ("get", f"/v1/experiments/{theirs}/metrics"), ("delete", f"/v1/experiments/{theirs}")):
-        assert api.request(method, path, headers=_auth(ALICE)).status_code == 403
+        response = api.request(method, path, headers=_auth(ALICE))
+        assert response.status_code == 404 and response.json() == api.request(method, path.replace(theirs, "exp-0000000000"), headers=_auth(ALICE)).json()
     assert api.get(f"/v1/experiments/{theirs}", headers=_auth(BOB)).json()["status"] == "running"
     assert api.get("/v1/experiments/exp-ffffffffff", headers=_auth(ALICE)).status_code == 404
 

@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from services.api.auth import hash_token
+from lecritique.tenancy.tokens import hash_token
 from tests.api.api_process import ApiProcess
 from tests.api.kubernetes_recorder import RecordingApiServer
 from tests.helm_support import NAMESPACE, launcher_defaults, spec_data
@@ -26,6 +26,7 @@ def test_api_restarts_keep_every_record(tmp_path: Path, redis_db: Any, embedded_
         "LECRITIQUE_API_LAUNCHER_DEFAULTS": str(defaults),
         "LECRITIQUE_API_TOKENS": json.dumps({"alice": hash_token(ALICE), "bob": hash_token(BOB)}),
         "LECRITIQUE_API_RECONCILE_SECONDS": "3600",
+        "LECRITIQUE_API_TENANT_POLICIES": json.dumps({"*": {"model_roots": ["/weights/models"]}}),
         "KUBECONFIG": str(recorder.write_kubeconfig(tmp_path / "kubeconfig", NAMESPACE)),
     }
     first = ApiProcess(settings, tmp_path / "api-1.log").start()
@@ -46,7 +47,7 @@ def test_api_restarts_keep_every_record(tmp_path: Path, redis_db: Any, embedded_
             after = {e["id"]: e for e in alice.get("/v1/experiments").json()["experiments"]}
             assert after == before
             assert bob.get(f"/v1/experiments/{kept['id']}").json()["name"] == "bobs-run"
-            assert alice.get(f"/v1/experiments/{kept['id']}").status_code == 403
+            assert alice.get(f"/v1/experiments/{kept['id']}").status_code == 404
             replay = alice.post("/v1/experiments", json=spec_data(), headers={"Idempotency-Key": "k1"})
             assert replay.status_code == 201 and replay.json()["id"] == experiment
             assert replay.headers["Idempotent-Replayed"] == "true" and recorder.count("POST") == posts

@@ -48,7 +48,8 @@ def _spec(**sections: Any) -> Any:
 
 
 def _workload(objects: list[dict[str, Any]], component: str) -> dict[str, Any]:
-    [obj] = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet", "Job") and o["metadata"]["name"] == f"{EXPERIMENT}-{component}"]
+    [obj] = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet", "Job")
+             and o["metadata"]["name"] == f"{o['metadata']['labels'][EXPERIMENT_LABEL]}-{component}"]
     return obj
 
 
@@ -71,7 +72,13 @@ def test_objects_are_valid_against_the_kubernetes_schemas_and_labelled() -> None
             ("Deployment", "environment-verifier"), ("Deployment", "rollout"), ("Deployment", "value-evaluator"),
             ("StatefulSet", "policy-trainer"), ("StatefulSet", "value-trainer"),
             *[("Service", name) for name in SERVICES],
+            *[("NetworkPolicy", name) for name in [*SERVICES, "orchestrator"]],
+            # A budget for each Deployment of 2+ replicas (six environment verifiers in PLACEMENT, ...).
+            *[("PodDisruptionBudget", o["metadata"]["name"].removeprefix(f"{EXPERIMENT}-")) for o in objects
+              if o["kind"] == "Deployment" and o["spec"]["replicas"] >= 2],
         ])
+        assert ("PodDisruptionBudget", "environment-verifier") in kinds
+        assert objects[0]["kind"] == "NetworkPolicy", "policies exist before any pod starts"
 
 
 def test_without_a_critic_there_is_no_value_plane() -> None:
@@ -207,7 +214,7 @@ def _matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return selector.items() <= labels.items()
 
 
-def test_chart_service_monitors_network_policies_and_budgets_select_the_experiment_objects() -> None:
+def test_chart_service_monitors_and_network_policies_select_the_experiment_objects() -> None:
     chart_objects = render_objects()
     objects = render_experiment_objects(_spec(), EXPERIMENT, launcher_defaults())
     for component in [*SERVICES, "orchestrator"]:
@@ -218,16 +225,73 @@ def test_chart_service_monitors_network_policies_and_budgets_select_the_experime
         pod_labels = _workload(objects, component)["spec"]["template"]["metadata"]["labels"]
         policy = one(chart_objects, "NetworkPolicy", f"-{component}")
         assert _matches(policy["spec"]["podSelector"]["matchLabels"], pod_labels)
-        # Release pods (the orchestrator, the other services) may call the gRPC port.
-        for rule in policy["spec"]["ingress"]:
-            for peer in rule.get("from", []):
-                assert _matches(peer["podSelector"]["matchLabels"], _workload(objects, "orchestrator")["spec"]["template"]["metadata"]["labels"])
-        if component != "orchestrator":
-            budget = one(chart_objects, "PodDisruptionBudget", f"-{component}")
-            assert _matches(budget["spec"]["selector"]["matchLabels"], pod_labels)
+        assert _matches(one(objects, "NetworkPolicy", f"-{component}")["spec"]["podSelector"]["matchLabels"], pod_labels)
     redis_policy = one(chart_objects, "NetworkPolicy", "-redis")
     peer = redis_policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]
     assert all(_matches(peer, _workload(objects, c)["spec"]["template"]["metadata"]["labels"]) for c in [*SERVICES, "orchestrator"])
+
+
+def test_grpc_flows_only_from_the_experiments_own_orchestrator_to_its_own_services() -> None:
+    """Per-experiment NetworkPolicies: another experiment's pods can neither call these services
+    nor be called by this orchestrator; only the value evaluator gets the tenant's LLM egress."""
+    llm_egress = [{"to": [{"ipBlock": {"cidr": "203.0.113.7/32"}}], "ports": [{"port": 443, "protocol": "TCP"}]}]
+    objects = render_experiment_objects(_spec(), EXPERIMENT, launcher_defaults(), llm_egress=llm_egress)
+    other = render_experiment_objects(_spec(), "exp-ffffffffff", launcher_defaults())
+    orchestrator = _workload(objects, "orchestrator")["spec"]["template"]["metadata"]["labels"]
+    foreign_orchestrator = _workload(other, "orchestrator")["spec"]["template"]["metadata"]["labels"]
+    for component in SERVICES:
+        policy = one(objects, "NetworkPolicy", f"-{component}")
+        [rule] = policy["spec"]["ingress"]
+        assert rule["ports"] == [{"port": 50051, "protocol": "TCP"}]
+        [peer] = rule["from"]
+        assert _matches(peer["podSelector"]["matchLabels"], orchestrator)
+        assert not _matches(peer["podSelector"]["matchLabels"], foreign_orchestrator)
+        assert policy["spec"].get("egress", []) == (llm_egress if component == "value-evaluator" else [])
+    [egress] = one(objects, "NetworkPolicy", "-orchestrator")["spec"]["egress"]
+    assert egress["ports"] == [{"port": 50051, "protocol": "TCP"}]
+    targets = egress["to"][0]["podSelector"]["matchLabels"]
+    assert all(_matches(targets, _workload(objects, c)["spec"]["template"]["metadata"]["labels"]) for c in SERVICES)
+    assert not any(_matches(targets, _workload(other, c)["spec"]["template"]["metadata"]["labels"]) for c in SERVICES)
+
+
+def test_disruption_budgets_only_for_deployments_of_two_or_more_replicas() -> None:
+    """A budget on one pod protects nothing; trainers (StatefulSets) and the orchestrator are drainable."""
+    single = render_experiment_objects(_spec(placement={"environment_verifier": {"replicas": 1}}), EXPERIMENT, launcher_defaults())
+    assert find(single, "PodDisruptionBudget") == []
+    spread = render_experiment_objects(
+        _spec(rollout={"replicas": 3}, critic={"kind": "discriminative", "context": "reference", "evaluator_replicas": 2}),
+        EXPERIMENT, launcher_defaults(),
+    )
+    budgets = {o["metadata"]["name"].removeprefix(f"{EXPERIMENT}-"): o for o in find(spread, "PodDisruptionBudget")}
+    assert set(budgets) == {"rollout", "value-evaluator", "environment-verifier"}  # the chart runs 2 verifiers
+    for component, budget in budgets.items():
+        assert budget["spec"]["maxUnavailable"] == 1
+        assert _matches(budget["spec"]["selector"]["matchLabels"], _workload(spread, component)["spec"]["template"]["metadata"]["labels"])
+        assert budget["spec"]["selector"]["matchLabels"][EXPERIMENT_LABEL] == EXPERIMENT
+
+
+def test_experiment_pods_reach_redis_as_the_experiments_user_with_the_password_from_the_secret() -> None:
+    objects = render_experiment_objects(_spec(), EXPERIMENT, launcher_defaults())
+    for obj in objects:
+        if obj["kind"] not in ("Deployment", "StatefulSet", "Job"):
+            continue
+        env = obj["spec"]["template"]["spec"]["containers"][0]["env"]
+        names = [item["name"] for item in env]
+        password = env[names.index("LECRITIQUE_REDIS_PASSWORD")]
+        assert password["valueFrom"] == {"secretKeyRef": {"name": f"{RELEASE}-lecritique-redis-auth", "key": "experiments-password"}}
+        url = env[names.index("REDIS_URL")]["value"]
+        assert url == f"redis://experiments:$(LECRITIQUE_REDIS_PASSWORD)@{RELEASE}-lecritique-redis:6379/0"
+        assert names.index("LECRITIQUE_REDIS_PASSWORD") < names.index("REDIS_URL"), "Kubernetes expands only variables defined earlier"
+
+
+def test_a_spec_variable_never_replaces_a_built_in_one() -> None:
+    """Even if a reserved name got past the API's policy, REDIS_URL stays the platform's."""
+    llm = {"kind": "openai", "base_url": "https://api.example.com/v1", "model": "judge",
+           "api_key_env": "REDIS_URL", "api_key_secret": "judge-credentials"}
+    objects = render_experiment_objects(_spec(critic={"kind": "frozen_llm", "llm": llm}, estimator={"name": "lvrl"}), EXPERIMENT, launcher_defaults())
+    env = _pod(objects, "value-evaluator")["containers"][0]["env"]
+    [redis_url] = [item for item in env if item["name"] == "REDIS_URL"]
+    assert "value" in redis_url and "experiments:" in redis_url["value"]
 
 
 def test_rendering_is_pure() -> None:

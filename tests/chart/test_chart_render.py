@@ -28,6 +28,7 @@ VALUE_SETS = {"default": {}, "gpu-pools": gpu_values()}
 COMPONENT_VALUE_KEYS = ["orchestrator", "rollout", "environmentVerifier", "valueEvaluator", "valueTrainer", "policyTrainer"]
 COMPONENT_LABELS = ["orchestrator", "rollout", "environment-verifier", "value-evaluator", "value-trainer", "policy-trainer"]
 GRPC_COMPONENTS = [c for c in COMPONENT_LABELS if c != "orchestrator"]
+CLUSTER_SCOPED = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 
 @pytest.mark.parametrize("values_name", list(VALUE_SETS))
@@ -43,15 +44,18 @@ def test_every_object_is_valid_against_the_kubernetes_schemas(values_name: str) 
     objects = render_objects(VALUE_SETS[values_name])
     kinds = {o["kind"] for o in objects}
     assert {"Deployment", "StatefulSet", "Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "ServiceAccount",
-            "Role", "RoleBinding", "NetworkPolicy", "PodDisruptionBudget", "ServiceMonitor"} <= kinds
+            "Role", "RoleBinding", "NetworkPolicy", "ServiceMonitor", "PrometheusRule", "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"} <= kinds
     for obj in objects:
-        if obj["kind"] == "ServiceMonitor":
-            # A custom resource: kubernetes-validate has no schema; its shape is checked below.
+        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
+            # Custom resources: kubernetes-validate has no schema; their shape is checked below
+            # (ServiceMonitors) and by promtool (the PrometheusRule, tests/chart/test_alerts.py).
             with pytest.raises(kubernetes_validate.SchemaNotFoundError):
                 kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
             continue
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
-        assert obj["metadata"]["namespace"] == NAMESPACE, obj["metadata"]["name"]
+        if obj["kind"] not in CLUSTER_SCOPED:
+            assert obj["metadata"]["namespace"] == NAMESPACE, obj["metadata"]["name"]
         assert obj["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
 
 
@@ -121,6 +125,7 @@ def test_the_api_role_grants_exactly_what_the_kubernetes_launcher_calls() -> Non
     objects = render_objects()
     role = one(objects, "Role", "-api-launcher")
     assert _normalise(role["rules"]) == _normalise(REQUIRED_RULES)
+    assert "deletecollection" not in {verb for _, _, verb in _normalise(role["rules"])}
     assert not find(objects, "ClusterRole") and not find(objects, "ClusterRoleBinding")
     binding = one(objects, "RoleBinding", "-api-launcher")
     api_account = one(objects, "ServiceAccount", "-api")["metadata"]["name"]
@@ -142,35 +147,52 @@ def _ingress_ports(policy: dict[str, Any]) -> dict[int, list[Any] | None]:
     return out
 
 
+def _egress(policy: dict[str, Any]) -> list[tuple[tuple[int, ...], list[Any] | None]]:
+    """(ports, peers) of every egress rule (peers None: any destination)."""
+    return [(tuple(p["port"] for p in rule.get("ports", [])), rule.get("to")) for rule in policy["spec"].get("egress", [])]
+
+
 RELEASE_PODS = [{"podSelector": {"matchLabels": {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/part-of": "lecritique"}}}]
+DNS = [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+REDIS_PODS = [{"podSelector": {"matchLabels": {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": "redis"}}}]
+BASE_EGRESS = [((53, 53), DNS), ((6379,), REDIS_PODS)]
 
 
-def test_grpc_and_redis_ports_are_reachable_only_from_the_release_pods() -> None:
+def test_every_pod_has_ingress_and_egress_policies_that_allow_only_dns_redis_and_metrics() -> None:
+    """The chart's baseline: experiment pods get no gRPC and no egress beyond DNS and Redis (the
+    launcher adds gRPC within one experiment); Redis opens no connection; the API reaches DNS,
+    Redis and the Kubernetes API server only."""
     objects = render_objects()
-    for component in GRPC_COMPONENTS:
+    for component in COMPONENT_LABELS:
         policy = one(objects, "NetworkPolicy", f"-{component}")
         assert policy["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": component}
-        assert policy["spec"]["policyTypes"] == ["Ingress"]
-        ports = _ingress_ports(policy)
-        assert ports == {50051: RELEASE_PODS, 9090: None}, component
-    assert _ingress_ports(one(objects, "NetworkPolicy", "-orchestrator")) == {9090: None}
-    assert _ingress_ports(one(objects, "NetworkPolicy", "-redis")) == {6379: RELEASE_PODS}
-    assert _ingress_ports(one(objects, "NetworkPolicy", "-api")) == {8000: None}
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+        assert _ingress_ports(policy) == {9090: None}, component
+        assert _egress(policy) == BASE_EGRESS, component
+    redis = one(objects, "NetworkPolicy", "-redis")
+    assert _ingress_ports(redis) == {6379: RELEASE_PODS}
+    assert redis["spec"]["policyTypes"] == ["Ingress", "Egress"] and redis["spec"]["egress"] == []
+    api = one(objects, "NetworkPolicy", "-api")
+    assert _ingress_ports(api) == {8000: None}
+    assert _egress(api) == [*BASE_EGRESS, ((443, 6443), None)]
+    apiserver = [{"ipBlock": {"cidr": "10.0.0.1/32"}}]
+    pinned = render_objects({"networkPolicy": {"kubernetesApi": {"to": apiserver, "ports": [443]}}})
+    assert _egress(one(pinned, "NetworkPolicy", "-api"))[-1] == ((443,), apiserver)
+    assert _egress(one(render_objects({"api": {"launcher": "local"}}), "NetworkPolicy", "-api")) == BASE_EGRESS
     scrapers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
     restricted = render_objects({"networkPolicy": {"metricsFrom": scrapers}})
     assert _ingress_ports(one(restricted, "NetworkPolicy", "-rollout"))[9090] == scrapers
     assert find(render_objects({"networkPolicy": {"enabled": False}}), "NetworkPolicy") == []
 
 
-def test_pod_disruption_budgets_cover_the_control_plane_and_every_service_component() -> None:
-    objects = render_objects()
-    budgets = {o["metadata"]["name"].removeprefix(f"{RELEASE}-lecritique-"): o for o in find(objects, "PodDisruptionBudget")}
-    assert set(budgets) == {"api", "redis", *GRPC_COMPONENTS}
-    assert budgets["rollout"]["spec"]["maxUnavailable"] == 1
-    assert budgets["policy-trainer"]["spec"]["maxUnavailable"] == 0
-    assert budgets["value-trainer"]["spec"]["maxUnavailable"] == 0
-    for name, budget in budgets.items():
-        assert budget["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == name
+def test_pod_disruption_budgets_only_where_they_protect_something() -> None:
+    """One API pod and one Redis pod: no budget (maxUnavailable 1 on one pod protects nothing, 0
+    blocks every drain). Experiment budgets are the launcher's (tests/api/test_kubernetes_rendering.py)."""
+    assert find(render_objects(), "PodDisruptionBudget") == []
+    [budget] = find(render_objects({"api": {"replicas": 3}}), "PodDisruptionBudget")
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "api"
+    assert find(render_objects({"api": {"replicas": 3, "pdb": {"enabled": False}}}), "PodDisruptionBudget") == []
 
 
 def test_service_monitors_scrape_every_component() -> None:
@@ -208,6 +230,8 @@ def test_launcher_defaults_carry_each_values_block() -> None:
     defaults = launcher_defaults()
     assert defaults["release"] == RELEASE and defaults["namespace"] == NAMESPACE
     assert defaults["redisUrl"] == f"redis://{RELEASE}-lecritique-redis:6379/0"
+    assert defaults["redisAuth"] == {"secretName": f"{RELEASE}-lecritique-redis-auth", "passwordKey": "experiments-password",
+                                     "username": "experiments"}
     assert set(defaults["components"]) == set(COMPONENT_VALUE_KEYS)
     for key in ("rollout", "valueEvaluator", "valueTrainer", "policyTrainer"):
         block = defaults["components"][key]
@@ -242,7 +266,7 @@ def test_token_hashes_go_into_a_secret_and_plain_tokens_are_refused() -> None:
 
     assert json.loads(base64.b64decode(secret["data"]["tokens.json"])) == {"alice": digest}
     objects = render_objects({"api": {"auth": {"existingSecret": "my-tokens"}}})
-    assert find(objects, "Secret") == []
+    assert find(objects, "Secret", "-api-tokens") == []
     volumes = one(objects, "Deployment", "-api")["spec"]["template"]["spec"]["volumes"]
     assert {"name": "tokens", "secret": {"secretName": "my-tokens"}} in volumes
 
@@ -260,6 +284,11 @@ def test_token_hashes_go_into_a_secret_and_plain_tokens_are_refused() -> None:
         ({"api": {"launcher": "slurm"}}, "/api/launcher"),
         ({"redis": {"appendfsync": "sometimes"}}, "/redis/appendfsync"),
         ({"environmentVerifier": {"resources": {"requests": {"cpu": None}}}}, "/environmentVerifier/resources/requests"),
+        ({"api": {"tenantPolicies": {"alice": {"maxGpus": -1}}}}, "/api/tenantPolicies/alice/maxGpus"),
+        ({"api": {"tenantPolicies": {"alice": {"secretz": []}}}}, "/api/tenantPolicies/alice"),
+        ({"api": {"tenantPolicies": {"Alice!": {}}}}, "invalid propertyName 'Alice!'"),
+        ({"api": {"maxBodyBytes": 10}}, "/api/maxBodyBytes"),
+        ({"rollout": {"pdb": {"enabled": True}}}, "/rollout"),
     ],
 )
 def test_values_schema_rejects_bad_values(values: dict[str, Any], path: str) -> None:
@@ -287,7 +316,13 @@ def test_the_api_pod_environment_is_what_the_api_reads() -> None:
         if name.startswith(PREFIX):
             assert name.removeprefix(PREFIX).lower() in ApiSettings.model_fields, name
     settings = ApiSettings.from_env(env)
-    assert settings.launcher == "kubernetes" and settings.redis_url == launcher_defaults()["redisUrl"]
+    assert settings.launcher == "kubernetes"
+    # As the `api` ACL user; Kubernetes expands $(LECRITIQUE_REDIS_PASSWORD), defined before it, from the Secret.
+    assert settings.redis_url == f"redis://api:$(LECRITIQUE_REDIS_PASSWORD)@{RELEASE}-lecritique-redis:6379/0"
+    names = [item["name"] for item in container["env"]]
+    assert names.index("LECRITIQUE_REDIS_PASSWORD") < names.index("LECRITIQUE_API_REDIS_URL")
+    password = next(i for i in container["env"] if i["name"] == "LECRITIQUE_REDIS_PASSWORD")["valueFrom"]["secretKeyRef"]
+    assert password == {"name": f"{RELEASE}-lecritique-redis-auth", "key": "api-password"}
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert str(settings.tokens_file) == f"{mounts['tokens']}/tokens.json"
@@ -295,3 +330,18 @@ def test_the_api_pod_environment_is_what_the_api_reads() -> None:
     assert str(settings.launcher_defaults) == f"{mounts['launcher-defaults']}/launcher-defaults.json"
     assert volumes["launcher-defaults"]["configMap"]["name"] == one(render_objects(), "ConfigMap", "-api-launcher-defaults")["metadata"]["name"]
     assert next(i for i in container["env"] if i["name"] == "LECRITIQUE_API_NAMESPACE")["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+
+
+def test_tenant_policies_from_values_are_what_the_api_enforces() -> None:
+    from lecritique.tenancy.policy import resolve_policy
+    from services.api.settings import ApiSettings
+
+    policies = {"*": {"maxGpus": 2, "modelRoots": ["/weights/models/shared"]},
+                "research": {"secrets": ["openai-research"], "llmEndpoints": ["https://api.openai.com/v1"], "maxGpus": 16}}
+    deployment = one(render_objects({"api": {"tenantPolicies": policies, "maxBodyBytes": 65536}}), "Deployment", "-api")
+    env = {i["name"]: i.get("value", "") for i in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    settings = ApiSettings.from_env(env)
+    assert settings.max_body_bytes == 65536 and settings.models_root == "/weights/models"
+    research = resolve_policy(settings.tenant_policies, "research")
+    assert research.max_gpus == 16 and research.secrets == ("openai-research",) and research.model_roots == ("/weights/models/shared",)
+    assert resolve_policy(settings.tenant_policies, "someone").max_gpus == 2

@@ -1,28 +1,34 @@
-"""Every metric a dashboard queries is exported by a real local run (scraped from each process's /metrics).
+"""The dashboards and alert rules against a live local run, scraped by a real Prometheus.
 
 A tiny sudoku-mini experiment runs for real under ``LocalLauncher`` (every service a process, the
-embedded redis-server, the orchestrator with a metrics port); the test scrapes every process while
-the orchestrator runs and once more after, and compares the union of scraped sample names with
-the names the dashboards' PromQL uses.
+embedded redis-server, the orchestrator with a metrics port). A real Prometheus (Debian's package)
+scrapes every process each second and evaluates the chart's alerting rules. The test also scrapes
+every process itself while the orchestrator runs. Afterwards:
+
+* every metric name a dashboard uses was exported (scraped by hand);
+* every dashboard panel's PromQL, Grafana variables filled in, returns a non-empty result from
+  Prometheus' HTTP API at a moment when the orchestrator was still up;
+* every alert rule was evaluated by Prometheus without error, and names only exported metrics
+  (or the critic-health gauge another change adds, ``PENDING_METRICS``).
 """
 
 from __future__ import annotations
 
-import socket
+import json
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from lecritique.monitoring import exposition_metric_names
-from tests.helm_support import all_dashboard_metric_names, quick_policy, tiny_spec_data
+from lecritique.monitoring import dashboard_expressions, exposition_metric_names, promql_metric_names
+from lecritique.monitoring.alerts import PENDING_METRICS, alert_rules
+from tests.chart.prometheus_server import PrometheusServer, free_port
+from tests.helm_support import ROOT, all_dashboard_metric_names, load_dashboards, quick_policy, tiny_spec_data
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+RULES_FILE = ROOT / "helm" / "lecritique" / "alerts" / "lecritique-alerts.rules.yaml"
+RATE_WINDOW = "20s"
+"""What Grafana's $__rate_interval becomes: many 1-second scrapes, shorter than the run."""
 
 
 def _scrape(port: int) -> set[str]:
@@ -33,9 +39,29 @@ def _scrape(port: int) -> set[str]:
         return set()
 
 
+def _steps_done(run_dir: Path) -> int:
+    path = run_dir / "metrics.jsonl"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def panel_queries(experiment: str) -> list[tuple[str, str]]:
+    """``(where, PromQL)`` of every dashboard panel, with the Grafana variables filled in."""
+    queries = []
+    for file_name, dashboard in load_dashboards().items():
+        for where, expression in dashboard_expressions(dashboard):
+            if not where.startswith("panel"):
+                continue
+            filled = (
+                expression.replace("${experiment:pipe}", experiment).replace("$experiment", experiment)
+                .replace("$__rate_interval", RATE_WINDOW)
+            )
+            queries.append((f"{file_name}: {where}", filled))
+    return queries
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_dashboard_metrics_are_exported_by_a_local_run(tmp_path: Path, embedded_redis) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.timeout(900)
+def test_dashboards_and_alerts_against_a_live_run(tmp_path: Path, embedded_redis) -> None:  # type: ignore[no-untyped-def]
     from lecritique.config import parse_spec
     from lecritique.launch.local import LocalLauncher
     from lecritique.launch.processes import ManagedProcess, python_command
@@ -44,10 +70,15 @@ def test_dashboard_metrics_are_exported_by_a_local_run(tmp_path: Path, embedded_
     spec = parse_spec(tiny_spec_data(experiment_id, steps=12, policy_path=quick_policy()))
     launcher = LocalLauncher(spec, tmp_path / "run", redis_url=embedded_redis.url, experiment_id=experiment_id)
     scraped: set[str] = set()
+    prometheus: PrometheusServer | None = None
+    live_at = 0.0
     try:
         launcher.start_services(timeout=300)
         addresses = launcher.addresses()
-        orchestrator_metrics = _free_port()
+        orchestrator_metrics = free_port()
+        targets = {process.name: process.metrics_port for process in launcher.services if process.metrics_port}
+        assert len(targets) == len(launcher.services)
+        prometheus = PrometheusServer(tmp_path / "prometheus", {**targets, "orchestrator": orchestrator_metrics}, [RULES_FILE]).start()
         # LocalLauncher.start_orchestrator does not expose the orchestrator's metrics port; the same
         # command with --metrics-port does.
         orchestrator = ManagedProcess(
@@ -64,26 +95,53 @@ def test_dashboard_metrics_are_exported_by_a_local_run(tmp_path: Path, embedded_
         )
         orchestrator.start()
         launcher.orchestrator = orchestrator
-        service_ports = [p.metrics_port for p in launcher.services if p.metrics_port]
-        assert len(service_ports) == len(launcher.services)
         deadline = time.monotonic() + 480
         rounds = 0
         while orchestrator.running and time.monotonic() < deadline:
             # The orchestrator's gauges vanish when it exits right after its last step: scrape it
             # often; the services outlive it and are scraped once more at the end.
-            scraped |= _scrape(orchestrator_metrics)
+            now, from_orchestrator = time.time(), _scrape(orchestrator_metrics)
+            scraped |= from_orchestrator
             if rounds % 10 == 0:
-                for port in service_ports:
+                for port in targets.values():
                     scraped |= _scrape(port)
+            if from_orchestrator and _steps_done(launcher.out_dir) >= 8:
+                # The orchestrator answered at `now`, so Prometheus' scrape a second or two earlier
+                # did too: its gauges are live there (after it exits they are marked stale).
+                live_at = now - 1.5
             rounds += 1
             time.sleep(0.1)
-        for port in service_ports:
+        for port in targets.values():
             scraped |= _scrape(port)
         assert orchestrator.process is not None
         returncode = orchestrator.process.wait(timeout=5)
+        assert returncode == 0, orchestrator.log_tail()
+        assert live_at, "the orchestrator exited before 8 steps"
+
+        used = all_dashboard_metric_names()
+        missing = {name: sorted(places) for name, places in used.items() if name not in scraped}
+        assert not missing, f"dashboard metrics no process exported: {missing}"
+
+        empty, failed = [], []
+        for where, query in panel_queries(experiment_id):
+            try:
+                if not prometheus.query(query, live_at):
+                    empty.append(f"{where}: {query}")
+            except ValueError as error:
+                failed.append(f"{where}: {error}")
+        assert not failed, "panel queries Prometheus rejected:\n" + "\n".join(failed)
+        assert not empty, "panel queries with an empty result:\n" + "\n".join(empty)
+
+        evaluated = {rule["name"]: rule for rule in prometheus.rules()}
+        assert set(evaluated) == {rule.name for rule in alert_rules()}
+        for name, rule in evaluated.items():
+            assert rule["health"] == "ok" and not rule.get("lastError"), (name, rule.get("lastError"))
+        for rule in alert_rules():
+            names = promql_metric_names(rule.expr) - PENDING_METRICS
+            if rule.name != "LecritiqueApiErrors":  # the REST API is not part of a local run
+                assert names <= scraped, (rule.name, names - scraped)
+        (tmp_path / "panels.json").write_text(json.dumps(panel_queries(experiment_id), indent=1))
     finally:
+        if prometheus is not None:
+            prometheus.stop()
         launcher.stop()
-    used = all_dashboard_metric_names()
-    missing = {name: sorted(places) for name, places in used.items() if name not in scraped}
-    assert not missing, f"dashboard metrics no process exported: {missing}"
-    assert returncode == 0, orchestrator.log_tail()

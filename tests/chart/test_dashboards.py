@@ -97,6 +97,7 @@ def test_dashboards_show_what_the_issue_asks_for() -> None:
         "lecritique_replay_reuse_count_sum", "lecritique_policy_version", "lecritique_value_version",
         "lecritique_policy_published_version", "lecritique_value_published_version", "lecritique_dropped_stale_total",
         "lecritique_rollout_generated_tokens_total", "lecritique_policy_trained_tokens_total", "lecritique_tether_rho",
+        "lecritique_value_ev",
     }
     assert required <= names
     for dashboard in dashboards.values():

@@ -34,7 +34,7 @@ def test_defaults_follow_the_paper():
         ({"environment": {"kind": "sudoku", "sizes": 4}}, "environment.sudoku.sizes: unknown field"),
         ({"critic": None}, "needs a critic"),
         ({"rollout": {"group_size": 1}}, "group_size must be >= 2"),
-        ({"name": "Bad_Name"}, "name 'Bad_Name'"),
+        ({"name": "Bad_Name"}, "name: .*lowercase"),  # named, not echoed back
         ({"policy": {"tiny": "sudoku-mini", "path": "/x"}}, "exactly one of 'path' and 'tiny'"),
         ({"critic": {"context": "oracle"}}, "critic.discriminative.context"),
     ],
@@ -57,3 +57,27 @@ def test_load_spec_reports_unreadable_and_invalid_files(tmp_path):
         load_spec(broken)
     with pytest.raises(SpecError, match="mapping"):
         parse_spec(["not", "a", "mapping"])
+
+
+def test_tether_buckets_default_to_max_tokens_times_the_turn_limit():
+    # 4x4 Sudoku with at most 4 empty cells: 4 turns of at most 8 policy tokens.
+    parsed = parse_spec(spec(rollout={"sampling": {"max_tokens": 8}}, estimator={"name": "tether", "buckets": 4}))
+    assert parsed.estimator.max_length == 32
+    assert parsed.estimator.build().max_length == 32
+    single_turn = spec(environment={"kind": "arithmetic"}, policy={"tiny": "arithmetic"}, estimator={"name": "tether", "buckets": 2})
+    assert parse_spec(single_turn).estimator.max_length == 32  # default sampling.max_tokens, one turn
+    explicit = parse_spec(spec(estimator={"name": "tether", "buckets": 2, "max_length": 100}))
+    assert explicit.estimator.max_length == 100
+    assert parse_spec(spec()).estimator.max_length is None  # one bucket: no edges to place
+
+
+def test_auto_lambda_resolves_from_the_rollout_and_survives_a_round_trip():
+    parsed = parse_spec(spec(rollout={"sampling": {"max_tokens": 8}}, estimator={"name": "gae", "lambda_gae": "auto", "lambda_target": "auto"}))
+    assert parsed.estimator.lambda_gae == "auto" and parsed.estimator.max_length == 32
+    assert parsed.estimator.build().metrics() == pytest.approx({"gae_lambda": 0.4 ** (1 / 32), "gae_lambda_target": 0.4 ** (1 / 32)})
+    # spec.json (what every service reads) keeps 'auto' and the length it resolves against
+    assert parse_spec(parsed.model_dump(mode="json")) == parsed
+    with pytest.raises(SpecError, match="lambda_gae"):
+        parse_spec(spec(estimator={"name": "gae", "lambda_gae": "sometimes"}))
+    with pytest.raises(SpecError, match="lambda_target"):
+        parse_spec(spec(estimator={"name": "gae", "lambda_target": 1.5}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lecritique.envs import get_environment
+from tests.envs.dataset_support import EXAMPLE_DATA
 
 ENVIRONMENTS = {
     "sudoku": {"size": 4, "empty_cells": [3, 4]},
@@ -14,6 +15,9 @@ ENVIRONMENTS = {
     "reasoning_gym": {"datasets": {"basic_arithmetic": 1, "mini_sudoku": 1}},
     "codeio": {"parallel_executions": 2},
     "babyai_text": {},
+    "dataset": {"path": str(EXAMPLE_DATA), "prompt_column": "expression", "verifier": {"kind": "numeric"}},
+    "dataset-math": {"path": str(EXAMPLE_DATA), "prompt_column": "question", "answer_tags": True, "verifier": {"kind": "math_verify"}},
+    "dataset-python": {"path": str(EXAMPLE_DATA), "prompt_column": "expression", "verifier": {"kind": "python", "entry_point": "tests.envs.dataset_verifiers:within_one"}},
 }
 
 MALFORMED = {

@@ -1,83 +1,44 @@
-"""Sandbox containment: every escape attempt ends with reward 0 and a diagnostic; the host is unharmed.
+"""Sandbox containment: every hostile call ends with reward 0 and a diagnostic; the host is unharmed.
 
 Each case runs through the CodeIO environment (reference code executed on a candidate input),
-under three sandbox set-ups: the default (every layer this machine offers), the kernel layers
-alone (namespaces, read-only mounts, rlimits, unprivileged uid; no audit hook), and the fallback
-for machines without namespaces (rlimits + audit hook).
+under two set-ups: the default (every layer) and the kernel's layers alone (no audit hook; the
+diagnostics then show that the kernel stopped the code, not Python). The attacks of issue #11
+are in ``test_sandbox_attacks.py``; the layer checks and the non-root paths in
+``test_sandbox_layers.py``.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import socket
 import subprocess
-import time
 
 import pytest
 
-from lecritique.envs import Task, get_environment
-from lecritique.envs.sandbox import Sandbox, SandboxConfig, active_layers
+from lecritique.envs.sandbox import Sandbox, SandboxConfig
+from tests.envs.sandbox_support import (
+    ANSWER,
+    LIMITS,
+    SETUPS,
+    codeio,
+    no_sandbox_processes_remain,
+    task_running,
+)
 
-LIMITS = {"wall_seconds": 3.0, "cpu_seconds": 1, "memory_mb": 512}
-SETUPS = {
-    "default": {},
-    "kernel-layers-only": {"namespaces": "require", "audit_hook": False},
-    "audit-hook-fallback": {"namespaces": "off", "audit_hook": True},
-}
-
-
-def kernel_layers_available() -> bool:
-    return "network-namespace" in active_layers() and "read-only-filesystem" in active_layers()
-
-
-def sandbox_processes() -> list[str]:
-    """Processes started by a sandbox (the child script, or anything running as nobody)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                command = handle.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{pid}/status") as handle:
-                uid = next(line.split()[1] for line in handle if line.startswith("Uid:"))
-        except (OSError, StopIteration):
-            continue
-        if "_sandbox_child.py" in command or uid == "65534":
-            found.append(f"{pid} uid={uid} {command[:80]}")
-    return found
-
-
-def no_sandbox_processes_remain(grace_seconds: float = 5.0) -> bool:
-    """True once every sandbox process is gone; killed processes need a moment to be reaped."""
-    deadline = time.monotonic() + grace_seconds
-    while sandbox_processes():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"stray sandbox processes: {sandbox_processes()}")
-        time.sleep(0.05)
-    return True
-
-
-def task_running(code: str) -> Task:
-    """An input-prediction task whose reference code is ``code``."""
-    return Task(
-        task_id="codeio-hostile",
-        prompt="predict an input",
-        reference='{"n": 1}',
-        privileged={"answer": '{"n": 1}'},
-        metadata={"program": -1, "direction": "input", "code": code, "inputs": {"n": 1}, "output": 1},
-    )
+REFUSED = ("Operation not permitted", "not allowed")
+"""How the kernel (EPERM from seccomp) and the audit hook ("sandbox: ... is not allowed") refuse."""
 
 
 @pytest.fixture(params=sorted(SETUPS))
 def env(request):
-    if SETUPS[request.param].get("namespaces") == "require" and not kernel_layers_available():
-        pytest.skip("this machine offers no network/mount namespaces (the fallback set-up is tested instead)")
-    environment = get_environment("codeio", sandbox={**LIMITS, **SETUPS[request.param]})
+    environment = codeio(request.param)
     environment.setup = request.param
     return environment
 
 
 def assert_contained(env, code: str, *expected: str) -> str:
-    result = env.score(task_running(code), '<answer>{"n": 1}</answer>')
+    result = env.score(task_running(code), ANSWER)
     assert result.reward == 0.0
     assert any(word in result.diagnostic for word in expected), result.diagnostic
     if env.setup == "kernel-layers-only":
@@ -89,7 +50,21 @@ def assert_contained(env, code: str, *expected: str) -> str:
 
 
 def test_honest_code_scores_one(env):
-    result = env.score(task_running("def main_solution(n):\n    return n\n"), '<answer>{"n": 1}</answer>')
+    result = env.score(task_running("def main_solution(n):\n    return n\n"), ANSWER)
+    assert result.reward == 1.0, result.diagnostic
+
+
+def test_threads_numpy_and_sympy_work(env):
+    code = (
+        "import threading, numpy, sympy\n"
+        "def main_solution(n):\n"
+        "    box = []\n"
+        "    worker = threading.Thread(target=lambda: box.append(int(numpy.eye(3).trace())))\n"
+        "    worker.start()\n"
+        "    worker.join()\n"
+        "    return box[0] - 3 + int(sympy.Integer(n))\n"
+    )
+    result = env.score(task_running(code), ANSWER)
     assert result.reward == 1.0, result.diagnostic
 
 
@@ -98,16 +73,30 @@ def test_infinite_loop(env):
 
 
 def test_sleeping_forever_hits_the_wall_clock(env):
-    assert_contained(env, "import time\ndef main_solution(n):\n    time.sleep(60)\n", "wall-clock")
+    sleeper = codeio(env.setup, wall_seconds=2.0)
+    sleeper.setup = env.setup
+    assert_contained(sleeper, "import time\ndef main_solution(n):\n    time.sleep(60)\n", "wall-clock")
+
+
+def test_single_fork(env):
+    code = "import os\ndef main_solution(n):\n    if os.fork() == 0:\n        os._exit(0)\n    return n\n"
+    assert_contained(env, code, *REFUSED)
 
 
 def test_fork_bomb(env):
     code = "import os\ndef main_solution(n):\n    while True:\n        os.fork()\n"
-    assert_contained(env, code, "Resource temporarily unavailable", "not allowed", "wall-clock", "CPU time")
+    assert_contained(env, code, *REFUSED)
 
 
 def test_four_gigabyte_allocation(env):
     assert_contained(env, "def main_solution(n):\n    return len(bytearray(4 * 2**30))\n", "MemoryError")
+
+
+def test_output_flood_is_cut_at_the_file_size_limit(env):
+    code = "def main_solution(n):\n    while True:\n        print('x' * 1_000_000)\n"
+    assert_contained(env, code, "File too large", "file size limit exceeded")
+    called = Sandbox(SandboxConfig(**LIMITS, **SETUPS[env.setup])).call(code, "main_solution", {"n": 1})
+    assert not called.ok and 0 < len(called.output) <= 2000
 
 
 def test_writing_outside_the_work_directory(env, tmp_path):
@@ -115,10 +104,11 @@ def test_writing_outside_the_work_directory(env, tmp_path):
     for opener in (
         f"open({str(target)!r}, 'w').write('x')",
         f"os.open({str(target)!r}, os.O_CREAT | os.O_WRONLY)",
+        "open('/tmp/escaped.txt', 'w').write('x')",
     ):
         code = f"import os\ndef main_solution(n):\n    {opener}\n    return n\n"
         assert_contained(
-            env, code, "Read-only file system", "outside the work directory", "Permission denied"
+            env, code, "Read-only file system", "No such file or directory", "outside the work directory"
         )
         assert not target.exists()
 
@@ -134,18 +124,70 @@ def test_opening_a_socket(env):
         f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'leak')\n    return n\n"
     )
     try:
-        assert_contained(env, code, "Network is unreachable", "not allowed", "Connection refused")
+        assert_contained(env, code, *REFUSED)
         with pytest.raises(TimeoutError):
             listener.accept()
     finally:
         listener.close()
 
 
+def test_ctypes_system_calls_are_refused_by_the_kernel(env):
+    """Native calls bypass the audit hook; seccomp still answers EPERM to each."""
+    if platform.machine() != "x86_64":
+        pytest.skip("raw x86_64 system-call numbers")
+    calls = {
+        "fork": "libc.syscall(57)",
+        "vfork-like clone": "libc.syscall(56, 0x4111, 0, 0, 0, 0)",
+        "unshare user": "libc.unshare(0x10000000)",
+        "remount /": "libc.mount(b'none', b'/', None, 32 | 4096, None)",
+        "ptrace init": "libc.ptrace(16, 1, 0, 0)",
+        "socket": "libc.socket(2, 1, 0)",
+        "setuid 0": "libc.setuid(0)",
+        "bpf": "libc.syscall(321, 0, 0, 0)",
+        "io_uring": "libc.syscall(425, 1, 0)",
+    }
+    body = "".join(f"    results[{name!r}] = ({call}, ctypes.get_errno())\n" for name, call in calls.items())
+    code = (
+        "import ctypes\n"
+        "def main_solution(n):\n"
+        "    libc = ctypes.CDLL(None, use_errno=True)\n"
+        "    results = {}\n"
+        f"{body}"
+        "    if all(value == (-1, 1) for value in results.values()):\n"
+        "        raise PermissionError('Operation not permitted: ' + str(results))\n"
+        "    return n\n"
+    )
+    assert_contained(env, code, *REFUSED)
+
+
+def test_foreign_system_call_abis_kill_the_process(env):
+    """i386 ``int 0x80`` and x32 numbers would dodge a filter written for x86_64 numbers."""
+    if platform.machine() != "x86_64":
+        pytest.skip("x86_64 machine code")
+    i386_fork = (
+        "import ctypes, mmap\n"
+        "def main_solution(n):\n"
+        "    page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+        "    page.write(bytes([0xB8, 2, 0, 0, 0, 0xCD, 0x80, 0xC3]))  # mov eax, 2 (fork); int 0x80; ret\n"
+        "    address = ctypes.addressof(ctypes.c_char.from_buffer(page))\n"
+        "    return ctypes.CFUNCTYPE(ctypes.c_int)(address)()\n"
+    )
+    x32_fork = "import ctypes\ndef main_solution(n):\n    return ctypes.CDLL(None).syscall(0x40000000 | 57)\n"
+    for code in (i386_fork, x32_fork):
+        assert_contained(env, code, "SIGSYS", "not allowed")
+
+
+def test_oversized_result_is_cut_off():
+    code = "def f():\n    return 'x' * (5 * 2**20)\n"
+    result = Sandbox(SandboxConfig(**LIMITS)).call(code, "f")
+    assert not result.ok and "result larger than" in result.error
+    assert no_sandbox_processes_remain()
+
+
 def test_default_layers_are_reported():
-    layers = active_layers()
-    assert {"rlimits", "audit-hook"} <= set(layers)
-    if os.geteuid() == 0 and kernel_layers_available():
-        assert {"pid-namespace", "unprivileged-uid", "no-new-privileges"} <= set(layers)
+    layers = Sandbox(SandboxConfig(**LIMITS)).call("def f():\n    return 1\n", "f").layers
+    assert {"rlimits", "unprivileged-uid", "no-capabilities", "no-new-privileges", "seccomp"} <= set(layers)
+    assert "audit-hook" in layers
 
 
 def test_work_directory_is_writable_and_removed():

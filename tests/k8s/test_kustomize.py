@@ -39,7 +39,7 @@ def test_committed_tree_equals_the_generator_output() -> None:
 def test_base_builds_and_every_object_is_valid() -> None:
     objects = _build(K8S / "base")
     assert {o["kind"] for o in objects} >= {"Deployment", "StatefulSet", "Role", "RoleBinding", "NetworkPolicy", "PersistentVolumeClaim"}
-    assert not [o for o in objects if o["kind"] == "ServiceMonitor"]
+    assert not [o for o in objects if o["kind"] in ("ServiceMonitor", "PrometheusRule")]
     for obj in objects:
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
         assert obj["metadata"]["namespace"] == "lecritique"
@@ -57,6 +57,8 @@ def test_gpu_pool_overlay_builds_with_the_pools_and_service_monitors() -> None:
     assert api["nodeSelector"] == {"lecritique.dev/pool": "system"}
     monitors = [o for o in objects if o["kind"] == "ServiceMonitor"]
     assert len(monitors) == 7 and all(m["metadata"]["labels"]["release"] == "kube-prometheus-stack" for m in monitors)
+    rules = [o for o in objects if o["kind"] == "PrometheusRule"]
+    assert len(rules) == 1 and rules[0]["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     for obj in objects:
-        if obj["kind"] != "ServiceMonitor":
+        if obj["kind"] not in ("ServiceMonitor", "PrometheusRule"):
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)

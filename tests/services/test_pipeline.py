@@ -19,7 +19,9 @@ from tests.services.conftest import pipeline_spec, read_metrics, run_experiment,
 pytestmark = pytest.mark.slow
 
 CRITIC_FREE = {"mean": {}, "rloo": {}}
-CRITIC_ESTIMATORS = {"value": {}, "gae": {"lambda_target": 0.9}, "evpo": {}, "lvrl": {}}
+CRITIC_ESTIMATORS = {"value": {}, "gae": {"lambda_gae": "auto", "lambda_target": "auto"}, "evpo": {}, "lvrl": {}}
+AUTO_LAMBDA = 0.4 ** (1 / 16)
+"""Le Critique §7.2 calibration for the pipeline spec: 8 tokens per turn x 2 turns (1-2 empty cells)."""
 
 
 @pytest.mark.parametrize("name", [*CRITIC_FREE, *CRITIC_ESTIMATORS])
@@ -37,6 +39,10 @@ def test_each_estimator_runs_policy_steps_through_all_services(name, tiny_policy
             assert row["value_version"] >= 0
         else:
             assert row["value_version"] == -1
+        if name == "gae":
+            assert row["gae_lambda"] == pytest.approx(AUTO_LAMBDA)
+    if name == "gae":  # the value trainer resolved the same lambda for its targets
+        assert f"lambda_target = {AUTO_LAMBDA:.6f}" in (tmp_path / "logs" / "value-trainer.log").read_text()
 
 
 def _metric(port: int, name: str, **labels: str) -> float:

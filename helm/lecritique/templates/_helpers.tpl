@@ -54,6 +54,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "lecritique.weightsClaim" -}}
 {{- default (printf "%s-weights" (include "lecritique.fullname" .)) .Values.weights.existingClaim -}}
 {{- end -}}
+{{- define "lecritique.redisSecret" -}}
+{{- default (printf "%s-redis-auth" (include "lecritique.fullname" .)) .Values.redis.auth.existingSecret -}}
+{{- end -}}
+{{/* The API's Redis URL: user `api`, its password spliced in from LECRITIQUE_REDIS_PASSWORD by Kubernetes. */}}
+{{- define "lecritique.apiRedisUrl" -}}redis://api:$(LECRITIQUE_REDIS_PASSWORD)@{{ include "lecritique.redisName" . }}:6379/0{{- end -}}
 {{- define "lecritique.tokensSecret" -}}
 {{- default (printf "%s-api-tokens" (include "lecritique.fullname" .)) .Values.api.auth.existingSecret -}}
 {{- end -}}
@@ -78,9 +83,26 @@ capabilities:
   drop: [ALL]
 {{- end -}}
 
+{{/* Egress rules every lecritique pod needs: DNS, and Redis of this release. */}}
+{{- define "lecritique.baseEgress" -}}
+- to:
+    {{- toYaml .Values.networkPolicy.dns | nindent 4 }}
+  ports:
+    - {port: 53, protocol: UDP}
+    - {port: 53, protocol: TCP}
+- to:
+    - podSelector:
+        matchLabels:
+          {{- include "lecritique.componentSelector" (dict "root" $ "component" "redis") | nindent 10 }}
+  ports:
+    - {port: 6379, protocol: TCP}
+{{- end -}}
+
 {{/*
-NetworkPolicy of an experiment component: gRPC only from this release's pods, metrics from
-networkPolicy.metricsFrom (any when empty). (dict "root" $ "component" "rollout" "grpc" true)
+Baseline NetworkPolicy of an experiment component (all experiments' pods of it): metrics from
+networkPolicy.metricsFrom (any when empty); egress to DNS and Redis only. The launcher adds, per
+experiment, gRPC from that experiment's orchestrator (and the value evaluator's LLM endpoints).
+(dict "root" $ "component" "rollout")
 */}}
 {{- define "lecritique.componentNetworkPolicy" -}}
 {{- if .root.Values.networkPolicy.enabled }}
@@ -96,42 +118,16 @@ spec:
   podSelector:
     matchLabels:
       {{- include "lecritique.componentSelector" . | nindent 6 }}
-  policyTypes: [Ingress]
+  policyTypes: [Ingress, Egress]
   ingress:
-    {{- if .grpc }}
-    - from:
-        - podSelector:
-            matchLabels:
-              app.kubernetes.io/instance: {{ .root.Release.Name }}
-              app.kubernetes.io/part-of: lecritique
-      ports:
-        - {port: 50051, protocol: TCP}
-    {{- end }}
     - ports:
         - {port: 9090, protocol: TCP}
       {{- with .root.Values.networkPolicy.metricsFrom }}
       from:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-{{- end }}
-{{- end -}}
-
-{{/* PodDisruptionBudget of a component's pods: (dict "root" $ "component" "rollout" "values" .Values.rollout). */}}
-{{- define "lecritique.componentPdb" -}}
-{{- if .values.pdb.enabled }}
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata:
-  name: {{ include "lecritique.fullname" .root }}-{{ .component }}
-  namespace: {{ .root.Release.Namespace }}
-  labels:
-    {{- include "lecritique.labels" .root | nindent 4 }}
-    app.kubernetes.io/component: {{ .component }}
-spec:
-  maxUnavailable: {{ .values.pdb.maxUnavailable }}
-  selector:
-    matchLabels:
-      {{- include "lecritique.componentSelector" . | nindent 6 }}
+  egress:
+    {{- include "lecritique.baseEgress" .root | nindent 4 }}
 {{- end }}
 {{- end -}}
 

@@ -17,11 +17,18 @@ from lecritique.advantages.estimators import (
     LVRLEstimator,
     MeanEstimator,
     RLOOEstimator,
-    TetherEstimator,
     ValueEstimator,
 )
 from lecritique.advantages.groups import leave_one_out_mean
-from lecritique.advantages.metrics import explained_variance, top1_ranking_accuracy, value_mse
+from lecritique.advantages.metrics import (
+    explained_variance,
+    explained_variance_per_bucket,
+    top1_ranking_accuracy,
+    value_mse,
+)
+from lecritique.advantages.positions import position_buckets, response_positions
+from lecritique.advantages.returns import length_calibrated_lambda
+from lecritique.advantages.tether import TetherEstimator
 
 __all__ = [
     "AdvantageBatch",
@@ -36,8 +43,12 @@ __all__ = [
     "estimator_gauges",
     "estimator_names",
     "explained_variance",
+    "explained_variance_per_bucket",
     "get_estimator",
     "leave_one_out_mean",
+    "length_calibrated_lambda",
+    "position_buckets",
+    "response_positions",
     "top1_ranking_accuracy",
     "value_mse",
 ]

@@ -68,7 +68,12 @@ class AdvantageEstimator(ABC):
     def freeze_and_fit(self, batch: AdvantageBatch) -> tuple[Any, dict[str, float]]:
         """One policy step's worth of estimation: this batch's advantages, frozen with the state
         fitted on earlier batches (:meth:`compute`), then the state fitted on this batch for the
-        next one (:meth:`update`); returns the advantages and the step's metrics (:meth:`report`)."""
+        next one (:meth:`update`); returns the advantages and the step's metrics (:meth:`report`).
+
+        The only admissible order (Le Critique, arXiv:2608.16739, §5.1): "A batch never uses a
+        mixture coefficient fitted on its own returns." Fitting first would make a trajectory's
+        baseline depend on its own return, violating the admissibility condition (eq. 5) and
+        biasing the gradient; the same holds for every stateful estimator (EVPO's switch)."""
         used = self.metrics()
         advantages = self.compute(batch)
         self.update(batch)

@@ -1,6 +1,7 @@
 """How well a critic predicts returns.
 
-- explained variance, Le Critique §4.3: EV = 1 - Var(R - V) / Var(R) over policy tokens;
+- explained variance, Le Critique §4.3: EV = 1 - Var(R - V) / Var(R) over policy tokens, also
+  per response-position bucket (next to TETHER's per-bucket rho, §7.3);
 - value MSE against Monte-Carlo value estimates, GenAC §6.3.1;
 - top-1 ranking accuracy among candidate next segments, GenAC §6.3.2.
 """
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from lecritique.advantages.batch import _to_numpy
+from lecritique.advantages.batch import BoolArray, FloatArray, IntArray, _to_numpy
 
 
 def _token_pairs(values: Any, returns: Any, mask: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
@@ -65,6 +66,29 @@ def explained_variance_from_moments(moments: npt.NDArray[np.float64]) -> float:
         return float("nan")
     error_variance = max(sum_e2 / count - (sum_e / count) ** 2, 0.0)
     return float(1.0 - error_variance / variance)
+
+
+def bucket_explained_variance_moments(
+    values: FloatArray, returns: FloatArray, mask: BoolArray, bucket: IntArray, buckets: int
+) -> FloatArray:
+    """:func:`explained_variance_moments` of each bucket's policy tokens, shape [buckets, 5].
+
+    ``values``, ``mask`` and ``bucket`` are [B, T] (``bucket`` in [0, buckets)), ``returns`` is [B].
+    """
+    selected = bucket[mask]
+    returns_tokens = np.broadcast_to(returns[:, None], mask.shape)[mask]
+    errors = returns_tokens - values[mask]
+    columns = (np.ones_like(returns_tokens), returns_tokens, returns_tokens**2, errors, errors**2)
+    moments: FloatArray = np.stack(
+        [np.bincount(selected, weights=column, minlength=buckets) for column in columns], axis=1
+    )
+    return moments
+
+
+def explained_variance_per_bucket(moments: FloatArray) -> FloatArray:
+    """Explained variance of each row of accumulated :func:`bucket_explained_variance_moments`
+    (NaN where undefined: no tokens, or constant returns in the bucket)."""
+    return np.array([explained_variance_from_moments(row) for row in moments], dtype=np.float64)
 
 
 def value_mse(values: Any, targets: Any, mask: Any = None) -> float:

@@ -6,6 +6,8 @@ estimator section (:mod:`lecritique.config.estimators`) is the same model plus `
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -20,13 +22,19 @@ class MeanOptions(EstimatorOptions):
     """Divide group-centred returns by the group's standard deviation."""
 
 
+LambdaSetting = Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"]
+"""A lambda in [0, 1], or ``auto``: 0.4^(1/L), L the maximum response length (Le Critique §7.2)."""
+
 class GAEOptions(EstimatorOptions):
     gamma: float = Field(default=1.0, ge=0.0, le=1.0)
     """Discount per policy token."""
-    lambda_gae: float = Field(default=1.0, ge=0.0, le=1.0)
-    """lambda of the policy advantages (1: unbiased Monte-Carlo advantages)."""
-    lambda_target: float = Field(default=1.0, ge=0.0, le=1.0)
-    """lambda of the critic's value targets (1: Monte-Carlo targets)."""
+    lambda_gae: LambdaSetting = 1.0
+    """lambda of the policy advantages (1: unbiased Monte-Carlo advantages; auto: 0.4^(1/max_length))."""
+    lambda_target: LambdaSetting = 1.0
+    """lambda of the critic's value targets (1: Monte-Carlo targets; auto: 0.4^(1/max_length))."""
+    max_length: int | None = Field(default=None, ge=1)
+    """L of ``auto`` lambdas: the maximum response length in policy tokens. Required by ``auto``;
+    an experiment spec fills it in: sampling.max_tokens x the environment's turn limit."""
 
 
 class TetherOptions(EstimatorOptions):
@@ -35,7 +43,9 @@ class TetherOptions(EstimatorOptions):
     buckets: int = Field(default=1, ge=1)
     """Number of uniform token-position buckets, each with its own rho (eq. 18)."""
     max_length: int | None = Field(default=None, ge=1)
-    """Position range the buckets split; None: the batch's padded length."""
+    """The maximum response length in policy tokens (every turn's generated tokens), the range the
+    buckets split uniformly. Required when buckets > 1; an experiment spec fills it in:
+    sampling.max_tokens x the environment's turn limit."""
 
 
 class LVRLOptions(EstimatorOptions):

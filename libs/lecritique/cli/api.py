@@ -1,13 +1,23 @@
-"""``lecritique api``: run the REST API, make bearer tokens."""
+"""``lecritique api``: run the REST API, make bearer tokens.
+
+The API is a service (``services/api``), not part of the library: ``serve`` names its entry point
+(``services.api.app:create_app_from_env``) for uvicorn to load and passes its options as the
+``LECRITIQUE_API_*`` variables the service reads, exactly as the Helm chart does.
+"""
 
 from __future__ import annotations
 
-import json
+import os
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
+
+from lecritique.tenancy.tokens import hash_token, is_tenant_name, new_token
+
+API_FACTORY = "services.api.app:create_app_from_env"
+"""The API service's application factory, as uvicorn names it."""
 
 api_app = typer.Typer(name="api", help="The REST API (submit, inspect and cancel experiments).", no_args_is_help=True)
 
@@ -28,35 +38,22 @@ def serve(
     reconcile_seconds: Annotated[float, typer.Option(envvar="LECRITIQUE_API_RECONCILE_SECONDS", help="Status refresh period.")] = 15.0,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "info",
 ) -> None:
-    """Serve the REST API with uvicorn (OpenAPI at /docs). Tokens also come from LECRITIQUE_API_TOKENS."""
-    import logging
-    import os
-
+    """Serve the REST API with uvicorn (OpenAPI at /docs). Every other setting (tokens, tenant
+    policies, body limit, ...) comes from its LECRITIQUE_API_* variable; see docs/deployment.md."""
     import uvicorn
 
-    from services.api.app import create_app
-    from services.api.settings import ApiSettings
-
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s api %(levelname)s %(name)s: %(message)s")
     if launcher not in ("local", "kubernetes"):
         raise typer.BadParameter(f"launcher must be 'local' or 'kubernetes', got {launcher!r}")
-    kind: Literal["local", "kubernetes"] = "kubernetes" if launcher == "kubernetes" else "local"
-    try:
-        settings = ApiSettings(
-            redis_url=redis_url,
-            launcher=kind,
-            tokens=json.loads(os.environ.get("LECRITIQUE_API_TOKENS") or "{}"),
-            tokens_file=tokens_file,
-            runs_dir=runs_dir,
-            launcher_defaults=launcher_defaults,
-            namespace=os.environ.get("LECRITIQUE_API_NAMESPACE") or None,
-            reconcile_seconds=reconcile_seconds,
-        )
-        app = create_app(settings)
-    except ValueError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(2) from None
-    uvicorn.run(app, host=host, port=port, log_level=log_level.lower())
+    options = {
+        "LECRITIQUE_API_REDIS_URL": redis_url,
+        "LECRITIQUE_API_LAUNCHER": launcher,
+        "LECRITIQUE_API_TOKENS_FILE": str(tokens_file) if tokens_file else "",
+        "LECRITIQUE_API_RUNS_DIR": str(runs_dir),
+        "LECRITIQUE_API_LAUNCHER_DEFAULTS": str(launcher_defaults) if launcher_defaults else "",
+        "LECRITIQUE_API_RECONCILE_SECONDS": str(reconcile_seconds),
+    }
+    os.environ.update(options)
+    uvicorn.run(API_FACTORY, factory=True, host=host, port=port, log_level=log_level.lower())
 
 
 @api_app.command("hash-token")
@@ -65,16 +62,12 @@ def hash_token_command(
     stdin: Annotated[bool, typer.Option("--stdin", help="Hash the token read from stdin instead of making a new one.")] = False,
 ) -> None:
     """Make a bearer token and print it with the hash to configure (only the hash is stored)."""
-    from services.api.auth import hash_token, new_token, parse_token_hashes
-
     token = sys.stdin.readline().strip() if stdin else new_token()
     if not token:
         raise typer.BadParameter("empty token on stdin")
+    if not is_tenant_name(tenant):
+        raise typer.BadParameter(f"tenant name {tenant[:80]!r} must be 1-63 of a-z 0-9 _ . - (starting alphanumeric)")
     digest = hash_token(token)
-    try:
-        parse_token_hashes({tenant: digest}, "tenant")
-    except ValueError as error:
-        raise typer.BadParameter(str(error)) from None
     if not stdin:
         typer.echo(f"token (give it to {tenant}; it is not stored anywhere): {token}")
     typer.echo(f"hash: {digest}")

@@ -11,11 +11,14 @@ import typer
 from lecritique import __version__
 from lecritique.cli.api import api_app
 from lecritique.cli.critic_eval import critic_eval
+from lecritique.cli.experiments import experiments_app
+from lecritique.cli.login import login
 from lecritique.cli.models import app as models_app
 from lecritique.cli.orchestrate import orchestrate
 from lecritique.cli.report import report
 from lecritique.cli.run import run
 from lecritique.cli.serve import serve
+from lecritique.cli.submit import submit
 
 app = typer.Typer(
     name="lecritique",
@@ -37,6 +40,9 @@ app.command(name="run")(run)
 app.command(name="report")(report)
 app.add_typer(api_app, name="api")
 app.command(name="critic-eval")(critic_eval)
+app.command(name="submit")(submit)
+app.add_typer(experiments_app, name="experiments")
+app.command(name="login")(login)
 
 
 @app.command()

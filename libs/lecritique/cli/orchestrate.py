@@ -35,6 +35,7 @@ def orchestrate(
     from lecritique.config import load_spec
     from lecritique.orchestrator.wiring import ServiceAddresses, build_orchestrator
     from lecritique.rpc.server import write_port_file
+    from lecritique.tracking import open_trackers
 
     experiment_spec = load_spec(spec)
     if metrics_port is not None:
@@ -48,16 +49,23 @@ def orchestrate(
         value_evaluator=_addresses(value_evaluator),
         value_trainer=_addresses(value_trainer),
     )
+    experiment_id = experiment or experiment_spec.name
+    out.mkdir(parents=True, exist_ok=True)
+    trackers = open_trackers(experiment_spec, out, experiment_id)
     orchestrator = build_orchestrator(
         experiment_spec,
         out,
         addresses,
-        experiment_id=experiment or experiment_spec.name,
+        experiment_id=experiment_id,
         weights_dir=weights_dir,
         redis_url=redis_url,
+        on_step=trackers.log_step,
     )
     try:
         state = orchestrator.run()
+        if state.completed_step >= experiment_spec.orchestrator.steps:
+            trackers.log_report(out, experiment_spec.name)
     finally:
+        trackers.close()
         orchestrator.clients.close()
     typer.echo(f"orchestrator finished at step {state.completed_step}")

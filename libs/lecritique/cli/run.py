@@ -6,9 +6,12 @@ import logging
 import math
 import signal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from lecritique.config import ExperimentSpec
 
 
 def run(
@@ -29,16 +32,11 @@ def run(
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s run %(levelname)s %(name)s: %(message)s")
     from rich.console import Console
 
-    from lecritique.config import SpecError, load_spec
     from lecritique.launch.local import LocalLauncher, resolve_policy
     from lecritique.reporting import write_report
 
     console = Console()
-    try:
-        experiment = load_spec(spec)
-    except SpecError as error:
-        console.print(f"[red]{error}")
-        raise typer.Exit(2) from None
+    experiment = _checked_spec(spec, console)
     if experiment.policy.tiny is not None:
         # build_tiny shows its own progress bar (a first build takes a few minutes; later runs hit the cache).
         console.print(f"tiny policy model {experiment.policy.tiny!r}: built once, then taken from the cache")
@@ -67,6 +65,25 @@ def run(
     if code != 0:
         console.print(f"[red]orchestrator exited with code {code}; see {out / 'logs'}")
         raise typer.Exit(code or 1)
+
+
+def _checked_spec(spec: Path, console: Any) -> ExperimentSpec:
+    """The spec, loaded and checked as far as this machine can (exit 2 with the reason if not)."""
+    from lecritique.config import SpecError, load_spec
+    from lecritique.tracking import check_tracker_packages
+
+    try:
+        experiment = load_spec(spec)
+        check_tracker_packages(experiment.tracking)
+        if experiment.environment.kind == "dataset":
+            # Read and check every row now: a bad row is reported here, not in a service's log.
+            from lecritique.envs import build_environment
+
+            build_environment(experiment.environment)
+    except (SpecError, ImportError, ValueError) as error:
+        console.print(f"[red]{error}")
+        raise typer.Exit(2) from None
+    return experiment
 
 
 def _follow(launcher: Any, steps: int, console: Any) -> int:

@@ -1,4 +1,4 @@
-"""The base of every spec model: unknown fields are errors, docstrings document fields."""
+"""The base of every spec model: unknown fields are errors, docstrings document fields, floats are finite."""
 
 from __future__ import annotations
 
@@ -6,4 +6,4 @@ from pydantic import BaseModel, ConfigDict
 
 
 class SpecModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from lecritique.advantages import AdvantageEstimator, get_estimator
 from lecritique.advantages.options import GAEOptions, LVRLOptions, MeanOptions, TetherOptions
+from lecritique.advantages.returns import resolve_lambda
 from lecritique.config.base import SpecModel
 
 
@@ -19,6 +20,11 @@ class _EstimatorSpecBase(SpecModel):
     def critic_target_lambda(self) -> float:
         """lambda of the critic's value targets (1: Monte-Carlo returns)."""
         return 1.0
+
+    def needs_max_length(self) -> bool:
+        """Whether ``max_length`` (the maximum response length in policy tokens) is needed and
+        unset: the experiment spec then fills it in from its rollout and environment."""
+        return False
 
 
 class MeanSpec(MeanOptions, _EstimatorSpecBase):
@@ -41,12 +47,19 @@ class GAESpec(GAEOptions, _EstimatorSpecBase):
     """Generalised advantage estimation (eqs. 9-11)."""
 
     def critic_target_lambda(self) -> float:
-        return self.lambda_target
+        # ``auto`` resolves against max_length (0.4^(1/L), Le Critique §7.2).
+        return resolve_lambda("lambda_target", self.lambda_target, self.max_length)
+
+    def needs_max_length(self) -> bool:
+        return self.max_length is None and "auto" in (self.lambda_gae, self.lambda_target)
 
 
 class TetherSpec(TetherOptions, _EstimatorSpecBase):
     name: Literal["tether"] = "tether"
     """TETHER: b = (1 - rho) b_LOO + rho V with rho fitted on earlier batches (eqs. 15-18)."""
+
+    def needs_max_length(self) -> bool:
+        return self.max_length is None and self.buckets > 1
 
 
 class EVPOSpec(_EstimatorSpecBase):

@@ -7,12 +7,13 @@ that names the field's full path (e.g. ``critic.replay.capcity``).
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
@@ -20,15 +21,69 @@ from lecritique.config.placement import PlacementSpec
 from lecritique.critics.kinds import critic_kind
 from lecritique.critics.specs import CriticSpec, TrainedCriticSpec, default_critic_kind
 from lecritique.engines.config import EngineConfig, HFEngineConfig
-from lecritique.envs import EnvironmentConfig
+from lecritique.envs import EnvironmentConfig, environment_turn_limit
 from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
+from lecritique.tracking.config import TrackerConfig
 from lecritique.training.config import PolicyTrainerConfig
 
-_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
+_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?")
+"""An experiment name (matched whole with ``fullmatch``: no trailing newline slips through)."""
+_TINY_TASK = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+MAX_INT = 10**12
+"""No integer anywhere in a spec is larger (in magnitude): bounds fields in every config module at once."""
+MAX_PATH_CHARS = 4096
 
 
 class SpecError(ValueError):
     """An invalid experiment spec; the message names every offending field."""
+
+
+class SpecValueError(ValueError):
+    """A value refused by :func:`check_values`; ``field`` is its dotted path."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def check_model_path(path: str) -> str:
+    """A model directory: no ``..`` component, no control characters, not too long.
+
+    Where a path may point is the server's decision (a tenant's allowed model roots,
+    :mod:`lecritique.tenancy.policy`); this only refuses what is never a sane model path.
+    """
+    if not path or len(path) > MAX_PATH_CHARS:
+        raise ValueError(f"a model path must be 1-{MAX_PATH_CHARS} characters")
+    if any(ord(char) < 32 or ord(char) == 127 for char in path):
+        raise ValueError("a model path must not contain control characters")
+    if ".." in path.replace("\\", "/").split("/"):
+        raise ValueError("a model path must not contain '..' components")
+    return path
+
+
+def check_values(value: Any, where: str = "") -> None:
+    """Every float finite, every integer within ±MAX_INT and every ``model_path`` clean (see
+    :func:`check_model_path`), anywhere in the submitted data.
+
+    Runs on the raw input, so it covers config classes of every module the spec includes.
+    """
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        current, path = stack.pop()
+        if isinstance(current, dict):
+            stack.extend((item, f"{path}.{key}" if path else str(key)) for key, item in current.items())
+        elif isinstance(current, list | tuple):
+            stack.extend((item, f"{path}.{index}") for index, item in enumerate(current))
+        elif isinstance(current, float) and not math.isfinite(current):
+            raise SpecValueError(path or "spec", f"numbers must be finite, got {current}")
+        elif isinstance(current, int) and not isinstance(current, bool) and abs(current) > MAX_INT:
+            raise SpecValueError(path or "spec", f"integers must be at most {MAX_INT:.0e} in magnitude")
+        elif isinstance(current, str) and path.rsplit(".", 1)[-1] == "model_path":
+            try:
+                check_model_path(current)
+            except ValueError as error:
+                raise SpecValueError(path, str(error)) from None
 
 
 class PolicyModelSpec(SpecModel):
@@ -38,6 +93,18 @@ class PolicyModelSpec(SpecModel):
     """Or: a tiny CPU model built (and cached) by ``lecritique models build-tiny --task`` this name."""
     template: TemplateConfig = Field(default_factory=PlainTemplateConfig)
     """How prompts and turns are rendered: ``plain`` concatenation or the tokenizer's ``chat`` template."""
+
+    @field_validator("path")
+    @classmethod
+    def _clean_path(cls, value: str | None) -> str | None:
+        return None if value is None else check_model_path(value)
+
+    @field_validator("tiny")
+    @classmethod
+    def _task_name(cls, value: str | None) -> str | None:
+        if value is not None and not _TINY_TASK.fullmatch(value):
+            raise ValueError("tiny must be a task name: 1-64 of a-z 0-9 _ - (e.g. 'sudoku-mini')")
+        return value
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> PolicyModelSpec:
@@ -51,18 +118,18 @@ class SamplingSpec(SpecModel):
     """Sampling temperature of rollouts (the paper: 1.0)."""
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     """Nucleus sampling mass."""
-    max_tokens: int = Field(default=32, ge=1)
+    max_tokens: int = Field(default=32, ge=1, le=32_768)
     """Most tokens of one policy turn."""
 
 
 class RolloutSpec(SpecModel):
     engine: EngineConfig = Field(default_factory=lambda: HFEngineConfig(kind="hf"))
     """Inference backend (``hf`` or ``vllm``); its model path is filled in at launch."""
-    replicas: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=1, le=1024)
     """Rollout service replicas; the orchestrator spreads requests across them."""
-    group_size: int = Field(default=4, ge=1)
+    group_size: int = Field(default=4, ge=1, le=1024)
     """K: episodes sampled per task."""
-    tasks_per_step: int = Field(default=32, ge=1)
+    tasks_per_step: int = Field(default=32, ge=1, le=65_536)
     """Tasks per policy batch (batch size = tasks_per_step x group_size)."""
     sampling: SamplingSpec = Field(default_factory=SamplingSpec)
     """Sampling parameters of policy turns."""
@@ -71,29 +138,29 @@ class RolloutSpec(SpecModel):
 class PolicyTrainerSpec(PolicyTrainerConfig):
     """Policy optimisation (loss, AdamW) and its process layout."""
 
-    processes: int = Field(default=1, ge=1)
+    processes: int = Field(default=1, ge=1, le=64)
     """torch.distributed processes (torchrun --nproc_per_node) of the policy trainer."""
 
 
 class OrchestratorSpec(SpecModel):
-    steps: int = Field(default=100, ge=1)
+    steps: int = Field(default=100, ge=1, le=10_000_000)
     """Policy updates to run."""
-    max_off_policy_steps: int = Field(default=8, ge=0)
+    max_off_policy_steps: int = Field(default=8, ge=0, le=1_000_000)
     """Drop rollouts generated more than this many policy versions ago (Table 1: 8)."""
-    prefetch_batches: int = Field(default=1, ge=0)
+    prefetch_batches: int = Field(default=1, ge=0, le=64)
     """Batches queued ahead of the policy loop; at most ``prefetch_batches + 1`` are in flight
     (rolling out, evaluating or queued). 0: strictly on-policy, no overlap."""
-    eval_every: int | None = Field(default=None, ge=1)
+    eval_every: int | None = Field(default=None, ge=1, le=10_000_000)
     """Greedy success (reward >= 1) on held-out eval-split tasks every this many steps, after the
     step's weights are loaded (None: never); ``eval_success`` in the metrics."""
-    eval_tasks: int = Field(default=64, ge=1)
+    eval_tasks: int = Field(default=64, ge=1, le=100_000)
     """Held-out tasks per evaluation (the same tasks every time)."""
 
 
 class ExperimentSpec(SpecModel):
     name: str
     """Experiment name: lowercase letters, digits and '-' (it labels Kubernetes objects)."""
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
     """Seed of task sampling, rollouts and initialisation."""
     environment: EnvironmentConfig
     """Task suite and its settings (``kind`` selects the environment)."""
@@ -111,16 +178,40 @@ class ExperimentSpec(SpecModel):
     """The experiment loop."""
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
     """Kubernetes node pools, tolerations and resources per component (ignored by local runs)."""
+    tracking: list[TrackerConfig] = Field(default_factory=list)
+    """Experiment trackers (tensorboard, wandb, mlflow, trackio) sent every step's metrics and the final report."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _finite_bounded_numbers(cls, data: Any) -> Any:
+        check_values(data)
+        return data
+
+    @field_validator("estimator")
+    @classmethod
+    def _default_max_length(cls, estimator: Any, info: ValidationInfo) -> Any:
+        """Fill the estimator's maximum response length from the rollout: sampling.max_tokens x
+        the environment's turn limit (TETHER's bucket edges, GAE's ``auto`` lambdas)."""
+        rollout, environment = info.data.get("rollout"), info.data.get("environment")
+        if not estimator.needs_max_length() or rollout is None or environment is None:
+            return estimator  # a missing rollout or environment reports its own error
+        length = rollout.sampling.max_tokens * environment_turn_limit(environment)
+        return estimator.model_copy(update={"max_length": length})
 
     @field_validator("critic", mode="before")
     @classmethod
     def _default_critic_kind(cls, value: Any) -> Any:
         return default_critic_kind(value)
 
+    @field_validator("name")
+    @classmethod
+    def _dns_name(cls, name: str) -> str:
+        if not _NAME.fullmatch(name):
+            raise ValueError("name must be 1-50 lowercase letters, digits or '-' (starting and ending alphanumeric)")
+        return name
+
     @model_validator(mode="after")
     def _check(self) -> ExperimentSpec:
-        if not _NAME.match(self.name):
-            raise ValueError(f"name {self.name!r} must be 1-50 lowercase letters, digits or '-'")
         estimator = self.estimator.build()
         if estimator.uses_critic and self.critic is None:
             raise ValueError(f"estimator {self.estimator.name!r} needs a critic: add a 'critic' section")
@@ -171,12 +262,15 @@ def _format(error: ValidationError) -> str:
     return "invalid experiment spec:\n  " + "\n  ".join(lines)
 
 
-def parse_spec(data: Any) -> ExperimentSpec:
-    """Validate a spec mapping; raises :class:`SpecError` naming every bad field."""
+def parse_spec(data: Any, spec_dir: Path | None = None) -> ExperimentSpec:
+    """Validate a spec mapping; raises :class:`SpecError` naming every bad field.
+
+    ``spec_dir``: the folder relative paths in the spec start from (a dataset file).
+    """
     if not isinstance(data, dict):
         raise SpecError(f"an experiment spec must be a mapping, got {type(data).__name__}")
     try:
-        return ExperimentSpec.model_validate(data)
+        return ExperimentSpec.model_validate(data, context={"spec_dir": spec_dir} if spec_dir is not None else None)
     except ValidationError as error:
         raise SpecError(_format(error)) from None
 
@@ -192,4 +286,4 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as error:
         raise SpecError(f"spec {path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from None
-    return parse_spec(data)
+    return parse_spec(data, spec_dir=path.resolve().parent)

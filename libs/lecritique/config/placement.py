@@ -17,15 +17,16 @@ from pydantic import Field, field_validator, model_validator
 from lecritique.config.base import SpecModel
 
 # apimachinery's resource.Quantity grammar (a decimal number with an optional SI, binary or exponent suffix).
+# Bounded lengths keep the value a sane size (no 10**(10**9) exponents); matched with fullmatch.
 _QUANTITY = re.compile(
-    r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+    r"(?P<number>[+-]?(?:[0-9]{1,18}(?:\.[0-9]{0,9})?|\.[0-9]{1,9}))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]{1,2})?"
 )
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1), "k": Decimal("1e3"),
             "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"), "P": Decimal("1e15"), "E": Decimal("1e18")}
 # A resource name: ``cpu``, ``memory``, ``ephemeral-storage`` or a qualified ``domain/name``.
-_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_RESOURCE_NAME = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _AFFINITY_KINDS = frozenset({"nodeAffinity", "podAffinity", "podAntiAffinity"})
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -33,7 +34,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 def parse_quantity(value: str) -> Decimal:
     """The numeric value of a Kubernetes quantity (``"500m"`` → 0.5, ``"1Gi"`` → 1073741824)."""
-    match = _QUANTITY.match(value.strip())
+    match = _QUANTITY.fullmatch(value)
     if match is None:
         raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. '2', '500m', '16Gi')")
     number = Decimal(match["number"])
@@ -53,7 +54,7 @@ def is_extended_resource(name: str) -> bool:
 def _check_quantities(values: dict[str, Any]) -> dict[str, str]:
     checked: dict[str, str] = {}
     for name, value in values.items():
-        if not _RESOURCE_NAME.match(name):
+        if not _RESOURCE_NAME.fullmatch(name):
             raise ValueError(f"{name!r} is not a resource name (e.g. 'cpu', 'memory', 'nvidia.com/gpu')")
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise ValueError(f"{name}: a quantity must be a string or number, got {type(value).__name__}")
@@ -92,7 +93,7 @@ class Toleration(SpecModel):
     """Taint value (operator Equal)."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     """Taint effect matched (None: all effects)."""
-    toleration_seconds: int | None = Field(default=None, ge=0)
+    toleration_seconds: int | None = Field(default=None, ge=0, le=10**9)
     """For NoExecute: how long the pod stays bound after the taint appears."""
 
     @model_validator(mode="after")
@@ -134,7 +135,7 @@ class ComponentPlacement(SpecModel):
 
 
 class ScalablePlacement(ComponentPlacement):
-    replicas: int | None = Field(default=None, ge=1)
+    replicas: int | None = Field(default=None, ge=1, le=1024)
     """Pod replicas (None: the chart's default)."""
 
 

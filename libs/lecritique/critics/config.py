@@ -40,7 +40,7 @@ FROZEN_SYSTEM_PROMPT = (
 class SpecBase(BaseModel):
     """Base of the critic settings: unknown fields are errors, attribute docstrings document fields."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 class SegmentsConfig(SpecBase):
@@ -48,7 +48,7 @@ class SegmentsConfig(SpecBase):
 
     rule: SegmentRule = "sentence"
     """``sentence``, ``line`` or ``turn`` boundaries (see :mod:`lecritique.critics.segments`)."""
-    max_segments: int = Field(default=16, ge=1)
+    max_segments: int = Field(default=16, ge=1, le=4096)
     """Most states scored per trajectory; beyond it neighbouring segments merge (cost bound)."""
 
 
@@ -63,11 +63,11 @@ class GenerativeCriticConfig(SpecBase):
     """Segment-level MDP: where the critic scores states."""
     reasoning: bool = True
     """Reason in text before the score; False: the prompt ends with the score tag (direct scoring)."""
-    max_tokens: int = Field(default=64, ge=1)
+    max_tokens: int = Field(default=64, ge=1, le=32_768)
     """Token budget of one critic completion (reasoning plus score)."""
     temperature: float = Field(default=1.0, ge=0.0)
     """Sampling temperature of critic completions (0: greedy), at evaluation and in REINFORCE."""
-    eval_samples: int = Field(default=1, ge=1)
+    eval_samples: int = Field(default=1, ge=1, le=1024)
     """Completions per state at evaluation; the value is the mean of the parsed scores."""
     score_tag: str = "score:"
     """Text that introduces the score, e.g. ``score:7``."""
@@ -81,7 +81,7 @@ class GenerativeCriticConfig(SpecBase):
     """In-Context Conditioning: the reward average shown before the first batch has finished."""
     optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
     """AdamW settings of the REINFORCE updates."""
-    samples_per_state: int = Field(default=1, ge=1)
+    samples_per_state: int = Field(default=1, ge=1, le=1024)
     """REINFORCE: critic completions sampled per state in each update."""
     baseline: Literal["none", "batch_mean", "state_mean"] = "batch_mean"
     """REINFORCE baseline: none, the update's mean reward, or the mean over the state's samples."""
@@ -131,15 +131,15 @@ class OpenAIEndpointConfig(SpecBase):
     (None: the pod's environment provides it, e.g. the chart's ``valueEvaluator.env``)."""
     api_key_secret_key: str = "api-key"
     """Key of the API key inside ``api_key_secret``."""
-    timeout_seconds: float = Field(default=120.0, gt=0.0)
+    timeout_seconds: float = Field(default=120.0, gt=0.0, le=3600.0)
     """Timeout of one HTTP request."""
-    max_retries: int = Field(default=4, ge=0)
+    max_retries: int = Field(default=4, ge=0, le=20)
     """Retries of a request that timed out, failed to connect, or got 408/409/429/5xx."""
     backoff_seconds: float = Field(default=1.0, ge=0.0)
     """First retry delay; doubles per retry (a Retry-After header takes precedence)."""
-    max_backoff_seconds: float = Field(default=30.0, ge=0.0)
+    max_backoff_seconds: float = Field(default=30.0, ge=0.0, le=3600.0)
     """Longest delay between retries."""
-    concurrency: int = Field(default=8, ge=1)
+    concurrency: int = Field(default=8, ge=1, le=1024)
     """Requests in flight at once, per value-evaluator replica."""
     prompt_price_per_million: float = Field(default=0.0, ge=0.0)
     """USD per million prompt tokens, for the cost counter (0: count tokens only)."""
@@ -171,11 +171,11 @@ class FrozenLLMConfig(SpecBase):
     """The LLM: a local engine or an OpenAI-compatible endpoint."""
     segments: SegmentsConfig = Field(default_factory=lambda: SegmentsConfig(rule="turn"))
     """States scored per trajectory (LVRL: one per action, i.e. per turn)."""
-    max_tokens: int = Field(default=256, ge=1)
+    max_tokens: int = Field(default=256, ge=1, le=32_768)
     """Token budget of one answer (one answer scores all states of one trajectory)."""
     temperature: float = Field(default=0.0, ge=0.0)
     """Sampling temperature of the LLM (0: greedy)."""
-    max_peers: int = Field(default=8, ge=0)
+    max_peers: int = Field(default=8, ge=0, le=1024)
     """Peer trajectories summarised in the group context."""
     max_peer_chars: int = Field(default=PEER_SUMMARY_CHARS, ge=1)
     """Characters of one peer summary."""

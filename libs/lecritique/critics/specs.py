@@ -40,9 +40,9 @@ class CriticServingSpec(SpecBase):
     """Privileged context: none (VF), reference (answer / solved grid), loo_group (other responses + rewards)."""
     privileged_key: str | None = None
     """Which privileged field ``reference`` uses (None: the environment's first)."""
-    max_context_chars: int = Field(default=512, ge=1)
+    max_context_chars: int = Field(default=512, ge=1, le=1_000_000)
     """Truncate the rendered privileged context to this many characters."""
-    evaluator_replicas: int = Field(default=1, ge=1)
+    evaluator_replicas: int = Field(default=1, ge=1, le=1024)
     """Value-evaluator service replicas."""
     replay: ReplayBounds = Field(default_factory=ReplayBounds)
     """Replay buffer bounds."""
@@ -59,13 +59,13 @@ class CriticServingSpec(SpecBase):
 class TrainedCriticSpec(CriticServingSpec):
     """A critic with weights: trained from the replay stream, published as versions."""
 
-    warmup_updates: int = Field(default=20, ge=0)
+    warmup_updates: int = Field(default=20, ge=0, le=1_000_000)
     """Critic updates before the first policy update (Appendix B.3: 20)."""
-    batch_size: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=1, le=10_000_000)
     """Trajectories per critic update (None: the policy batch size, as in Table 2)."""
-    publish_every: int = Field(default=1, ge=1)
+    publish_every: int = Field(default=1, ge=1, le=1_000_000)
     """Publish critic weights every this many updates (large models: publishing costs a checkpoint)."""
-    keep_versions: int = Field(default=8, ge=2)
+    keep_versions: int = Field(default=8, ge=2, le=10_000)
     """Critic versions kept in the weight store (older ones are pruned)."""
 
 

@@ -29,11 +29,18 @@ from lecritique.envs.base import (
 from lecritique.envs.codeio import CodeIOConfig, CodeIOEnvironment
 from lecritique.envs.config import EnvironmentConfigBase
 from lecritique.envs.countdown import CountdownConfig, CountdownEnvironment
+from lecritique.envs.dataset import DatasetConfig, DatasetEnvironment
 from lecritique.envs.reasoning_gym import ReasoningGymConfig, ReasoningGymEnvironment
 from lecritique.envs.sudoku import SudokuConfig, SudokuEnvironment
 
 EnvironmentConfig = Annotated[
-    SudokuConfig | ArithmeticConfig | CountdownConfig | ReasoningGymConfig | CodeIOConfig | BabyAITextConfig,
+    SudokuConfig
+    | ArithmeticConfig
+    | CountdownConfig
+    | ReasoningGymConfig
+    | CodeIOConfig
+    | BabyAITextConfig
+    | DatasetConfig,
     Field(discriminator="kind"),
 ]
 """One environment's configuration; ``kind`` names the environment."""
@@ -45,6 +52,7 @@ _ENVIRONMENTS: dict[str, tuple[type[EnvironmentConfigBase], type[Environment]]] 
     "reasoning_gym": (ReasoningGymConfig, ReasoningGymEnvironment),
     "codeio": (CodeIOConfig, CodeIOEnvironment),
     "babyai_text": (BabyAITextConfig, BabyAITextEnvironment),
+    "dataset": (DatasetConfig, DatasetEnvironment),
 }
 _CONFIG_ADAPTER: TypeAdapter[Any] = TypeAdapter(EnvironmentConfig)
 
@@ -90,6 +98,18 @@ def build_environment(config: EnvironmentConfigBase) -> Environment:
     return environment_class(config)  # type: ignore[call-arg]
 
 
+def environment_turn_limit(config: EnvironmentConfigBase) -> int:
+    """The most policy turns of one episode of the environment ``config`` describes.
+
+    Single-turn environments answer without being built; multi-turn ones derive their limit from
+    their config when built (cheap: their heavy libraries load on first use).
+    """
+    kind = getattr(config, "kind", None)
+    if kind in _ENVIRONMENTS and not _ENVIRONMENTS[kind][1].multi_turn:
+        return 1
+    return int(build_environment(config).max_turns)
+
+
 def get_environment(name: str, **config: Any) -> Environment:
     """Build environment ``name`` from keyword settings (validated by its config model)."""
     if "kind" in config and config["kind"] != name:
@@ -102,6 +122,7 @@ __all__ = [
     "BabyAITextConfig",
     "CodeIOConfig",
     "CountdownConfig",
+    "DatasetConfig",
     "Demonstration",
     "Environment",
     "EnvironmentConfig",
@@ -115,6 +136,7 @@ __all__ = [
     "Task",
     "build_environment",
     "environment_names",
+    "environment_turn_limit",
     "get_environment",
     "parse_environment_config",
 ]

@@ -1,34 +1,31 @@
 """Run untrusted Python in a separate, isolated, resource-limited process.
 
-One process per call: ``Sandbox(config).call(source, function, arguments)`` executes ``source``
-and calls ``function(**arguments)`` in a fresh ``python -I -B`` child whose JSON-serialisable return
-value comes back in a :class:`SandboxResult`. Failures (exceptions, time-outs, limits) come back
-as ``ok=False`` with a short ``error``; ``call`` itself never raises for anything the code does.
+One process tree per call: ``Sandbox(config).call(source, function, arguments)`` executes
+``source`` and calls ``function(**arguments)`` in a fresh ``python -I -B`` child whose
+JSON-serialisable return value comes back in a :class:`SandboxResult`. Failures (exceptions,
+time-outs, limits, a missing isolation layer) come back as ``ok=False`` with a short ``error``;
+``call`` itself never raises for anything the code does.
 
-Host side (this module): a private temporary work directory as cwd (deleted afterwards), a clean
-environment (no inherited variables, single-threaded BLAS), a new session so that the whole
-process group is killed with SIGKILL at the wall-clock limit and again after every call, output
-of the code captured to a size-limited file instead of a pipe.
+Host side (this module and :mod:`lecritique.envs.sandbox_io`): a clean environment, a new
+session killed with SIGKILL at the wall-clock limit and after every call, and I/O that the code
+cannot redirect: the job, the child's log and the code's output are anonymous memory files, the
+outcome comes back as JSON frames on a pipe the host created, read with a deadline and a size
+bound. The host never opens a path inside the work directory.
 
-Child side (``_sandbox_child.py``; its docstring details each layer): network/mount/PID
-namespaces, a read-only filesystem except the work directory, rlimits (CPU, address space, file
-size, open files, processes, no core), an unprivileged uid with ``no_new_privs``, and a Python
-audit hook refusing sockets, process creation, ctypes and writes outside the work directory.
+Child side (:mod:`lecritique.envs._sandbox`; each module documents its layer): new network,
+mount, PID, IPC and UTS namespaces (plus a user namespace as non-root); a private read-only root
+holding only the interpreter, its standard library, the allowed ``packages`` and the work
+directory, a size-limited tmpfs; a private ``/proc``; rlimits; uid nobody (or the caller's
+unprivileged uid) with no capabilities and ``no_new_privs``; a seccomp filter (libseccomp)
+denying process creation, mounts, namespaces, ptrace, sockets and the kernel's rarer surfaces;
+the Python audit hook as a second layer. Every layer is verified from inside the untrusted
+process before the code runs, and reported in ``SandboxResult.layers``; a required layer that
+does not hold stops the call (``error`` names it). ``docs/security.md`` has the threat model.
 
-What each layer really guarantees:
-
-- network namespace: kernel-enforced, no route anywhere (not even the host's loopback).
-- read-only mounts + unprivileged uid: kernel-enforced; the code can still *read* whatever the
-  nobody user can read (world-readable files), but cannot write outside the work directory nor
-  undo the mounts (it has no capabilities).
-- PID namespace: kernel-enforced; every process the code forks dies when the call ends.
-- rlimits: kernel-enforced per process; ``RLIMIT_NPROC`` counts every process of the nobody uid
-  (shared by concurrent sandboxes) and binds only because the uid is dropped from root.
-- audit hook: a Python-level check, bypassable by native code; defence in depth, and the only
-  network/write barrier left where namespaces are unavailable (non-root without user namespaces).
-
-``namespaces: "auto"`` uses namespaces where the kernel allows them and reports which layers were
-active in every result (``SandboxResult.layers``); ``"require"`` refuses to run without them.
+``namespaces``: ``auto`` uses the namespaces whenever the kernel lets the child create them
+(then all namespace layers are required), and otherwise runs with the base layers (rlimits, no
+root, no capabilities, no_new_privs, seccomp); ``require`` refuses to run without namespaces;
+``off`` never tries. In no mode does untrusted code run as root.
 """
 
 from __future__ import annotations
@@ -39,6 +36,7 @@ import logging
 import os
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -50,11 +48,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lecritique.envs._sandbox import protocol
+from lecritique.envs.sandbox_io import ChildFiles, Received, receive, tail
+
 logger = logging.getLogger(__name__)
 
 CHILD = Path(__file__).with_name("_sandbox_child.py")
 _MAX_RESULT_BYTES = 4 * 2**20
 _OUTPUT_TAIL_CHARS = 2000
+_LOG_TAIL_CHARS = 300
+_REAP_SECONDS = 5.0
 
 
 class SandboxConfig(BaseModel):
@@ -63,19 +66,23 @@ class SandboxConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     wall_seconds: float = Field(default=10.0, gt=0.0, le=600.0)
-    """Wall-clock limit of one call, start-up included; the process group is then killed."""
+    """Wall-clock limit of one call, start-up included; the process tree is then killed."""
     cpu_seconds: int = Field(default=5, ge=1, le=600)
     """CPU-time limit (RLIMIT_CPU) of the code."""
     memory_mb: int = Field(default=1024, ge=64)
     """Address-space limit (RLIMIT_AS) in MiB; Python with numpy needs about 300."""
     file_size_mb: int = Field(default=8, ge=1)
-    """Largest file the code may write (RLIMIT_FSIZE), in MiB."""
+    """Largest file the code may write (RLIMIT_FSIZE), in MiB; also bounds its printed output."""
+    disk_mb: int = Field(default=32, ge=1, le=4096)
+    """Total size of the work directory (a tmpfs, held in memory) in MiB; needs the namespaces."""
     processes: int = Field(default=64, ge=1)
-    """RLIMIT_NPROC for the unprivileged uid (counts all its processes and threads)."""
+    """RLIMIT_NPROC for the sandbox uid (counts all its processes and threads)."""
     open_files: int = Field(default=64, ge=16)
     """RLIMIT_NOFILE."""
+    packages: tuple[str, ...] = ("numpy", "sympy", "mpmath", "yaml", "dateutil", "six")
+    """Top-level modules of the interpreter's site-packages the code may import (read-only)."""
     namespaces: Literal["auto", "require", "off"] = "auto"
-    """Use network/mount/PID namespaces when available (auto), insist on them, or skip them."""
+    """Namespaces and the private root when the kernel allows them (auto), always, or never."""
     audit_hook: bool = True
     """Install the Python audit hook (sockets, processes, ctypes, writes outside the work directory)."""
 
@@ -87,9 +94,9 @@ class SandboxResult:
     value: Any = None
     """The call's return value (JSON round-tripped)."""
     error: str = ""
-    """Why the call failed ("" when ok): exception, time-out, limit."""
+    """Why the call failed ("" when ok): exception, time-out, limit, missing layer."""
     layers: tuple[str, ...] = ()
-    """Isolation layers that were active in the child."""
+    """Isolation layers verified in the child before the code ran."""
     notes: tuple[str, ...] = ()
     """Layers that could not be set up, and why."""
     output: str = ""
@@ -98,89 +105,159 @@ class SandboxResult:
     timed_out: bool = field(default=False)
 
 
+@cache
+def _site_packages() -> list[str]:
+    """This interpreter's site-packages directories (the child runs without the site module)."""
+    return [path for path in site.getsitepackages() if os.path.isdir(path)]
+
+
+def _environment(workdir: str) -> dict[str, str]:
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": workdir,
+        "TMPDIR": workdir,
+        "LANG": "C.UTF-8",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
 class Sandbox:
     """Runs one call per fresh child process; thread-safe (no shared state between calls)."""
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
 
-    def call(self, source: str, function: str, arguments: dict[str, Any] | None = None) -> SandboxResult:
-        started = time.monotonic()
-        workdir = os.path.realpath(tempfile.mkdtemp(prefix="lecritique-sandbox-"))
-        job = {
+    def _job(self, source: str, function: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        config = self.config
+        return {
             "source": source,
             "function": function,
-            "arguments": arguments or {},
-            "namespaces": self.config.namespaces,
-            "audit_hook": self.config.audit_hook,
+            "arguments": arguments,
+            "namespaces": config.namespaces,
+            "audit_hook": config.audit_hook,
+            "packages": list(config.packages),
+            "site_packages": _site_packages(),
+            "disk_bytes": config.disk_mb * 2**20,
             "limits": {
-                "cpu_seconds": self.config.cpu_seconds,
-                "memory_bytes": self.config.memory_mb * 2**20,
-                "file_size_bytes": self.config.file_size_mb * 2**20,
-                "processes": self.config.processes,
-                "open_files": self.config.open_files,
+                "cpu_seconds": config.cpu_seconds,
+                "memory_bytes": config.memory_mb * 2**20,
+                "file_size_bytes": config.file_size_mb * 2**20,
+                "processes": config.processes,
+                "open_files": config.open_files,
             },
         }
-        try:
-            payload = json.dumps(job).encode()
-        except (TypeError, ValueError) as error:
-            shutil.rmtree(workdir, ignore_errors=True)
-            return SandboxResult(False, error=f"arguments are not JSON-serialisable: {error}")
-        try:
-            return self._run(payload, workdir, started)
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
 
-    def _run(self, payload: bytes, workdir: str, started: float) -> SandboxResult:
-        environment = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": workdir,
-            "TMPDIR": workdir,
-            "LANG": "C.UTF-8",
-            "OPENBLAS_NUM_THREADS": "1",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-        }
-        bootstrap_log = os.path.join(workdir, ".bootstrap.txt")
-        timed_out = False
-        with open(bootstrap_log, "wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-I", "-B", str(CHILD)],
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=log,
-                cwd=workdir,
-                env=environment,
-                start_new_session=True,
-                close_fds=True,
+    def call(self, source: str, function: str, arguments: dict[str, Any] | None = None) -> SandboxResult:
+        started = time.monotonic()
+        job = self._job(source, function, arguments or {})
+        try:
+            json.dumps(job)
+        except (TypeError, ValueError) as error:
+            return SandboxResult(False, error=f"arguments are not JSON-serialisable: {error}")
+        # Empty on the host: with namespaces only the child's mount namespace puts a tmpfs here.
+        workdir = os.path.realpath(tempfile.mkdtemp(prefix="lecritique-sandbox-"))
+        files = ChildFiles()
+        try:
+            job.update(workdir=workdir, result_fd=files.result_write, output_fd=files.output)
+            files.write_job(json.dumps(job).encode())
+            return self._run(files, workdir, started)
+        finally:
+            files.close()
+            shutil.rmtree(workdir, ignore_errors=True)  # fd-based: symlinks inside are not followed
+
+    def _run(self, files: ChildFiles, workdir: str, started: float) -> SandboxResult:
+        process = subprocess.Popen(
+            # -S: no site module (a venv's .pth hooks cost tens of ms per call); the child adds
+            # the site-packages directories it needs (pyseccomp, the allowed packages) itself.
+            [sys.executable, "-I", "-B", "-S", str(CHILD)],
+            stdin=files.job,
+            stdout=files.log,
+            stderr=files.log,
+            pass_fds=(files.output, files.result_write),
+            cwd=workdir,
+            env=_environment(workdir),
+            start_new_session=True,
+            close_fds=True,
+        )
+        try:
+            files.close_child_ends()
+            received = receive(
+                files.result_read, process.pid, started + self.config.wall_seconds, _MAX_RESULT_BYTES
             )
+        finally:
+            # Kill the whole group even after a normal exit: nothing the code started outlives the call.
+            _kill_group(process.pid)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(_REAP_SECONDS)
+        report = _Report.parse(received)
+        report.output = tail(files.output, _OUTPUT_TAIL_CHARS)
+        report.log = tail(files.log, _LOG_TAIL_CHARS)
+        return report.result(process.returncode, self.config.wall_seconds, time.monotonic() - started)
+
+
+@dataclass
+class _Report:
+    """The frames of one call, read in the order the protocol trusts them."""
+
+    received: Received
+    layers: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    ready: bool = False
+    setup_error: str = ""
+    outcome: dict[str, Any] | None = None
+    output: str = ""
+    log: str = ""
+
+    @classmethod
+    def parse(cls, received: Received) -> _Report:
+        report = cls(received)
+        for line in received.data.split(b"\n"):
             try:
-                process.communicate(payload, timeout=self.config.wall_seconds)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                # Kill the whole group even after a normal exit: nothing the code started outlives the call.
-                _kill_group(process.pid)
-                process.wait()
-        elapsed = time.monotonic() - started
-        report = _read_json(os.path.join(workdir, ".result.json"))
-        output = _tail(os.path.join(workdir, ".output.txt"))
-        layers = tuple(report.get("layers", ())) if report else ()
-        notes = tuple(report.get("notes", ())) if report else ()
-        if timed_out:
-            error = f"wall-clock limit of {self.config.wall_seconds:g} s exceeded"
-            return SandboxResult(False, None, error, layers, notes, output, elapsed, True)
-        code = process.returncode
-        if report is not None and report.get("ok") and code == 0:
-            return SandboxResult(True, report.get("value"), "", layers, notes, output, elapsed)
+                frame = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(frame, dict):
+                continue
+            stage = frame.get("stage")
+            if not report.ready and stage in (protocol.FAILED, protocol.REFUSED):
+                report.setup_error = str(frame.get("error", stage))
+                report.notes = tuple(str(note) for note in frame.get("notes", ()))
+                break
+            if not report.ready and stage == protocol.READY:
+                report.ready = True
+                report.layers = tuple(str(layer) for layer in frame.get("layers", ()))
+                report.notes = tuple(str(note) for note in frame.get("notes", ()))
+            elif report.ready and stage == protocol.RESULT:
+                report.outcome = frame
+                break
+        return report
+
+    def result(self, code: int | None, wall_limit: float, elapsed: float) -> SandboxResult:
+        def failed(error: str, timed_out: bool = False) -> SandboxResult:
+            return SandboxResult(False, None, error, self.layers, self.notes, self.output, elapsed, timed_out)
+
+        if self.received.timed_out:
+            return failed(f"wall-clock limit of {wall_limit:g} s exceeded", timed_out=True)
+        if self.received.too_large:
+            return failed(f"result larger than {_MAX_RESULT_BYTES} bytes")
+        if self.setup_error:
+            return failed(self.setup_error)
+        if code is None:
+            return failed("the sandbox did not exit after SIGKILL")
+        outcome = self.outcome or {}
+        if outcome.get("ok") and code == 0:
+            return SandboxResult(
+                True, outcome.get("value"), "", self.layers, self.notes, self.output, elapsed
+            )
         if code >= 128 or code < 0:
-            number = code - 128 if code >= 128 else -code
-            error = _signal_reason(number)
-        elif report is not None and report.get("error"):
-            error = str(report["error"])
-        else:
-            error = f"sandbox exited with code {code}: {_tail(bootstrap_log, 300).strip()}"
-        return SandboxResult(False, None, error, layers, notes, output, elapsed)
+            return failed(_signal_reason(code - 128 if code >= 128 else -code))
+        if outcome.get("error"):
+            return failed(str(outcome["error"]))
+        if self.ready:
+            return failed(f"the code exited (code {code}) without returning")
+        return failed(f"sandbox exited with code {code}: {self.log.strip()}")
 
 
 def _kill_group(pgid: int) -> None:
@@ -195,32 +272,13 @@ def _signal_reason(number: int) -> str:
         return "killed (CPU hard limit or out of memory)"
     if number == signal.SIGXFSZ:
         return "file size limit exceeded"
+    if number == signal.SIGSYS:
+        return "killed by the seccomp filter (SIGSYS: a foreign system-call ABI)"
     try:
         name = signal.Signals(number).name
     except ValueError:
         name = str(number)
     return f"killed by signal {name}"
-
-
-def _read_json(path: str) -> dict[str, Any] | None:
-    try:
-        if os.path.getsize(path) > _MAX_RESULT_BYTES:
-            return {"ok": False, "error": f"result larger than {_MAX_RESULT_BYTES} bytes"}
-        with open(path, encoding="utf-8") as handle:
-            report = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return report if isinstance(report, dict) else None
-
-
-def _tail(path: str, chars: int = _OUTPUT_TAIL_CHARS) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - 4 * chars))
-            return handle.read().decode("utf-8", "replace")[-chars:]
-    except OSError:
-        return ""
 
 
 @cache

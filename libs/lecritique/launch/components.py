@@ -17,6 +17,8 @@ GRPC_PORT = 50051
 """gRPC port of every service pod."""
 METRICS_PORT = 9090
 """Prometheus /metrics port of every experiment pod."""
+EXPERIMENT_LABEL = "lecritique.dev/experiment"
+"""Label naming the experiment id on every object the launcher creates."""
 
 
 class Component(StrEnum):
@@ -45,16 +47,27 @@ class ComponentInfo:
 COMPONENTS: dict[Component, ComponentInfo] = {
     Component.orchestrator: ComponentInfo(None, "Job", "orchestrator", "orchestrator"),
     Component.rollout: ComponentInfo("rollout", "Deployment", "rollout", "rollout"),
-    Component.environment_verifier: ComponentInfo("environment", "Deployment", "environmentVerifier", "environment_verifier"),
-    Component.value_evaluator: ComponentInfo("value-evaluator", "Deployment", "valueEvaluator", "value_evaluator"),
+    Component.environment_verifier: ComponentInfo(
+        "environment", "Deployment", "environmentVerifier", "environment_verifier"
+    ),
+    Component.value_evaluator: ComponentInfo(
+        "value-evaluator", "Deployment", "valueEvaluator", "value_evaluator"
+    ),
     Component.value_trainer: ComponentInfo("value-trainer", "StatefulSet", "valueTrainer", "value_trainer"),
-    Component.policy_trainer: ComponentInfo("policy-trainer", "StatefulSet", "policyTrainer", "policy_trainer"),
+    Component.policy_trainer: ComponentInfo(
+        "policy-trainer", "StatefulSet", "policyTrainer", "policy_trainer"
+    ),
 }
 
 
 class _ChartModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True,
-                              use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+    )
 
 
 class ResourceDefaults(_ChartModel):
@@ -106,6 +119,17 @@ class ComponentsDefaults(_ChartModel):
         return value
 
 
+class RedisAuth(_ChartModel):
+    """How experiment pods authenticate to the release's Redis (an ACL user that sees only experiment keys)."""
+
+    secret_name: str
+    """Secret holding the password."""
+    password_key: str = "experiments-password"
+    """Key of the password in that Secret."""
+    username: str = "experiments"
+    """Redis ACL user of experiment pods."""
+
+
 class ChartDefaults(_ChartModel):
     """What the chart tells the kubernetes launcher: where to create objects and their defaults."""
 
@@ -116,7 +140,9 @@ class ChartDefaults(_ChartModel):
     labels: dict[str, str] = Field(default_factory=dict)
     """Labels put on every experiment object (and pod) besides the launcher's own."""
     redis_url: str
-    """The release's Redis (replay, weight announcements, metrics series)."""
+    """The release's Redis (replay, weight announcements, metrics series), without credentials."""
+    redis_auth: RedisAuth | None = None
+    """Credentials of experiment pods for that Redis (None: it needs none)."""
     weights_claim: str
     """ReadWriteMany PersistentVolumeClaim holding the weight store, mounted at /weights."""
     service_account_name: str

@@ -18,100 +18,45 @@ deletes them. Node pools, tolerations, affinity and resources come from the spec
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from lecritique.config.experiment import ExperimentSpec, SpecError
-from lecritique.config.placement import (
-    GPU_RESOURCE,
-    ComponentPlacement,
-    PlacementSpec,
-    ScalablePlacement,
-    is_extended_resource,
-    parse_quantity,
-)
-from lecritique.critics.kinds import critic_kind
+from lecritique.config.experiment import ExperimentSpec
+from lecritique.config.placement import ScalablePlacement
 from lecritique.launch.components import (
     COMPONENTS,
+    EXPERIMENT_LABEL,
     GRPC_PORT,
     METRICS_PORT,
     ChartDefaults,
     Component,
     ComponentDefaults,
 )
+from lecritique.launch.kubernetes_names import (
+    EXPERIMENT_ID,
+    component_names,
+    object_metadata,
+    object_name,
+    selector_labels,
+)
+from lecritique.launch.kubernetes_pods import RUN_AS_USER, pod_template
+from lecritique.launch.kubernetes_policies import disruption_budget, network_policy
 
-EXPERIMENT_LABEL = "lecritique.dev/experiment"
-"""Label naming the experiment id on every object the launcher creates."""
-EXPERIMENT_NAME_ANNOTATION = "lecritique.dev/experiment-name"
-"""Annotation holding the spec's human-readable name."""
-MANAGED_BY = "lecritique-api"
-"""``app.kubernetes.io/managed-by`` of experiment objects (the chart's own objects say Helm)."""
-
-# Short enough that "<id>-environment-verifier" and a StatefulSet's revision-hash label stay
-# within Kubernetes' 63-character limits.
-EXPERIMENT_ID = re.compile(r"^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$")
-
-WEIGHTS_MOUNT = "/weights"
-SPEC_MOUNT = "/etc/lecritique/spec"
-RUN_AS_USER = 10001
-"""The non-root uid of every lecritique image (see services/*/Dockerfile)."""
-
-
-def _placement(spec: ExperimentSpec) -> PlacementSpec:
-    placement: PlacementSpec = spec.placement
-    return placement
-
-
-def component_names(spec: ExperimentSpec) -> list[Component]:
-    """The components this experiment runs (no critic: no value-evaluator or value-trainer)."""
-    names = [Component.environment_verifier, Component.policy_trainer, Component.rollout]
-    if spec.critic is not None:
-        names += [Component.value_trainer, Component.value_evaluator]
-    return [*names, Component.orchestrator]
-
-
-def object_name(experiment_id: str, component: Component | str) -> str:
-    """Name of a component's objects (Service, workload) of one experiment."""
-    return f"{experiment_id}-{component}"
-
-
-def selector_labels(defaults: ChartDefaults, experiment_id: str, component: Component) -> dict[str, str]:
-    """Labels that select exactly one experiment's pods of one component."""
-    return {
-        "app.kubernetes.io/instance": defaults.release,
-        "app.kubernetes.io/component": component.value,
-        EXPERIMENT_LABEL: experiment_id,
-    }
-
-
-def _labels(defaults: ChartDefaults, experiment_id: str, component: Component | None) -> dict[str, str]:
-    labels = {**defaults.labels, "app.kubernetes.io/instance": defaults.release, "app.kubernetes.io/managed-by": MANAGED_BY,
-              EXPERIMENT_LABEL: experiment_id}
-    if component is not None:
-        labels["app.kubernetes.io/component"] = component.value
-    return labels
-
-
-def _metadata(defaults: ChartDefaults, experiment_id: str, name: str, component: Component | None, spec: ExperimentSpec) -> dict[str, Any]:
-    return {
-        "name": name,
-        "namespace": defaults.namespace,
-        "labels": _labels(defaults, experiment_id, component),
-        "annotations": {EXPERIMENT_NAME_ANNOTATION: spec.name},
-    }
+__all__ = ["EXPERIMENT_LABEL", "RUN_AS_USER", "object_name", "render_experiment_objects", "resolved_spec"]
 
 
 def _replicas(spec: ExperimentSpec, component: Component, chart: ComponentDefaults) -> int:
     """The spec's replica count where the user set one, else the chart's default."""
     if component == Component.rollout and "replicas" in spec.rollout.model_fields_set:
         return spec.rollout.replicas
-    if component == Component.value_evaluator and spec.critic is not None and "evaluator_replicas" in spec.critic.model_fields_set:
+    if (
+        component == Component.value_evaluator
+        and spec.critic is not None
+        and "evaluator_replicas" in spec.critic.model_fields_set
+    ):
         return spec.critic.evaluator_replicas
     if component == Component.environment_verifier:
-        placed = _placement(spec).environment_verifier
+        placed = spec.placement.environment_verifier
         if isinstance(placed, ScalablePlacement) and placed.replicas is not None:
             return placed.replicas
     if component in (Component.value_trainer, Component.policy_trainer, Component.orchestrator):
@@ -121,7 +66,9 @@ def _replicas(spec: ExperimentSpec, component: Component, chart: ComponentDefaul
 
 def resolved_spec(spec: ExperimentSpec, defaults: ChartDefaults) -> ExperimentSpec:
     """The spec the pods read: replica counts made explicit (so every process agrees on them)."""
-    rollout = spec.rollout.model_copy(update={"replicas": _replicas(spec, Component.rollout, defaults.components.rollout)})
+    rollout = spec.rollout.model_copy(
+        update={"replicas": _replicas(spec, Component.rollout, defaults.components.rollout)}
+    )
     update: dict[str, Any] = {"rollout": rollout}
     if spec.critic is not None:
         replicas = _replicas(spec, Component.value_evaluator, defaults.components.value_evaluator)
@@ -129,225 +76,27 @@ def resolved_spec(spec: ExperimentSpec, defaults: ChartDefaults) -> ExperimentSp
     return spec.model_copy(update=update)
 
 
-def merge_resources(component: Component, chart: ComponentDefaults, placed: ComponentPlacement, spec: ExperimentSpec) -> dict[str, dict[str, str]]:
-    """Chart requests/limits overridden key by key by the spec's; checked like the API server would.
-
-    Extended resources (``nvidia.com/gpu``) get request == limit, since Kubernetes refuses anything else.
-    Raises :class:`SpecError` naming the placement field at fault.
-    """
-    field = f"placement.{COMPONENTS[component].placement_key}.resources"
-    requests = dict(chart.resources.requests)
-    limits = dict(chart.resources.limits)
-    if placed.resources is not None:
-        requests.update(placed.resources.requests)
-        limits.update(placed.resources.limits)
-        # The spec's value of an extended resource wins over the chart's, whichever side it set.
-        for name in set(placed.resources.requests) | set(placed.resources.limits):
-            if is_extended_resource(name):
-                value = placed.resources.limits.get(name, placed.resources.requests.get(name))
-                assert value is not None
-                requests[name] = limits[name] = value
-    for name in list(limits):
-        if is_extended_resource(name):
-            requests[name] = limits[name]
-    for name in list(requests):
-        if is_extended_resource(name):
-            limits[name] = requests[name]
-    for name, request in requests.items():
-        if name in limits and parse_quantity(request) > parse_quantity(limits[name]):
-            raise SpecError(f"{field}.requests.{name}: request {request} exceeds the limit {limits[name]}")
-    if component == Component.policy_trainer:
-        processes = spec.policy_trainer.processes
-        placed_gpus = placed.resources is not None and (
-            GPU_RESOURCE in placed.resources.limits or GPU_RESOURCE in placed.resources.requests
-        )
-        if not placed_gpus and parse_quantity(limits.get(GPU_RESOURCE, "0")) > 0:
-            # A GPU pool by default: one GPU per torchrun process.
-            requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(processes)
-        gpus = parse_quantity(limits.get(GPU_RESOURCE, "0"))
-        if gpus > 0 and gpus != processes:
-            raise SpecError(
-                f"{field}.limits.{GPU_RESOURCE}: {limits[GPU_RESOURCE]} GPUs but policy_trainer.processes is {processes}; "
-                "torchrun runs one process per GPU"
-            )
-    return {"requests": requests, "limits": limits}
-
-
-def _secret_env(spec: ExperimentSpec, component: Component) -> list[dict[str, Any]]:
-    """Secrets the critic kind needs in the value evaluator (e.g. the frozen LLM's API key)."""
-    if component != Component.value_evaluator or spec.critic is None:
-        return []
-    needs = critic_kind(spec.critic).pod_needs(spec.critic)
-    return [
-        {"name": s.variable, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.key}}}
-        for s in needs.evaluator_secrets
-    ]
-
-
-def _env(
-    defaults: ChartDefaults, chart: ComponentDefaults, experiment_id: str, from_spec: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Built-in variables, then the chart's extra env, then what the spec asks for (later wins)."""
-    builtin: list[dict[str, Any]] = [
-        {"name": "REDIS_URL", "value": defaults.redis_url},
-        {"name": "LECRITIQUE_EXPERIMENT", "value": experiment_id},
-        # The root filesystem is read-only: every cache goes to the /tmp emptyDir.
-        {"name": "HOME", "value": "/tmp"},
-        {"name": "XDG_CACHE_HOME", "value": "/tmp/.cache"},
-        {"name": "HF_HOME", "value": "/tmp/.cache/huggingface"},
-        {"name": "TRITON_CACHE_DIR", "value": "/tmp/.cache/triton"},
-        {"name": "VLLM_CACHE_ROOT", "value": "/tmp/.cache/vllm"},
-        {"name": "PYTHONUNBUFFERED", "value": "1"},
-        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-    ]
-    by_name = {item["name"]: item for item in builtin}
-    for item in [*chart.env, *from_spec]:
-        by_name[item["name"]] = dict(item)
-    return list(by_name.values())
-
-
-def _container_command(spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults) -> list[str]:
-    spec_file = f"{SPEC_MOUNT}/spec.json"
-    run_dir = f"{WEIGHTS_MOUNT}/experiments/{experiment_id}"
-    if component == Component.orchestrator:
-        names = component_names(spec)
-        command = [
-            "lecritique", "orchestrate",
-            "--spec", spec_file,
-            "--out", f"{run_dir}/run",
-            "--experiment", experiment_id,
-            "--weights-dir", WEIGHTS_MOUNT,
-            "--metrics-port", str(METRICS_PORT),
-        ]
-        for flag, target in (
-            ("--rollout", Component.rollout),
-            ("--environment", Component.environment_verifier),
-            ("--policy-trainer", Component.policy_trainer),
-            ("--value-evaluator", Component.value_evaluator),
-            ("--value-trainer", Component.value_trainer),
-        ):
-            if target in names:
-                command += [flag, f"{object_name(experiment_id, target)}:{GRPC_PORT}"]
-        return command
-    serve_name = COMPONENTS[component].serve_name
-    assert serve_name is not None
-    serve = [
-        "lecritique", "serve", serve_name,
-        "--spec", spec_file,
-        "--port", str(GRPC_PORT),
-        "--metrics-port", str(METRICS_PORT),
-        "--experiment", experiment_id,
-        "--weights-dir", WEIGHTS_MOUNT,
-        "--state-dir", f"{run_dir}/state",
-        "--host", "0.0.0.0",
-    ]
-    processes = spec.policy_trainer.processes
-    if component == Component.policy_trainer and processes > 1:
-        # Rank 0 serves gRPC; the other ranks join its process group.
-        return ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}", "-m", *serve]
-    return serve
-
-
-def _probes(component: Component, chart: ComponentDefaults) -> dict[str, Any]:
-    def check() -> dict[str, Any]:
-        # The orchestrator serves no gRPC; its metrics endpoint shows the process is up.
-        if component == Component.orchestrator:
-            return {"httpGet": {"path": "/metrics", "port": "metrics"}}
-        return {"grpc": {"port": GRPC_PORT}}
-
-    period = 10
-    return {
-        "startupProbe": {**check(), "periodSeconds": period, "timeoutSeconds": 5,
-                         "failureThreshold": max(1, math.ceil(chart.startup_seconds / period))},
-        "readinessProbe": {**check(), "periodSeconds": period, "timeoutSeconds": 5, "failureThreshold": 3},
-        "livenessProbe": {**check(), "periodSeconds": 20, "timeoutSeconds": 10, "failureThreshold": 6},
-    }
-
-
-def _pod_template(
+def _service(
     spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults
 ) -> dict[str, Any]:
-    chart = defaults.components.of(component)
-    placed: ComponentPlacement = getattr(_placement(spec), COMPONENTS[component].placement_key)
-    ports = [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}]
-    if component != Component.orchestrator:
-        ports.insert(0, {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"})
-    mounts = [
-        {"name": "weights", "mountPath": WEIGHTS_MOUNT},
-        {"name": "spec", "mountPath": SPEC_MOUNT, "readOnly": True},
-        {"name": "tmp", "mountPath": "/tmp"},
-    ]
-    volumes: list[dict[str, Any]] = [
-        {"name": "weights", "persistentVolumeClaim": {"claimName": defaults.weights_claim}},
-        {"name": "spec", "configMap": {"name": object_name(experiment_id, "spec")}},
-        {"name": "tmp", "emptyDir": {}},
-    ]
-    if chart.shm_size is not None:
-        mounts.append({"name": "shm", "mountPath": "/dev/shm"})
-        volumes.append({"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": chart.shm_size}})
-    container: dict[str, Any] = {
-        "name": component.value,
-        "image": chart.image,
-        "imagePullPolicy": chart.image_pull_policy,
-        "command": _container_command(spec, experiment_id, component, defaults),
-        "env": _env(defaults, chart, experiment_id, _secret_env(spec, component)),
-        "ports": ports,
-        "resources": merge_resources(component, chart, placed, spec),
-        **_probes(component, chart),
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS_USER,
-            "runAsGroup": RUN_AS_USER,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
-        "volumeMounts": mounts,
-    }
-    pod_spec: dict[str, Any] = {
-        "serviceAccountName": defaults.service_account_name,
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": 60,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS_USER,
-            "runAsGroup": RUN_AS_USER,
-            "fsGroup": RUN_AS_USER,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "containers": [container],
-        "volumes": volumes,
-    }
-    node_selector = placed.node_selector if placed.node_selector is not None else chart.node_selector
-    tolerations = (
-        [t.to_kubernetes() for t in placed.tolerations] if placed.tolerations is not None else [dict(t) for t in chart.tolerations]
-    )
-    affinity = placed.affinity if placed.affinity is not None else chart.affinity
-    if node_selector:
-        pod_spec["nodeSelector"] = dict(node_selector)
-    if tolerations:
-        pod_spec["tolerations"] = tolerations
-    if affinity:
-        pod_spec["affinity"] = json.loads(json.dumps(affinity))
-    if defaults.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": name} for name in defaults.image_pull_secrets]
-    if component == Component.orchestrator:
-        pod_spec["restartPolicy"] = "OnFailure"
-    return {
-        "metadata": {"labels": _labels(defaults, experiment_id, component), "annotations": {EXPERIMENT_NAME_ANNOTATION: spec.name}},
-        "spec": pod_spec,
-    }
-
-
-def _service(spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults) -> dict[str, Any]:
     ports = [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}]
     if component != Component.orchestrator:
-        ports.insert(0, {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "grpc"})
+        ports.insert(
+            0,
+            {
+                "name": "grpc",
+                "port": GRPC_PORT,
+                "targetPort": "grpc",
+                "protocol": "TCP",
+                "appProtocol": "grpc",
+            },
+        )
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(defaults, experiment_id, object_name(experiment_id, component), component, spec),
+        "metadata": object_metadata(
+            defaults, experiment_id, object_name(experiment_id, component), component, spec
+        ),
         "spec": {
             # Headless: the name resolves to every ready pod, which the client round-robins.
             "clusterIP": "None",
@@ -357,12 +106,14 @@ def _service(spec: ExperimentSpec, experiment_id: str, component: Component, def
     }
 
 
-def _workload(spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults) -> dict[str, Any]:
+def _workload(
+    spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults
+) -> dict[str, Any]:
     info = COMPONENTS[component]
     chart = defaults.components.of(component)
     name = object_name(experiment_id, component)
-    metadata = _metadata(defaults, experiment_id, name, component, spec)
-    template = _pod_template(spec, experiment_id, component, defaults)
+    metadata = object_metadata(defaults, experiment_id, name, component, spec)
+    template = pod_template(spec, experiment_id, component, defaults)
     selector = {"matchLabels": selector_labels(defaults, experiment_id, component)}
     if info.workload == "Job":
         return {
@@ -375,32 +126,60 @@ def _workload(spec: ExperimentSpec, experiment_id: str, component: Component, de
                 "template": template,
             },
         }
-    body: dict[str, Any] = {"replicas": _replicas(spec, component, chart), "selector": selector, "template": template}
+    body: dict[str, Any] = {
+        "replicas": _replicas(spec, component, chart),
+        "selector": selector,
+        "template": template,
+    }
     if info.workload == "StatefulSet":
         body = {**body, "serviceName": name, "podManagementPolicy": "Parallel"}
     return {"apiVersion": "apps/v1", "kind": info.workload, "metadata": metadata, "spec": body}
 
 
 def render_experiment_objects(
-    spec: ExperimentSpec, experiment_id: str, chart_defaults: ChartDefaults | Mapping[str, Any]
+    spec: ExperimentSpec,
+    experiment_id: str,
+    chart_defaults: ChartDefaults | Mapping[str, Any],
+    *,
+    llm_egress: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every Kubernetes object of one experiment, in creation order (config, services, workloads).
+    """Every Kubernetes object of one experiment, in creation order (network policies first, so no
+    pod ever runs unconfined; then config, services, disruption budgets, workloads).
+
+    ``llm_egress``: NetworkPolicy egress rules of the value evaluator (the tenant's LLM endpoints).
 
     Raises :class:`SpecError` naming the field when the spec's placement cannot be scheduled as
     written (a request above its limit, GPUs not matching the policy trainer's processes), and
     ``ValueError`` for an experiment id that is not a short DNS label.
     """
-    if not EXPERIMENT_ID.match(experiment_id):
-        raise ValueError(f"experiment id {experiment_id!r} must be a DNS label of at most 20 characters (a-z, 0-9, '-')")
-    defaults = chart_defaults if isinstance(chart_defaults, ChartDefaults) else ChartDefaults.model_validate(chart_defaults)
+    if not EXPERIMENT_ID.fullmatch(experiment_id):
+        raise ValueError(
+            f"experiment id {experiment_id!r} must be a DNS label of at most 20 characters (a-z, 0-9, '-')"
+        )
+    defaults = (
+        chart_defaults
+        if isinstance(chart_defaults, ChartDefaults)
+        else ChartDefaults.model_validate(chart_defaults)
+    )
     resolved = resolved_spec(spec, defaults)
     components = component_names(resolved)
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _metadata(defaults, experiment_id, object_name(experiment_id, "spec"), None, resolved),
+        "metadata": object_metadata(defaults, experiment_id, object_name(experiment_id, "spec"), None, resolved),
         "data": {"spec.json": resolved.model_dump_json(indent=1)},
     }
     services = [_service(resolved, experiment_id, component, defaults) for component in components]
     workloads = [_workload(resolved, experiment_id, component, defaults) for component in components]
-    return [config_map, *services, *workloads]
+    policies, budgets = [], []
+    for component, workload in zip(components, workloads, strict=True):
+        metadata = object_metadata(
+            defaults, experiment_id, object_name(experiment_id, component), component, resolved
+        )
+        policies.append(network_policy(experiment_id, component, defaults, metadata, llm_egress or []))
+        budgets.append(
+            disruption_budget(
+                experiment_id, component, int(workload["spec"].get("replicas", 1)), defaults, metadata
+            )
+        )
+    return [*[p for p in policies if p], config_map, *services, *[b for b in budgets if b], *workloads]

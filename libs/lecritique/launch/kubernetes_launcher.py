@@ -1,19 +1,23 @@
 """The ``kubernetes`` launcher: create, watch and delete one experiment's objects.
 
 It creates what :func:`lecritique.launch.kubernetes.render_experiment_objects` renders, reads the
-orchestrator Job's status, and deletes every object labelled with the experiment id. It needs
-exactly the permissions in :data:`REQUIRED_RULES` (the Helm chart's Role grants these and no more).
+orchestrator Job's status, and deletes the experiment's objects by listing them with the
+experiment's label selector and deleting each by name (with its uid as a precondition). It needs
+exactly the permissions in :data:`REQUIRED_RULES`; the chart's Role grants these and no more, and
+its ValidatingAdmissionPolicy lets the API's service account create and delete only objects
+labelled ``app.kubernetes.io/managed-by: lecritique-api`` (RBAC alone cannot scope by label).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from lecritique.config.experiment import ExperimentSpec
-from lecritique.launch.components import ChartDefaults, Component
-from lecritique.launch.kubernetes import EXPERIMENT_LABEL, object_name, render_experiment_objects
+from lecritique.launch.base import LogNotFound, Observation, Submission, Usage
+from lecritique.launch.components import EXPERIMENT_LABEL, ChartDefaults, Component
+from lecritique.launch.kubernetes import object_name, render_experiment_objects
 
 logger = logging.getLogger(__name__)
 
@@ -26,16 +30,39 @@ _KINDS: dict[tuple[str, str], tuple[str, str, str]] = {
     ("apps/v1", "Deployment"): ("AppsV1Api", "deployments", "deployment"),
     ("apps/v1", "StatefulSet"): ("AppsV1Api", "statefulsets", "stateful_set"),
     ("batch/v1", "Job"): ("BatchV1Api", "jobs", "job"),
+    ("networking.k8s.io/v1", "NetworkPolicy"): ("NetworkingV1Api", "networkpolicies", "network_policy"),
+    ("policy/v1", "PodDisruptionBudget"): ("PolicyV1Api", "poddisruptionbudgets", "pod_disruption_budget"),
 }
-# Workloads go first on teardown so that no pod outlives the Services and ConfigMap it uses.
-_DELETE_ORDER = [("batch/v1", "Job"), ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("v1", "Service"), ("v1", "ConfigMap")]
+# Workloads go first on teardown so that no pod outlives the Services, ConfigMap and policies it uses.
+_DELETE_ORDER = [
+    ("batch/v1", "Job"),
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
+]
 
 REQUIRED_RULES: list[dict[str, list[str]]] = [
-    {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": ["create", "deletecollection"]},
-    {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": ["create", "deletecollection"]},
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "deletecollection", "get"]},
+    {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": ["create", "list", "delete"]},
+    {
+        "apiGroups": ["apps"],
+        "resources": ["deployments", "statefulsets"],
+        "verbs": ["create", "list", "delete"],
+    },
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "list", "delete", "get"]},
+    {
+        "apiGroups": ["networking.k8s.io"],
+        "resources": ["networkpolicies"],
+        "verbs": ["create", "list", "delete"],
+    },
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create", "list", "delete"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
 ]
-"""The RBAC rules the launcher's calls need: create objects, read the orchestrator Job, delete by label."""
+"""The RBAC rules the launcher's calls need: create objects, read the orchestrator Job, list by label
+and delete by name, find an experiment's pods and read their logs. No ``deletecollection``: that verb deletes whatever matches, label or not."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +73,26 @@ class JobStatus:
     """Why it failed (the Job's Failed condition), if it did."""
 
 
+def gpus_of(objects: list[dict[str, Any]]) -> int:
+    """GPUs (any ``*/gpu`` extended resource) the workloads request over all their pods."""
+    total = 0
+    for obj in objects:
+        if obj["kind"] not in ("Deployment", "StatefulSet", "Job"):
+            continue
+        replicas = int(obj["spec"].get("replicas", 1))
+        for container in obj["spec"]["template"]["spec"]["containers"]:
+            limits = container.get("resources", {}).get("limits", {})
+            total += replicas * sum(
+                int(float(value)) for name, value in limits.items() if name.endswith("/gpu")
+            )
+    return total
+
+
 class KubernetesLauncher:
     """Runs experiments as Kubernetes objects in the release's namespace."""
+
+    name = "kubernetes"
+    secrets_are: Literal["kubernetes", "environment"] = "kubernetes"
 
     def __init__(self, defaults: ChartDefaults, api_client: Any | None = None) -> None:
         from kubernetes import client, config
@@ -62,6 +107,14 @@ class KubernetesLauncher:
         self.api_client = api_client
         self._apis: dict[str, Any] = {}
 
+    @classmethod
+    def from_files(cls, defaults_path: Path, namespace: str | None = None) -> KubernetesLauncher:
+        """The launcher for the chart's launcher-defaults.json (``namespace`` overrides the file's)."""
+        defaults = ChartDefaults.model_validate_json(Path(defaults_path).read_text())
+        if namespace:
+            defaults = defaults.model_copy(update={"namespace": namespace})
+        return cls(defaults)
+
     def _api(self, class_name: str) -> Any:
         from kubernetes import client
 
@@ -69,14 +122,22 @@ class KubernetesLauncher:
             self._apis[class_name] = getattr(client, class_name)(self.api_client)
         return self._apis[class_name]
 
-    def render(self, spec: ExperimentSpec, experiment_id: str) -> list[dict[str, Any]]:
-        return render_experiment_objects(spec, experiment_id, self.defaults)
+    def render(self, submission: Submission) -> list[dict[str, Any]]:
+        return render_experiment_objects(
+            submission.spec,
+            submission.experiment_id,
+            self.defaults,
+            llm_egress=list(submission.policy.llm_egress),
+        )
 
-    def launch(self, spec: ExperimentSpec, experiment_id: str) -> None:
+    def check(self, submission: Submission) -> Usage:
+        return Usage(gpus=gpus_of(self.render(submission)))
+
+    def launch(self, submission: Submission) -> dict[str, Any]:
         """Create every object; ones that already exist (a retried launch) are left as they are."""
         from kubernetes.client.exceptions import ApiException
 
-        for obj in self.render(spec, experiment_id):
+        for obj in self.render(submission):
             class_name, _, kind = _KINDS[(obj["apiVersion"], obj["kind"])]
             create = getattr(self._api(class_name), f"create_namespaced_{kind}")
             try:
@@ -85,14 +146,19 @@ class KubernetesLauncher:
                 if error.status != 409:
                     raise
                 logger.info("%s %s already exists", obj["kind"], obj["metadata"]["name"])
-        logger.info("launched experiment %s in namespace %s", experiment_id, self.defaults.namespace)
+        logger.info(
+            "launched experiment %s in namespace %s", submission.experiment_id, self.defaults.namespace
+        )
+        return {"namespace": self.defaults.namespace}
 
     def job_status(self, experiment_id: str) -> JobStatus:
         """State of the experiment's orchestrator Job."""
         from kubernetes.client.exceptions import ApiException
 
         try:
-            job = self._api("BatchV1Api").read_namespaced_job(object_name(experiment_id, Component.orchestrator), self.defaults.namespace)
+            job = self._api("BatchV1Api").read_namespaced_job(
+                object_name(experiment_id, Component.orchestrator), self.defaults.namespace
+            )
         except ApiException as error:
             if error.status == 404:
                 return JobStatus("missing")
@@ -108,11 +174,84 @@ class KubernetesLauncher:
 
     def delete(self, experiment_id: str, *, keep_job: bool = False) -> None:
         """Delete every object of the experiment (``keep_job``: all but the finished orchestrator Job)."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
         selector = f"{EXPERIMENT_LABEL}={experiment_id},app.kubernetes.io/instance={self.defaults.release}"
         for key in _DELETE_ORDER:
             class_name, _, kind = _KINDS[key]
             if keep_job and kind == "job":
                 continue
-            delete = getattr(self._api(class_name), f"delete_collection_namespaced_{kind}")
-            delete(self.defaults.namespace, label_selector=selector, propagation_policy="Background")
-        logger.info("deleted the objects of experiment %s%s", experiment_id, " (kept its Job)" if keep_job else "")
+            api = self._api(class_name)
+            found = getattr(api, f"list_namespaced_{kind}")(self.defaults.namespace, label_selector=selector)
+            for item in found.items:
+                options = client.V1DeleteOptions(
+                    propagation_policy="Background",
+                    preconditions=client.V1Preconditions(uid=item.metadata.uid),
+                )
+                try:
+                    getattr(api, f"delete_namespaced_{kind}")(
+                        item.metadata.name, self.defaults.namespace, body=options
+                    )
+                except ApiException as error:
+                    if error.status not in (
+                        404,
+                        409,
+                    ):  # gone already, or replaced by a newer object of that name
+                        raise
+        logger.info(
+            "deleted the objects of experiment %s%s", experiment_id, " (kept its Job)" if keep_job else ""
+        )
+
+    def poll(self, experiment_id: str, handle: dict[str, Any]) -> Observation:
+        status = self.job_status(experiment_id)
+        if status.state in ("pending", "running"):
+            return Observation("running")
+        if status.state == "missing":
+            return Observation("failed", "the orchestrator Job no longer exists")
+        return Observation("succeeded" if status.state == "succeeded" else "failed", status.message or None)
+
+    def cancel(self, experiment_id: str, handle: dict[str, Any]) -> Observation:
+        self.delete(experiment_id)
+        return Observation("cancelled")
+
+    def release(self, experiment_id: str, handle: dict[str, Any]) -> None:
+        # Keep the finished Job for its logs (it expires by itself); free the GPUs now.
+        self.delete(experiment_id, keep_job=True)
+
+    def logs(self, experiment_id: str, handle: dict[str, Any], component: str, tail: int) -> str:
+        """A pod's log: ``orchestrator``, or a component with the pod's ordinal (``rollout-0``; sorted
+        by pod name, so a StatefulSet's ordinals), ``run`` being the orchestrator's."""
+        from kubernetes.client.exceptions import ApiException
+
+        name, _, ordinal = component.rpartition("-") if component[-1:].isdigit() else (component, "", "0")
+        name = "orchestrator" if name == "run" else name
+        selector = (
+            f"{EXPERIMENT_LABEL}={experiment_id},app.kubernetes.io/instance={self.defaults.release},"
+            f"app.kubernetes.io/component={name}"
+        )
+        core = self._api("CoreV1Api")
+        pods = sorted(
+            pod.metadata.name
+            for pod in core.list_namespaced_pod(self.defaults.namespace, label_selector=selector).items
+        )
+        if int(ordinal) >= len(pods):
+            everything = (
+                f"{EXPERIMENT_LABEL}={experiment_id},app.kubernetes.io/instance={self.defaults.release}"
+            )
+            found = core.list_namespaced_pod(self.defaults.namespace, label_selector=everything).items
+            known = sorted(
+                {str((pod.metadata.labels or {}).get("app.kubernetes.io/component")) for pod in found}
+            )
+            raise LogNotFound(
+                f"no pod for {component!r} (components with pods: {', '.join(known) or 'none yet'})"
+            )
+        try:
+            text: str = core.read_namespaced_pod_log(
+                pods[int(ordinal)], self.defaults.namespace, tail_lines=tail
+            )
+        except ApiException as error:
+            if error.status in (400, 404):  # the container has not started, or the pod has just gone
+                raise LogNotFound(f"no log for {component!r} yet: {error.reason}") from None
+            raise
+        return text

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -34,11 +35,35 @@ def resolve_policy(spec: ExperimentSpec, cache_dir: Path | None = None) -> Exper
 
     assert spec.policy.tiny is not None
     path = build_tiny(spec.policy.tiny, seed=spec.seed, cache_dir=cache_dir)
-    return spec.model_copy(update={"policy": spec.policy.model_copy(update={"path": str(path), "tiny": None})})
+    return spec.model_copy(
+        update={"policy": spec.policy.model_copy(update={"path": str(path), "tiny": None})}
+    )
+
+
+def protect_with_password(server: Any) -> str:
+    """Give a freshly started embedded Redis a random password; returns the URL that carries it.
+
+    It listens on loopback only, but every local user can reach loopback: without a password any
+    of them could read or rewrite the run's replay data.
+    """
+    password = secrets.token_hex(24)
+    client = server.client()
+    try:
+        client.config_set("requirepass", password)
+    finally:
+        client.close()
+    return f"redis://:{password}@127.0.0.1:{server.port}/0"
 
 
 class LocalLauncher:
-    def __init__(self, spec: ExperimentSpec, out_dir: Path, *, redis_url: str | None = None, experiment_id: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: ExperimentSpec,
+        out_dir: Path,
+        *,
+        redis_url: str | None = None,
+        experiment_id: str | None = None,
+    ) -> None:
         self.spec = spec
         self.out_dir = Path(out_dir).resolve()
         self.experiment_id = experiment_id or spec.name
@@ -51,23 +76,46 @@ class LocalLauncher:
         self.weights_dir = self.out_dir / "weights"
 
     # ---- start-up ------------------------------------------------------------------------
-    def _service(self, name: str, service: str, *, extra_env: dict[str, str] | None = None, torchrun: int = 1) -> ManagedProcess:
+    def _child_env(self) -> dict[str, str]:
+        """The services' environment; the Redis URL (which may carry a password) travels here,
+        never on a command line that any local user can read with ``ps``."""
+        return {**self.env, "REDIS_URL": self.redis_url} if self.redis_url else dict(self.env)
+
+    def _service(
+        self, name: str, service: str, *, extra_env: dict[str, str] | None = None, torchrun: int = 1
+    ) -> ManagedProcess:
         run_dir = self.out_dir / "run"
         args = [
-            "lecritique", "serve", service,
-            "--spec", str(self.spec_path),
-            "--experiment", self.experiment_id,
-            "--weights-dir", str(self.weights_dir),
-            "--state-dir", str(self.out_dir / "state"),
-            "--port", "0",
-            "--metrics-port", "0",
-            "--host", "127.0.0.1",
-            "--port-file", str(run_dir / f"{name}.json"),
+            "lecritique",
+            "serve",
+            service,
+            "--spec",
+            str(self.spec_path),
+            "--experiment",
+            self.experiment_id,
+            "--weights-dir",
+            str(self.weights_dir),
+            "--state-dir",
+            str(self.out_dir / "state"),
+            "--port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--host",
+            "127.0.0.1",
+            "--port-file",
+            str(run_dir / f"{name}.json"),
         ]
-        if self.redis_url:
-            args += ["--redis-url", self.redis_url]
         if torchrun > 1:
-            command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={torchrun}", "-m", *args]
+            command = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                f"--nproc_per_node={torchrun}",
+                "-m",
+                *args,
+            ]
         else:
             command = python_command(*args)
         process = ManagedProcess(
@@ -75,7 +123,7 @@ class LocalLauncher:
             command=command,
             log_path=self.out_dir / "logs" / f"{name}.log",
             port_file=run_dir / f"{name}.json",
-            env={**self.env, **(extra_env or {})},
+            env={**self._child_env(), **(extra_env or {})},
         )
         process.start()
         self.services.append(process)
@@ -89,16 +137,22 @@ class LocalLauncher:
             from lecritique.redis_connection import start_embedded_redis
 
             self.redis = start_embedded_redis(self.out_dir / "redis")
-            self.redis_url = self.redis.url
+            self.redis_url = protect_with_password(self.redis)
         spec = self.spec
-        first = [self._service("environment", "environment"), self._service("policy-trainer", "policy-trainer", torchrun=spec.policy_trainer.processes)]
+        first = [
+            self._service("environment", "environment"),
+            self._service("policy-trainer", "policy-trainer", torchrun=spec.policy_trainer.processes),
+        ]
         if spec.critic is not None:
             first.append(self._service("value-trainer", "value-trainer"))
         for process in first:
             process.wait_ready(timeout)
         second = [self._service(f"rollout-{i}", "rollout") for i in range(spec.rollout.replicas)]
         if spec.critic is not None:
-            second += [self._service(f"value-evaluator-{i}", "value-evaluator") for i in range(spec.critic.evaluator_replicas)]
+            second += [
+                self._service(f"value-evaluator-{i}", "value-evaluator")
+                for i in range(spec.critic.evaluator_replicas)
+            ]
         for process in second:
             process.wait_ready(timeout)
         return self.addresses()
@@ -113,28 +167,35 @@ class LocalLauncher:
     def start_orchestrator(self, extra_env: dict[str, str] | None = None) -> ManagedProcess:
         addresses = self.addresses()
         args = [
-            "lecritique", "orchestrate",
-            "--spec", str(self.spec_path),
-            "--out", str(self.out_dir),
-            "--experiment", self.experiment_id,
-            "--rollout", ",".join(addresses["rollout"]),
-            "--environment", ",".join(addresses["environment"]),
-            "--policy-trainer", ",".join(addresses["policy-trainer"]),
-            "--metrics-port", "0",
-            "--port-file", str(self.out_dir / "run" / "orchestrator.json"),
+            "lecritique",
+            "orchestrate",
+            "--spec",
+            str(self.spec_path),
+            "--out",
+            str(self.out_dir),
+            "--experiment",
+            self.experiment_id,
+            "--rollout",
+            ",".join(addresses["rollout"]),
+            "--environment",
+            ",".join(addresses["environment"]),
+            "--policy-trainer",
+            ",".join(addresses["policy-trainer"]),
+            "--metrics-port",
+            "0",
+            "--port-file",
+            str(self.out_dir / "run" / "orchestrator.json"),
         ]
         if "value-evaluator" in addresses:
             args += ["--value-evaluator", ",".join(addresses["value-evaluator"])]
         if "value-trainer" in addresses:
             args += ["--value-trainer", ",".join(addresses["value-trainer"])]
-        if self.redis_url:
-            args += ["--redis-url", self.redis_url]
         self.orchestrator = ManagedProcess(
             name="orchestrator",
             command=python_command(*args),
             log_path=self.out_dir / "logs" / "orchestrator.log",
             port_file=self.out_dir / "run" / "orchestrator.json",
-            env={**self.env, **(extra_env or {})},
+            env={**self._child_env(), **(extra_env or {})},
         )
         self.orchestrator.start()
         return self.orchestrator

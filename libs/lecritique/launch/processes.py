@@ -97,7 +97,9 @@ class ManagedProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.running:
-                raise RuntimeError(f"{self.name} exited with code {self.process and self.process.returncode}:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"{self.name} exited with code {self.process and self.process.returncode}:\n{self.log_tail()}"
+                )
             if self.grpc_port is None:
                 self.read_port_file()
             if self.grpc_port is not None and _serving(self.address):
@@ -131,7 +133,9 @@ class ManagedProcess:
 def _serving(address: str) -> bool:
     with grpc.insecure_channel(address) as channel:
         try:
-            response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
+            response = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=1.0
+            )
         except grpc.RpcError:
             return False
     return bool(response.status == health_pb2.HealthCheckResponse.SERVING)

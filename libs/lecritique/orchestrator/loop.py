@@ -71,6 +71,8 @@ class Orchestrator:
         self.log = StepLog(Path(out_dir) / "metrics.jsonl", metrics_sink)
         self.telemetry = Telemetry(experiment_id, spec.critic.context if spec.critic is not None else "none")
         self.estimator: AdvantageEstimator = spec.estimator.build()
+        # Resolved settings (e.g. GAE's lambda under ``auto``) are the estimator's metrics before any fit.
+        logger.info("estimator %s: %s", spec.estimator.name, self.estimator.metrics())
         self._stop = threading.Event()
         self.critic = CriticStage(spec.critic, clients.value_evaluator, copy.deepcopy(player.tokenizer), spec.policy.path)
         self.batches = BatchSource(spec, clients.environment, player, self.critic, self._stop)

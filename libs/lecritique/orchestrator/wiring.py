@@ -42,8 +42,11 @@ def build_orchestrator(
     experiment_id: str,
     weights_dir: Path | None = None,
     redis_url: str | None = None,
+    on_step: OnStep | None = None,
 ) -> Orchestrator:
-    """Connect to the services and the replay stream; the player uses the newest policy's tokenizer."""
+    """Connect to the services and the replay stream; the player uses the newest policy's tokenizer.
+
+    Every metrics row goes to Redis (the REST API's series), then to ``on_step`` (the trackers)."""
     out.mkdir(parents=True, exist_ok=True)
     clients = ServiceClients.connect(
         rollout=addresses.rollout,
@@ -62,7 +65,7 @@ def build_orchestrator(
         out,
         experiment_id=experiment_id,
         replay=_replay(spec, redis_client, experiment_id),
-        metrics_sink=_redis_sink(redis_client, experiment_id),
+        metrics_sink=_redis_sink(redis_client, experiment_id, on_step),
     )
 
 
@@ -87,7 +90,7 @@ def _replay(spec: ExperimentSpec, redis_client: redis.Redis, experiment_id: str)
     return ReplayBuffer(redis_client, experiment_id, **spec.critic.replay.model_dump(), decode=Trajectory.from_bytes)
 
 
-def _redis_sink(redis_client: redis.Redis, experiment_id: str) -> OnStep:
+def _redis_sink(redis_client: redis.Redis, experiment_id: str, then: OnStep | None) -> OnStep:
     metrics_key = f"lecritique:{experiment_id}:metrics"
 
     def sink(row: dict[str, Any]) -> None:
@@ -96,5 +99,7 @@ def _redis_sink(redis_client: redis.Redis, experiment_id: str) -> OnStep:
         redis_client.hset(
             f"lecritique:{experiment_id}:status", mapping={"step": row["step"], "policy_version": row.get("policy_version", 0)}
         )
+        if then is not None:
+            then(row)
 
     return sink

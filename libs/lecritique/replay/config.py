@@ -17,11 +17,11 @@ class ReplayBounds(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    capacity: int = Field(default=256, ge=1)
+    capacity: int = Field(default=256, ge=1, le=10_000_000)
     """FIFO capacity in trajectories: pushing beyond it evicts the oldest (Le Critique Table 2: 256)."""
-    max_reuse: int = Field(default=2, ge=1)
+    max_reuse: int = Field(default=2, ge=1, le=1_000_000_000)
     """Evict a trajectory the moment this many critic batches have sampled it (Table 2: N = 2)."""
-    max_age_versions: int | None = Field(default=None, ge=0)
+    max_age_versions: int | None = Field(default=None, ge=0, le=10_000_000)
     """Never train the critic on trajectories older than this many policy versions, i.e. with
     ``current_policy_version - policy_version`` above it (None: no bound)."""
 

@@ -19,6 +19,11 @@ PANELS = (
 )
 SPARSE = {"eval_success"}
 """Keys logged only on some steps: drawn as points, not smoothed."""
+BUCKET_PANELS = (
+    ("tether_rho_bucket_", "TETHER rho per bucket"),
+    ("value_ev_bucket_", "critic EV per bucket"),
+)
+"""Per-bucket families (``<prefix><m>``, TETHER with ``buckets > 1``): one curve per bucket."""
 
 
 def load_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -91,43 +96,88 @@ def summarize(rows: list[dict[str, Any]], window: int = 10) -> Summary:
     )
 
 
-def write_report(run_dir: Path, title: str | None = None) -> tuple[Path, Path]:
-    """Write ``report.png`` and ``report.md`` into ``run_dir``; returns their paths."""
+def bucket_numbers(rows: list[dict[str, Any]], prefix: str) -> list[int]:
+    """The bucket indices m of every ``<prefix><m>`` key in ``rows``, sorted."""
+    suffixes = {key[len(prefix):] for row in rows for key in row if key.startswith(prefix)}
+    return sorted(int(suffix) for suffix in suffixes if suffix.isdigit())
+
+
+def bucket_table(rows: list[dict[str, Any]], window: int) -> str:
+    """Markdown rows: each bucket's final rho and its critic explained variance over the last
+    ``window`` steps where it was defined (empty without buckets)."""
+    buckets = sorted(set(bucket_numbers(rows, "tether_rho_bucket_")) | set(bucket_numbers(rows, "value_ev_bucket_")))
+    if not buckets:
+        return ""
+    lines = [f"\n| bucket | TETHER rho, final | critic EV, last {window} steps |\n|---|---|---|\n"]
+    for m in buckets:
+        _, rho = _series(rows, f"tether_rho_bucket_{m}")
+        _, ev = _series(rows, f"value_ev_bucket_{m}")
+        rho_end = float(rho[-1]) if rho.size else float("nan")
+        ev_end = float(ev[-window:].mean()) if ev.size else float("nan")
+        lines.append(f"| {m} | {_fmt(rho_end)} | {_fmt(ev_end)} |\n")
+    return "".join(lines)
+
+
+def _fmt(value: float) -> str:
+    return "n/a" if not math.isfinite(value) else f"{value:.3f}"
+
+
+def _curves(rows: list[dict[str, Any]]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(panel title, [(metrics key, legend label)]) of every panel with data."""
+    panels = [(label, [(key, "")]) for key, label in PANELS if _series(rows, key)[0].size]
+    for prefix, label in BUCKET_PANELS:
+        buckets = bucket_numbers(rows, prefix)
+        if buckets:
+            panels.append((label, [(f"{prefix}{m}", f"bucket {m}") for m in buckets]))
+    return panels
+
+
+def _draw(axis: Any, rows: list[dict[str, Any]], key: str, legend: str) -> None:
+    steps, values = _series(rows, key)
+    if key in SPARSE:
+        axis.plot(steps, values, marker="o", linewidth=1.5, color="tab:green", label="every eval_every steps")
+    elif legend:  # one of several buckets: the moving average only, labelled by bucket
+        axis.plot(steps, _smooth(values, 10), linewidth=1.5, label=legend)
+    else:
+        axis.plot(steps, values, alpha=0.35, linewidth=1, label="per step")
+        axis.plot(steps, _smooth(values, 10), linewidth=2, label="moving average (10)")
+
+
+def _plot(rows: list[dict[str, Any]], png: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    run_dir = Path(run_dir)
-    rows = load_metrics(run_dir)
-    summary = summarize(rows)
-    panels = [(key, label) for key, label in PANELS if _series(rows, key)[0].size]
+    panels = _curves(rows)
     figure, axes = plt.subplots(len(panels), 1, figsize=(8, 2.6 * len(panels)), sharex=True, squeeze=False)
-    for axis, (key, label) in zip(axes[:, 0], panels, strict=True):
-        steps, values = _series(rows, key)
-        if key in SPARSE:
-            axis.plot(steps, values, marker="o", linewidth=1.5, color="tab:green", label="every eval_every steps")
+    for axis, (label, curves) in zip(axes[:, 0], panels, strict=True):
+        for key, legend in curves:
+            _draw(axis, rows, key, legend)
+        if len(curves) > 1 or curves[0][0] in SPARSE:
             axis.legend(loc="best", fontsize=8)
-        else:
-            axis.plot(steps, values, alpha=0.35, linewidth=1, label="per step")
-            axis.plot(steps, _smooth(values, 10), linewidth=2, label="moving average (10)")
         axis.set_ylabel(label)
         axis.grid(alpha=0.3)
     axes[0, 0].legend(loc="best", fontsize=8)
     axes[-1, 0].set_xlabel("policy step")
-    figure.suptitle(title or run_dir.name)
+    figure.suptitle(title)
     figure.tight_layout()
-    png = run_dir / "report.png"
     figure.savefig(png, dpi=110)
     plt.close(figure)
 
-    def fmt(value: float) -> str:
-        return "n/a" if not math.isfinite(value) else f"{value:.3f}"
+
+def write_report(run_dir: Path, title: str | None = None) -> tuple[Path, Path]:
+    """Write ``report.png`` and ``report.md`` into ``run_dir``; returns their paths."""
+    run_dir = Path(run_dir)
+    rows = load_metrics(run_dir)
+    summary = summarize(rows)
+    png = run_dir / "report.png"
+    _plot(rows, png, title or run_dir.name)
 
     eval_steps, eval_success = _series(rows, "eval_success")
     eval_rows = (
-        f"| held-out greedy success, step {int(eval_steps[0])} | {fmt(float(eval_success[0]))} |\n"
-        f"| held-out greedy success, step {int(eval_steps[-1])} | {fmt(float(eval_success[-1]))} |\n"
+        f"| held-out greedy success, step {int(eval_steps[0])} | {_fmt(float(eval_success[0]))} |\n"
+        f"| held-out greedy success, step {int(eval_steps[-1])} | {_fmt(float(eval_success[-1]))} |\n"
         if eval_success.size
         else ""
     )
@@ -137,13 +187,14 @@ def write_report(run_dir: Path, title: str | None = None) -> tuple[Path, Path]:
         f"![curves](report.png)\n\n"
         f"| metric | value |\n|---|---|\n"
         f"| policy steps | {summary.steps} |\n"
-        f"| reward, first {summary.window} steps | {fmt(summary.reward_start)} |\n"
-        f"| reward, last {summary.window} steps | {fmt(summary.reward_end)} |\n"
-        f"| reward gain | {fmt(summary.reward_gain)} |\n"
-        f"| critic explained variance, last {summary.window} steps | {fmt(summary.explained_variance_end)} |\n"
-        f"| TETHER rho, final | {fmt(summary.rho_end)} |\n"
+        f"| reward, first {summary.window} steps | {_fmt(summary.reward_start)} |\n"
+        f"| reward, last {summary.window} steps | {_fmt(summary.reward_end)} |\n"
+        f"| reward gain | {_fmt(summary.reward_gain)} |\n"
+        f"| critic explained variance, last {summary.window} steps | {_fmt(summary.explained_variance_end)} |\n"
+        f"| TETHER rho, final | {_fmt(summary.rho_end)} |\n"
         + eval_rows
         + f"| rollouts dropped as stale | {summary.dropped_stale} |\n"
-        f"| wall time of the experiment (s) | {fmt(summary.seconds)} |\n"
+        f"| wall time of the experiment (s) | {_fmt(summary.seconds)} |\n"
+        + bucket_table(rows, summary.window)
     )
     return png, md

@@ -1,0 +1,53 @@
+"""Requests and limits of one experiment container: the chart's defaults merged with the spec's placement."""
+
+from __future__ import annotations
+
+from lecritique.config.experiment import ExperimentSpec, SpecError
+from lecritique.config.placement import GPU_RESOURCE, ComponentPlacement, is_extended_resource, parse_quantity
+from lecritique.launch.components import COMPONENTS, Component, ComponentDefaults
+
+
+def merge_resources(
+    component: Component, chart: ComponentDefaults, placed: ComponentPlacement, spec: ExperimentSpec
+) -> dict[str, dict[str, str]]:
+    """Chart requests/limits overridden key by key by the spec's; checked like the API server would.
+
+    Extended resources (``nvidia.com/gpu``) get request == limit, since Kubernetes refuses anything else.
+    Raises :class:`SpecError` naming the placement field at fault.
+    """
+    field = f"placement.{COMPONENTS[component].placement_key}.resources"
+    requests = dict(chart.resources.requests)
+    limits = dict(chart.resources.limits)
+    if placed.resources is not None:
+        requests.update(placed.resources.requests)
+        limits.update(placed.resources.limits)
+        # The spec's value of an extended resource wins over the chart's, whichever side it set.
+        for name in set(placed.resources.requests) | set(placed.resources.limits):
+            if is_extended_resource(name):
+                value = placed.resources.limits.get(name, placed.resources.requests.get(name))
+                assert value is not None
+                requests[name] = limits[name] = value
+    for name in list(limits):
+        if is_extended_resource(name):
+            requests[name] = limits[name]
+    for name in list(requests):
+        if is_extended_resource(name):
+            limits[name] = requests[name]
+    for name, request in requests.items():
+        if name in limits and parse_quantity(request) > parse_quantity(limits[name]):
+            raise SpecError(f"{field}.requests.{name}: request {request} exceeds the limit {limits[name]}")
+    if component == Component.policy_trainer:
+        processes = spec.policy_trainer.processes
+        placed_gpus = placed.resources is not None and (
+            GPU_RESOURCE in placed.resources.limits or GPU_RESOURCE in placed.resources.requests
+        )
+        if not placed_gpus and parse_quantity(limits.get(GPU_RESOURCE, "0")) > 0:
+            # A GPU pool by default: one GPU per torchrun process.
+            requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(processes)
+        gpus = parse_quantity(limits.get(GPU_RESOURCE, "0"))
+        if gpus > 0 and gpus != processes:
+            raise SpecError(
+                f"{field}.limits.{GPU_RESOURCE}: {limits[GPU_RESOURCE]} GPUs but policy_trainer.processes is {processes}; "
+                "torchrun runs one process per GPU"
+            )
+    return {"requests": requests, "limits": limits}

@@ -1,0 +1,1 @@
+"""Tenants of the REST API: bearer-token hashes and the server-side policy of what each may launch."""

@@ -1,0 +1,142 @@
+"""``/v1/experiments``: submit, list, inspect, read metrics, cancel (bearer token required)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import Counter
+
+from services.api.auth import TokenRegistry
+from services.api.body import parse_json
+from services.api.errors import Unauthorized
+from services.api.experiments import ExperimentService, NotFound
+from services.api.openapi import (
+    INVALID,
+    READ_RESPONSES,
+    SUBMIT_RESPONSES,
+    UNAUTHORIZED,
+    UNAVAILABLE,
+    submit_request_body,
+)
+from services.api.records import ExperimentRecord
+from services.api.schemas import ExperimentList, ExperimentView, MetricsSeries
+
+SUBMITTED = Counter("lecritique_api_experiments_submitted_total", "Experiments accepted", ["launcher"])
+EXPERIMENT_ID = re.compile(r"exp-[0-9a-f]{10}")
+MAX_OFFSET = 100_000
+MAX_STEP = 1_000_000_000
+
+router = APIRouter(prefix="/v1/experiments", tags=["experiments"])
+_bearer = HTTPBearer(auto_error=False, description="A tenant's bearer token (only its SHA-256 is stored).")
+
+
+def _tenant(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
+    """The tenant whose bearer token the request carries; 401 otherwise."""
+    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+        raise Unauthorized("missing bearer token")
+    tokens: TokenRegistry = request.app.state.tokens
+    found = tokens.tenant_of(credentials.credentials)
+    if found is None:
+        raise Unauthorized("invalid bearer token")
+    return found
+
+
+def _service(request: Request) -> ExperimentService:
+    service: ExperimentService = request.app.state.service
+    return service
+
+
+Tenant = Annotated[str, Depends(_tenant)]
+Service = Annotated[ExperimentService, Depends(_service)]
+
+
+def _view(service: ExperimentService, record: ExperimentRecord, *, with_spec: bool) -> ExperimentView:
+    return ExperimentView(
+        id=record.id, name=record.name, tenant=record.tenant, status=record.status, launcher=record.launcher,
+        created_at=record.created_at, updated_at=record.updated_at, error=record.error,
+        spec=record.spec if with_spec else None, **service.details(record),
+    )
+
+
+def known_id(experiment_id: str) -> str:
+    """Ids the API never issues cannot exist: 404 without a lookup (and without echoing them)."""
+    if not EXPERIMENT_ID.fullmatch(experiment_id):
+        raise NotFound(experiment_id[:40])
+    return experiment_id
+
+
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, response_model=ExperimentView, responses=SUBMIT_RESPONSES,
+    summary="Submit an experiment", operation_id="submit_experiment", openapi_extra=submit_request_body(),
+)
+async def submit(
+    request: Request,
+    response: Response,
+    caller: Tenant,
+    service: Service,
+    idempotency_key: Annotated[
+        str | None,
+        Header(alias="Idempotency-Key", max_length=255, description="Retries with the same key and body return the same experiment."),
+    ] = None,
+) -> ExperimentView:
+    """Validate the experiment spec (JSON) against the spec and the tenant's policy, record it and launch it."""
+    body = parse_json(await request.body())
+    record, replayed = await asyncio.to_thread(service.submit, caller, body, idempotency_key)
+    if replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    else:
+        SUBMITTED.labels(record.launcher).inc()
+    response.headers["Location"] = f"/v1/experiments/{record.id}"
+    return _view(service, record, with_spec=False)
+
+
+@router.get(
+    "", response_model=ExperimentList, summary="List your experiments", operation_id="list_experiments",
+    responses={401: UNAUTHORIZED, 422: INVALID, 503: UNAVAILABLE},
+)
+def list_experiments(
+    caller: Tenant,
+    service: Service,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Most experiments returned.")] = 100,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Experiments skipped (newest first).")] = 0,
+) -> ExperimentList:
+    """The caller's experiments, newest first."""
+    records = service.list_experiments(caller, limit, offset)
+    return ExperimentList(experiments=[_view(service, r, with_spec=False) for r in records])
+
+
+@router.get(
+    "/{experiment_id}", response_model=ExperimentView, summary="Inspect an experiment", operation_id="get_experiment",
+    responses=READ_RESPONSES,
+)
+def get_experiment(experiment_id: str, caller: Tenant, service: Service) -> ExperimentView:
+    """Status, current step, policy and value versions, the latest metrics and the spec."""
+    return _view(service, service.get(caller, known_id(experiment_id)), with_spec=True)
+
+
+@router.get(
+    "/{experiment_id}/metrics", response_model=MetricsSeries, summary="Metrics series", operation_id="get_metrics",
+    responses={**READ_RESPONSES, 422: INVALID},
+)
+def get_metrics(
+    experiment_id: str,
+    caller: Tenant,
+    service: Service,
+    since_step: Annotated[int | None, Query(ge=0, le=MAX_STEP, description="Only steps after this one.")] = None,
+) -> MetricsSeries:
+    """One row per policy step, as the orchestrator recorded it."""
+    experiment_id = known_id(experiment_id)
+    return MetricsSeries(experiment_id=experiment_id, rows=service.metrics(caller, experiment_id, since_step))
+
+
+@router.delete(
+    "/{experiment_id}", response_model=ExperimentView, status_code=status.HTTP_202_ACCEPTED,
+    summary="Cancel an experiment", operation_id="cancel_experiment", responses=READ_RESPONSES,
+)
+def cancel(experiment_id: str, caller: Tenant, service: Service) -> ExperimentView:
+    """Stop its workloads (status ``cancelling`` until they are gone, then ``cancelled``); the record stays."""
+    return _view(service, service.cancel(caller, known_id(experiment_id)), with_spec=False)

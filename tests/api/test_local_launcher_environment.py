@@ -1,0 +1,96 @@
+"""The local launcher gives a run only an allow-listed environment, never the API process's own.
+
+Before the fix the run inherited ``os.environ`` of the API whole, and a spec's ``api_key_env``
+could name any variable of it (a cloud credential, the API's token hashes): the key was then sent
+to whatever ``base_url`` the spec named. Real API process, real supervisor process; what the run
+got is read from ``/proc/<pid>/environ`` and ``/proc/<pid>/cmdline`` of the supervisor.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from lecritique.tenancy.tokens import hash_token
+from tests.api.api_process import ApiProcess, alive
+
+TOKEN = "local-environment-token"
+CANARY = "LECRITIQUE_TEST_CANARY"
+
+
+def _spec(model: Path, key_env: str) -> dict[str, Any]:
+    llm = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "judge", "api_key_env": key_env}
+    return {
+        "name": "env-check",
+        "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
+        "policy": {"path": str(model)},
+        "estimator": {"name": "lvrl"},
+        "critic": {"kind": "frozen_llm", "llm": llm},
+        "orchestrator": {"steps": 1},
+    }
+
+
+def _read_proc(pid: int, name: str) -> list[str]:
+    return [part.decode() for part in Path(f"/proc/{pid}/{name}").read_bytes().split(b"\0") if part]
+
+
+def test_a_run_gets_only_allow_listed_variables_and_the_key_its_tenant_may_use(tmp_path: Path, redis_db: Any, embedded_redis: Any) -> None:
+    model = tmp_path / "models" / "tester" / "policy"
+    model.mkdir(parents=True)
+    experiment_url = embedded_redis.url.replace("redis://", "redis://experiments:not-a-real-password@")
+    settings = {
+        "LECRITIQUE_API_REDIS_URL": embedded_redis.url,
+        "LECRITIQUE_API_EXPERIMENT_REDIS_URL": experiment_url,
+        "LECRITIQUE_API_LAUNCHER": "local",
+        "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "runs"),
+        "LECRITIQUE_API_MODELS_ROOT": str(tmp_path / "models"),
+        "LECRITIQUE_API_TOKENS": json.dumps({"tester": hash_token(TOKEN)}),
+        "LECRITIQUE_API_TENANT_POLICIES": json.dumps({"tester": {"llmEndpoints": ["http://127.0.0.1:9/v1"]}}),
+        "LECRITIQUE_API_RECONCILE_SECONDS": "3600",
+        CANARY: "the API's own secret",
+        "TESTER_LLM_KEY": "the tester's key",
+        "OTHER_LLM_KEY": "someone else's key",
+    }
+    api = ApiProcess(settings, tmp_path / "api.log").start()
+    try:
+        with api.client(TOKEN) as client:
+            for forbidden in ("OTHER_LLM_KEY", CANARY, "REDIS_URL", "PATH"):
+                refused = client.post("/v1/experiments", json=_spec(model, forbidden))
+                assert refused.status_code == 403, refused.text
+                assert refused.json()["detail"][0]["field"] == "critic.llm.api_key_env"
+            created = client.post("/v1/experiments", json=_spec(model, "TESTER_LLM_KEY"))
+            assert created.status_code == 201, created.text
+            handle = json.loads(redis_db.get(f"lecritique:api:experiment:{created.json()['id']}"))["handle"]
+            pid = int(handle["pid"])
+            environment = dict(item.split("=", 1) for item in _read_proc(pid, "environ"))
+            command_line = _read_proc(pid, "cmdline")
+            client.delete(f"/v1/experiments/{created.json()['id']}")
+            deadline = time.monotonic() + 120
+            while alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.5)
+    finally:
+        api.stop()
+    assert CANARY not in environment and "OTHER_LLM_KEY" not in environment
+    assert not any(name.startswith("LECRITIQUE_API_") for name in environment)
+    assert environment["TESTER_LLM_KEY"] == "the tester's key"
+    assert environment["REDIS_URL"] == experiment_url, "the run uses the experiments' Redis user"
+    assert not any("not-a-real-password" in part for part in command_line), "no password on a command line"
+
+
+def test_the_embedded_redis_of_lecritique_run_requires_a_password(tmp_path: Path) -> None:
+    import pytest
+    import redis
+
+    from lecritique.launch.local import protect_with_password
+    from lecritique.redis_connection import redis_client, start_embedded_redis
+
+    server = start_embedded_redis(tmp_path / "redis")
+    try:
+        url = protect_with_password(server)
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            redis_client(server.url).get("lecritique:exp:replay")
+        assert redis_client(url).ping() is True
+    finally:
+        server.stop()
