@@ -1,4 +1,4 @@
-"""``lecritique serve SERVICE``: run one service process (the entry point of every Dockerfile)."""
+"""``lecritique serve SERVICE``: run one service process (what the services image runs, services/Dockerfile)."""
 
 from __future__ import annotations
 
