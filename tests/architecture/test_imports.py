@@ -142,12 +142,3 @@ def test_the_doc_picture_is_read_whole():
     named = {target for targets in ALLOWED.values() for target in targets}
     assert named <= set(ALLOWED), sorted(named - set(ALLOWED))
 
-
-def test_no_library_module_imports_a_service(modules):
-    """Services are entry points the CLI names; the library never imports one (not even lazily)."""
-    offending = {
-        name: sorted(i for i in module.imports if i.split(".")[0] == "services")
-        for name, module in modules.items()
-        if name.startswith("lecritique") and any(i.split(".")[0] == "services" for i in module.imports)
-    }
-    assert offending == {}
