@@ -30,7 +30,8 @@ from rich.table import Table
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "libs")]
 
-from lecritique.replay import ReplayBuffer, start_embedded_redis  # noqa: E402
+from lecritique.redis_connection import start_embedded_redis  # noqa: E402
+from lecritique.replay import ReplayBuffer  # noqa: E402
 
 TARGET_RATIO = 0.5
 

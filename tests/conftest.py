@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from lecritique.replay.connection import EmbeddedRedis, start_embedded_redis
+from lecritique.redis_connection import EmbeddedRedis, start_embedded_redis
 
 
 @pytest.fixture(scope="session")

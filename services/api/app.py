@@ -104,7 +104,7 @@ class RequestMetrics:
 
 def create_app(settings: ApiSettings, *, launcher: ExperimentLauncher | None = None, redis_client: Any | None = None) -> FastAPI:
     """The application for ``settings`` (tests may pass their own launcher or Redis client)."""
-    from lecritique.replay.connection import redis_client as make_redis_client
+    from lecritique.redis_connection import redis_client as make_redis_client
 
     client = redis_client if redis_client is not None else make_redis_client(settings.redis_url, socket_timeout_s=10.0)
     tokens = TokenRegistry(settings.tokens, settings.tokens_file)

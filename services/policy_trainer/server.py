@@ -149,7 +149,7 @@ def _start_trainer(spec: Any, store: WeightStore, record: StepRecord, checkpoint
 
 
 def serve(runtime: ServiceRuntime) -> None:
-    from lecritique.replay import redis_client
+    from lecritique.redis_connection import redis_client
     from lecritique.training.checkpoint import TrainerCheckpoints
     from lecritique.training.distributed import init_distributed_from_env
     from lecritique.training.weight_sync import WeightSync

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,8 @@ from lecritique.config import ExperimentSpec, load_spec
 from lecritique.config.runtime import ServiceRuntime
 from lecritique.critics.kinds import CriticLearner, critic_kind
 from lecritique.critics.specs import CriticSpec, TrainedCriticSpec
-from lecritique.replay import ReplayBuffer, connect_redis
+from lecritique.redis_connection import connect_redis
+from lecritique.replay import ReplayBuffer
 from lecritique.rpc.server import run_until_signal, start_server
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
@@ -79,7 +79,7 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         self.sync = self._weight_sync()
         self.updates = 0
         self.last: dict[str, float] = {}
-        self._condition = threading.Condition()
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._train_loop, name="critic-training", daemon=True)
         PUBLISHED.labels(self.experiment).set(version)
@@ -146,11 +146,10 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
                 logger.exception("critic update failed; retrying")
                 self._stop.wait(1.0)
                 continue
-            with self._condition:
+            with self._lock:
                 self.updates += 1
                 self.version = version
                 self.last = metrics
-                self._condition.notify_all()
             UPDATES.labels(self.experiment).inc()
             LOSS.labels(self.experiment).set(metrics["loss"])
             if np.isfinite(metrics.get("explained_variance", float("nan"))):
@@ -159,7 +158,7 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
             logger.info("critic update %d -> version %d (loss %.4f)", self.updates, version, metrics["loss"])
 
     def _status(self) -> value_pb2.ValueTrainerStatus:
-        with self._condition:
+        with self._lock:
             last = dict(self.last)
             return value_pb2.ValueTrainerStatus(
                 updates=self.updates,
@@ -171,13 +170,6 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
             )
 
     def Status(self, request, context):
-        return self._status()
-
-    def WaitForUpdates(self, request, context):
-        deadline = time.monotonic() + max(0.0, request.timeout_seconds)
-        with self._condition:
-            while self.updates < request.min_updates and time.monotonic() < deadline and context.is_active():
-                self._condition.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
         return self._status()
 
     def Info(self, request, context):

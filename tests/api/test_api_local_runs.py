@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from lecritique.launch import redis_acl
-from lecritique.replay.connection import redis_client, start_embedded_redis
+from lecritique.redis_connection import redis_client, start_embedded_redis
 from lecritique.tenancy.tokens import hash_token
 from tests.api.api_process import ApiProcess, alive, descendants
 from tests.helm_support import ROOT, quick_policy, tiny_spec_data

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lecritique.replay.connection import EmbeddedRedis, redis_client, start_embedded_redis
+from lecritique.redis_connection import EmbeddedRedis, redis_client, start_embedded_redis
 from tests.api.api_process import ApiProcess
 from tests.api.kubernetes_recorder import RecordingApiServer
 from tests.api.test_api_security import ALICE, MODEL, api_settings

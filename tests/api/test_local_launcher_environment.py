@@ -84,7 +84,7 @@ def test_the_embedded_redis_of_lecritique_run_requires_a_password(tmp_path: Path
     import redis
 
     from lecritique.launch.local import protect_with_password
-    from lecritique.replay.connection import redis_client, start_embedded_redis
+    from lecritique.redis_connection import redis_client, start_embedded_redis
 
     server = start_embedded_redis(tmp_path / "redis")
     try:

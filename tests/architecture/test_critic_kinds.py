@@ -47,7 +47,7 @@ def test_only_a_frozen_llm_behind_an_endpoint_with_a_secret_needs_one():
 
 
 def _kind_comparisons(module):
-    """Lines where a critic kind's name is compared (==, !=, in, match) in this module."""
+    """Lines where a critic kind's name is compared (==, !=, in, match) or looked up in this module."""
     names = set(KINDS)
 
     def names_a_kind(node):
@@ -63,9 +63,32 @@ def _kind_comparisons(module):
             lines.append(node.lineno)
         if isinstance(node, ast.MatchValue) and names_a_kind(node.value):
             lines.append(node.lineno)
+        # A lookup by name (``table["generative"]``, ``table.get("frozen_llm")``) decides on a kind too.
+        declares = isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Literal"
+        if isinstance(node, ast.Subscript) and not declares and names_a_kind(node.slice):
+            lines.append(node.lineno)
+        is_get = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+        if is_get and node.args and names_a_kind(node.args[0]):
+            lines.append(node.lineno)
     return lines
 
 
 def test_the_name_of_a_critic_kind_is_compared_in_the_table_module_at_most(modules):
     comparing = {module.relative: lines for module in modules.values() if (lines := _kind_comparisons(module))}
     assert set(comparing) <= {"libs/lecritique/critics/kinds.py"}, comparing
+
+
+def test_the_finder_catches_comparisons_and_lookups():
+    source = 'a = kind == "generative"\nb = table["frozen_llm"]\nc = table.get("discriminative")\nd = x in ("generative",)\ne: Literal["generative"] = "generative"\n'
+
+    class Parsed:
+        tree = ast.parse(source)
+
+    assert _kind_comparisons(Parsed) == [1, 2, 3, 4]
+
+
+def test_a_spec_finds_its_kind_by_its_class_in_the_table_module():
+    """The one decision ``which kind is this critic`` is ``critics.kinds.critic_kind``."""
+    assert critic_kind.__module__ == "lecritique.critics.kinds"
+    for name, kind in KINDS.items():
+        assert kind.name == name

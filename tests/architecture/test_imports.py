@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.architecture.conftest import Module, resolve
+import re
+
+from tests.architecture.conftest import ROOT, Module, resolve
 
 
 def _graph(modules: dict[str, Module]) -> dict[str, set[str]]:
@@ -57,3 +59,86 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycle_even_through_function_local_imports(modules):
     assert _cycles(_graph(modules)) == []
+
+
+# ---- which package may import which ---------------------------------------------------------
+# The picture in docs/ARCHITECTURE.md ("Packages and their imports") is the contract: a package
+# imports only the packages its arrow names (and itself). Generated gRPC stubs are the package ``v1``.
+
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+ARROW = re.compile(r"^ (\w+) ─*► ([\w ]+?)(?:\s{2,}\(.*\))?$")
+"""``package ──► a b c`` (an optional note in parentheses after two spaces)."""
+
+
+def allowed_imports_from_the_doc() -> dict[str, set[str]]:
+    """Package -> the packages it may import, read from the picture in docs/ARCHITECTURE.md."""
+    text = ARCHITECTURE.read_text()
+    section = text[text.index("## Packages and their imports") :]
+    picture = section[section.index("```\n") + 4 :]
+    picture = picture[: picture.index("```")]
+    allowed: dict[str, set[str]] = {}
+    for line in picture.splitlines():
+        if line.startswith(" leaves:"):
+            allowed.update({name: set() for name in line.removeprefix(" leaves:").split()})
+        elif (arrow := ARROW.match(line)) and arrow.group(1) != "cli":
+            allowed[arrow.group(1)] = set(arrow.group(2).split())
+    return allowed
+
+
+ALLOWED = allowed_imports_from_the_doc()
+"""Allowed imports of each package of libs/lecritique (``cli`` may import any of them; the
+package root only ``cli``). A service may import any package but ``cli``, and no other service."""
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] == "services":
+        return ".".join(parts[:2])
+    if len(parts) == 1 or parts[1] in ("__main__",):
+        return "lecritique"
+    return parts[1]
+
+
+def _package_imports(modules: dict[str, Module]) -> set[tuple[str, str]]:
+    edges = set()
+    for name, module in modules.items():
+        for imported in module.imports:
+            if imported.startswith("lecritique.v1"):
+                target = "v1"
+            else:
+                resolved = resolve(imported, modules)
+                if resolved is None:
+                    continue
+                target = _package(resolved)
+            source = _package(name)
+            if target != source:
+                edges.add((source, target))
+    return edges
+
+
+def _allowed(source: str, target: str) -> bool:
+    if source == "lecritique":
+        return target == "cli"
+    if source == "cli":
+        return not target.startswith("services")
+    if source.startswith("services."):
+        return not target.startswith("services.") and target != "cli"
+    return target in ALLOWED.get(source, set())
+
+
+def test_every_package_imports_only_what_the_table_allows(modules):
+    assert sorted(edge for edge in _package_imports(modules) if not _allowed(*edge)) == []
+
+
+def test_the_table_names_every_package(modules):
+    packages = {_package(name) for name in modules if name.startswith("lecritique.")}
+    assert packages - {"cli", "lecritique"} <= set(ALLOWED), sorted(packages - set(ALLOWED))
+
+
+def test_the_doc_picture_is_read_whole():
+    """Every line of the picture is understood: a package the doc names but the parser missed
+    would silently allow nothing, or a renamed package silently stop being checked."""
+    assert set(ALLOWED) >= {"advantages", "orchestrator", "critics", "config", "launch", "v1", "client"}
+    named = {target for targets in ALLOWED.values() for target in targets}
+    assert named <= set(ALLOWED), sorted(named - set(ALLOWED))
+

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from lecritique.launch import redis_acl
-from lecritique.replay.connection import _free_port, _redis_server_executable, redis_client
+from lecritique.redis_connection import _free_port, _redis_server_executable, redis_client
 from tests.helm_support import one, render_objects
 
 

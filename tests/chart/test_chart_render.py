@@ -238,9 +238,9 @@ def test_launcher_defaults_carry_each_values_block() -> None:
         assert block["resources"]["limits"]["nvidia.com/gpu"] == "1", key
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in block["tolerations"], key
     assert "nvidia.com/gpu" not in defaults["components"]["environmentVerifier"]["resources"]["limits"]
-    assert defaults["components"]["rollout"]["image"] == "ghcr.io/lecritique/rollout:0.1.0"
+    assert defaults["components"]["rollout"]["image"] == "ghcr.io/lecritique/services:0.1.0"
     pinned = launcher_defaults({"rollout": {"image": {"digest": "sha256:" + "ab" * 32}}})
-    assert pinned["components"]["rollout"]["image"] == "ghcr.io/lecritique/rollout@sha256:" + "ab" * 32
+    assert pinned["components"]["rollout"]["image"] == "ghcr.io/lecritique/services@sha256:" + "ab" * 32
 
 
 def test_gpu_pool_values_put_each_component_on_its_pool() -> None:

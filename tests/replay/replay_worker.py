@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import sys
 
-from lecritique.replay import ReplayBuffer, redis_client
+from lecritique.redis_connection import redis_client
+from lecritique.replay import ReplayBuffer
 
 
 def main(config: dict) -> None:

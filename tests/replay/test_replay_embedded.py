@@ -11,7 +11,7 @@ from pathlib import Path
 
 CHILD = """
 import sys, time
-from lecritique.replay import connect_redis
+from lecritique.redis_connection import connect_redis
 client = connect_redis()
 info = client.info("server")
 print(info["process_id"], info["tcp_port"], flush=True)

@@ -9,13 +9,13 @@ import time
 import pytest
 import redis
 
-from lecritique.replay import (
+from lecritique.redis_connection import (
     RedisUnavailableError,
-    ReplayBuffer,
     RetryPolicy,
     connect_redis,
     start_embedded_redis,
 )
+from lecritique.replay import ReplayBuffer
 
 QUICK_RETRY = RetryPolicy(max_attempts=3, initial_backoff_s=0.01, max_backoff_s=0.02)
 PATIENT_RETRY = RetryPolicy(max_attempts=40, initial_backoff_s=0.05, max_backoff_s=0.2)
@@ -84,7 +84,7 @@ def test_client_reconnects_with_backoff_after_a_restart(tmp_path, caplog):
             target=lambda: (time.sleep(0.5), restarted.append(start_embedded_redis(tmp_path / "data", port=server.port)))
         )
         restart.start()
-        with caplog.at_level(logging.INFO, logger="lecritique.replay.connection"):
+        with caplog.at_level(logging.INFO, logger="lecritique.redis_connection"):
             second = buffer.push([b"after"], policy_version=1)  # blocks, retrying, until the server is back
         restart.join()
         server = restarted[0]

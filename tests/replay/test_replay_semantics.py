@@ -95,13 +95,6 @@ def test_age_bound_evicts_and_never_returns_old_entries(make_buffer):
     assert len(buffer) == 0
 
 
-def test_evict_stale_without_sampling(make_buffer):
-    buffer = make_buffer(max_age_versions=1)
-    buffer.push(_payloads(3), policy_version=[0, 1, 2])
-    assert buffer.evict_stale(current_policy_version=3) == 2
-    assert buffer.stats().reuse_histogram == {0: 1}  # nothing was sampled
-
-
 def test_entries_newer_than_the_sampler_are_eligible(make_buffer):
     buffer = make_buffer(max_age_versions=0)
     buffer.push([b"new"], policy_version=9)

@@ -60,52 +60,14 @@ class AdvantageBatch:
         values: Any = None,
         step_ids: Any = None,
     ) -> None:
-        rewards_np = _to_numpy(rewards)
-        if rewards_np.ndim != 1:
-            raise ValueError(f"rewards must have shape [B], got {rewards_np.shape}")
-        if not np.issubdtype(rewards_np.dtype, np.number) or np.issubdtype(rewards_np.dtype, np.complexfloating):
-            raise ValueError(f"rewards must be real numbers, got dtype {rewards_np.dtype}")
-        rewards_f = rewards_np.astype(np.float64)
-        if not np.all(np.isfinite(rewards_f)):
-            bad = int(np.flatnonzero(~np.isfinite(rewards_f))[0])
-            raise ValueError(f"rewards contains a non-finite value at index {bad}")
-        batch_size = rewards_f.shape[0]
-        if batch_size == 0:
-            raise ValueError("rewards is empty: a batch needs at least one trajectory")
-
+        rewards_f = _checked_rewards(rewards)
         group_np = _to_numpy(group_ids)
-        if group_np.shape != (batch_size,):
-            raise ValueError(f"group_ids must have shape [{batch_size}] like rewards, got {group_np.shape}")
+        if group_np.shape != rewards_f.shape:
+            raise ValueError(f"group_ids must have shape [{rewards_f.shape[0]}] like rewards, got {group_np.shape}")
         if not np.issubdtype(group_np.dtype, np.integer):
             raise ValueError(f"group_ids must be integers, got dtype {group_np.dtype}")
-
-        mask_np = _to_numpy(mask)
-        if mask_np.ndim != 2 or mask_np.shape[0] != batch_size:
-            raise ValueError(f"mask must have shape [B={batch_size}, T], got {mask_np.shape}")
-        if mask_np.dtype != np.bool_:
-            if not np.all((mask_np == 0) | (mask_np == 1)):
-                raise ValueError("mask must contain only 0 and 1")
-            mask_np = mask_np.astype(np.bool_)
-        empty_rows = np.flatnonzero(~mask_np.any(axis=1))
-        if empty_rows.size:
-            raise ValueError(
-                f"mask has {empty_rows.size} all-masked row(s) (first: row {int(empty_rows[0])}): "
-                "every trajectory needs at least one policy token"
-            )
-
-        values_f: FloatArray | None = None
-        if values is not None:
-            values_np = _to_numpy(values)
-            if values_np.shape != mask_np.shape:
-                raise ValueError(f"values must have the shape of mask {mask_np.shape}, got {values_np.shape}")
-            values_f = values_np.astype(np.float64)
-            bad_values = mask_np & ~np.isfinite(values_f)
-            if bad_values.any():
-                row, col = (int(i) for i in np.argwhere(bad_values)[0])
-                raise ValueError(f"values contains a non-finite value at a policy token (row {row}, token {col})")
-            # Padding may hold anything (NaN included); estimators never read it.
-            values_f = np.where(mask_np, values_f, 0.0)
-
+        mask_np = _checked_mask(mask, rewards_f.shape[0])
+        values_f = None if values is None else _checked_values(values, mask_np)
         steps_i: IntArray | None = None
         if step_ids is not None:
             steps_np = _to_numpy(step_ids)
@@ -216,3 +178,50 @@ class AdvantageBatch:
 
             return torch.from_numpy(out)
         return out
+
+
+def _checked_rewards(rewards: Any) -> FloatArray:
+    rewards_np = _to_numpy(rewards)
+    if rewards_np.ndim != 1:
+        raise ValueError(f"rewards must have shape [B], got {rewards_np.shape}")
+    if not np.issubdtype(rewards_np.dtype, np.number) or np.issubdtype(rewards_np.dtype, np.complexfloating):
+        raise ValueError(f"rewards must be real numbers, got dtype {rewards_np.dtype}")
+    rewards_f: FloatArray = rewards_np.astype(np.float64)
+    if not np.all(np.isfinite(rewards_f)):
+        bad = int(np.flatnonzero(~np.isfinite(rewards_f))[0])
+        raise ValueError(f"rewards contains a non-finite value at index {bad}")
+    if rewards_f.shape[0] == 0:
+        raise ValueError("rewards is empty: a batch needs at least one trajectory")
+    return rewards_f
+
+
+def _checked_mask(mask: Any, batch_size: int) -> BoolArray:
+    mask_np = _to_numpy(mask)
+    if mask_np.ndim != 2 or mask_np.shape[0] != batch_size:
+        raise ValueError(f"mask must have shape [B={batch_size}, T], got {mask_np.shape}")
+    if mask_np.dtype != np.bool_:
+        if not np.all((mask_np == 0) | (mask_np == 1)):
+            raise ValueError("mask must contain only 0 and 1")
+        mask_np = mask_np.astype(np.bool_)
+    empty_rows = np.flatnonzero(~mask_np.any(axis=1))
+    if empty_rows.size:
+        raise ValueError(
+            f"mask has {empty_rows.size} all-masked row(s) (first: row {int(empty_rows[0])}): "
+            "every trajectory needs at least one policy token"
+        )
+    checked: BoolArray = mask_np
+    return checked
+
+
+def _checked_values(values: Any, mask: BoolArray) -> FloatArray:
+    values_np = _to_numpy(values)
+    if values_np.shape != mask.shape:
+        raise ValueError(f"values must have the shape of mask {mask.shape}, got {values_np.shape}")
+    values_f = values_np.astype(np.float64)
+    bad_values = mask & ~np.isfinite(values_f)
+    if bad_values.any():
+        row, col = (int(i) for i in np.argwhere(bad_values)[0])
+        raise ValueError(f"values contains a non-finite value at a policy token (row {row}, token {col})")
+    # Padding may hold anything (NaN included); estimators never read it.
+    masked: FloatArray = np.where(mask, values_f, 0.0)
+    return masked

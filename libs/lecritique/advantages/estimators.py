@@ -1,8 +1,9 @@
 """One small class per advantage estimator.
 
 Equation numbers refer to Le Critique: Privileged Value Functions for LLM Reinforcement
-Learning (arXiv:2608.16739) unless stated otherwise. Returns are terminal, undiscounted unless
-an option says otherwise. TETHER lives in :mod:`lecritique.advantages.tether`.
+Learning (arXiv:2608.16739) unless stated otherwise; LVRL is *LLM Value Functions for Credit
+Assignment in Agentic RL* (Zhu et al., 2026). Returns are terminal, undiscounted unless an option
+says otherwise. TETHER lives in :mod:`lecritique.advantages.tether`.
 """
 
 from __future__ import annotations
@@ -115,9 +116,6 @@ class GAEEstimator(AdvantageEstimator):
             batch.rewards, values, batch.mask, self.gamma, self.lambda_target
         )
         return batch.output(values + advantages)
-
-    def compute_with_targets(self, batch: AdvantageBatch) -> tuple[Any, Any]:
-        return self.compute(batch), self.value_targets(batch)
 
     def metrics(self) -> dict[str, float]:
         return {"gae_lambda": self.lambda_gae, "gae_lambda_target": self.lambda_target}

@@ -6,9 +6,12 @@ import logging
 import math
 import signal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from lecritique.config import ExperimentSpec
 
 
 def run(
@@ -28,33 +31,12 @@ def run(
     """
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s run %(levelname)s %(name)s: %(message)s")
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from lecritique.config import SpecError, load_spec
     from lecritique.launch.local import LocalLauncher, resolve_policy
     from lecritique.reporting import write_report
-    from lecritique.tracking import check_tracker_packages
 
     console = Console()
-    try:
-        experiment = load_spec(spec)
-    except SpecError as error:
-        console.print(f"[red]{error}")
-        raise typer.Exit(2) from None
-    try:
-        check_tracker_packages(experiment.tracking)
-    except ImportError as error:
-        console.print(f"[red]{error}")
-        raise typer.Exit(2) from None
-    if experiment.environment.kind == "dataset":
-        # Read and check every row now: a bad row is reported here, not in a service's log.
-        from lecritique.envs import build_environment
-
-        try:
-            build_environment(experiment.environment)
-        except ValueError as error:
-            console.print(f"[red]{error}")
-            raise typer.Exit(2) from None
+    experiment = _checked_spec(spec, console)
     if experiment.policy.tiny is not None:
         # build_tiny shows its own progress bar (a first build takes a few minutes; later runs hit the cache).
         console.print(f"tiny policy model {experiment.policy.tiny!r}: built once, then taken from the cache")
@@ -70,24 +52,7 @@ def run(
         with console.status("starting services"):
             launcher.start_services()
         launcher.start_orchestrator()
-        columns = (
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[summary]}"),
-        )
-        with Progress(*columns, console=console) as progress:
-            task = progress.add_task("policy steps", total=experiment.orchestrator.steps, summary="warming up the critic")
-
-            def on_metrics(row: dict[str, Any]) -> None:
-                def fmt(key: str) -> str:
-                    value = row.get(key)
-                    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
-
-                progress.update(
-                    task, completed=row["step"],
-                    summary=f"reward {fmt('reward_mean')}  EV {fmt('value_explained_variance')}  rho {fmt('tether_rho')}",
-                )
-
-            code = launcher.wait(on_metrics)
+        code = _follow(launcher, experiment.orchestrator.steps, console)
     except KeyboardInterrupt:
         console.print("interrupted: stopping every service")
     finally:
@@ -100,3 +65,47 @@ def run(
     if code != 0:
         console.print(f"[red]orchestrator exited with code {code}; see {out / 'logs'}")
         raise typer.Exit(code or 1)
+
+
+def _checked_spec(spec: Path, console: Any) -> ExperimentSpec:
+    """The spec, loaded and checked as far as this machine can (exit 2 with the reason if not)."""
+    from lecritique.config import SpecError, load_spec
+    from lecritique.tracking import check_tracker_packages
+
+    try:
+        experiment = load_spec(spec)
+        check_tracker_packages(experiment.tracking)
+        if experiment.environment.kind == "dataset":
+            # Read and check every row now: a bad row is reported here, not in a service's log.
+            from lecritique.envs import build_environment
+
+            build_environment(experiment.environment)
+    except (SpecError, ImportError, ValueError) as error:
+        console.print(f"[red]{error}")
+        raise typer.Exit(2) from None
+    return experiment
+
+
+def _follow(launcher: Any, steps: int, console: Any) -> int:
+    """Show the policy steps as they finish; returns the orchestrator's exit code."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[summary]}"),
+    )
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("policy steps", total=steps, summary="warming up the critic")
+
+        def on_metrics(row: dict[str, Any]) -> None:
+            def fmt(key: str) -> str:
+                value = row.get(key)
+                return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+            progress.update(
+                task, completed=row["step"],
+                summary=f"reward {fmt('reward_mean')}  EV {fmt('value_explained_variance')}  rho {fmt('tether_rho')}",
+            )
+
+        code: int = launcher.wait(on_metrics)
+    return code

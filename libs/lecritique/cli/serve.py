@@ -1,10 +1,11 @@
-"""``lecritique serve SERVICE``: run one service process (the entry point of every Dockerfile)."""
+"""``lecritique serve SERVICE``: run one service process (what the services image runs, services/Dockerfile)."""
 
 from __future__ import annotations
 
-import importlib
 import logging
+from collections.abc import Callable
 from enum import StrEnum
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated
 
@@ -21,14 +22,19 @@ class Service(StrEnum):
     policy_trainer = "policy-trainer"
 
 
-# Each service is a package under services/ exposing ``serve(runtime)``.
-_MODULES = {
-    Service.rollout: "services.rollout.server",
-    Service.environment: "services.environment_verifier.server",
-    Service.value_evaluator: "services.value_evaluator.server",
-    Service.value_trainer: "services.value_trainer.server",
-    Service.policy_trainer: "services.policy_trainer.server",
-}
+SERVICE_ENTRY_POINTS = "lecritique.services"
+"""Entry-point group of the services (``pyproject.toml``): each names a ``serve(runtime)`` function."""
+
+
+def service_entry(service: Service) -> Callable[[ServiceRuntime], None]:
+    """The ``serve`` function the installed ``lecritique.services`` entry point names."""
+    found = entry_points(group=SERVICE_ENTRY_POINTS, name=service.value)
+    if not found:
+        raise typer.BadParameter(
+            f"no {SERVICE_ENTRY_POINTS} entry point {service.value!r}: install the project (pip install -e .)"
+        )
+    serve_function: Callable[[ServiceRuntime], None] = next(iter(found)).load()
+    return serve_function
 
 
 def serve(
@@ -60,4 +66,4 @@ def serve(
         state_dir=state_dir,
         port_file=port_file,
     )
-    importlib.import_module(_MODULES[service]).serve(runtime)
+    service_entry(service)(runtime)

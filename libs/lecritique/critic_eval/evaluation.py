@@ -134,6 +134,59 @@ def _sample(pool: Sequence[tuple[int, int]], count: int, rng: np.random.Generato
     return [pool[i] for i in sorted(chosen)]
 
 
+@dataclass
+class _Ranking:
+    """The ranking probe: probe states that yielded ``k`` candidate next states each."""
+
+    probes: list[tuple[int, int]]
+    """(base episode, token index) of every kept probe state."""
+    candidates: list[StatePoint]
+    """``k`` candidates per kept probe, in probe order."""
+    k: int
+
+
+@dataclass
+class _Scores:
+    """One critic's values at the sampled states and at the ranking candidates, and its statistics."""
+
+    states: list[float]
+    candidates: list[float]
+    stats: dict[str, float]
+
+
+def _ranking(
+    player: EpisodePlayer, base: Sequence[EpisodeRecord], pool: Sequence[tuple[int, int]], spec: CriticEvalSpec, rng: np.random.Generator
+) -> _Ranking:
+    """Probe states and their candidate next states (step 3 of the module docstring)."""
+    k_max = max(spec.ranking_k) if spec.ranking_k else 0
+    # Probe states whose episode went on to another segment: from a state in the last segment
+    # every candidate ends the episode, and a terminal state is not something a critic scores.
+    last_state: dict[int, int] = {}
+    for i, t in pool:
+        last_state[i] = max(t, last_state.get(i, t))
+    later_pool = [(i, t) for i, t in pool if t < last_state[i]]
+    probes_at = _sample(later_pool, spec.ranking_states, rng) if k_max else []
+    draws = k_max * spec.ranking_oversample
+    rollouts = [base[i].cut(t) for i, t in probes_at for _ in range(draws)]
+    player.play(rollouts)
+    ranking = _Ranking([], [], k_max)
+    for number, (base_index, t) in enumerate(probes_at):
+        found = []
+        for rollout in rollouts[number * draws : (number + 1) * draws]:
+            later = [int(s) for s in _states_of(rollout, player.tokenizer, spec, capped=False) if s > t]
+            if later:
+                found.append(StatePoint(rollout, base_index, later[0]))
+            if len(found) == k_max:
+                break
+        if len(found) == k_max:
+            ranking.probes.append((base_index, t))
+            ranking.candidates += found
+    dropped = len(probes_at) - len(ranking.probes)
+    if dropped:
+        logger.warning("ranking: %d of %d probe states had fewer than %d non-terminal candidates; dropped", dropped, len(probes_at), k_max)
+    return ranking
+
+
 def run_critic_eval(
     spec: CriticEvalSpec,
     player: EpisodePlayer,
@@ -159,69 +212,25 @@ def run_critic_eval(
         pool = [(i, int(t)) for i, record in enumerate(base) for t in _states_of(record, tokenizer, spec)]
         if not pool:
             raise ValueError("the policy produced no policy tokens: there are no states to evaluate")
-        chosen = _sample(pool, spec.states, rng)
-        points = [StatePoint(base[i], i, t) for i, t in chosen]
+        points = [StatePoint(base[i], i, t) for i, t in _sample(pool, spec.states, rng)]
         mc = _monte_carlo(player, points, spec.continuations)
         progress.advance(phase)
-
-        k_max = max(spec.ranking_k) if spec.ranking_k else 0
-        # Probe states whose episode went on to another segment: from a state in the last segment
-        # every candidate ends the episode, and a terminal state is not something a critic scores.
-        last_state: dict[int, int] = {}
-        for i, t in pool:
-            last_state[i] = max(t, last_state.get(i, t))
-        later_pool = [(i, t) for i, t in pool if t < last_state[i]]
-        probes_at = _sample(later_pool, spec.ranking_states, rng) if k_max else []
-        draws = k_max * spec.ranking_oversample
-        rollouts = [base[i].cut(t) for i, t in probes_at for _ in range(draws)]
-        player.play(rollouts)
-        kept_probes: list[tuple[int, int]] = []
-        candidates: list[StatePoint] = []
-        for number, (base_index, t) in enumerate(probes_at):
-            found = []
-            for rollout in rollouts[number * draws : (number + 1) * draws]:
-                later = [int(s) for s in _states_of(rollout, tokenizer, spec, capped=False) if s > t]
-                if later:
-                    found.append(StatePoint(rollout, base_index, later[0]))
-                if len(found) == k_max:
-                    break
-            if len(found) == k_max:
-                kept_probes.append((base_index, t))
-                candidates += found
-        dropped = len(probes_at) - len(kept_probes)
-        if dropped:
-            logger.warning("ranking: %d of %d probe states had fewer than %d non-terminal candidates; dropped", dropped, len(probes_at), k_max)
+        ranking = _ranking(player, base, pool, spec, rng)
         progress.advance(phase)
-        candidate_values = [float(np.mean(r)) for r in _monte_carlo(player, candidates, spec.continuations)]
+        candidate_values = [float(np.mean(r)) for r in _monte_carlo(player, ranking.candidates, spec.continuations)]
         progress.advance(phase)
 
         actor = ActorInfo(actor_description, success)
-        scored: dict[str, list[float]] = {}
-        scored_candidates: dict[str, list[float]] = {}
-        statistics: dict[str, dict[str, float]] = {}
+        scores: dict[str, _Scores] = {}
         for name, backend in backends.items():
-            values, stats = critic_values(backend, specs[name], [*points, *candidates], base, tokenizer, actor)
-            scored[name] = values[: len(points)]
-            scored_candidates[name] = values[len(points) :]
-            statistics[name] = stats
+            values, stats = critic_values(backend, specs[name], [*points, *ranking.candidates], base, tokenizer, actor)
+            scores[name] = _Scores(values[: len(points)], values[len(points) :], stats)
             progress.advance(phase)
 
     mc_values = np.array([np.mean(rewards) for rewards in mc])
     m = spec.continuations
     noise = float(np.mean([v * (1 - v) / (m - 1) for v in mc_values])) if m > 1 else float("nan")
-    metrics: dict[str, dict[str, float]] = {}
-    for name in backends:
-        predicted = np.array(scored[name])
-        row = {"value_mse": value_mse(predicted, mc_values), "explained_variance": explained_variance(predicted, mc_values)}
-        row["ranking_probes"] = float(len(kept_probes))
-        truth = np.array(candidate_values).reshape(len(kept_probes), k_max)
-        guess = np.array(scored_candidates[name]).reshape(len(kept_probes), k_max)
-        for k in spec.ranking_k:
-            # NaN (shown as n/a) when no probe state yielded enough candidates.
-            row[f"top1_k{k}"] = top1_ranking_accuracy(guess[:, :k], truth[:, :k])
-        row.update({f"stat_{key}": value for key, value in statistics[name].items()})
-        metrics[name] = row
-
+    metrics = {name: _metrics(spec, score, mc_values, candidate_values, ranking) for name, score in scores.items()}
     states = [
         EvaluatedState(
             episode=point.base,
@@ -229,19 +238,43 @@ def run_critic_eval(
             prefix_text=decode(tokenizer, point.record.token_ids[: point.token_index]),
             mc_value=float(value),
             mc_rewards=list(rewards),
-            critic_values={name: scored[name][n] for name in backends},
+            critic_values={name: score.states[n] for name, score in scores.items()},
         )
         for n, (point, value, rewards) in enumerate(zip(points, mc_values, mc, strict=True))
     ]
+    probes = _probe_records(tokenizer, base, ranking, candidate_values, scores)
+    return CriticEvalResult(metrics, states, probes, noise, success)
+
+
+def _metrics(
+    spec: CriticEvalSpec, score: _Scores, mc_values: np.ndarray, candidate_values: list[float], ranking: _Ranking
+) -> dict[str, float]:
+    """One critic's row: value MSE, explained variance, top-1 ranking accuracy per k, its statistics."""
+    predicted = np.array(score.states)
+    row = {"value_mse": value_mse(predicted, mc_values), "explained_variance": explained_variance(predicted, mc_values)}
+    row["ranking_probes"] = float(len(ranking.probes))
+    truth = np.array(candidate_values).reshape(len(ranking.probes), ranking.k)
+    guess = np.array(score.candidates).reshape(len(ranking.probes), ranking.k)
+    for k in spec.ranking_k:
+        # NaN (shown as n/a) when no probe state yielded enough candidates.
+        row[f"top1_k{k}"] = top1_ranking_accuracy(guess[:, :k], truth[:, :k])
+    row.update({f"stat_{key}": value for key, value in score.stats.items()})
+    return row
+
+
+def _probe_records(
+    tokenizer: Any, base: Sequence[EpisodeRecord], ranking: _Ranking, candidate_values: list[float], scores: dict[str, _Scores]
+) -> list[RankingProbe]:
     probes = []
-    for number, (base_index, t) in enumerate(kept_probes):
+    k = ranking.k
+    for number, (base_index, t) in enumerate(ranking.probes):
         chosen_candidates = [
             Candidate(
                 segment_text=decode(tokenizer, point.record.token_ids[t : point.token_index]),
                 mc_value=candidate_values[n],
-                critic_values={name: scored_candidates[name][n] for name in backends},
+                critic_values={name: score.candidates[n] for name, score in scores.items()},
             )
-            for n, point in enumerate(candidates[number * k_max : (number + 1) * k_max], start=number * k_max)
+            for n, point in enumerate(ranking.candidates[number * k : (number + 1) * k], start=number * k)
         ]
         probes.append(RankingProbe(base_index, t, decode(tokenizer, base[base_index].token_ids[:t]), chosen_candidates))
-    return CriticEvalResult(metrics, states, probes, noise, success)
+    return probes

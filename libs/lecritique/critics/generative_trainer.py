@@ -121,17 +121,7 @@ class GenerativeCriticTrainer:
             raise ValueError("the batch is empty: a critic update needs at least one trajectory")
         if targets is not None and len(targets) != len(trajectories):
             raise ValueError(f"targets has {len(targets)} rows for {len(trajectories)} trajectories")
-        segments = self.config.segments
-        prompts: list[str] = []
-        state_targets: list[float] = []
-        for row, trajectory in enumerate(trajectories):
-            text = trajectory_states(trajectory, self.policy_tokenizer, segments.rule, segments.max_segments)
-            prompts += state_prompts(self.config, text, actor_info(trajectory, self.config))
-            for state in text.states:
-                target = trajectory.reward if targets is None else float(np.asarray(targets[row])[state.token_index])
-                state_targets.append(target)
-        if not prompts:
-            raise ValueError("the batch has no policy tokens, hence no states to train the critic on")
+        prompts, state_targets = self._state_prompts(trajectories, targets)
         chosen = np.arange(len(prompts))
         limit = self.config.max_train_states
         if limit is not None and len(prompts) > limit:
@@ -149,12 +139,40 @@ class GenerativeCriticTrainer:
         rewards = np.array(
             [[critic_reward(p, target) for p in group] for group, target in zip(parsed, targets_chosen, strict=True)]
         )
-        advantages = reinforce_advantages(rewards, self.config)
-        sample_trajectories = []
+        metrics = self.learner.train_step(self._sample_trajectories(batch, rewards, reinforce_advantages(rewards, self.config)))
+        metrics.update(_score_metrics(parsed, targets_chosen, rewards))
+        metrics.update(
+            {
+                "policy_loss": metrics["loss"],
+                "states": float(len(chosen)),
+                "truncated_prompts": float(batch.truncated_prompts),
+                "step_seconds": time.perf_counter() - started,
+            }
+        )
+        return metrics
+
+    def _state_prompts(self, trajectories: Sequence[Trajectory], targets: Any) -> tuple[list[str], list[float]]:
+        """The critic prompt of every state of every trajectory, and each state's regression target."""
+        segments = self.config.segments
+        prompts: list[str] = []
+        state_targets: list[float] = []
+        for row, trajectory in enumerate(trajectories):
+            text = trajectory_states(trajectory, self.policy_tokenizer, segments.rule, segments.max_segments)
+            prompts += state_prompts(self.config, text, actor_info(trajectory, self.config))
+            for state in text.states:
+                target = trajectory.reward if targets is None else float(np.asarray(targets[row])[state.token_index])
+                state_targets.append(target)
+        if not prompts:
+            raise ValueError("the batch has no policy tokens, hence no states to train the critic on")
+        return prompts, state_targets
+
+    def _sample_trajectories(self, batch: Any, rewards: np.ndarray, advantages: np.ndarray) -> list[Trajectory]:
+        """Every critic completion as a one-turn trajectory with its REINFORCE advantage."""
+        out = []
         for row, (group, prompt_ids) in enumerate(zip(batch.completions, batch.prompts, strict=True)):
             for sample, completion in enumerate(group):
                 length = len(completion.token_ids)
-                sample_trajectories.append(
+                out.append(
                     Trajectory(
                         trajectory_id=f"critic-{self.steps}-{row}-{sample}",
                         task_id="critic",
@@ -169,24 +187,21 @@ class GenerativeCriticTrainer:
                         advantages=np.full(length, advantages[row, sample], dtype=np.float32),
                     )
                 )
-        metrics = self.learner.train_step(sample_trajectories)
-        parsed_values = np.array([[np.nan if p.value is None else p.value for p in group] for group in parsed])
-        ok = ~np.isnan(parsed_values)
-        pairs_target = np.broadcast_to(targets_chosen[:, None], parsed_values.shape)[ok]
-        pairs_value = parsed_values[ok]
-        metrics.update(
-            {
-                "policy_loss": metrics["loss"],
-                "critic_reward": float(rewards.mean()),
-                "parse_failure_rate": float(1.0 - ok.mean()),
-                "value_mse": float(np.mean((pairs_value - pairs_target) ** 2)) if pairs_value.size else float("nan"),
-                "explained_variance": explained_variance(pairs_value, pairs_target) if pairs_value.size else float("nan"),
-                "value_mean": float(pairs_value.mean()) if pairs_value.size else float("nan"),
-                "target_mean": float(targets_chosen.mean()),
-                "states": float(len(chosen)),
-                "samples": float(rewards.size),
-                "truncated_prompts": float(batch.truncated_prompts),
-                "step_seconds": time.perf_counter() - started,
-            }
-        )
-        return metrics
+        return out
+
+
+def _score_metrics(parsed: list[list[Any]], targets: np.ndarray, rewards: np.ndarray) -> dict[str, float]:
+    """How the parsed scores compare with the targets (over the completions that parsed)."""
+    parsed_values = np.array([[np.nan if p.value is None else p.value for p in group] for group in parsed])
+    ok = ~np.isnan(parsed_values)
+    pairs_target = np.broadcast_to(targets[:, None], parsed_values.shape)[ok]
+    pairs_value = parsed_values[ok]
+    return {
+        "critic_reward": float(rewards.mean()),
+        "parse_failure_rate": float(1.0 - ok.mean()),
+        "value_mse": float(np.mean((pairs_value - pairs_target) ** 2)) if pairs_value.size else float("nan"),
+        "explained_variance": explained_variance(pairs_value, pairs_target) if pairs_value.size else float("nan"),
+        "value_mean": float(pairs_value.mean()) if pairs_value.size else float("nan"),
+        "target_mean": float(targets.mean()),
+        "samples": float(rewards.size),
+    }

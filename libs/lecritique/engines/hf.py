@@ -140,6 +140,20 @@ class HFEngine:
             input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
             attention_mask[row, width - len(ids) :] = 1
         stops = stop_ids(sampling, self.tokenizer.eos_token_id)
+        generation_config = self._generation_config(sampling, stops)
+        recorder = _SampledTokenLogprobs()
+        device = self.model.device
+        output = self.model.generate(
+            input_ids=input_ids.to(device),
+            attention_mask=attention_mask.to(device),
+            generation_config=generation_config,
+            logits_processor=LogitsProcessorList([recorder]),
+        )
+        sequences = output.sequences[:, width:].cpu()
+        logprobs = recorder.finish(output.sequences).cpu()
+        return [self._completion(sequences[row].tolist(), logprobs[row], set(stops)) for row in range(len(batch))]
+
+    def _generation_config(self, sampling: SamplingParams, stops: list[int]) -> GenerationConfig:
         # Every sampling field is set explicitly: generate() fills unset ones from the checkpoint's
         # generation_config.json (e.g. repetition_penalty, top_k=20) and then from global defaults
         # (top_k=50), which would make this backend sample differently from vLLM.
@@ -154,7 +168,7 @@ class HFEngine:
                 "epsilon_cutoff": 0.0,
                 "eta_cutoff": 0.0,
             }
-        generation_config = GenerationConfig(  # type: ignore[no-untyped-call]
+        return GenerationConfig(  # type: ignore[no-untyped-call]
             do_sample=not sampling.greedy,
             **sampling_fields,
             repetition_penalty=1.0,
@@ -163,42 +177,28 @@ class HFEngine:
             num_beams=1,
             max_new_tokens=sampling.max_tokens,
             eos_token_id=stops,
-            pad_token_id=pad_id,
+            pad_token_id=self.tokenizer.pad_token_id,
             bos_token_id=self.tokenizer.bos_token_id,
             use_cache=True,
             return_dict_in_generate=True,
         )
-        recorder = _SampledTokenLogprobs()
-        device = self.model.device
-        output = self.model.generate(
-            input_ids=input_ids.to(device),
-            attention_mask=attention_mask.to(device),
-            generation_config=generation_config,
-            logits_processor=LogitsProcessorList([recorder]),
+
+    def _completion(self, tokens: list[int], logprobs: torch.Tensor, stop_set: set[int]) -> Completion:
+        """One sampled row cut after its first stop token."""
+        length, finish = len(tokens), "length"
+        for position, token in enumerate(tokens):
+            if token in stop_set:
+                length, finish = position + 1, "stop"
+                break
+        reason: FinishReason = "stop" if finish == "stop" else "length"
+        token_ids = tokens[:length]
+        return Completion(
+            token_ids=token_ids,
+            logprobs=[float(x) for x in logprobs[:length]],
+            text=self.tokenizer.decode(token_ids, skip_special_tokens=True),
+            finish_reason=reason,
+            metadata={"weights_version": self.version},
         )
-        sequences = output.sequences[:, width:].cpu()
-        logprobs = recorder.finish(output.sequences).cpu()
-        stop_set = set(stops)
-        completions = []
-        for row in range(len(batch)):
-            tokens = sequences[row].tolist()
-            length, reason = len(tokens), "length"
-            for position, token in enumerate(tokens):
-                if token in stop_set:
-                    length, reason = position + 1, "stop"
-                    break
-            finish: FinishReason = "stop" if reason == "stop" else "length"
-            token_ids = tokens[:length]
-            completions.append(
-                Completion(
-                    token_ids=token_ids,
-                    logprobs=[float(x) for x in logprobs[row, :length]],
-                    text=self.tokenizer.decode(token_ids, skip_special_tokens=True),
-                    finish_reason=finish,
-                    metadata={"weights_version": self.version},
-                )
-            )
-        return completions
 
 
 def _on_device(model: PreTrainedModel, device: str) -> Any:

@@ -134,7 +134,7 @@ class LocalLauncher:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.spec_path.write_text(self.spec.model_dump_json(indent=1))
         if self.redis_url is None:
-            from lecritique.replay import start_embedded_redis
+            from lecritique.redis_connection import start_embedded_redis
 
             self.redis = start_embedded_redis(self.out_dir / "redis")
             self.redis_url = protect_with_password(self.redis)

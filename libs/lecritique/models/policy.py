@@ -7,25 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from lecritique.models.dtypes import DType, torch_dtype
-from lecritique.models.templates import PlainTemplateConfig, PromptTemplate, TemplateConfig, build_template
 
 logger = logging.getLogger(__name__)
-
-
-class PolicyConfig(BaseModel):
-    """Where the policy lives and how its prompts are rendered."""
-
-    model_config = ConfigDict(extra="forbid")
-    path: str
-    """A Hugging Face model directory (or a weight-store version directory)."""
-    dtype: DType = "float32"
-    """Parameter dtype when loaded for training or HF inference."""
-    template: TemplateConfig = Field(default_factory=PlainTemplateConfig)
-    """How observations and actions are joined into one token sequence."""
 
 
 def load_tokenizer(path: str | Path) -> Any:
@@ -49,8 +35,3 @@ def load_policy(path: str | Path, dtype: DType | torch.dtype = "float32") -> tup
     tokenizer = load_tokenizer(directory)
     logger.info("loaded policy %s (%s, %.2fM parameters)", directory, model.config.model_type, model.num_parameters() / 1e6)
     return model, tokenizer
-
-
-def policy_template(config: PolicyConfig, tokenizer: Any) -> PromptTemplate:
-    """The prompt template of ``config`` bound to the policy's tokenizer."""
-    return build_template(config.template, tokenizer)

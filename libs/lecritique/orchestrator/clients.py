@@ -144,11 +144,6 @@ class ValueTrainerClient:
         status: value_pb2.ValueTrainerStatus = self.pool.call("Status", value_pb2.ValueTrainerStatusRequest(), timeout=10)
         return status
 
-    def wait_for_updates(self, min_updates: int, timeout: float) -> value_pb2.ValueTrainerStatus:
-        request = value_pb2.WaitForUpdatesRequest(min_updates=min_updates, timeout_seconds=timeout)
-        status: value_pb2.ValueTrainerStatus = self.pool.call("WaitForUpdates", request, timeout=timeout + 10)
-        return status
-
 
 class PolicyTrainerClient:
     def __init__(self, pool: ReplicaPool[Any], deadline: float = 1800.0) -> None:

@@ -17,7 +17,8 @@ from lecritique.models.policy import load_tokenizer
 from lecritique.models.templates import build_template
 from lecritique.orchestrator.clients import ServiceClients
 from lecritique.orchestrator.loop import OnStep, Orchestrator
-from lecritique.replay import ReplayBuffer, connect_redis
+from lecritique.redis_connection import connect_redis
+from lecritique.replay import ReplayBuffer
 from lecritique.trajectory import Trajectory
 from lecritique.weights import WeightStore
 

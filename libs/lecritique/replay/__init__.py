@@ -1,29 +1,19 @@
 """Replay buffer of evaluated trajectories on Redis Streams, shared by the critic's trainers.
 
-See :mod:`lecritique.replay.buffer` for the semantics and ``docs/replay.md`` for the keys.
+See :mod:`lecritique.replay.buffer` for the semantics and ``docs/replay.md`` for the keys; Redis
+connections come from :mod:`lecritique.redis_connection`.
 """
 
-from lecritique.replay.buffer import ReplayBuffer, ReplayConfigError, ReplayEntry, ReplayKeys, ReplayStats
-from lecritique.replay.config import ReplayConfig, RetryPolicy
-from lecritique.replay.connection import (
-    EmbeddedRedis,
-    RedisUnavailableError,
-    connect_redis,
-    redis_client,
-    start_embedded_redis,
-)
+from lecritique.replay.buffer import ReplayBuffer
+from lecritique.replay.config import ReplayBounds, ReplayConfig
+from lecritique.replay.records import ReplayConfigError, ReplayEntry, ReplayKeys, ReplayStats
 
 __all__ = [
-    "EmbeddedRedis",
-    "RedisUnavailableError",
+    "ReplayBounds",
     "ReplayBuffer",
     "ReplayConfig",
     "ReplayConfigError",
     "ReplayEntry",
     "ReplayKeys",
     "ReplayStats",
-    "RetryPolicy",
-    "connect_redis",
-    "redis_client",
-    "start_embedded_redis",
 ]

@@ -20,7 +20,7 @@ before sending them. The scripts are in :mod:`lecritique.replay.scripts`.
 Durability and retries: ``push`` returns ids only from Redis's reply to the script, i.e. after
 Redis applied and AOF-logged the entries (fsynced before the reply with ``appendfsync always``,
 within a second with ``everysec``). Connection errors are retried with backoff (see
-:mod:`lecritique.replay.connection`); a push carries a token so that a retry after a lost reply
+:mod:`lecritique.redis_connection`); a push carries a token so that a retry after a lost reply
 returns the first push's ids instead of storing the entries twice. A ``sample`` whose reply is
 lost has still used those entries once: the reuse bound is never exceeded, but those uses are
 wasted.
@@ -31,19 +31,25 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-import struct
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from numbers import Integral
-from typing import Any, Generic, NamedTuple, TypeVar, cast, overload
+from typing import Any, Generic, TypeVar, cast, overload
 
 import redis
-from pydantic import BaseModel, ConfigDict
 
+from lecritique.redis_connection import RetryPolicy, call_with_reconnect
 from lecritique.replay import metrics, scripts
-from lecritique.replay.config import ReplayConfig, RetryPolicy
-from lecritique.replay.connection import call_with_reconnect
+from lecritique.replay.config import ReplayConfig
+from lecritique.replay.records import (
+    ReplayConfigError,
+    ReplayEntry,
+    ReplayKeys,
+    ReplayStats,
+    non_negative_int,
+    payload_bytes,
+    sample_records,
+    text,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -52,72 +58,6 @@ P = TypeVar("P")
 _EVICTION_REASONS = ("capacity", "reuse", "age")
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _ERROR_PREFIX = "LECRITIQUE "
-_RECORD_HEADER = struct.Struct(scripts.SAMPLE_RECORD_HEADER)
-
-
-class ReplayConfigError(ValueError):
-    """The settings of this client disagree with the ones stored for the experiment, or a key
-    of the experiment holds data of the wrong type."""
-
-
-class ReplayEntry(NamedTuple, Generic[P]):
-    """One sampled entry; unpacks as ``(id, payload, times_used)``."""
-
-    id: str
-    """Stream entry id (``<ms>-<seq>``), unique within the experiment."""
-    payload: P
-    """The pushed bytes, or what the buffer's ``decode`` made of them."""
-    times_used: int
-    """Times the entry has been sampled, this sample included (1 on its first return)."""
-
-
-class ReplayStats(BaseModel):
-    """A consistent snapshot of one experiment's buffer."""
-
-    model_config = ConfigDict(frozen=True)
-
-    depth: int
-    """Entries currently held."""
-    evicted_by_reason: dict[str, int]
-    """Entries evicted so far, by reason: ``capacity``, ``reuse``, ``age``."""
-    oldest_version: int | None
-    """Smallest policy version held (None: empty)."""
-    newest_version: int | None
-    """Largest policy version held (None: empty)."""
-    reuse_histogram: dict[int, int]
-    """Times sampled -> number of entries held that were sampled that often."""
-    pushed_total: int
-    """Entries ever pushed."""
-    sampled_total: int
-    """Entries ever returned by ``sample`` (one per entry per sample)."""
-
-
-@dataclass(frozen=True)
-class ReplayKeys:
-    """Redis keys of one experiment's buffer (see :mod:`lecritique.replay.scripts`)."""
-
-    stream: str
-    index: str
-    uses: str
-    stats: str
-    config: str
-
-    @classmethod
-    def for_experiment(cls, experiment: str) -> ReplayKeys:
-        base = f"lecritique:{experiment}:replay"
-        return cls(
-            stream=base,
-            index=f"{base}:index",
-            uses=f"{base}:uses",
-            stats=f"{base}:stats",
-            config=f"{base}:config",
-        )
-
-    def push_token(self, token: str) -> str:
-        return f"{self.stream}:push:{token}"
-
-    def script_keys(self) -> list[str]:
-        return [self.stream, self.index, self.uses, self.stats, self.config]
 
 
 _DEFAULTS = ReplayConfig(experiment="defaults")
@@ -187,21 +127,6 @@ class ReplayBuffer(Generic[P]):
             retry=retry or RetryPolicy(),
         )
         self._setup(redis_client, config, decode, reconfigure, idempotency_ttl_s)
-
-    @classmethod
-    def from_config(
-        cls,
-        redis_client: redis.Redis,
-        config: ReplayConfig,
-        *,
-        decode: Callable[[bytes], Any] | None = None,
-        reconfigure: bool = False,
-        idempotency_ttl_s: int = 600,
-    ) -> ReplayBuffer[Any]:
-        """A buffer with the settings of a validated :class:`ReplayConfig`."""
-        buffer: ReplayBuffer[Any] = cls.__new__(cls)
-        buffer._setup(redis_client, config, decode, reconfigure, idempotency_ttl_s)
-        return buffer
 
     def _setup(
         self,
@@ -287,7 +212,7 @@ class ReplayBuffer(Generic[P]):
             ids_raw, evicted_uses, depth, duplicate = self._call(
                 lambda: self._push_script(keys=keys, args=args), "push"
             )
-        ids = [_text(entry_id) for entry_id in ids_raw]
+        ids = [text(entry_id) for entry_id in ids_raw]
         self._depth_gauge.set(depth)
         if duplicate:
             logger.info("Replay push %s for experiment %r was already stored; returning its ids", token, self.experiment)
@@ -308,7 +233,7 @@ class ReplayBuffer(Generic[P]):
             )
         encoded: list[bytes] = []
         for index, payload in enumerate(payloads):
-            data = _payload_bytes(payload, index)
+            data = payload_bytes(payload, index)
             if len(data) > self.config.max_payload_bytes:
                 raise ValueError(
                     f"payload {index} is {len(data)} bytes, over max_payload_bytes={self.config.max_payload_bytes}; "
@@ -324,8 +249,8 @@ class ReplayBuffer(Generic[P]):
             versions = list(policy_version)
             if len(versions) != count:
                 raise ValueError(f"policy_version has {len(versions)} entries for {count} payloads")
-            return [_non_negative_int(value, f"policy_version[{index}]") for index, value in enumerate(versions)]
-        return [_non_negative_int(policy_version, "policy_version")] * count
+            return [non_negative_int(value, f"policy_version[{index}]") for index, value in enumerate(versions)]
+        return [non_negative_int(policy_version, "policy_version")] * count
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -337,23 +262,17 @@ class ReplayBuffer(Generic[P]):
         required and older entries are evicted first (never returned). Returns fewer than
         ``n`` entries (possibly none) when fewer are held.
         """
-        count = _non_negative_int(n, "n")
+        count = non_negative_int(n, "n")
         if current_policy_version is not None:
-            current_policy_version = _non_negative_int(current_policy_version, "current_policy_version")
+            current_policy_version = non_negative_int(current_policy_version, "current_policy_version")
         elif self.config.max_age_versions is not None:
             raise ValueError(
                 f"current_policy_version is required: experiment {self.experiment!r} has "
                 f"max_age_versions={self.config.max_age_versions}"
             )
-        entries, _ = self._sample(count, current_policy_version)
-        return entries
+        return self._sample(count, current_policy_version)
 
-    def evict_stale(self, current_policy_version: int) -> int:
-        """Evict entries older than ``max_age_versions``; returns how many (0 without an age bound)."""
-        _, age_evicted = self._sample(0, _non_negative_int(current_policy_version, "current_policy_version"))
-        return age_evicted
-
-    def _sample(self, count: int, current_policy_version: int | None) -> tuple[list[ReplayEntry[P]], int]:
+    def _sample(self, count: int, current_policy_version: int | None) -> list[ReplayEntry[P]]:
         current = "" if current_policy_version is None else str(current_policy_version)
         args: list[str | int] = [*self._settings, count, current, secrets.randbits(31)]
         keys = self.keys.script_keys()
@@ -365,15 +284,7 @@ class ReplayBuffer(Generic[P]):
         self._record_evictions("age", age_uses)
         self._record_evictions("reuse", [self.config.max_reuse] * reuse_evicted)
         entries: list[ReplayEntry[P]] = []
-        view = memoryview(records)
-        offset = 0
-        while offset < len(view):
-            id_length, used, version, payload_length = _RECORD_HEADER.unpack_from(view, offset)
-            offset += _RECORD_HEADER.size
-            entry_id = bytes(view[offset : offset + id_length]).decode()
-            offset += id_length
-            payload = bytes(view[offset : offset + payload_length])
-            offset += payload_length
+        for entry_id, used, version, payload in sample_records(records):
             if current_policy_version is not None:
                 self._sample_age.observe(current_policy_version - version)
             self._reuse_count.observe(used)
@@ -381,7 +292,7 @@ class ReplayBuffer(Generic[P]):
             decoded = self._decode(payload) if self._decode is not None else cast(P, payload)
             entries.append(ReplayEntry(entry_id, decoded, used))
         self._sampled.inc(len(entries))
-        return entries, len(age_uses)
+        return entries
 
     def stats(self) -> ReplayStats:
         """A snapshot taken in one MULTI/EXEC (consistent across keys)."""
@@ -397,7 +308,7 @@ class ReplayBuffer(Generic[P]):
 
         with self._seconds["stats"].time():
             depth, totals_raw, oldest, newest, uses = self._call(read, "stats")
-        totals = {_text(name): int(value) for name, value in totals_raw.items()}
+        totals = {text(name): int(value) for name, value in totals_raw.items()}
         histogram: dict[int, int] = {}
         for value in uses:
             histogram[int(value)] = histogram.get(int(value), 0) + 1
@@ -454,33 +365,3 @@ class ReplayBuffer(Generic[P]):
             histogram.observe(count)
 
 
-def _payload_bytes(payload: object, index: int) -> bytes:
-    if isinstance(payload, bytes):
-        return payload
-    if isinstance(payload, (bytearray, memoryview)):
-        return bytes(payload)
-    # int has to_bytes() too, but an int is never a trajectory.
-    to_bytes = None if isinstance(payload, (int, float, str)) else getattr(payload, "to_bytes", None)
-    if not callable(to_bytes):
-        raise TypeError(
-            f"payload {index} has type {type(payload).__name__}: expected bytes or an object with "
-            "to_bytes() (e.g. lecritique.trajectory.Trajectory)"
-        )
-    data = to_bytes()
-    if not isinstance(data, (bytes, bytearray)):
-        raise TypeError(f"payload {index}: {type(payload).__name__}.to_bytes() returned {type(data).__name__}, not bytes")
-    return bytes(data)
-
-
-def _non_negative_int(value: object, name: str) -> int:
-    """Policy versions and counts: ints (numpy ints too, bools not) >= 0."""
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    number = int(value)
-    if number < 0:
-        raise ValueError(f"{name} must be >= 0, got {number}")
-    return number
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

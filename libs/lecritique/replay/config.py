@@ -1,4 +1,4 @@
-"""Typed settings of the replay buffer and of its Redis reconnect policy."""
+"""Typed settings of the replay buffer."""
 
 from __future__ import annotations
 
@@ -6,32 +6,10 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from lecritique.redis_connection import RetryPolicy
+
 # Experiment names become part of Redis keys; keep them free of ':' and glob characters.
 _EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-
-
-class RetryPolicy(BaseModel):
-    """How long a Redis call keeps reconnecting before it gives up with a clear error."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_attempts: int = Field(default=12, ge=1)
-    """Attempts per operation, the first included (1: fail on the first connection error)."""
-    initial_backoff_s: float = Field(default=0.05, ge=0.0)
-    """Wait before the second attempt."""
-    max_backoff_s: float = Field(default=5.0, ge=0.0)
-    """Upper bound of one wait between attempts."""
-    multiplier: float = Field(default=2.0, ge=1.0)
-    """Factor applied to the wait after every failed attempt (exponential backoff)."""
-
-    def delays(self) -> list[float]:
-        """The waits between consecutive attempts (``max_attempts - 1`` of them)."""
-        delays: list[float] = []
-        delay = self.initial_backoff_s
-        for _ in range(self.max_attempts - 1):
-            delays.append(min(delay, self.max_backoff_s))
-            delay *= self.multiplier
-        return delays
 
 
 class ReplayBounds(BaseModel):

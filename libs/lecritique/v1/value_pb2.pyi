@@ -62,14 +62,6 @@ class ValueTrainerStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
-class WaitForUpdatesRequest(_message.Message):
-    __slots__ = ("min_updates", "timeout_seconds")
-    MIN_UPDATES_FIELD_NUMBER: _ClassVar[int]
-    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    min_updates: int
-    timeout_seconds: float
-    def __init__(self, min_updates: _Optional[int] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
-
 class ValueTrainerStatus(_message.Message):
     __slots__ = ("updates", "published_version", "last_loss", "last_explained_variance", "replay_depth", "metrics")
     class MetricsEntry(_message.Message):

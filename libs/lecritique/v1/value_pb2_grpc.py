@@ -162,11 +162,6 @@ class ValueTrainerStub:
                 request_serializer=lecritique_dot_v1_dot_value__pb2.ValueTrainerStatusRequest.SerializeToString,
                 response_deserializer=lecritique_dot_v1_dot_value__pb2.ValueTrainerStatus.FromString,
                 _registered_method=True)
-        self.WaitForUpdates = channel.unary_unary(
-                '/lecritique.v1.ValueTrainer/WaitForUpdates',
-                request_serializer=lecritique_dot_v1_dot_value__pb2.WaitForUpdatesRequest.SerializeToString,
-                response_deserializer=lecritique_dot_v1_dot_value__pb2.ValueTrainerStatus.FromString,
-                _registered_method=True)
         self.Info = channel.unary_unary(
                 '/lecritique.v1.ValueTrainer/Info',
                 request_serializer=lecritique_dot_v1_dot_common__pb2.ServiceInfoRequest.SerializeToString,
@@ -184,13 +179,6 @@ class ValueTrainerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def WaitForUpdates(self, request, context):
-        """Blocks until at least min_updates critic updates happened (value warmup) or the deadline.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def Info(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -203,11 +191,6 @@ def add_ValueTrainerServicer_to_server(servicer, server):
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
                     request_deserializer=lecritique_dot_v1_dot_value__pb2.ValueTrainerStatusRequest.FromString,
-                    response_serializer=lecritique_dot_v1_dot_value__pb2.ValueTrainerStatus.SerializeToString,
-            ),
-            'WaitForUpdates': grpc.unary_unary_rpc_method_handler(
-                    servicer.WaitForUpdates,
-                    request_deserializer=lecritique_dot_v1_dot_value__pb2.WaitForUpdatesRequest.FromString,
                     response_serializer=lecritique_dot_v1_dot_value__pb2.ValueTrainerStatus.SerializeToString,
             ),
             'Info': grpc.unary_unary_rpc_method_handler(
@@ -243,33 +226,6 @@ class ValueTrainer:
             target,
             '/lecritique.v1.ValueTrainer/Status',
             lecritique_dot_v1_dot_value__pb2.ValueTrainerStatusRequest.SerializeToString,
-            lecritique_dot_v1_dot_value__pb2.ValueTrainerStatus.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def WaitForUpdates(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/lecritique.v1.ValueTrainer/WaitForUpdates',
-            lecritique_dot_v1_dot_value__pb2.WaitForUpdatesRequest.SerializeToString,
             lecritique_dot_v1_dot_value__pb2.ValueTrainerStatus.FromString,
             options,
             channel_credentials,

