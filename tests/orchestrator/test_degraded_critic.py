@@ -158,8 +158,8 @@ def _episodes() -> EpisodeBatch:
 
 
 def test_an_unreachable_evaluator_degrades_the_batch(monkeypatch):
-    pool = ReplicaPool("value-evaluator", [f"127.0.0.1:{_free_port()}"], value_pb2_grpc.ValueEvaluatorStub)
-    stage = _stage(ValueEvaluatorClient(pool, deadline=2.0))
+    pool = ReplicaPool("value-evaluator", [f"127.0.0.1:{_free_port()}"], value_pb2_grpc.ValueEvaluatorStub, deadline_seconds=2.0)
+    stage = _stage(ValueEvaluatorClient(pool))
     _plain_queries(monkeypatch)
     scored = stage.score(_episodes())
     assert scored.degraded == "evaluator UNAVAILABLE" and scored.value_version == -1
@@ -181,8 +181,8 @@ def test_a_hung_evaluator_is_treated_as_down_after_the_deadline(monkeypatch):
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        pool = ReplicaPool("value-evaluator", [f"127.0.0.1:{port}"], value_pb2_grpc.ValueEvaluatorStub)
-        stage = _stage(ValueEvaluatorClient(pool, deadline=0.5))
+        pool = ReplicaPool("value-evaluator", [f"127.0.0.1:{port}"], value_pb2_grpc.ValueEvaluatorStub, deadline_seconds=0.5)
+        stage = _stage(ValueEvaluatorClient(pool))
         _plain_queries(monkeypatch)
         assert stage.score(_episodes()).degraded == "evaluator DEADLINE_EXCEEDED"
     finally:

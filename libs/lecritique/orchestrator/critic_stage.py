@@ -95,7 +95,7 @@ class CriticStage:
         except (grpc.RpcError, NoReplicaAvailable) as error:
             if isinstance(error, grpc.RpcError) and error.code() in _REQUEST_BUGS:
                 raise
-            reason = error.code().name if isinstance(error, grpc.RpcError) else "UNAVAILABLE"
+            reason = error.code().name if isinstance(error, grpc.RpcError) else error.code.name
             logger.warning("value plane degraded (%s): scoring batch without the critic", reason)
             return self._degraded(trajectories, f"evaluator {reason}", time.perf_counter() - start)
         seconds = time.perf_counter() - start

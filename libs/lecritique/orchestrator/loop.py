@@ -47,6 +47,7 @@ from lecritique.orchestrator.batches import BatchSource, GeneratedBatch
 from lecritique.orchestrator.clients import ServiceClients
 from lecritique.orchestrator.critic_stage import CriticStage
 from lecritique.orchestrator.heldout import held_out_success
+from lecritique.orchestrator.redis_retry import retry_redis
 from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
 from lecritique.orchestrator.telemetry import StepLog, Telemetry
 from lecritique.replay import ReplayBuffer
@@ -319,7 +320,13 @@ class Orchestrator:
     def _push_replay(self, trajectories: list[Trajectory]) -> None:
         if self.replay is None:
             return
-        self.replay.push(trajectories, policy_version=[t.policy_version for t in trajectories])
+        replay = self.replay
+        versions = [t.policy_version for t in trajectories]
+        retry_redis(
+            lambda: replay.push(trajectories, policy_version=versions),
+            self.spec.orchestrator.service_down_seconds,
+            "replay push",
+        )
 
     def _elapsed(self) -> float:
         """Experiment wall time: what earlier orchestrator processes spent plus this one's."""
