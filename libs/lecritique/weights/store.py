@@ -32,6 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from redis import exceptions as redis_errors
+
 logger = logging.getLogger(__name__)
 
 _VERSION_DIGITS = 8
@@ -129,6 +131,16 @@ class WeightStore:
         raw = self.redis.get(self.redis_key(role))
         return None if raw is None else int(raw)
 
+    def _announce(self, role: str, version: int) -> None:
+        """Announce a committed version; best effort: the store on disk is the source of truth
+        (``LATEST``), and a publish must not fail because Redis is restarting."""
+        if self.redis is None:
+            return
+        try:
+            self.redis.eval(_ANNOUNCE_MAX_LUA, 1, self.redis_key(role), version)
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError) as error:
+            logger.warning("could not announce %s version %d in Redis (%s); it is committed on disk", role, version, error)
+
     def redis_key(self, role: str) -> str:
         return f"lecritique:{self.experiment}:weights:{role}:latest"
 
@@ -187,8 +199,7 @@ class WeightStore:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         logger.info("published %s version %d at %s", role, chosen, target)
-        if self.redis is not None:
-            self.redis.eval(_ANNOUNCE_MAX_LUA, 1, self.redis_key(role), chosen)
+        self._announce(role, chosen)
         if keep_last is not None:
             self.prune(role, keep_last)
         return chosen
