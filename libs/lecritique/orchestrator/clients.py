@@ -8,6 +8,7 @@ value evaluator, which is never waited on: a batch it cannot score is degraded i
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -43,10 +44,14 @@ from lecritique.v1 import (
     value_pb2_grpc,
 )
 
+logger = logging.getLogger(__name__)
+
 
 class RolloutClient:
     def __init__(self, pool: ReplicaPool[Any]) -> None:
         self.pool = pool
+        self.newest: tuple[int, str] | None = None
+        """The newest policy version (and path) sent to the replicas by :meth:`load_weights`."""
         self._executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="rollout-client")
 
     def sample(self, prompts: list[list[int]], n: int, sampling: SamplingParams) -> list[list[SampledAction]]:
@@ -67,7 +72,14 @@ class RolloutClient:
                     seed=(sampling.seed or 0) + shard_index,
                 ),
             )
-            return indices, self.pool.call("Generate", request)
+            response = self.pool.call("Generate", request)
+            newest = self.newest
+            if newest is not None and response.policy_version < newest[0]:
+                # A replica restarted while the newest version was published: it loads it before use.
+                logger.warning("a rollout replica served policy version %d < %d; reloading", response.policy_version, newest[0])
+                self.load_weights(*newest)
+                response = self.pool.call("Generate", request)
+            return indices, response
 
         results: list[list[SampledAction]] = [[] for _ in prompts]
         for indices, response in self._executor.map(lambda item: run(*item), enumerate(shards)):
@@ -84,6 +96,7 @@ class RolloutClient:
 
     def load_weights(self, version: int, path: str) -> dict[str, Any]:
         """Every replica loads ``version``; returns per-replica responses (or errors)."""
+        self.newest = (version, path)
         return self.pool.call_each("LoadWeights", rollout_pb2.LoadWeightsRequest(version=version, path=path))
 
     def info(self) -> dict[str, Any]:

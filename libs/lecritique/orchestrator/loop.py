@@ -256,6 +256,7 @@ class Orchestrator:
             "step": step,
             "critic_degraded": int(batch.scored.degraded is not None),
             "critic_degraded_reason": batch.scored.degraded,
+            "evaluated_at": batch.evaluated_at,
             "reward_mean": float(advantage_batch.rewards.mean()),
             "value_explained_variance": None if np.isnan(ev) else ev,
             "value_version": batch.scored.value_version,

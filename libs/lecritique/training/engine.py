@@ -46,6 +46,10 @@ _TOKENIZER_FILES = (
 )
 
 
+TRAINER_STATE = "trainer_state.pt"
+"""File next to published weights holding the AdamW state and the step count."""
+
+
 def read_tokenizer_files(source_dir: Path) -> dict[str, bytes]:
     """The tokenizer files of a HF directory, read into memory."""
     return {name: (source_dir / name).read_bytes() for name in _TOKENIZER_FILES if (source_dir / name).is_file()}
@@ -150,7 +154,8 @@ class HFTrainer:
         return self.engine.steps
 
     def save(self, directory: str | Path) -> Path | None:
-        """Write a HF directory (``save_pretrained`` + tokenizer files); rank 0 only, else None."""
+        """Write a HF directory (``save_pretrained`` + tokenizer files) and the optimiser state
+        (:data:`TRAINER_STATE`); rank 0 only, else None."""
         if not self.context.is_main:
             return None
         target = Path(directory)
@@ -158,7 +163,19 @@ class HFTrainer:
         self.model.save_pretrained(target)
         for name, data in self._tokenizer_files.items():
             (target / name).write_bytes(data)
+        torch.save({"optimizer": self.engine.optimizer.state_dict(), "steps": self.engine.steps}, target / TRAINER_STATE)
         return target
+
+    def resume(self, directory: str | Path) -> bool:
+        """Continue from the optimiser state saved with ``directory``'s weights (a restarted trainer
+        then takes exactly the steps it would have taken); False when there is none (a base model)."""
+        path = Path(directory) / TRAINER_STATE
+        if not path.is_file():
+            return False
+        state = torch.load(path, map_location=self.engine.device, weights_only=True)
+        self.engine.optimizer.load_state_dict(state["optimizer"])
+        self.engine.steps = int(state["steps"])
+        return True
 
     def publish(self, store: WeightStore, role: str | None = None, keep_last: int | None = None) -> int | None:
         """Publish the current weights as the next version of ``role`` (default: the trainer's).

@@ -52,6 +52,8 @@ class PolicyTrainer(HFTrainer):
             raise ValueError(f"policy model directory {self.model_dir} has no config.json")
         model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=torch_dtype(self.config.dtype))
         self._start(model, self.config.optimizer, self.config.device, tokenizer_source=self.model_dir)
+        if self.resume(self.model_dir):  # a restarted trainer: AdamW moments and step count as published
+            logger.info("policy trainer resumes the optimiser state of %s (step %d)", self.model_dir, self.steps)
         distillation = self.config.distillation
         self.distiller = Distiller(distillation, self.engine.device, self.vocab_size) if distillation else None
         logger.info(
