@@ -193,6 +193,9 @@ def run_chaos(
         max(stats.reuse_histogram, default=0), stats.pushed_total, stats.sampled_total,
     )
     result.timeline = timeline(result)
+    (out / "chaos.json").write_text(
+        json.dumps({"faults": [vars(f) for f in faults], "measured": measurements(result), "timeline": result.timeline}, indent=1)
+    )
     return result
 
 
