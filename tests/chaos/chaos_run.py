@@ -72,10 +72,8 @@ def chaos_spec(policy: Path, steps: int) -> dict[str, Any]:
     return pipeline_spec(
         policy,
         name="chaos",
-        environment={"kind": "sudoku", "size": 4, "empty_cells": [1, 1]},
         rollout={"replicas": 2},
         critic={"context": "none", "warmup_updates": 2, "optimizer": {"lr": 1e-3}},
-        policy_trainer={"optimizer": {"lr": 1e-3}},
         orchestrator={
             # Degraded steps run fast while the evaluator restarts: the bound is not what is tested here.
             "steps": steps, "rpc_deadline_seconds": 8.0, "service_down_seconds": 180.0, "max_degraded_steps": 1000,
