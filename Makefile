@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install prometheus-tools test test-fast lint demo chaos bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout proto clean
+.PHONY: install prometheus-tools test test-fast lint demo chaos bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,7 @@ chaos: $(STAMP)
 	rm -rf runs/chaos
 	$(PY) tests/chaos/chaos_run.py --out runs/chaos
 
-bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-rollout
+bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-rollout bench-weights
 
 bench-advantages: $(STAMP)
 	$(PY) bench/advantages.py
@@ -73,6 +73,9 @@ bench-trainer: $(STAMP)
 
 bench-rollout: $(STAMP)
 	$(PY) bench/rollout.py
+
+bench-weights: $(STAMP)
+	$(PY) bench/weights.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

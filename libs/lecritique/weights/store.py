@@ -131,16 +131,6 @@ class WeightStore:
         raw = self.redis.get(self.redis_key(role))
         return None if raw is None else int(raw)
 
-    def _announce(self, role: str, version: int) -> None:
-        """Announce a committed version; best effort: the store on disk is the source of truth
-        (``LATEST``), and a publish must not fail because Redis is restarting."""
-        if self.redis is None:
-            return
-        try:
-            self.redis.eval(_ANNOUNCE_MAX_LUA, 1, self.redis_key(role), version)
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError) as error:
-            logger.warning("could not announce %s version %d in Redis (%s); it is committed on disk", role, version, error)
-
     def redis_key(self, role: str) -> str:
         return f"lecritique:{self.experiment}:weights:{role}:latest"
 
@@ -199,10 +189,24 @@ class WeightStore:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         logger.info("published %s version %d at %s", role, chosen, target)
-        self._announce(role, chosen)
+        self.announce(role, chosen)
         if keep_last is not None:
             self.prune(role, keep_last)
         return chosen
+
+    def announce(self, role: str, version: int) -> None:
+        """Announce ``version`` in Redis (if a client was given), never lowering the announced one.
+
+        :meth:`publish` does it; a broadcast transport calls it for versions it does not write.
+        Best effort: the store on disk is the source of truth (``LATEST``), and a publish must not
+        fail because Redis is restarting.
+        """
+        if self.redis is None:
+            return
+        try:
+            self.redis.eval(_ANNOUNCE_MAX_LUA, 1, self.redis_key(role), version)
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError) as error:
+            logger.warning("could not announce %s version %d in Redis (%s); it is committed on disk", role, version, error)
 
     def prune(self, role: str, keep_last: int) -> list[int]:
         """Delete all but the newest ``keep_last`` versions (>= 1); return the deleted ones.
