@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install prometheus-tools test test-fast lint demo bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
+.PHONY: install prometheus-tools test test-fast lint demo chaos bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ lint: $(STAMP)
 demo: $(STAMP)
 	rm -rf runs/demo
 	$(PY) -m lecritique run examples/sudoku-mini-pvf.yaml --out runs/demo
+
+# A real run that loses each service once (seeded schedule: one SIGSTOP, the rest SIGKILL) and
+# goes on; prints the timeline of faults, detections, recoveries and degraded steps (docs/reliability.md).
+chaos: $(STAMP)
+	rm -rf runs/chaos
+	$(PY) tests/chaos/chaos_run.py --out runs/chaos
 
 bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-rollout bench-weights
 

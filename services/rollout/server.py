@@ -156,12 +156,25 @@ def max_sequence_tokens(engine) -> int:
     return 2048
 
 
+def _newest_engine(spec: Any, store: WeightStore, attempts: int = 5) -> tuple[int, Path, Any, Any]:
+    """An engine on the newest published policy. A replica (re)started while training runs can see
+    the version it resolved pruned by retention before it loaded it: it resolves again."""
+    for attempt in range(attempts):
+        version, path = store.wait_latest("policy")
+        config = spec.rollout.engine.model_copy(update={"model_path": str(path)})
+        try:
+            return version, path, config, build_engine(config)
+        except FileNotFoundError:
+            if (path / "config.json").is_file() or attempt == attempts - 1:
+                raise
+            logger.warning("policy version %d was pruned while loading; loading the newest again", version)
+    raise AssertionError("unreachable")
+
+
 def serve(runtime: ServiceRuntime) -> None:
     spec = load_spec(runtime.spec_path)
     store = WeightStore(runtime.weights_dir, experiment=runtime.experiment_id)
-    version, path = store.wait_latest("policy")
-    config = spec.rollout.engine.model_copy(update={"model_path": str(path)})
-    engine = build_engine(config)
+    version, path, config, engine = _newest_engine(spec, store)
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(path))

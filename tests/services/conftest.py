@@ -19,6 +19,11 @@ from lecritique.launch.local import LocalLauncher
 def tiny_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny sudoku policy with a short warm start: it emits well-formed moves, solves some
     one- and two-cell puzzles, and fails others, so rewards vary within groups."""
+    return build_pipeline_policy()
+
+
+def build_pipeline_policy() -> Path:
+    """The tiny policy of :func:`tiny_policy` (also for scripts such as ``make chaos``)."""
     from lecritique.tinybuild import TinyBuildConfig, build_tiny_model
 
     config = TinyBuildConfig(

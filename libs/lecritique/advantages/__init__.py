@@ -18,6 +18,7 @@ from lecritique.advantages.estimators import (
     MeanEstimator,
     RLOOEstimator,
     ValueEstimator,
+    critic_free_advantages,
 )
 from lecritique.advantages.groups import leave_one_out_mean
 from lecritique.advantages.metrics import (
@@ -40,6 +41,7 @@ __all__ = [
     "RLOOEstimator",
     "TetherEstimator",
     "ValueEstimator",
+    "critic_free_advantages",
     "estimator_gauges",
     "estimator_names",
     "explained_variance",

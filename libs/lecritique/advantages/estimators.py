@@ -225,3 +225,26 @@ class LVRLEstimator(AdvantageEstimator):
             steps = np.unique(step_ids[row, positions])
             out[row, positions] = normalised[np.searchsorted(steps, step_ids[row, positions])]
         return out
+
+
+class _CriticFreeFallback(AdvantageEstimator):
+    """Leave-one-out group baseline; baseline 0 for a trajectory without peers (not registered)."""
+
+    name = "critic_free_fallback"
+
+    def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
+        index, counts = group_index(batch.group_ids)
+        sizes = counts[index]
+        sums = np.bincount(index, weights=batch.rewards)[index]
+        baseline = np.where(sizes > 1, (sums - batch.rewards) / np.maximum(sizes - 1, 1), 0.0)
+        return _broadcast(batch.rewards - baseline, batch)
+
+
+def critic_free_advantages(batch: AdvantageBatch) -> Any:
+    """Advantages of a batch the critic could not score (the value plane was degraded).
+
+    The leave-one-out group baseline (Le Critique eq. 4): TETHER with rho = 0, and the unbiased
+    critic-free baseline the papers compare ``value``/``gae``/``evpo`` against. No estimator state
+    is read or fitted, so a degraded stretch neither corrupts nor resets TETHER's rho or EVPO's
+    switch. A trajectory alone in its group (group_size 1) has baseline 0 (plain REINFORCE)."""
+    return _CriticFreeFallback().compute(batch)

@@ -164,6 +164,12 @@ class OrchestratorSpec(SpecModel):
     step's weights are loaded (None: never); ``eval_success`` in the metrics."""
     eval_tasks: int = Field(default=64, ge=1, le=100_000)
     """Held-out tasks per evaluation (the same tasks every time)."""
+    max_degraded_steps: int = Field(default=50, ge=0, le=1_000_000)
+    """Most consecutive policy steps taken without the critic (value plane down: LOO baseline) before the run stops."""
+    rpc_deadline_seconds: float = Field(default=600.0, gt=0.0, le=86_400.0)
+    """Deadline of every RPC the orchestrator makes; a call past it (a hung service) counts as the service being down."""
+    service_down_seconds: float = Field(default=300.0, ge=0.0, le=86_400.0)
+    """How long calls keep retrying a service that is down (restarting) before the run fails; the critic is never waited on."""
 
 
 class ExperimentSpec(SpecModel):

@@ -2,8 +2,10 @@
 
 Order: Redis (embedded unless ``REDIS_URL``) -> environment-verifier, policy-trainer (publishes
 policy version 0), value-trainer (publishes critic version 0) -> rollout and value-evaluator
-replicas (they serve the newest published versions) -> the orchestrator. Everything is stopped
-in reverse order on exit, failure or Ctrl-C. The run directory keeps the resolved spec, logs,
+replicas (they serve the newest published versions) -> the orchestrator. While the orchestrator
+runs, :class:`~lecritique.launch.supervisor.Supervisor` restarts any service (or embedded Redis)
+that exits or hangs, on the same port, as Kubernetes would. Everything is stopped in reverse
+order on exit, failure or Ctrl-C. The run directory keeps the resolved spec, logs,
 weights, Redis data and the orchestrator's checkpoint, so running again resumes.
 """
 
@@ -21,6 +23,7 @@ from typing import Any
 
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.launch.processes import ManagedProcess, child_environment, python_command
+from lecritique.launch.supervisor import Supervisor
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +77,8 @@ class LocalLauncher:
         self.env = child_environment(REPO_ROOT if (REPO_ROOT / "libs" / "lecritique").is_dir() else None)
         self.spec_path = self.out_dir / "spec.json"
         self.weights_dir = self.out_dir / "weights"
+        self.supervisor = Supervisor(self.out_dir / "logs" / "supervisor.jsonl")
+        self._redis_password = ""
 
     # ---- start-up ------------------------------------------------------------------------
     def _child_env(self) -> dict[str, str]:
@@ -138,6 +143,7 @@ class LocalLauncher:
 
             self.redis = start_embedded_redis(self.out_dir / "redis")
             self.redis_url = protect_with_password(self.redis)
+            self._redis_password = self.redis_url.split("@", 1)[0].rsplit(":", 1)[1]
         spec = self.spec
         first = [
             self._service("environment", "environment"),
@@ -202,7 +208,7 @@ class LocalLauncher:
 
     # ---- running -------------------------------------------------------------------------
     def wait(self, on_metrics: Callable[[dict[str, Any]], None] | None = None, poll: float = 0.5) -> int:
-        """Follow metrics.jsonl until the orchestrator exits; fail fast if a service dies."""
+        """Follow metrics.jsonl until the orchestrator exits, supervising the services meanwhile."""
         assert self.orchestrator is not None
         metrics_path = self.out_dir / "metrics.jsonl"
         offset = metrics_path.stat().st_size if metrics_path.exists() else 0
@@ -217,10 +223,22 @@ class LocalLauncher:
             code = self.orchestrator.process.poll() if self.orchestrator.process else 0
             if code is not None:
                 return code
-            dead = [p for p in self.services if not p.running]
-            if dead:
-                raise RuntimeError(f"service {dead[0].name} died:\n{dead[0].log_tail()}")
+            self.redis = self.supervisor.check_redis(self.redis, self._restart_redis)
+            for process in self.services:
+                self.supervisor.check(process)
             time.sleep(poll)
+
+    def _restart_redis(self) -> Any:
+        """Embedded Redis again, on its port and data directory (it reloads the AOF), same password."""
+        from lecritique.redis_connection import start_embedded_redis
+
+        server = start_embedded_redis(self.out_dir / "redis", port=self.redis.port)
+        client = server.client()
+        try:
+            client.config_set("requirepass", self._redis_password)
+        finally:
+            client.close()
+        return server
 
     def stop(self) -> None:
         if self.orchestrator is not None:

@@ -102,7 +102,7 @@ class ManagedProcess:
                 )
             if self.grpc_port is None:
                 self.read_port_file()
-            if self.grpc_port is not None and _serving(self.address):
+            if self.grpc_port is not None and serving(self.address):
                 logger.info("%s ready on %s (metrics %s)", self.name, self.address, self.metrics_port)
                 return
             time.sleep(0.2)
@@ -123,6 +123,13 @@ class ManagedProcess:
                 self.process.wait()
         return self.process.returncode
 
+    def restart(self) -> None:
+        """Start again on the port it had (clients keep its address); a fresh metrics port."""
+        if self.grpc_port is not None and "--port" in self.command:
+            index = self.command.index("--port") + 1
+            self.command = [*self.command[:index], str(self.grpc_port), *self.command[index + 1 :]]
+        self.start()
+
     def kill(self) -> None:
         """Hard kill (tests of fault tolerance)."""
         if self.process is not None and self.process.poll() is None:
@@ -130,11 +137,12 @@ class ManagedProcess:
             self.process.wait()
 
 
-def _serving(address: str) -> bool:
+def serving(address: str, timeout: float = 1.0) -> bool:
+    """Whether ``address`` answers its gRPC health check with SERVING within ``timeout``."""
     with grpc.insecure_channel(address) as channel:
         try:
             response = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=1.0
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout
             )
         except grpc.RpcError:
             return False

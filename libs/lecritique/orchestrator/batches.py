@@ -40,6 +40,8 @@ class GeneratedBatch:
     evaluate_window: tuple[float, float]
     """``perf_counter`` start and end of this batch's evaluation: the policy loop's value wait is its
     blocked time inside this window."""
+    evaluated_at: float = 0.0
+    """Wall-clock time (``time.time``) the evaluation ended: when the value plane answered or was found down."""
 
 
 class BatchSource:
@@ -81,7 +83,8 @@ class BatchSource:
     def evaluate(self, rolled: RolledOut) -> GeneratedBatch:
         started = time.perf_counter()
         scored = self.critic.score(rolled.episodes)
-        return GeneratedBatch(rolled.cursor, rolled.episodes, scored, rolled.rollout_seconds, (started, time.perf_counter()))
+        window = (started, time.perf_counter())
+        return GeneratedBatch(rolled.cursor, rolled.episodes, scored, rolled.rollout_seconds, window, time.time())
 
     def hold(self, batch: GeneratedBatch) -> None:
         """Give ``batch`` back: the next :meth:`next` returns it (the warmup keeps one for step 1)."""

@@ -1,8 +1,14 @@
-"""Typed clients of the five services, over :class:`~lecritique.rpc.client.ReplicaPool`."""
+"""Typed clients of the five services, over :class:`~lecritique.rpc.client.ReplicaPool`.
+
+Every call carries the pool's deadline (``orchestrator.rpc_deadline_seconds``); a service that is
+down is retried for ``orchestrator.service_down_seconds`` (it is being restarted), except the
+value evaluator, which is never waited on: a batch it cannot score is degraded instead.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,11 +44,14 @@ from lecritique.v1 import (
     value_pb2_grpc,
 )
 
+logger = logging.getLogger(__name__)
+
 
 class RolloutClient:
-    def __init__(self, pool: ReplicaPool[Any], generate_deadline: float = 600.0) -> None:
+    def __init__(self, pool: ReplicaPool[Any]) -> None:
         self.pool = pool
-        self.generate_deadline = generate_deadline
+        self.newest: tuple[int, str] | None = None
+        """The newest policy version (and path) sent to the replicas by :meth:`load_weights`."""
         self._executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="rollout-client")
 
     def sample(self, prompts: list[list[int]], n: int, sampling: SamplingParams) -> list[list[SampledAction]]:
@@ -63,7 +72,14 @@ class RolloutClient:
                     seed=(sampling.seed or 0) + shard_index,
                 ),
             )
-            return indices, self.pool.call("Generate", request, timeout=self.generate_deadline)
+            response = self.pool.call("Generate", request)
+            newest = self.newest
+            if newest is not None and response.policy_version < newest[0]:
+                # A replica restarted while the newest version was published: it loads it before use.
+                logger.warning("a rollout replica served policy version %d < %d; reloading", response.policy_version, newest[0])
+                self.load_weights(*newest)
+                response = self.pool.call("Generate", request)
+            return indices, response
 
         results: list[list[SampledAction]] = [[] for _ in prompts]
         for indices, response in self._executor.map(lambda item: run(*item), enumerate(shards)):
@@ -80,10 +96,11 @@ class RolloutClient:
 
     def load_weights(self, version: int, path: str) -> dict[str, Any]:
         """Every replica loads ``version``; returns per-replica responses (or errors)."""
+        self.newest = (version, path)
         return self.pool.call_each("LoadWeights", rollout_pb2.LoadWeightsRequest(version=version, path=path))
 
     def info(self) -> dict[str, Any]:
-        response = self.pool.call("Info", common_pb2.ServiceInfoRequest(), timeout=10)
+        response = self.pool.call("Info", common_pb2.ServiceInfoRequest())
         return {"weights_version": response.weights_version, **json.loads(response.details_json or "{}")}
 
 
@@ -110,15 +127,14 @@ class EnvironmentClient:
         ]
 
     def info(self) -> dict[str, Any]:
-        response = self.pool.call("Info", common_pb2.ServiceInfoRequest(), timeout=10)
+        response = self.pool.call("Info", common_pb2.ServiceInfoRequest())
         details: dict[str, Any] = json.loads(response.details_json or "{}")
         return details
 
 
 class ValueEvaluatorClient:
-    def __init__(self, pool: ReplicaPool[Any], deadline: float = 600.0) -> None:
+    def __init__(self, pool: ReplicaPool[Any]) -> None:
         self.pool = pool
-        self.deadline = deadline
 
     def evaluate(
         self, queries: Sequence[CriticQuery], prompt_texts: Sequence[str], actor: ActorInfo
@@ -131,7 +147,7 @@ class ValueEvaluatorClient:
             fill_tensor(item.context_ids, query.trajectory.critic_context_ids)
             for peer in query.peers:
                 item.peers.add(trajectory_id=peer.trajectory_id, summary=peer.summary, reward=peer.reward)
-        response = self.pool.call("Evaluate", request, timeout=self.deadline)
+        response = self.pool.call("Evaluate", request)
         values = [require_tensor(v, "values") for v in response.values]
         return values, int(response.value_version), {str(k): float(v) for k, v in response.stats.items()}
 
@@ -141,24 +157,23 @@ class ValueTrainerClient:
         self.pool = pool
 
     def status(self) -> value_pb2.ValueTrainerStatus:
-        status: value_pb2.ValueTrainerStatus = self.pool.call("Status", value_pb2.ValueTrainerStatusRequest(), timeout=10)
+        status: value_pb2.ValueTrainerStatus = self.pool.call("Status", value_pb2.ValueTrainerStatusRequest())
         return status
 
 
 class PolicyTrainerClient:
-    def __init__(self, pool: ReplicaPool[Any], deadline: float = 1800.0) -> None:
+    def __init__(self, pool: ReplicaPool[Any]) -> None:
         self.pool = pool
-        self.deadline = deadline
 
     def train(self, step: int, trajectories: Sequence[Trajectory]) -> policy_pb2.TrainResponse:
         request = policy_pb2.TrainRequest(step=step)
         for trajectory in trajectories:
             trajectory_to_proto(trajectory, request.trajectories.add())
-        response: policy_pb2.TrainResponse = self.pool.call("Train", request, timeout=self.deadline)
+        response: policy_pb2.TrainResponse = self.pool.call("Train", request)
         return response
 
     def status(self) -> policy_pb2.PolicyTrainerStatus:
-        status: policy_pb2.PolicyTrainerStatus = self.pool.call("Status", policy_pb2.PolicyTrainerStatusRequest(), timeout=30)
+        status: policy_pb2.PolicyTrainerStatus = self.pool.call("Status", policy_pb2.PolicyTrainerStatusRequest())
         return status
 
 
@@ -180,15 +195,22 @@ class ServiceClients:
         value_evaluator: Sequence[str] = (),
         value_trainer: Sequence[str] = (),
         max_message_bytes: int | None = None,
+        deadline_seconds: float = 600.0,
+        retry_seconds: float = 300.0,
     ) -> ServiceClients:
-        options: dict[str, Any] = {} if max_message_bytes is None else {"max_message_bytes": max_message_bytes}
+        """Pools of every service: calls carry ``deadline_seconds``; a service that is down is retried
+        for ``retry_seconds``, except the value evaluator (never waited on: the batch degrades)."""
+        options: dict[str, Any] = {"deadline_seconds": deadline_seconds}
+        if max_message_bytes is not None:
+            options["max_message_bytes"] = max_message_bytes
+        retried = {**options, "retry_seconds": retry_seconds}
         return cls(
-            rollout=RolloutClient(ReplicaPool("rollout", rollout, rollout_pb2_grpc.RolloutStub, **options)),
+            rollout=RolloutClient(ReplicaPool("rollout", rollout, rollout_pb2_grpc.RolloutStub, **retried)),
             environment=EnvironmentClient(
-                ReplicaPool("environment-verifier", environment, environment_pb2_grpc.EnvironmentVerifierStub, **options)
+                ReplicaPool("environment-verifier", environment, environment_pb2_grpc.EnvironmentVerifierStub, **retried)
             ),
             policy_trainer=PolicyTrainerClient(
-                ReplicaPool("policy-trainer", policy_trainer, policy_pb2_grpc.PolicyTrainerStub, **options)
+                ReplicaPool("policy-trainer", policy_trainer, policy_pb2_grpc.PolicyTrainerStub, **retried)
             ),
             value_evaluator=ValueEvaluatorClient(
                 ReplicaPool("value-evaluator", value_evaluator, value_pb2_grpc.ValueEvaluatorStub, **options)

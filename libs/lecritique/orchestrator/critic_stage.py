@@ -3,14 +3,21 @@
 What the critic is shown is :func:`lecritique.critics.inputs.critic_queries`'s; this stage adds
 In-Context Conditioning (GenAC §5.1): who the actor is, and the smoothed average of its batch
 rewards, into which a batch's own rewards are folded only after it was evaluated.
+
+The critic is optional at run time: when the value plane cannot answer a batch within its
+deadline (evaluator down, unreachable, hung) or answers with an older critic version than one it
+already served, the batch is marked *degraded* (its reason in :attr:`Scored.degraded`) and carries
+no values; the policy loop then uses the critic-free baseline for it.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import grpc
 import numpy as np
 
 from lecritique.critics.icc import RewardAverage
@@ -20,7 +27,13 @@ from lecritique.critics.specs import ActorConditioning, CriticSpec
 from lecritique.critics.types import ActorInfo
 from lecritique.orchestrator.clients import ValueEvaluatorClient
 from lecritique.orchestrator.episodes import EpisodeBatch
+from lecritique.rpc.client import NoReplicaAvailable
 from lecritique.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
+
+_REQUEST_BUGS = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.FAILED_PRECONDITION})
+"""Answers that say the request itself is wrong: a bug to surface, not a value plane to route around."""
 
 
 @dataclass
@@ -36,6 +49,8 @@ class Scored:
     """The value evaluator's statistics (states scored, parse failures, LLM tokens and cost)."""
     reward_average_after: tuple[float, int]
     """The actor's reward average and its batch count once this batch is folded in (checkpointed)."""
+    degraded: str | None = None
+    """Why the value plane could not score this batch (None: it did); a degraded batch has no values."""
 
 
 class CriticStage:
@@ -50,6 +65,9 @@ class CriticStage:
         conditioning = critic.actor_conditioning() if critic is not None else ActorConditioning()
         self.actor_description = conditioning.description or describe_actor(policy_path)
         self.reward_average = RewardAverage(conditioning.reward_average_decay, conditioning.initial_reward_average)
+        self.newest_version = -1
+        """The newest critic version that scored a batch: an evaluator that comes back serving an
+        older one (e.g. restarted before the trainer's last publish reached it) is not used yet."""
 
     def restore(self, average: float | None, batches: int) -> None:
         """Continue from a checkpointed reward average (None: none yet, keep the prior)."""
@@ -72,7 +90,22 @@ class CriticStage:
         attempts = [attempt_of(r, t) for r, t in zip(episodes.records, trajectories, strict=True)]
         queries = critic_queries(self.critic, attempts, self.tokenizer, actor)
         start = time.perf_counter()
-        values, version, stats = self.evaluator.evaluate(queries, episodes.prompt_texts, actor)
+        try:
+            values, version, stats = self.evaluator.evaluate(queries, episodes.prompt_texts, actor)
+        except (grpc.RpcError, NoReplicaAvailable) as error:
+            if isinstance(error, grpc.RpcError) and error.code() in _REQUEST_BUGS:
+                raise
+            reason = error.code().name if isinstance(error, grpc.RpcError) else error.code.name
+            logger.warning("value plane degraded (%s): scoring batch without the critic", reason)
+            return self._degraded(trajectories, f"evaluator {reason}", time.perf_counter() - start)
         seconds = time.perf_counter() - start
+        if version < self.newest_version:
+            logger.warning("evaluator answered with critic version %d < %d already used", version, self.newest_version)
+            return self._degraded(trajectories, f"critic version {version} older than {self.newest_version}", seconds)
+        self.newest_version = version
         evaluated = [replace(q.trajectory, values=v, value_version=version) for q, v in zip(queries, values, strict=True)]
         return Scored(evaluated, version, seconds, {**stats, "reward_average": actor.reward_average}, (0.0, 0))
+
+    @staticmethod
+    def _degraded(trajectories: list[Trajectory], reason: str, seconds: float) -> Scored:
+        return Scored(trajectories, -1, seconds, {}, (0.0, 0), degraded=reason)

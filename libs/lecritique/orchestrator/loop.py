@@ -31,9 +31,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import grpc
 import numpy as np
 
-from lecritique.advantages import AdvantageBatch, AdvantageEstimator, explained_variance
+from lecritique.advantages import (
+    AdvantageBatch,
+    AdvantageEstimator,
+    critic_free_advantages,
+    explained_variance,
+)
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.critics.specs import TrainedCriticSpec
 from lecritique.episodes import EpisodePlayer
@@ -41,15 +47,21 @@ from lecritique.orchestrator.batches import BatchSource, GeneratedBatch
 from lecritique.orchestrator.clients import ServiceClients
 from lecritique.orchestrator.critic_stage import CriticStage
 from lecritique.orchestrator.heldout import held_out_success
+from lecritique.orchestrator.redis_retry import retry_redis
 from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
 from lecritique.orchestrator.telemetry import StepLog, Telemetry
 from lecritique.replay import ReplayBuffer
+from lecritique.rpc.client import NoReplicaAvailable
 from lecritique.trajectory import Trajectory
-from lecritique.v1 import policy_pb2
+from lecritique.v1 import policy_pb2, value_pb2
 
 logger = logging.getLogger(__name__)
 
 OnStep = Callable[[dict[str, Any]], None]
+
+
+class DegradedTooLong(RuntimeError):
+    """The value plane stayed down for more than ``orchestrator.max_degraded_steps`` policy steps."""
 
 
 class Orchestrator:
@@ -131,8 +143,8 @@ class Orchestrator:
         warmed_version: int | None = None
         while not self._stop.is_set():
             if warmed_version is None:
-                status = self.clients.value_trainer.status()
-                if status.updates >= critic.warmup_updates:
+                status = self._value_trainer_status()
+                if status is not None and status.updates >= critic.warmup_updates:
                     warmed_version = int(status.published_version)
                     logger.info("critic warmed up at version %d; waiting for the evaluator to serve it", warmed_version)
             batch = self.batches.next(state.cursor)
@@ -141,11 +153,21 @@ class Orchestrator:
             if warmed_version is not None and batch.scored.value_version >= warmed_version:
                 self.batches.hold(batch)
                 break
-            self._push_replay(batch.scored.trajectories)
+            if batch.scored.degraded is None:
+                self._push_replay(batch.scored.trajectories)
             state = self._past(state, batch)
             self.checkpoints.save(state)
             logger.info("warmup batch %d pushed (critic version %d)", batch.cursor, batch.scored.value_version)
         return replace(state, warmup_done=True)
+
+    def _value_trainer_status(self) -> value_pb2.ValueTrainerStatus | None:
+        """The value trainer's status, or None while it is down (the warmup waits for it)."""
+        assert self.clients.value_trainer is not None
+        try:
+            return self.clients.value_trainer.status()
+        except (grpc.RpcError, NoReplicaAvailable) as error:
+            logger.warning("critic warmup: value trainer unreachable (%s)", error)
+            return None
 
     # ---- one policy step -----------------------------------------------------------------
     def _policy_step(self, state: OrchestratorState, on_step: OnStep | None) -> OrchestratorState:
@@ -157,10 +179,12 @@ class Orchestrator:
         if not evaluated:
             logger.warning("step %d: every rollout of batch %d was stale; sampling again", step, batch.cursor)
             return self._past(state, batch, dropped_stale_total=state.dropped_stale_total + dropped)
+        degraded_streak = self._degraded_streak(state, batch, step)
         advantage_batch = AdvantageBatch.from_trajectories(evaluated)
-        advantages, estimator_metrics = self.estimator.freeze_and_fit(advantage_batch)
+        advantages, estimator_metrics = self._advantages(batch, advantage_batch)
         with_advantages = [replace(t, advantages=advantages[row, : len(t.token_ids)]) for row, t in enumerate(evaluated)]
-        self._push_replay(with_advantages)
+        if batch.scored.degraded is None:  # only batches that carry values feed the critic
+            self._push_replay(with_advantages)
         metrics = {
             **self._batch_metrics(step, batch, advantage_batch, dropped, wait_end - step_start),
             **estimator_metrics,
@@ -175,12 +199,36 @@ class Orchestrator:
             completed_step=step,
             estimator=self.estimator.state_dict(),
             dropped_stale_total=state.dropped_stale_total + dropped,
+            degraded_streak=degraded_streak,
         )
         new_state = self._train(PendingStep(step, with_advantages, state_after, metrics), step_start)
         self.telemetry.step(metrics)
         if on_step is not None:
             on_step(metrics)
         return new_state
+
+    def _advantages(self, batch: GeneratedBatch, advantage_batch: AdvantageBatch) -> tuple[Any, dict[str, Any]]:
+        """Frozen advantages and the estimator's metrics; without the critic when the value plane was down.
+
+        A degraded batch uses the leave-one-out baseline and is never used to fit the estimator's
+        state (TETHER's rho, EVPO's switch): that state resumes unchanged with the critic."""
+        if batch.scored.degraded is None or not self.estimator.uses_critic:
+            return self.estimator.freeze_and_fit(advantage_batch)
+        return critic_free_advantages(advantage_batch), {}
+
+    def _degraded_streak(self, state: OrchestratorState, batch: GeneratedBatch, step: int) -> int:
+        """Consecutive degraded steps including this one; stops the run past ``max_degraded_steps``."""
+        if batch.scored.degraded is None or not self.estimator.uses_critic:
+            return 0
+        streak = state.degraded_streak + 1
+        limit = self.spec.orchestrator.max_degraded_steps
+        logger.warning("step %d degraded (%s): leave-one-out baseline, %d/%d", step, batch.scored.degraded, streak, limit)
+        if streak > limit:
+            raise DegradedTooLong(
+                f"the value plane has been down for {streak} consecutive policy steps (last: {batch.scored.degraded}), "
+                f"more than orchestrator.max_degraded_steps = {limit}; restore the value-evaluator or raise that field"
+            )
+        return streak
 
     def _fresh(self, batch: GeneratedBatch, state: OrchestratorState) -> tuple[list[Trajectory], int]:
         """The batch's evaluated trajectories without stale groups, and how many were dropped.
@@ -206,6 +254,9 @@ class Orchestrator:
         )
         return {
             "step": step,
+            "critic_degraded": int(batch.scored.degraded is not None),
+            "critic_degraded_reason": batch.scored.degraded,
+            "evaluated_at": batch.evaluated_at,
             "reward_mean": float(advantage_batch.rewards.mean()),
             "value_explained_variance": None if np.isnan(ev) else ev,
             "value_version": batch.scored.value_version,
@@ -270,7 +321,13 @@ class Orchestrator:
     def _push_replay(self, trajectories: list[Trajectory]) -> None:
         if self.replay is None:
             return
-        self.replay.push(trajectories, policy_version=[t.policy_version for t in trajectories])
+        replay = self.replay
+        versions = [t.policy_version for t in trajectories]
+        retry_redis(
+            lambda: replay.push(trajectories, policy_version=versions),
+            self.spec.orchestrator.service_down_seconds,
+            "replay push",
+        )
 
     def _elapsed(self) -> float:
         """Experiment wall time: what earlier orchestrator processes spent plus this one's."""

@@ -42,6 +42,8 @@ class OrchestratorState:
     (None: no batch yet, the configured prior)."""
     reward_average_batches: int = 0
     """Batches folded into ``reward_average``."""
+    degraded_streak: int = 0
+    """Consecutive policy steps taken without the critic (value plane degraded), up to the last one."""
 
 
 @dataclass

@@ -39,6 +39,12 @@ VALUE_WAIT = Counter(
 EVAL_SUCCESS = Gauge(
     "lecritique_eval_success", "Greedy success of the policy on held-out tasks (orchestrator.eval_every)", ["experiment"]
 )
+CRITIC_DEGRADED = Gauge(
+    "lecritique_critic_degraded",
+    "1 while policy steps run without the critic (value plane down: leave-one-out baseline), else 0",
+    ["experiment"],
+)
+DEGRADED_STEPS = Counter("lecritique_degraded_steps_total", "Policy steps taken without the critic", ["experiment"])
 TOKENS = Counter("lecritique_rollout_tokens_total", "Policy tokens generated", ["experiment"])
 ESTIMATOR_GAUGES = {
     key: Gauge(f"lecritique_{key}", text, ["experiment", "bucket"]) for key, text in estimator_gauges().items()
@@ -103,7 +109,11 @@ class Telemetry:
                 ESTIMATOR_GAUGES[key].labels(self.experiment_id, "all").set(value)
             elif match is not None and match["key"] in ESTIMATOR_GAUGES:
                 ESTIMATOR_GAUGES[match["key"]].labels(self.experiment_id, match["bucket"]).set(value)
-        VALUE_VERSION.labels(*labels).set(metrics["value_version"])
+        degraded = int(metrics.get("critic_degraded", 0))
+        CRITIC_DEGRADED.labels(*labels).set(degraded)
+        DEGRADED_STEPS.labels(*labels).inc(degraded)
+        if not degraded:  # a degraded step has no critic version
+            VALUE_VERSION.labels(*labels).set(metrics["value_version"])
         STEP_SECONDS.labels(*labels).observe(metrics["step_seconds"])
         VALUE_WAIT.labels(*labels).inc(metrics["value_wait_seconds"])
         TOKENS.labels(*labels).inc(metrics["policy_tokens"])

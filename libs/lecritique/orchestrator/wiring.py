@@ -17,6 +17,7 @@ from lecritique.models.policy import load_tokenizer
 from lecritique.models.templates import build_template
 from lecritique.orchestrator.clients import ServiceClients
 from lecritique.orchestrator.loop import OnStep, Orchestrator
+from lecritique.orchestrator.redis_retry import retry_redis
 from lecritique.redis_connection import connect_redis
 from lecritique.replay import ReplayBuffer
 from lecritique.trajectory import Trajectory
@@ -54,6 +55,8 @@ def build_orchestrator(
         policy_trainer=addresses.policy_trainer,
         value_evaluator=addresses.value_evaluator,
         value_trainer=addresses.value_trainer,
+        deadline_seconds=spec.orchestrator.rpc_deadline_seconds,
+        retry_seconds=spec.orchestrator.service_down_seconds,
     )
     redis_client = connect_redis(redis_url)
     store = WeightStore(weights_dir or out / "weights", experiment=experiment_id)
@@ -65,7 +68,7 @@ def build_orchestrator(
         out,
         experiment_id=experiment_id,
         replay=_replay(spec, redis_client, experiment_id),
-        metrics_sink=_redis_sink(redis_client, experiment_id, on_step),
+        metrics_sink=_redis_sink(redis_client, experiment_id, on_step, spec.orchestrator.service_down_seconds),
     )
 
 
@@ -90,15 +93,20 @@ def _replay(spec: ExperimentSpec, redis_client: redis.Redis, experiment_id: str)
     return ReplayBuffer(redis_client, experiment_id, **spec.critic.replay.model_dump(), decode=Trajectory.from_bytes)
 
 
-def _redis_sink(redis_client: redis.Redis, experiment_id: str, then: OnStep | None) -> OnStep:
+def _redis_sink(redis_client: redis.Redis, experiment_id: str, then: OnStep | None, retry_seconds: float) -> OnStep:
     metrics_key = f"lecritique:{experiment_id}:metrics"
+
+    def write(row: dict[str, Any]) -> None:
+        pipeline = redis_client.pipeline(transaction=True)
+        pipeline.rpush(metrics_key, json.dumps(row))
+        pipeline.hset(
+            f"lecritique:{experiment_id}:status", mapping={"step": row["step"], "policy_version": row.get("policy_version", 0)}
+        )
+        pipeline.execute()
 
     def sink(row: dict[str, Any]) -> None:
         # The REST API reads the series from Redis; the file stays the source for reports.
-        redis_client.rpush(metrics_key, json.dumps(row))
-        redis_client.hset(
-            f"lecritique:{experiment_id}:status", mapping={"step": row["step"], "policy_version": row.get("policy_version", 0)}
-        )
+        retry_redis(lambda: write(row), retry_seconds, "metrics row")
         if then is not None:
             then(row)
 

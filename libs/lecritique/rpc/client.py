@@ -4,6 +4,13 @@
 resolves to one address per pod) to all its addresses, spreads calls round-robin across them,
 skips a replica that refuses connections (cooling it down for a while), re-resolves names
 periodically so new pods join, and puts a deadline on every call.
+
+A replica that does not answer within the deadline (hung: SIGSTOP, a stuck collective) is treated
+like one that refuses connections: it is down, the call goes to another replica. With
+``retry_seconds`` a call whose every replica is down keeps trying, with backoff, for that long:
+long enough for a supervisor to restart the service. Every RPC of this project is idempotent
+(``Train`` per step, the environment is stateless, ``Generate`` and ``LoadWeights`` may repeat),
+so a retry after a deadline is safe.
 """
 
 from __future__ import annotations
@@ -25,12 +32,24 @@ logger = logging.getLogger(__name__)
 
 StubT = TypeVar("StubT")
 
-# Codes after which the same request may safely go to another replica: the call never ran.
-_RETRY_ON_OTHER_REPLICA = frozenset({grpc.StatusCode.UNAVAILABLE})
+# Codes that mean the replica is down (refused, or hung past the deadline): try another.
+_RETRY_ON_OTHER_REPLICA = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+# Reconnect quickly to a restarted replica (gRPC's default backoff grows to 120 s).
+_RECONNECT_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
 
 
 class NoReplicaAvailable(RuntimeError):
-    """Every replica of a service refused the call."""
+    """Every replica of a service was down (refused the call or hung past the deadline)."""
+
+    def __init__(self, message: str, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE) -> None:
+        super().__init__(message)
+        self.code = code
+        """The status of the last attempt (UNAVAILABLE or DEADLINE_EXCEEDED)."""
 
 
 def resolve(target: str) -> list[str]:
@@ -72,6 +91,7 @@ class ReplicaPool(Generic[StubT]):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         cooldown_seconds: float = 5.0,
         resolve_every_seconds: float = 30.0,
+        retry_seconds: float = 0.0,
     ) -> None:
         if not targets:
             raise ValueError(f"{service}: at least one address is required")
@@ -82,6 +102,7 @@ class ReplicaPool(Generic[StubT]):
         self.max_message_bytes = max_message_bytes
         self.cooldown_seconds = cooldown_seconds
         self.resolve_every_seconds = resolve_every_seconds
+        self.retry_seconds = retry_seconds
         self._lock = threading.Lock()
         self._replicas: dict[str, _Replica[StubT]] = {}
         self._counter = itertools.count()
@@ -93,7 +114,9 @@ class ReplicaPool(Generic[StubT]):
         with self._lock:
             for address in addresses:
                 if address not in self._replicas:
-                    channel = grpc.insecure_channel(address, options=channel_options(self.max_message_bytes))
+                    channel = grpc.insecure_channel(
+                        address, options=channel_options(self.max_message_bytes) + _RECONNECT_OPTIONS
+                    )
                     self._replicas[address] = _Replica(address, channel, self.stub_factory(channel))
             for address in list(self._replicas):
                 if address not in addresses:
@@ -118,18 +141,33 @@ class ReplicaPool(Generic[StubT]):
         return alive + [r for r in rotated if r.dead_until > now]
 
     def call(self, method: str, request: Any, *, timeout: float | None = None) -> Any:
-        """Call ``method`` on the next replica; on UNAVAILABLE try the others in turn."""
+        """Call ``method`` on the next replica; a replica that is down passes the call to the others,
+        and while all are down the call is retried with backoff for ``retry_seconds``."""
+        give_up = time.monotonic() + self.retry_seconds
+        pause = 0.2
+        while True:
+            try:
+                return self._call_once(method, request, timeout)
+            except NoReplicaAvailable:
+                if time.monotonic() + pause > give_up:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+    def _call_once(self, method: str, request: Any, timeout: float | None) -> Any:
         errors = []
+        code = grpc.StatusCode.UNAVAILABLE
         for replica in self._ordered():
             try:
                 return getattr(replica.stub, method)(request, timeout=timeout or self.deadline_seconds)
             except grpc.RpcError as error:
                 if error.code() not in _RETRY_ON_OTHER_REPLICA:
                     raise
+                code = error.code()
                 replica.dead_until = time.monotonic() + self.cooldown_seconds
-                logger.warning("%s replica %s unavailable (%s); trying another", self.service, replica.address, error.details())
-                errors.append(f"{replica.address}: {error.details()}")
-        raise NoReplicaAvailable(f"no {self.service} replica answered {method}: {'; '.join(errors)}")
+                logger.warning("%s replica %s down (%s); trying another", self.service, replica.address, code.name)
+                errors.append(f"{replica.address}: {code.name} {error.details()}")
+        raise NoReplicaAvailable(f"no {self.service} replica answered {method}: {'; '.join(errors)}", code)
 
     def call_each(self, method: str, request: Any, *, timeout: float | None = None) -> dict[str, Any]:
         """Call ``method`` on every replica (e.g. LoadWeights); unreachable ones are reported as errors."""

@@ -32,6 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from redis import exceptions as redis_errors
+
 logger = logging.getLogger(__name__)
 
 _VERSION_DIGITS = 8
@@ -196,9 +198,15 @@ class WeightStore:
         """Announce ``version`` in Redis (if a client was given), never lowering the announced one.
 
         :meth:`publish` does it; a broadcast transport calls it for versions it does not write.
+        Best effort: the store on disk is the source of truth (``LATEST``), and a publish must not
+        fail because Redis is restarting.
         """
-        if self.redis is not None:
+        if self.redis is None:
+            return
+        try:
             self.redis.eval(_ANNOUNCE_MAX_LUA, 1, self.redis_key(role), version)
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError) as error:
+            logger.warning("could not announce %s version %d in Redis (%s); it is committed on disk", role, version, error)
 
     def prune(self, role: str, keep_last: int) -> list[int]:
         """Delete all but the newest ``keep_last`` versions (>= 1); return the deleted ones.

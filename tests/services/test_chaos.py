@@ -1,0 +1,66 @@
+"""The chaos test: a real experiment survives losing each service once (issue #14).
+
+One seeded schedule (:mod:`tests.chaos.chaos_run`, also `make chaos`): the value evaluator hangs (SIGSTOP; the
+supervisor's liveness probe kills it), value-trainer, policy-trainer, a rollout replica, the
+environment verifier and Redis are SIGKILLed, each restarted by the supervisor.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tests.chaos.chaos_run import measurements, recovered, restarted, run_chaos
+
+pytestmark = pytest.mark.slow
+
+STEPS = 120
+RECONNECT_SECONDS = 2.5
+"""A client reconnects to a restarted server within gRPC's max reconnect backoff (2 s, rpc.client)."""
+
+
+def test_a_run_survives_one_fault_per_service(tiny_policy, tmp_path):
+    out = tmp_path / "run"
+    result = run_chaos(tiny_policy, out, seed=0, steps=STEPS, echo=lambda line: None)
+    report = "\n".join(result.timeline)
+    assert result.exit_code == 0, report + (out / "logs" / "orchestrator.log").read_text()[-3000:]
+    assert all(f.time for f in result.faults), report  # every fault was injected
+    assert all(restarted(f, result.events) for f in result.faults), report  # noticed and relaunched
+
+    # Exactly-once: every step once, in order, each publishing the next policy version.
+    rows = result.rows
+    assert [r["step"] for r in rows] == list(range(1, STEPS + 1)), report
+    assert [r["policy_version"] for r in rows] == list(range(rows[0]["policy_version"], rows[0]["policy_version"] + STEPS))
+
+    # Degraded steps are exactly those whose batch was evaluated while the evaluator was down.
+    hang = next(f for f in result.faults if f.service == "value-evaluator-0")
+    back = recovered(hang, result.events)
+    relaunched = restarted(hang, result.events)
+    assert back is not None and relaunched is not None
+    for row in rows:
+        if row["critic_degraded"]:
+            assert hang.time <= row["evaluated_at"] <= back + RECONNECT_SECONDS, (row["step"], report)
+        else:
+            assert not hang.time <= row["evaluated_at"] <= relaunched, (row["step"], report)
+    assert any(r["critic_degraded"] for r in rows), report
+
+    # rho is only ever fitted on healthy batches: each healthy step uses the rho fitted on the
+    # previous healthy one, whatever degraded steps came between.
+    healthy = [r for r in rows if not r["critic_degraded"]]
+    for before, after in itertools.pairwise(healthy):
+        assert after["tether_rho"] == pytest.approx(before["tether_rho_fitted"]), (after["step"], report)
+    assert all("tether_rho_fitted" not in r for r in rows if r["critic_degraded"])
+
+    # No replay entry served more than max_reuse times, across the Redis restart.
+    assert result.most_uses <= result.max_reuse and result.sampled_total > 0, report
+    assert result.sampled_total <= result.max_reuse * result.pushed_total
+    # None lost that was acknowledged: the stream counts every trajectory the orchestrator pushed
+    # (warmup batches before step 1's batch, then every healthy step's batch).
+    batch = 16  # pipeline_spec: 4 tasks x 4
+    pushed = rows[0]["batch_cursor"] * batch + sum(r["trajectories"] for r in rows if not r["critic_degraded"])
+    assert result.pushed_total >= pushed, (result.pushed_total, pushed)
+
+    # Not asserted: "reward still rises". With the tests' tiny policy (a few percent success on
+    # these puzzles) reward stayed near 0 over 120 steps in the runs tried (issue #14 left open).
+    assert measurements(result)["degraded_steps"]
