@@ -110,6 +110,6 @@ def test_report_files(evaluation):
     assert set(data["metrics"]) == {"vf", "lvrl"}
     assert len(data["states"]) == 24 and len(data["ranking_probes"]) == len(result.probes)
     table = paths["markdown"].read_text()
-    assert "| critic | value MSE | explained variance | top-1 @ k=2 | top-1 @ k=4 |" in table
+    assert "| critic | scored on | value MSE | explained variance | top-1 @ k=2 | top-1 @ k=4 |" in table
     assert table.count("\n| vf |") == 1 and table.count("\n| lvrl |") == 1
     assert paths["plot"].stat().st_size > 10_000 and paths["plot"].read_bytes()[:4] == b"\x89PNG"

@@ -224,11 +224,9 @@ class ExperimentSpec(SpecModel):
         if distillation is not None and distillation.gate == "value_decrease" and self.critic is None:
             raise ValueError("policy_trainer.distillation.gate 'value_decrease' needs a critic: add a 'critic' section")
         if self.critic is not None:
-            admitted = critic_kind(self.critic).estimators
-            if admitted is not None and self.estimator.name not in admitted:
-                raise ValueError(
-                    f"a {self.critic.kind} critic cannot feed estimator {self.estimator.name!r}; use one of {sorted(admitted)}"
-                )
+            refusal = critic_kind(self.critic).inadmissible(self.critic, self.estimator.name)
+            if refusal is not None:
+                raise ValueError(refusal)
         if isinstance(self.critic, TrainedCriticSpec):  # a critic that is never trained reads no batches
             critic_batch = self.critic_batch_size
             if critic_batch > self.critic.replay.capacity:

@@ -84,6 +84,8 @@ class CriticEvalResult:
     probes: list[RankingProbe]
     mc_noise_mse: float
     base_success_rate: float
+    scored_on: dict[str, str] = field(default_factory=dict)
+    """Per critic: ``prefix`` (V(h_t) from the cut prefix) or ``hindsight`` (from the whole episode)."""
 
 
 def _states_of(record: EpisodeRecord, tokenizer: Any, spec: CriticEvalSpec, capped: bool = True) -> np.ndarray:
@@ -146,7 +148,7 @@ def run_critic_eval(
     """The measurements of the module docstring; ``backends`` maps each critic's name to its backend."""
     tokenizer = player.tokenizer
     rng = np.random.default_rng(spec.seed)
-    specs = {c.name: c.critic for c in spec.critics}
+    specs = {c.name: c.scored_critic(spec.segments) for c in spec.critics}
     tasks = environment.sample_tasks(spec.tasks, split=spec.split, seed=spec.seed)
     with Progress(disable=not show_progress) as progress:
         phase = progress.add_task("critic-eval", total=4 + len(backends))
@@ -244,4 +246,5 @@ def run_critic_eval(
             for n, point in enumerate(candidates[number * k_max : (number + 1) * k_max], start=number * k_max)
         ]
         probes.append(RankingProbe(base_index, t, decode(tokenizer, base[base_index].token_ids[:t]), chosen_candidates))
-    return CriticEvalResult(metrics, states, probes, noise, success)
+    scored_on = {c.name: c.scored_on(spec.segments) for c in spec.critics}
+    return CriticEvalResult(metrics, states, probes, noise, success, scored_on)

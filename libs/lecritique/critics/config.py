@@ -183,3 +183,7 @@ class FrozenLLMConfig(SpecBase):
     """Characters of one segment of the scored trajectory in the prompt."""
     system_prompt: str = FROZEN_SYSTEM_PROMPT
     """System message of every query."""
+    hindsight: bool = True
+    """True: one query per trajectory scores every state seeing the whole trajectory (LVRL's
+    hindsight values; admissible only for the ``lvrl`` estimator). False: one query per state,
+    showing only the prefix before it (admissible for every estimator, Le Critique eq. 5)."""
