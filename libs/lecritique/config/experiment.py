@@ -20,6 +20,7 @@ from lecritique.config.estimators import EstimatorSpec, TetherSpec
 from lecritique.config.placement import PlacementSpec
 from lecritique.critics.kinds import critic_kind
 from lecritique.critics.specs import CriticSpec, TrainedCriticSpec, default_critic_kind
+from lecritique.critics.types import GROUP_CONTEXT_KINDS
 from lecritique.engines.config import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig, environment_turn_limit
 from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
@@ -216,7 +217,7 @@ class ExperimentSpec(SpecModel):
         if estimator.uses_critic and self.critic is None:
             raise ValueError(f"estimator {self.estimator.name!r} needs a critic: add a 'critic' section")
         needs_groups = self.estimator.name in ("rloo", "tether", "lvrl") or (
-            self.critic is not None and self.critic.context == "loo_group"
+            self.critic is not None and self.critic.context in GROUP_CONTEXT_KINDS
         )
         if needs_groups and self.rollout.group_size < 2:
             raise ValueError("rollout.group_size must be >= 2 for leave-one-out baselines and contexts")
