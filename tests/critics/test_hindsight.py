@@ -106,6 +106,6 @@ def test_critic_eval_scores_frozen_critics_on_the_prefix_unless_the_spec_says_hi
     assert default.scored_critic(segments).hindsight is False and default.scored_on(segments) == "prefix"
     assert explicit.scored_critic(segments).hindsight is True and explicit.scored_on(segments) == "hindsight"
     assert vf.scored_on(segments) == "prefix"
-    result = CriticEvalResult({"lvrl": {}, "lvrl-h": {}}, [], [], 0.0, 0.5, {"lvrl": "prefix", "lvrl-h": "hindsight"})
+    result = CriticEvalResult({"lvrl": {}, "lvrl-h": {}}, [], [], 0.0, 0.5, scored_on={"lvrl": "prefix", "lvrl-h": "hindsight"})
     header, rows = table_rows(result)
     assert header[1] == "scored on" and [row[1] for row in rows] == ["prefix", "hindsight"]

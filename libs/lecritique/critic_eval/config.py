@@ -88,6 +88,12 @@ class CriticEvalSpec(SpecModel):
     """The critics to compare."""
     seed: int = 0
     """Seed of task sampling, rollouts and state selection."""
+    icc_episodes: int = Field(default=16, ge=0, le=100_000)
+    """Episodes, on tasks sampled apart from the evaluated ones, whose mean reward In-Context
+    Conditioning shows as the actor's average (never the evaluated episodes' own success rate)."""
+    icc_reward_average: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The actor's average shown instead (None: measured on ``icc_episodes``; with 0 episodes, the
+    first critic's ``initial_reward_average``)."""
 
     @field_validator("ranking_k")
     @classmethod

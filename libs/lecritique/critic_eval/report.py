@@ -50,6 +50,7 @@ def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> d
         "mc_noise_mse": result.mc_noise_mse,
         "base_success_rate": result.base_success_rate,
         "scored_on": result.scored_on,
+        "icc_reward_average": result.icc_reward_average,
         "states": [asdict(state) for state in result.states],
         "ranking_probes": [asdict(probe) for probe in result.probes],
     }

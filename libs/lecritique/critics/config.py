@@ -21,10 +21,12 @@ GENERATIVE_PROMPT = (
     "{context}actor: {actor}, avg reward {reward_average:.2f}\n"
     "task: {prompt}\n"
     "so far: {prefix}\n"
-    "chance the actor succeeds, 0-10? {instruction}"
+    "infer the actor's ability from its response so far; chance it succeeds, 0-10? {instruction}"
 )
 """Default generative-critic prompt (compact: tiny models have short contexts).
 
+In-Context Conditioning (GenAC §5.1): part (a), the instruction to infer the actor's ability from
+its partial response, and part (b), the actor's size and smoothed average reward.
 Placeholders: ``{context}`` privileged context (may be empty), ``{actor}`` and
 ``{reward_average}`` (In-Context Conditioning), ``{prompt}`` the task prompt, ``{prefix}`` the
 trajectory so far, ``{instruction}`` the scoring instruction (reasoning or direct)."""
