@@ -116,6 +116,8 @@ def _discriminative_backend(critic: DiscriminativeCriticSpec, weights: Path | No
 def _discriminative_fresh(critic: DiscriminativeCriticSpec, policy_dir: Path, seed: int) -> CriticLearner:
     from lecritique.training.critic_trainer import CriticTrainer
 
+    if critic.model_path is not None:  # a critic of an earlier run, or a pretrained one (§7.1)
+        return CriticTrainer.load(critic.model_path, critic)
     return CriticTrainer.from_policy(policy_dir, critic)
 
 
@@ -128,7 +130,10 @@ def _discriminative_resume(
 
 
 def _discriminative_untrained(critic: DiscriminativeCriticSpec, policy_dir: Path, scratch: Path) -> Path:
-    """A random head on the policy's backbone, saved (the critic-eval spec's seed makes it repeatable)."""
+    """The critic a run starts from: its ``model_path``, else a random head on the policy's
+    backbone, saved (the critic-eval spec's seed makes it repeatable)."""
+    if critic.model_path is not None:
+        return Path(critic.model_path)
     _discriminative_fresh(critic, policy_dir, 0).save(scratch)
     return scratch
 
