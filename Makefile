@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install prometheus-tools test test-fast lint demo bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout proto clean
+.PHONY: install prometheus-tools test test-fast lint demo bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +44,7 @@ demo: $(STAMP)
 	rm -rf runs/demo
 	$(PY) -m lecritique run examples/sudoku-mini-pvf.yaml --out runs/demo
 
-bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-rollout
+bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-rollout bench-weights
 
 bench-advantages: $(STAMP)
 	$(PY) bench/advantages.py
@@ -67,6 +67,9 @@ bench-trainer: $(STAMP)
 
 bench-rollout: $(STAMP)
 	$(PY) bench/rollout.py
+
+bench-weights: $(STAMP)
+	$(PY) bench/weights.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

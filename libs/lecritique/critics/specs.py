@@ -16,6 +16,7 @@ from lecritique.critics.icc import INITIAL_REWARD_AVERAGE, REWARD_AVERAGE_DECAY
 from lecritique.critics.types import PEER_SUMMARY_CHARS, CriticContextKind
 from lecritique.replay.config import ReplayBounds
 from lecritique.training.config import CriticTrainerConfig, OptimizerConfig
+from lecritique.weights.config import SharedVolumeTransport, WeightTransportConfig
 
 DEFAULT_KIND = "discriminative"
 """The kind of a critic section that names none."""
@@ -87,6 +88,8 @@ class DiscriminativeCriticSpec(CriticTrainerConfig, TrainedCriticSpec):
     """A saved critic to start from (Le Critique §7.1, value pretraining reused across runs): a
     published critic version of an earlier run (``RUN/weights/critic/NNNNNNNN``) or a pretrained
     one. None: the policy's backbone with a fresh head (Appendix B.3)."""
+    weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
+    """How new critic versions reach the value evaluators: ``shared_volume`` or ``broadcast``."""
 
 
 class GenerativeCriticSpec(GenerativeCriticConfig, TrainedCriticSpec):
