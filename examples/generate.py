@@ -3,8 +3,9 @@
     python examples/generate.py        # regenerate; tests/config/test_examples.py checks they are current
 
 Baselines (Le Critique §4-§6): ``mean`` (GRPO), ``rloo``, ``vf`` (value baseline, ordinary critic),
-``pvf`` (value baseline, privileged critic), ``gae``, ``tether`` (with the privileged critic),
-``evpo`` and ``lvrl``. CPU environments use tiny models built on first use; GPU environments
+``pvf`` (value baseline, privileged critic), ``gae``, ``tether`` (LOO mixed with a plain value
+function, ``context: none``, as in the paper), ``tether-pvf`` (mixed with the privileged critic),
+``evpo`` and ``lvrl`` (LVRL's frozen LLM critic, a copy of the initial policy, shown the group). CPU environments use tiny models built on first use; GPU environments
 name a Hugging Face checkpoint directory and the vLLM engine.
 """
 
@@ -82,17 +83,18 @@ ENVIRONMENTS: dict[str, dict[str, Any]] = {
     },
 }
 
-# baseline -> (estimator, critic context or None for no critic)
 BASELINES: dict[str, tuple[dict[str, Any], str | None]] = {
     "mean": ({"name": "mean"}, None),
     "rloo": ({"name": "rloo"}, None),
     "vf": ({"name": "value"}, "none"),
     "pvf": ({"name": "value"}, "privileged"),
     "gae": ({"name": "gae", "lambda_gae": 1.0, "lambda_target": 1.0}, "none"),
-    "tether": ({"name": "tether", "ema_decay": 0.95}, "privileged"),
+    "tether": ({"name": "tether", "ema_decay": 0.95}, "none"),
+    "tether-pvf": ({"name": "tether", "ema_decay": 0.95}, "privileged"),
     "evpo": ({"name": "evpo"}, "none"),
-    "lvrl": ({"name": "lvrl"}, "none"),
+    "lvrl": ({"name": "lvrl"}, "frozen_llm"),
 }
+"""baseline -> (estimator, critic context; ``frozen_llm``: LVRL's frozen critic; None: no critic)."""
 
 
 def spec_for(environment: str, baseline: str) -> dict[str, Any]:
@@ -108,7 +110,12 @@ def spec_for(environment: str, baseline: str) -> dict[str, Any]:
         "policy_trainer": settings["policy_trainer"],
         "orchestrator": {"steps": settings["steps"], "max_off_policy_steps": 8},
     }
-    if context is not None:
+    if context == "frozen_llm":
+        # LVRL: a frozen LLM (the initial policy, on the rollout engine) reads the other K-1
+        # attempts and their rewards, and scores every turn in hindsight (lvrl only).
+        engine = copy.deepcopy(settings["rollout"].get("engine", {"kind": "hf"}))
+        spec["critic"] = {"kind": "frozen_llm", "llm": {"kind": "local", "engine": engine}, "segments": {"rule": "turn"}}
+    elif context is not None:
         kind = settings["privileged"] if context == "privileged" else context
         spec["critic"] = {
             **settings["critic"],

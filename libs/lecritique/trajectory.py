@@ -18,6 +18,17 @@ import numpy as np
 from lecritique.arrays import pack_array, unpack_array
 
 _FORMAT_VERSION = 1
+LOGPROBS_TEMPERATURE_KEY = "logprobs_temperature"
+"""Metadata key: the temperature of the distribution ``logprobs`` are of (the policy trainer
+divides its logits by it, so the importance ratio compares the same distributions)."""
+ENGINE_LOGPROBS_TEMPERATURE = 1.0
+"""Every rollout engine reports raw-model (temperature 1) logprobs, whatever it sampled at
+(the HF engine records them before its temperature warper; vLLM's default ``raw_logprobs``)."""
+
+
+def logprobs_temperature(trajectory: Trajectory) -> float:
+    """The temperature recorded with a trajectory's logprobs (raw-model when none was recorded)."""
+    return float(trajectory.metadata.get(LOGPROBS_TEMPERATURE_KEY, ENGINE_LOGPROBS_TEMPERATURE))
 _ARRAY_FIELDS = (
     "prompt_ids",
     "token_ids",

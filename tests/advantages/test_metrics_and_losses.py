@@ -34,10 +34,19 @@ def test_explained_variance_undefined_is_nan():
 def test_value_mse_and_ranking():
     assert value_mse(np.array([0.5, 1.0]), np.array([0.0, 1.0])) == pytest.approx(0.125)
     predicted = np.array([[0.1, 0.9], [0.7, 0.2], [0.5, 0.4]])
-    true = np.array([[0.0, 1.0], [0.0, 1.0], [0.5, 0.5]])  # last row: a tie counts as a hit
+    true = np.array([[0.0, 1.0], [0.0, 1.0], [0.6, 0.5]])
     assert top1_ranking_accuracy(predicted, true) == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="k >= 2"):
         top1_ranking_accuracy(np.zeros((2, 1)), np.zeros((2, 1)))
+
+
+def test_ties_for_the_best_candidate_are_not_hits():
+    true = np.array([[0.0, 1.0, 0.5], [0.2, 0.9, 0.1]])
+    constant = np.full((2, 3), 0.5)  # argmax would pick candidate 0; a constant critic ranks nothing
+    assert top1_ranking_accuracy(constant, true[:, ::-1]) == 0.0
+    assert top1_ranking_accuracy(np.array([[0.1, 0.9, 0.9], [0.0, 1.0, 0.0]]), true) == pytest.approx(1 / 2)
+    tied_truth = np.array([[0.5, 0.5, 0.0]])  # no single best candidate
+    assert top1_ranking_accuracy(np.array([[0.9, 0.1, 0.0]]), tied_truth) == 0.0
 
 
 def test_bce_loss_matches_manual_and_ignores_masked_tokens():

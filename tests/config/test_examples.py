@@ -32,3 +32,16 @@ def test_every_environment_and_baseline_pair_is_present_and_current():
             path = EXAMPLES / environment / f"{baseline}.yaml"
             assert path.exists(), f"missing {path}: run python examples/generate.py"
             assert yaml.safe_load(path.read_text()) == generator.spec_for(environment, baseline), f"{path} is stale"
+
+
+@pytest.mark.parametrize("environment", sorted(p.parent.name for p in EXAMPLES.glob("*/tether.yaml")))
+def test_the_examples_are_the_papers_setups(environment):
+    """TETHER mixes LOO with a plain value function; tether-pvf with the privileged one; LVRL
+    uses a frozen LLM critic shown the group, fit for lvrl's hindsight values."""
+    tether = load_spec(EXAMPLES / environment / "tether.yaml")
+    assert tether.estimator.name == "tether" and tether.critic.kind == "discriminative" and tether.critic.context == "none"
+    privileged = load_spec(EXAMPLES / environment / "tether-pvf.yaml")
+    assert privileged.estimator.name == "tether" and privileged.critic.context in ("reference", "loo_group")
+    lvrl = load_spec(EXAMPLES / environment / "lvrl.yaml")
+    assert lvrl.estimator.name == "lvrl" and lvrl.critic.kind == "frozen_llm" and lvrl.critic.hindsight
+    assert lvrl.critic.max_peers >= lvrl.rollout.group_size - 1  # every sibling is shown

@@ -46,10 +46,32 @@ def evaluation(tmp_path_factory):
         SamplingParams(temperature=1.0, max_tokens=MAX_TOKENS), 64, max_turns=environment.max_turns,
         seeds=lambda: int(rng.integers(2**31)),
     )
-    backends = {entry.name: build_critic(entry, spec, policy, root / "scratch") for entry in spec.critics}
+    backends = {entry.name: _Recording(build_critic(entry, spec, policy, root / "scratch")) for entry in spec.critics}
     result = run_critic_eval(spec, player, environment, backends, actor_description="markov chain", show_progress=False)
     paths = write_report(result, root / "report", spec)
+    result.shown = [actor for backend in backends.values() for actor in backend.actors]
     return result, paths, ExactValues(policy)
+
+
+class _Recording:
+    """A backend that records the actor information every call shows."""
+
+    def __init__(self, backend):
+        self.backend, self.actors = backend, []
+
+    def values(self, queries, actor):
+        self.actors.append(actor)
+        return self.backend.values(queries, actor)
+
+    def close(self):
+        self.backend.close()
+
+
+def test_in_context_conditioning_never_shows_the_evaluated_episodes_success_rate(evaluation):
+    result, _, _ = evaluation
+    assert len(result.icc_rewards) == 16  # episodes of their own, apart from the evaluated ones
+    assert result.icc_reward_average == pytest.approx(np.mean(result.icc_rewards))
+    assert result.shown and all(actor.reward_average == result.icc_reward_average for actor in result.shown)
 
 
 def test_monte_carlo_values_match_the_exact_values(evaluation):
@@ -110,6 +132,6 @@ def test_report_files(evaluation):
     assert set(data["metrics"]) == {"vf", "lvrl"}
     assert len(data["states"]) == 24 and len(data["ranking_probes"]) == len(result.probes)
     table = paths["markdown"].read_text()
-    assert "| critic | value MSE | explained variance | top-1 @ k=2 | top-1 @ k=4 |" in table
+    assert "| critic | scored on | value MSE | explained variance | top-1 @ k=2 | top-1 @ k=4 |" in table
     assert table.count("\n| vf |") == 1 and table.count("\n| lvrl |") == 1
     assert paths["plot"].stat().st_size > 10_000 and paths["plot"].read_bytes()[:4] == b"\x89PNG"

@@ -72,6 +72,8 @@ def test_generative_prompt_carries_in_context_conditioning():
     prompt = generative_prompt(config, context="ref:1234\n", actor="0.5M llama", reward_average=0.375, prompt="2.43", prefix="r1c2=1")
     assert prompt.startswith("ref:1234\nactor: 0.5M llama, avg reward 0.38")
     assert "so far: r1c2=1" in prompt and prompt.rstrip().endswith("score:N")
+    # ICC part (a): the critic is told to infer the actor's ability from the partial response.
+    assert "so far: r1c2=1\ninfer the actor's ability from its response so far" in prompt
     direct = GenerativeCriticConfig(reasoning=False)
     assert generative_prompt(direct, context="", actor="a", reward_average=0, prompt="p", prefix="x").endswith("\nscore:")
     assert scored_text(direct, "7") == "score:7"
@@ -96,3 +98,23 @@ def test_reward_average_starts_from_the_first_batch_then_smooths():
     assert average.update(0.0) == pytest.approx(0.25)
     with pytest.raises(ValueError, match="decay"):
         RewardAverage(decay=1.0, value=0.0)
+
+
+def test_the_frozen_prompt_of_a_trajectory_never_shows_its_own_reward():
+    """Through the path the orchestrator takes: critic_queries builds the peers, the prompt reads them."""
+    from lecritique.critics.inputs import critic_queries
+    from lecritique.critics.specs import FrozenLLMCriticSpec
+    from lecritique.critics.types import ActorInfo
+    from tests.critics.test_inputs import CharTokenizer, attempts
+
+    group = [a for a in attempts() if a.trajectory.group_id == 0]  # a0, a1
+    rewards = [0.73, 0.19]
+    import dataclasses
+
+    group = [dataclasses.replace(a, trajectory=dataclasses.replace(a.trajectory, reward=r)) for a, r in zip(group, rewards, strict=True)]
+    queries = critic_queries(FrozenLLMCriticSpec(), group, CharTokenizer(), ActorInfo("a", 0.5))
+    text = TrajectoryText("task", "", [CriticState(0, 0, "", "move")], np.array([0]))
+    for own, other, query in zip(rewards, rewards[::-1], queries, strict=True):
+        content = frozen_messages(FrozenLLMConfig(), text, [PeerText(p.summary, p.reward) for p in query.peers])[1]["content"]
+        assert f"{own:.2f}" not in content, content
+        assert f"- reward {other:.2f}:" in content and f"mean reward {other:.2f}" in content

@@ -39,7 +39,7 @@ def test_generative_values_are_parsed_scores_or_the_group_baseline(ascii_model, 
     prompts = [p for t in texts for p in state_prompts(config, t, actor)]
     parsed, _, _ = critic.score_states(prompts)
     expected_states = []
-    baselines = [0.5, 0.25]  # mean peer reward; no peers: the actor's average
+    baselines = [0.25, 0.25]  # no group context: the actor's average, never the peers' mean
     cursor = 0
     for text, baseline in zip(texts, baselines, strict=True):
         scores = [p[0].value if p[0].ok else baseline for p in parsed[cursor : cursor + len(text.states)]]
@@ -110,3 +110,31 @@ def test_reinforce_raises_the_critics_reward(ascii_model, ascii_tokenizer):
     late = np.mean([m["critic_reward"] for m in history[-4:]])
     assert late > early + 0.1, (early, late)
     assert trainer.steps == 16
+
+
+class _Unparseable:
+    """A critic generator whose every completion fails to parse."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def generate(self, prompts, sampling, n=1):
+        from lecritique.critics.llm import Generated, GenerationBatch
+
+        return GenerationBatch([[Generated("no idea", [1], [0.0], len(p), "stop")] * n for p in prompts], list(prompts), 0, 0)
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize(("context", "expected"), [("none", 0.25), ("loo_group", 0.5)])
+def test_a_generative_critic_without_group_context_falls_back_to_the_actors_average(ascii_model, ascii_tokenizer, queries, context, expected):
+    """Siblings' mean reward would hand a context-none critic group information on a parse failure."""
+    from lecritique.critics.specs import GenerativeCriticSpec
+
+    critic = GenerativeCritic(
+        GenerativeCriticSpec(context=context), ascii_model, policy_dir=ascii_model, generator=_Unparseable(ascii_tokenizer)
+    )
+    result = critic.values([queries[0]], ActorInfo("x", 0.25))  # peers' mean reward 0.5, actor average 0.25
+    assert result.stats["fallback_states"] == 3
+    assert result.values[0] == pytest.approx(np.full(len(queries[0].trajectory.token_ids), expected))

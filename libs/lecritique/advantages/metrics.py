@@ -102,8 +102,10 @@ def value_mse(values: Any, targets: Any, mask: Any = None) -> float:
 def top1_ranking_accuracy(predicted: Any, true_values: Any) -> float:
     """Fraction of rows whose highest-scored candidate has the highest true value.
 
-    Both arrays are [N, k] (k candidate next segments per state). A tie for the best true value
-    counts as a hit for any of the tied candidates. NaN for N = 0.
+    Both arrays are [N, k] (k candidate next segments per state). Ties are not hits: the critic
+    must give one candidate its strictly highest score (a constant critic ranks nothing), and that
+    candidate must hold the strictly highest true value (a tie at the top names no single best).
+    Chance level is therefore 1/k on rows without true ties and lower with them. NaN for N = 0.
     """
     pred = _to_numpy(predicted).astype(np.float64)
     true = _to_numpy(true_values).astype(np.float64)
@@ -114,6 +116,7 @@ def top1_ranking_accuracy(predicted: Any, true_values: Any) -> float:
     if pred.shape[1] < 2:
         raise ValueError(f"ranking needs k >= 2 candidates, got k = {pred.shape[1]}")
     chosen = np.argmax(pred, axis=1)
-    best = true.max(axis=1)
-    hits = true[np.arange(true.shape[0]), chosen] >= best
+    unique_choice = (pred == pred.max(axis=1, keepdims=True)).sum(axis=1) == 1
+    unique_best = (true == true.max(axis=1, keepdims=True)).sum(axis=1) == 1
+    hits = unique_choice & unique_best & (chosen == np.argmax(true, axis=1))
     return float(hits.mean())

@@ -20,6 +20,7 @@ from lecritique.config.estimators import EstimatorSpec, TetherSpec
 from lecritique.config.placement import PlacementSpec
 from lecritique.critics.kinds import critic_kind
 from lecritique.critics.specs import CriticSpec, TrainedCriticSpec, default_critic_kind
+from lecritique.critics.types import GROUP_CONTEXT_KINDS
 from lecritique.engines.config import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig, environment_turn_limit
 from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
@@ -231,7 +232,7 @@ class ExperimentSpec(SpecModel):
         if estimator.uses_critic and self.critic is None:
             raise ValueError(f"estimator {self.estimator.name!r} needs a critic: add a 'critic' section")
         needs_groups = self.estimator.name in ("rloo", "tether", "lvrl") or (
-            self.critic is not None and self.critic.context == "loo_group"
+            self.critic is not None and self.critic.context in GROUP_CONTEXT_KINDS
         )
         if needs_groups and self.rollout.group_size < 2:
             raise ValueError("rollout.group_size must be >= 2 for leave-one-out baselines and contexts")
@@ -241,11 +242,9 @@ class ExperimentSpec(SpecModel):
         if self.policy_trainer.weight_transport.kind == "broadcast" and self.rollout.engine.kind != "hf":
             raise ValueError("policy_trainer.weight_transport 'broadcast' needs rollout.engine.kind 'hf' (vLLM loads from the volume)")
         if self.critic is not None:
-            admitted = critic_kind(self.critic).estimators
-            if admitted is not None and self.estimator.name not in admitted:
-                raise ValueError(
-                    f"a {self.critic.kind} critic cannot feed estimator {self.estimator.name!r}; use one of {sorted(admitted)}"
-                )
+            refusal = critic_kind(self.critic).inadmissible(self.critic, self.estimator.name)
+            if refusal is not None:
+                raise ValueError(refusal)
         if isinstance(self.critic, TrainedCriticSpec):  # a critic that is never trained reads no batches
             critic_batch = self.critic_batch_size
             if critic_batch > self.critic.replay.capacity:

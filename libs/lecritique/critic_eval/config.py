@@ -33,6 +33,21 @@ class EvaluatedCritic(SpecModel):
     def _default_kind(cls, value: Any) -> Any:
         return default_critic_kind(value)
 
+    def scored_critic(self, segments: SegmentsConfig) -> CriticSpec:
+        """The critic as measured: critic-eval's segmentation (every critic scores the same states),
+        and values from the cut prefix h_t unless the critic sets ``hindsight: true`` itself."""
+        critic = self.critic
+        if "segments" in type(critic).model_fields:
+            critic = critic.model_copy(update={"segments": segments})
+        if "hindsight" not in self.critic.model_fields_set:
+            critic = critic_kind(critic).prefix_only(critic)
+        return critic
+
+    def scored_on(self, segments: SegmentsConfig) -> str:
+        """``hindsight`` (the whole episode) or ``prefix`` (the cut prefix): what the report says."""
+        critic = self.scored_critic(segments)
+        return "hindsight" if critic_kind(critic).hindsight(critic) else "prefix"
+
     @model_validator(mode="after")
     def _frozen_has_no_weights(self) -> EvaluatedCritic:
         if not critic_kind(self.critic).trained and self.path is not None:
@@ -73,6 +88,12 @@ class CriticEvalSpec(SpecModel):
     """The critics to compare."""
     seed: int = 0
     """Seed of task sampling, rollouts and state selection."""
+    icc_episodes: int = Field(default=16, ge=0, le=100_000)
+    """Episodes, on tasks sampled apart from the evaluated ones, whose mean reward In-Context
+    Conditioning shows as the actor's average (never the evaluated episodes' own success rate)."""
+    icc_reward_average: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The actor's average shown instead (None: measured on ``icc_episodes``; with 0 episodes, the
+    first critic's ``initial_reward_average``)."""
 
     @field_validator("ranking_k")
     @classmethod

@@ -84,6 +84,12 @@ class CriticEvalResult:
     probes: list[RankingProbe]
     mc_noise_mse: float
     base_success_rate: float
+    icc_reward_average: float = 0.0
+    """The actor's average In-Context Conditioning showed (from episodes apart from the evaluated ones)."""
+    icc_rewards: list[float] = field(default_factory=list)
+    """Rewards of the episodes it was measured on."""
+    scored_on: dict[str, str] = field(default_factory=dict)
+    """Per critic: ``prefix`` (V(h_t) from the cut prefix) or ``hindsight`` (from the whole episode)."""
 
 
 def _states_of(record: EpisodeRecord, tokenizer: Any, spec: CriticEvalSpec, capped: bool = True) -> np.ndarray:
@@ -125,6 +131,20 @@ def critic_values(
     result = backend.values(queries, actor)
     by_episode = dict(zip(order, result.values, strict=True))
     return [float(by_episode[id(p.record)][p.token_index]) for p in points], dict(result.stats)
+
+
+def _icc_average(spec: CriticEvalSpec, player: EpisodePlayer, environment: Environment) -> tuple[float, list[float]]:
+    """The actor's average reward for In-Context Conditioning, from episodes of other tasks: the
+    evaluated episodes' own success rate would tell the critic their outcomes."""
+    if spec.icc_reward_average is not None:
+        return spec.icc_reward_average, []
+    if spec.icc_episodes == 0:
+        return spec.critics[0].critic.actor_conditioning().initial_reward_average, []
+    tasks = environment.sample_tasks(spec.icc_episodes, split=spec.split, seed=spec.seed + 1_000_003)
+    episodes = player.start(tasks, 1)
+    player.play(episodes)
+    rewards = [float(e.reward) for e in episodes]
+    return float(np.mean(rewards)), rewards
 
 
 def _sample(pool: Sequence[tuple[int, int]], count: int, rng: np.random.Generator) -> list[tuple[int, int]]:
@@ -199,7 +219,7 @@ def run_critic_eval(
     """The measurements of the module docstring; ``backends`` maps each critic's name to its backend."""
     tokenizer = player.tokenizer
     rng = np.random.default_rng(spec.seed)
-    specs = {c.name: c.critic for c in spec.critics}
+    specs = {c.name: c.scored_critic(spec.segments) for c in spec.critics}
     tasks = environment.sample_tasks(spec.tasks, split=spec.split, seed=spec.seed)
     with Progress(disable=not show_progress) as progress:
         phase = progress.add_task("critic-eval", total=4 + len(backends))
@@ -220,7 +240,8 @@ def run_critic_eval(
         candidate_values = [float(np.mean(r)) for r in _monte_carlo(player, ranking.candidates, spec.continuations)]
         progress.advance(phase)
 
-        actor = ActorInfo(actor_description, success)
+        icc_average, icc_rewards = _icc_average(spec, player, environment)
+        actor = ActorInfo(actor_description, icc_average)
         scores: dict[str, _Scores] = {}
         for name, backend in backends.items():
             values, stats = critic_values(backend, specs[name], [*points, *ranking.candidates], base, tokenizer, actor)
@@ -243,7 +264,8 @@ def run_critic_eval(
         for n, (point, value, rewards) in enumerate(zip(points, mc_values, mc, strict=True))
     ]
     probes = _probe_records(tokenizer, base, ranking, candidate_values, scores)
-    return CriticEvalResult(metrics, states, probes, noise, success)
+    scored_on = {c.name: c.scored_on(spec.segments) for c in spec.critics}
+    return CriticEvalResult(metrics, states, probes, noise, success, icc_average, icc_rewards, scored_on)
 
 
 def _metrics(

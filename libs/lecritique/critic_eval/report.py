@@ -20,8 +20,11 @@ def _cell(value: float | None) -> str:
 def table_rows(result: CriticEvalResult) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the comparison table (one row per critic)."""
     ranking = sorted({key for row in result.metrics.values() for key in row if key.startswith("top1_k")}, key=lambda k: int(k[6:]))
-    header = ["critic", "value MSE", "explained variance", *[f"top-1 @ k={key[6:]}" for key in ranking]]
-    rows = [[name, *[_cell(metrics.get(key)) for key in (*COLUMNS, *ranking)]] for name, metrics in result.metrics.items()]
+    header = ["critic", "scored on", "value MSE", "explained variance", *[f"top-1 @ k={key[6:]}" for key in ranking]]
+    rows = [
+        [name, result.scored_on.get(name, "prefix"), *[_cell(metrics.get(key)) for key in (*COLUMNS, *ranking)]]
+        for name, metrics in result.metrics.items()
+    ]
     return header, rows
 
 
@@ -46,6 +49,8 @@ def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> d
         "metrics": result.metrics,
         "mc_noise_mse": result.mc_noise_mse,
         "base_success_rate": result.base_success_rate,
+        "scored_on": result.scored_on,
+        "icc_reward_average": result.icc_reward_average,
         "states": [asdict(state) for state in result.states],
         "ranking_probes": [asdict(probe) for probe in result.probes],
     }
@@ -53,7 +58,9 @@ def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> d
     paths["markdown"].write_text(
         "# critic-eval\n\n"
         f"{len(result.states)} states, {len(result.probes)} ranking probes; policy mean reward "
-        f"{result.base_success_rate:.3f}; Monte-Carlo noise floor of the value MSE {_cell(result.mc_noise_mse)}.\n\n"
+        f"{result.base_success_rate:.3f}; Monte-Carlo noise floor of the value MSE {_cell(result.mc_noise_mse)}.\n"
+        "Scored on: prefix = V(h_t) from the episode cut at t; hindsight = from the whole episode "
+        "(LVRL's values, which read later actions).\n\n"
         + markdown_table(result)
         + "\n"
     )

@@ -14,7 +14,6 @@ from lecritique.critic_eval.report import write_report
 from lecritique.critics.kinds import ServingContext, critic_kind
 from lecritique.critics.llm import max_model_tokens
 from lecritique.critics.prompts import describe_actor
-from lecritique.critics.specs import CriticSpec
 from lecritique.critics.types import CriticBackend
 from lecritique.engines import SamplingParams, build_engine
 from lecritique.envs import build_environment
@@ -35,15 +34,8 @@ def resolve_policy_dir(spec: CriticEvalSpec) -> Path:
     return Path(build_tiny(spec.policy.tiny, seed=spec.seed))
 
 
-def evaluated_critic_spec(entry: EvaluatedCritic, spec: CriticEvalSpec) -> CriticSpec:
-    """The critic with critic-eval's segmentation, where it has one (every critic scores the same states)."""
-    if "segments" not in type(entry.critic).model_fields:
-        return entry.critic
-    return entry.critic.model_copy(update={"segments": spec.segments})
-
-
 def build_critic(entry: EvaluatedCritic, spec: CriticEvalSpec, policy_dir: Path, scratch: Path) -> CriticBackend:
-    critic = evaluated_critic_spec(entry, spec)
+    critic = entry.scored_critic(spec.segments)
     kind = critic_kind(critic)
     weights = Path(entry.path) if entry.path is not None else None
     if weights is None and kind.untrained_weights is not None:

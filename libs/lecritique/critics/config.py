@@ -21,10 +21,12 @@ GENERATIVE_PROMPT = (
     "{context}actor: {actor}, avg reward {reward_average:.2f}\n"
     "task: {prompt}\n"
     "so far: {prefix}\n"
-    "chance the actor succeeds, 0-10? {instruction}"
+    "infer the actor's ability from its response so far; chance it succeeds, 0-10? {instruction}"
 )
 """Default generative-critic prompt (compact: tiny models have short contexts).
 
+In-Context Conditioning (GenAC §5.1): part (a), the instruction to infer the actor's ability from
+its partial response, and part (b), the actor's size and smoothed average reward.
 Placeholders: ``{context}`` privileged context (may be empty), ``{actor}`` and
 ``{reward_average}`` (In-Context Conditioning), ``{prompt}`` the task prompt, ``{prefix}`` the
 trajectory so far, ``{instruction}`` the scoring instruction (reasoning or direct)."""
@@ -183,3 +185,7 @@ class FrozenLLMConfig(SpecBase):
     """Characters of one segment of the scored trajectory in the prompt."""
     system_prompt: str = FROZEN_SYSTEM_PROMPT
     """System message of every query."""
+    hindsight: bool = True
+    """True: one query per trajectory scores every state seeing the whole trajectory (LVRL's
+    hindsight values; admissible only for the ``lvrl`` estimator). False: one query per state,
+    showing only the prefix before it (admissible for every estimator, Le Critique eq. 5)."""

@@ -2,7 +2,10 @@
 
 One query per trajectory (LVRL Table 6): the LLM sees the task, summaries of the *other*
 trajectories of the group with their rewards, and the trajectory cut into segments (one per turn
-by default), and answers the success probability of every state. The LLM is frozen: a local
+by default), and answers the success probability of every state. These are hindsight values
+(a state's value is judged knowing what followed it), fit for ``lvrl`` only; with ``hindsight:
+false`` each state gets its own query showing only the prefix before it, which baseline
+estimators (value, gae, tether, evpo) need (Le Critique eq. 5; the registry refuses the rest). The LLM is frozen: a local
 rollout engine (HF or vLLM) or any OpenAI-compatible endpoint. A state the answer leaves out (or
 an answer that never came, after retries) gets the group baseline and is counted.
 
@@ -103,13 +106,17 @@ class FrozenLLMCritic:
     def values(self, queries: list[CriticQuery], actor: ActorInfo) -> CriticValues:
         rule, max_segments = self.config.segments.rule, self.config.segments.max_segments
         texts = [trajectory_states(q.trajectory, self.policy_tokenizer, rule, max_segments) for q in queries]
-        asked = [i for i, text in enumerate(texts) if text.states]
+        # Hindsight: one chat per trajectory scores all its states. Prefix: one chat per state.
+        asked: list[tuple[int, int | None]] = []
+        for i, text in enumerate(texts):
+            if text.states:
+                asked += [(i, None)] if self.config.hindsight else [(i, k) for k in range(len(text.states))]
         chats = [
-            frozen_messages(self.config, texts[i], [PeerText(p.summary, p.reward) for p in queries[i].peers])
-            for i in asked
+            frozen_messages(self.config, texts[i], [PeerText(p.summary, p.reward) for p in queries[i].peers], upto)
+            for i, upto in asked
         ]
         answers, stats = self._answer(chats) if chats else ([], {})
-        by_query = dict(zip(asked, answers, strict=True))
+        by_chat = dict(zip(asked, answers, strict=True))
         values: list[np.ndarray] = []
         missing = 0
         states = 0
@@ -119,14 +126,24 @@ class FrozenLLMCritic:
             if not text.states:
                 values.append(np.full(length, baseline, dtype=np.float32))
                 continue
-            answer = by_query[index]
-            parsed = parse_state_values(answer, len(text.states)) if answer is not None else [None] * len(text.states)
+            parsed = self._parsed(by_chat, index, len(text.states))
             states += len(parsed)
             missing += sum(value is None for value in parsed)
             state_values = [baseline if value is None else value for value in parsed]
             values.append(expand_segment_values(text.starts, state_values, length))
         stats.update({"states": float(states), "fallback_states": float(missing)})
         return CriticValues(values, stats, 0)
+
+    def _parsed(self, by_chat: dict[tuple[int, int | None], str | None], index: int, count: int) -> list[float | None]:
+        """The values of one trajectory's states from its answer (hindsight) or answers (prefix)."""
+        if self.config.hindsight:
+            answer = by_chat[(index, None)]
+            return parse_state_values(answer, count) if answer is not None else [None] * count
+        parsed: list[float | None] = []
+        for k in range(count):
+            answer = by_chat[(index, k)]
+            parsed.append(None if answer is None else parse_state_values(answer, k + 1)[k])
+        return parsed
 
     def reload(self, version: int, path: Path) -> bool:
         """A frozen LLM has no versions."""

@@ -4,8 +4,9 @@ For every state at a segment start, the critic (a causal LM that kept its LM hea
 prompt of :func:`lecritique.critics.prompts.generative_prompt` (In-Context Conditioning: the
 actor's description and smoothed average reward), generates within its token budget, and states
 ``score:N``; the value is N / 10. Generation runs on a rollout engine (HF or vLLM). A state whose
-completions all fail to parse gets the group baseline (:func:`group_baseline`) and is counted,
-never an error. All tokens of a segment share its state's value.
+completions all fail to parse gets a fallback and is counted, never an error: the siblings' mean
+reward when the critic is shown its group (a group context), else the actor's running average —
+a critic with ``context: none`` must not receive group information through its fallback. All tokens of a segment share its state's value.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from lecritique.critics.prompts import generative_prompt, scored_text
 from lecritique.critics.scoring import PARSE_FAILURES, ParsedScore, parse_score
 from lecritique.critics.segments import expand_segment_values
 from lecritique.critics.states import TrajectoryText, trajectory_states
-from lecritique.critics.types import ActorInfo, CriticQuery, CriticValues, group_baseline
+from lecritique.critics.types import GROUP_CONTEXT_KINDS, ActorInfo, CriticQuery, CriticValues, group_baseline
 from lecritique.engines import SamplingParams, build_engine
 from lecritique.models.policy import load_tokenizer
 
@@ -66,6 +67,8 @@ class GenerativeCritic:
             engine = build_engine(config.engine.model_copy(update={"model_path": str(path)}))
             generator = EngineGenerator(engine, load_tokenizer(path), version)
         self.generator = generator
+        # The spec's context (a bare config has none): only a group context shows the siblings.
+        self.shown_group = getattr(config, "context", "none") in GROUP_CONTEXT_KINDS
         logger.info("generative critic version %d from %s (%s engine)", version, path, config.engine.kind)
 
     @property
@@ -106,7 +109,7 @@ class GenerativeCritic:
         values: list[np.ndarray] = []
         cursor = 0
         for query, text in zip(queries, texts, strict=True):
-            baseline = group_baseline(query, actor)
+            baseline = group_baseline(query, actor) if self.shown_group else float(actor.reward_average)
             length = int(query.trajectory.token_ids.shape[0])
             state_values = []
             for samples in parsed[cursor : cursor + len(text.states)]:

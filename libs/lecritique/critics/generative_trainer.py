@@ -72,8 +72,6 @@ class GenerativeCriticTrainer:
                 loss=PPOClipLossConfig(kl_coef=0.0),
                 optimizer=config.optimizer,
                 micro_batch_tokens=config.micro_batch_tokens,
-                # Engine logprobs are raw (temperature 1) whatever the sampling temperature.
-                temperature=1.0,
                 dtype=config.dtype,
                 device=config.device,
             ),

@@ -91,9 +91,13 @@ class CriticKind(Generic[S]):
     """None: never trained (no replay consumed, no warmup, served as version 0)."""
     untrained_weights: Callable[[S, Path, Path], Path] | None = None
     """``(critic, policy_dir, scratch)``: weights of the untrained critic, for ``critic-eval``."""
-    estimators: frozenset[str] | None = None
-    """Advantage estimators this critic can feed (None: every estimator)."""
+    inadmissible: Callable[[S, str], str | None] = field(default=lambda critic, estimator: None)
+    """``(critic, estimator name)``: why this critic cannot feed that estimator (None: it can)."""
     pod_needs: Callable[[S], PodNeeds] = field(default=lambda critic: PodNeeds())
+    hindsight: Callable[[S], bool] = field(default=lambda critic: False)
+    """Whether this critic's V(h_t) reads the trajectory after t (LVRL's hindsight values)."""
+    prefix_only: Callable[[S], S] = field(default=lambda critic: critic)
+    """The same critic scoring every state from the prefix before it (``critic-eval``'s default)."""
 
     @property
     def trained(self) -> bool:
@@ -112,6 +116,8 @@ def _discriminative_backend(critic: DiscriminativeCriticSpec, weights: Path | No
 def _discriminative_fresh(critic: DiscriminativeCriticSpec, policy_dir: Path, seed: int) -> CriticLearner:
     from lecritique.training.critic_trainer import CriticTrainer
 
+    if critic.model_path is not None:  # a critic of an earlier run, or a pretrained one (§7.1)
+        return CriticTrainer.load(critic.model_path, critic)
     return CriticTrainer.from_policy(policy_dir, critic)
 
 
@@ -124,7 +130,10 @@ def _discriminative_resume(
 
 
 def _discriminative_untrained(critic: DiscriminativeCriticSpec, policy_dir: Path, scratch: Path) -> Path:
-    """A random head on the policy's backbone, saved (the critic-eval spec's seed makes it repeatable)."""
+    """The critic a run starts from: its ``model_path``, else a random head on the policy's
+    backbone, saved (the critic-eval spec's seed makes it repeatable)."""
+    if critic.model_path is not None:
+        return Path(critic.model_path)
     _discriminative_fresh(critic, policy_dir, 0).save(scratch)
     return scratch
 
@@ -157,6 +166,22 @@ def _frozen_backend(critic: FrozenLLMCriticSpec, weights: Path | None, where: Se
     return FrozenLLMCritic(critic, policy_dir=where.policy_dir, experiment=where.experiment)
 
 
+PREFIX_ESTIMATORS = frozenset({"value", "gae", "tether", "evpo"})
+"""Estimators whose baseline V(h_t) must depend on the prefix h_t only (Le Critique eq. 5)."""
+
+
+def _frozen_inadmissible(critic: FrozenLLMCriticSpec, estimator: str) -> str | None:
+    """A hindsight critic reads later actions: as a baseline it would bias the policy gradient."""
+    if estimator in PREFIX_ESTIMATORS and critic.hindsight:
+        return (
+            f"critic.hindsight: a frozen_llm critic with hindsight: true scores every state seeing the whole "
+            f"trajectory, so V(h_t) depends on later actions; estimator.name {estimator!r} needs values of the "
+            "prefix only (admissibility, Le Critique eq. 5). Set critic.hindsight: false (one query per "
+            "state, prefix only) or use estimator.name: lvrl"
+        )
+    return None
+
+
 def _frozen_pod_needs(critic: FrozenLLMCriticSpec) -> PodNeeds:
     llm = critic.llm
     if not isinstance(llm, OpenAIEndpointConfig) or llm.api_key_secret is None or llm.api_key_env is None:
@@ -182,7 +207,16 @@ KINDS: dict[str, CriticKind[Any]] = {
             # The untrained generative critic is its initial causal LM, as published at version 0.
             untrained_weights=lambda critic, policy_dir, scratch: Path(critic.model_path or policy_dir),
         ),
-        CriticKind("frozen_llm", FrozenLLMCriticSpec, backend=_frozen_backend, trainer=None, pod_needs=_frozen_pod_needs),
+        CriticKind(
+            "frozen_llm",
+            FrozenLLMCriticSpec,
+            backend=_frozen_backend,
+            trainer=None,
+            inadmissible=_frozen_inadmissible,
+            pod_needs=_frozen_pod_needs,
+            hindsight=lambda critic: critic.hindsight,
+            prefix_only=lambda critic: critic.model_copy(update={"hindsight": False}),
+        ),
     )
 }
 """Every critic kind by name (the ``kind`` of a spec's critic section)."""

@@ -86,8 +86,11 @@ def _one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: max(0, limit - 3)] + "..."
 
 
-def frozen_messages(config: FrozenLLMConfig, trajectory: TrajectoryText, peers: Sequence[PeerText]) -> list[Message]:
-    """The chat that asks for the value of every state of one trajectory."""
+def frozen_messages(
+    config: FrozenLLMConfig, trajectory: TrajectoryText, peers: Sequence[PeerText], upto: int | None = None
+) -> list[Message]:
+    """The chat that asks for the value of every state of one trajectory (hindsight), or, with
+    ``upto`` = k, of state k alone, showing only the segments before it (the prefix h_t)."""
     lines = ["Task:", trajectory.prompt_text.strip()]
     if trajectory.context_text:
         lines += ["Privileged context (not shown to the policy):", trajectory.context_text.strip()]
@@ -96,14 +99,25 @@ def frozen_messages(config: FrozenLLMConfig, trajectory: TrajectoryText, peers: 
         rate = sum(p.reward for p in shown) / len(shown)
         lines.append(f"Other attempts by the same policy (mean reward {rate:.2f}):")
         lines += [f"- reward {p.reward:.2f}: {_one_line(p.summary, config.max_peer_chars)}" for p in shown]
-    lines.append("Attempt to score; [k] marks state k, the point just before the text that follows it:")
-    for state in trajectory.states:
-        lines.append(f"[{state.index}] {_one_line(state.segment_text, config.max_segment_chars)}")
-    last = len(trajectory.states) - 1
-    lines.append(
-        f"For each state k = 0..{last}, estimate the probability that the policy succeeds from there. "
-        "Answer with one line per state in the form 'k: p' (p between 0 and 1), nothing else."
-    )
+    if upto is None:
+        lines.append("Attempt to score; [k] marks state k, the point just before the text that follows it:")
+        for state in trajectory.states:
+            lines.append(f"[{state.index}] {_one_line(state.segment_text, config.max_segment_chars)}")
+        last = len(trajectory.states) - 1
+        lines.append(
+            f"For each state k = 0..{last}, estimate the probability that the policy succeeds from there. "
+            "Answer with one line per state in the form 'k: p' (p between 0 and 1), nothing else."
+        )
+    else:
+        # Prefix only: nothing the policy does from state ``upto`` on is shown (admissibility, eq. 5).
+        lines.append("Attempt so far; [k] marks state k, the point just before the text that follows it:")
+        for state in trajectory.states[:upto]:
+            lines.append(f"[{state.index}] {_one_line(state.segment_text, config.max_segment_chars)}")
+        lines.append(f"[{upto}] (the attempt continues from here)")
+        lines.append(
+            f"Estimate the probability that the policy succeeds from state {upto}. "
+            f"Answer with one line in the form '{upto}: p' (p between 0 and 1), nothing else."
+        )
     return [{"role": "system", "content": config.system_prompt}, {"role": "user", "content": "\n".join(lines)}]
 
 

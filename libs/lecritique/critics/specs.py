@@ -41,8 +41,15 @@ class CriticServingSpec(SpecBase):
     """Privileged context: none (VF), reference (answer / solved grid), loo_group (other responses + rewards)."""
     privileged_key: str | None = None
     """Which privileged field ``reference`` uses (None: the environment's first)."""
-    max_context_chars: int = Field(default=512, ge=1, le=1_000_000)
-    """Truncate the rendered privileged context to this many characters."""
+    max_context_chars: int | None = Field(default=None, ge=1, le=10_000_000)
+    """Characters of the rendered privileged context (None: no character bound, the token bound
+    applies). A group context over it shortens every sibling's response evenly."""
+    sibling_chars: int | None = Field(default=None, ge=1, le=10_000_000)
+    """Characters of one sibling's response in a group context; a longer one loses its middle,
+    keeping its start and its final answer (None: whole responses, as in the CodeIO PVF)."""
+    max_context_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+    """Tokens of the privileged context (None: half the critic's context length, read from the
+    model config of the tokenizer the context is encoded with; unbounded when unknown)."""
     evaluator_replicas: int = Field(default=1, ge=1, le=1024)
     """Value-evaluator service replicas."""
     replay: ReplayBounds = Field(default_factory=ReplayBounds)
@@ -77,6 +84,10 @@ class DiscriminativeCriticSpec(CriticTrainerConfig, TrainedCriticSpec):
     """Critic kind served by the value evaluator."""
     optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
     """AdamW settings of the critic (Table 2: lr 1e-5, weight decay 0.01)."""
+    model_path: str | None = None
+    """A saved critic to start from (Le Critique §7.1, value pretraining reused across runs): a
+    published critic version of an earlier run (``RUN/weights/critic/NNNNNNNN``) or a pretrained
+    one. None: the policy's backbone with a fresh head (Appendix B.3)."""
     weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
     """How new critic versions reach the value evaluators: ``shared_volume`` or ``broadcast``."""
 

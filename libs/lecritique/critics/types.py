@@ -15,9 +15,11 @@ import numpy as np
 
 from lecritique.trajectory import Trajectory
 
-CriticContextKind = Literal["none", "reference", "loo_group"]
+CriticContextKind = Literal["none", "reference", "loo_group", "reference_loo_group"]
 """Privileged context kinds (:mod:`lecritique.critics.inputs` builds them)."""
-CRITIC_CONTEXT_KINDS: tuple[str, ...] = ("none", "reference", "loo_group")
+CRITIC_CONTEXT_KINDS: tuple[str, ...] = ("none", "reference", "loo_group", "reference_loo_group")
+GROUP_CONTEXT_KINDS: tuple[str, ...] = ("loo_group", "reference_loo_group")
+"""Context kinds that show a trajectory's siblings (they need groups of at least 2)."""
 PEER_SUMMARY_CHARS = 160
 """Characters of one peer summary, unless the critic configures it (``max_peer_chars``)."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lecritique.envs.base import EpisodeState, Task
-from lecritique.trajectory import Trajectory
+from lecritique.trajectory import ENGINE_LOGPROBS_TEMPERATURE, LOGPROBS_TEMPERATURE_KEY, Trajectory
 
 
 @dataclass
@@ -95,5 +95,10 @@ class EpisodeRecord:
             reward=float(self.reward),
             # The oldest weights that acted in the episode decide its staleness.
             policy_version=min(self.policy_versions, default=0),
-            metadata={"diagnostic": self.diagnostic, "turns": len(self.actions)},
+            metadata={
+                "diagnostic": self.diagnostic,
+                "turns": len(self.actions),
+                # Recorded with the logprobs: the trainer reads it, it is never configured twice.
+                LOGPROBS_TEMPERATURE_KEY: ENGINE_LOGPROBS_TEMPERATURE,
+            },
         )

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from lecritique.models.critic import state_value_positions
-from lecritique.trajectory import Trajectory
+from lecritique.trajectory import Trajectory, logprobs_temperature
 
 PAD_TOKEN_ID = 0
 """Id written into padding; any valid id works because padding is outside the attention mask."""
@@ -98,6 +98,8 @@ class PolicyBatch:
     """float32 [B, L - 1]: rollout log-probability of the predicted token (0 off-policy)."""
     advantages: torch.Tensor
     """float32 [B, L - 1]: advantage of the predicted token (0 off-policy)."""
+    temperatures: torch.Tensor
+    """float32 [B]: the temperature each row's old logprobs are of (recorded with the trajectory)."""
 
     @property
     def num_policy_tokens(self) -> int:
@@ -142,21 +144,25 @@ def collate_policy(trajectories: Sequence[Trajectory], vocab_size: int | None = 
         loss_mask=torch.from_numpy(loss_mask),
         old_logprobs=torch.from_numpy(old_logprobs),
         advantages=torch.from_numpy(advantages),
+        temperatures=torch.tensor([logprobs_temperature(t) for t in trajectories], dtype=torch.float32),
     )
 
 
-def token_logprobs(logits: torch.Tensor, target_ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+def token_logprobs(logits: torch.Tensor, target_ids: torch.Tensor, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
     """log pi(target | prefix) for logits [B, L, V] and targets [B, L - 1]: the [B, L - 1] next-token logprobs.
 
     Computed in float32 at least (bf16 log-softmax is too coarse for importance ratios). The
-    temperature must be the rollout's so that the ratio compares the same distributions.
+    temperature (a number, or one per row [B]) must be the one the old logprobs are of, so that
+    the ratio compares the same distributions: :attr:`PolicyBatch.temperatures`.
     """
     if logits.shape[:2] != (target_ids.shape[0], target_ids.shape[1] + 1):
         raise ValueError(f"logits {tuple(logits.shape)} do not match target_ids {tuple(target_ids.shape)}")
     shifted = logits[:, :-1, :]
     if shifted.dtype not in (torch.float32, torch.float64):
         shifted = shifted.float()
-    if temperature != 1.0:
+    if isinstance(temperature, torch.Tensor):
+        shifted = shifted / temperature.to(shifted.device, shifted.dtype)[:, None, None]
+    elif temperature != 1.0:
         shifted = shifted / temperature
     selected = torch.gather(shifted, -1, target_ids.unsqueeze(-1)).squeeze(-1)
     return selected - torch.logsumexp(shifted, dim=-1)

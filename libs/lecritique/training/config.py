@@ -112,8 +112,6 @@ class PolicyTrainerConfig(DataParallelConfig):
     """AdamW settings; the paper uses lr 1e-6, betas (0.9, 0.999), weight decay 0.01, clip 1.0."""
     micro_batch_tokens: int = Field(default=8192, ge=1)
     """Padded tokens (rows x longest row) per forward/backward; bounds activation memory."""
-    temperature: float = Field(default=1.0, gt=0.0)
-    """Sampling temperature of the rollouts (logits are divided by it; the paper samples at 1.0)."""
     dtype: DType = "float32"
     """Parameter dtype of the trained model."""
     device: str | None = None

@@ -84,7 +84,7 @@ class PolicyTrainer(HFTrainer):
     def logprobs(self, module: nn.Module, batch: PolicyBatch) -> torch.Tensor:
         """Next-token log-probabilities [B, L - 1] of ``batch.target_ids`` under ``module``."""
         logits = module(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-        return token_logprobs(logits, batch.target_ids, self.config.temperature)
+        return token_logprobs(logits, batch.target_ids, batch.temperatures)
 
     def train_step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         """One optimiser step on the whole batch; metrics are global (identical on every rank but ``step_seconds``).
@@ -105,7 +105,7 @@ class PolicyTrainer(HFTrainer):
             nonlocal totals, loss_sum, distill_sums
             batch, gate = micro
             logits = module(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-            logprobs = token_logprobs(logits, batch.target_ids, self.config.temperature)
+            logprobs = token_logprobs(logits, batch.target_ids, batch.temperatures)
             loss, statistics = policy_loss(
                 logprobs,
                 batch.old_logprobs,
