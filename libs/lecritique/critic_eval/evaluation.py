@@ -28,6 +28,7 @@ import numpy as np
 from rich.progress import Progress
 
 from lecritique.advantages import explained_variance, top1_ranking_accuracy, value_mse
+from lecritique.critic_eval.ceiling import ceiling_rows
 from lecritique.critic_eval.config import CriticEvalSpec
 from lecritique.critics.inputs import attempt_of, critic_queries, shown_on
 from lecritique.critics.segments import segment_starts
@@ -58,6 +59,8 @@ class EvaluatedState:
     mc_value: float
     mc_rewards: list[float]
     critic_values: dict[str, float] = field(default_factory=dict)
+    position: int = 0
+    """Policy tokens of its turn before it (0: the turn's prompt end, before the response)."""
 
 
 @dataclass
@@ -84,12 +87,21 @@ class CriticEvalResult:
     probes: list[RankingProbe]
     mc_noise_mse: float
     base_success_rate: float
+    ceiling: list[dict[str, Any]] = field(default_factory=list)
+    """The oracle ceiling and each critic's EV / ceiling per response-position bucket (:mod:`.ceiling`)."""
 
 
 def _states_of(record: EpisodeRecord, tokenizer: Any, spec: CriticEvalSpec, capped: bool = True) -> np.ndarray:
     texts = token_texts(tokenizer, record.token_ids)
     limit = spec.segments.max_segments if capped else None
     return segment_starts(texts, record.policy_mask, record.step_ids, spec.segments.rule, limit)
+
+
+def response_position(record: EpisodeRecord, token_index: int) -> int:
+    """Policy tokens of the state's turn emitted before ``token_index``."""
+    mask = np.asarray(record.policy_mask, dtype=bool)[:token_index]
+    steps = np.asarray(record.step_ids)
+    return int((mask & (steps[:token_index] == steps[token_index])).sum())
 
 
 def _monte_carlo(player: EpisodePlayer, points: Sequence[StatePoint], continuations: int) -> list[list[float]]:
@@ -230,6 +242,7 @@ def run_critic_eval(
             mc_value=float(value),
             mc_rewards=list(rewards),
             critic_values={name: scored[name][n] for name in backends},
+            position=response_position(point.record, point.token_index),
         )
         for n, (point, value, rewards) in enumerate(zip(points, mc_values, mc, strict=True))
     ]
@@ -244,4 +257,12 @@ def run_critic_eval(
             for n, point in enumerate(candidates[number * k_max : (number + 1) * k_max], start=number * k_max)
         ]
         probes.append(RankingProbe(base_index, t, decode(tokenizer, base[base_index].token_ids[:t]), chosen_candidates))
-    return CriticEvalResult(metrics, states, probes, noise, success)
+    ceiling = (
+        ceiling_rows(
+            np.array(mc, dtype=float), np.array([s.position for s in states]),
+            {name: np.array(scored[name]) for name in backends}, spec.position_edges, seed=spec.seed,
+        )
+        if m > 1
+        else []
+    )
+    return CriticEvalResult(metrics, states, probes, noise, success, ceiling)
