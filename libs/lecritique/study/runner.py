@@ -112,7 +112,7 @@ def run_over_api(spec: ExperimentSpec, folder: Path, on_row: OnRow, client: Any,
     if record.exists():
         experiment_id = json.loads(record.read_text())["id"]
     else:
-        experiment_id = client.submit(spec.model_dump(mode="json", exclude_none=True), idempotency_key=spec.name).id
+        experiment_id = client.submit(spec.model_dump(mode="json", exclude_none=True)).id
         record.write_text(json.dumps({"id": experiment_id, "api": client.api_url}))
     seen = 0
     while True:
