@@ -16,6 +16,7 @@ def study(
     quick: Annotated[bool, typer.Option("--quick", help="The spec's quick profile: 1 seed, few steps, 2 variants.")] = False,
     api: ApiOption = None,
     ceiling: Annotated[bool, typer.Option(help="Probe the oracle ceiling on the critic variants' final checkpoints.")] = True,
+    report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: report the runs already in --out.")] = False,
 ) -> None:
     """Run every (variant, seed) experiment, resumably, then write study.json, study.md, study.png.
 
@@ -29,7 +30,7 @@ def study(
 
     console = Console()
     try:
-        run_study(spec, out, quick=quick, api=api, console=console, ceiling=ceiling)
+        run_study(spec, out, quick=quick, api=api, console=console, ceiling=ceiling, report_only=report_only)
     except SpecError as error:
         console.print(f"[red]{error}")
         raise typer.Exit(2) from None

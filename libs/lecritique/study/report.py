@@ -110,7 +110,7 @@ def _ceiling_table(ceiling: dict[str, Any]) -> str:
 
 def write_study_report(
     study: StudySpec, out: Path, runs: dict[str, dict[int, dict[str, Any]]], summary: dict[str, Any],
-    *, settings: dict[str, Any], ceiling: dict[str, Any] | None = None,
+    *, settings: dict[str, Any], ceiling: dict[str, Any] | None = None, unfinished: list[str] | None = None,
 ) -> dict[str, Path]:
     """Write study.json, study.md and study.png into ``out``; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
@@ -118,13 +118,18 @@ def write_study_report(
     document = {
         "study": study.model_dump(mode="json"), "settings": settings, "summary": summary,
         "runs": {name: {str(seed): s for seed, s in by_seed.items()} for name, by_seed in runs.items()},
-        "ceiling": ceiling or {},
+        "ceiling": ceiling or {}, "unfinished": unfinished or [],
     }
     paths["json"].write_text(json.dumps(document, indent=1, allow_nan=True))
     write_png(study, runs, paths["png"])
     descriptions = "".join(f"- `{v.name}`: {v.description or v.overrides}\n" for v in study.variants if v.name in runs)
+    partial = (
+        f"**Partial study**: {len(unfinished)} of {len(settings)} runs missing or unfinished "
+        f"({', '.join(unfinished)}); run the same `lecritique study` command again to resume.\n\n"
+        if unfinished else ""
+    )
     paths["md"].write_text(
-        f"# Study `{study.name}`\n\nSeeds {study.seeds}; reference `{study.reference}`.\n\n{descriptions}\n"
+        f"# Study `{study.name}`\n\n{partial}Seeds {study.seeds}; reference `{study.reference}`.\n\n{descriptions}\n"
         "![curves](study.png)\n\n" + _variant_table(study, summary) + _difference_table(study, summary)
         + _ceiling_table(ceiling or {})
     )

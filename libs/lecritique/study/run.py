@@ -60,9 +60,12 @@ def settings_of(runs: list[PlannedRun]) -> dict[str, Any]:
 
 def run_study(
     study_path: Path, out: Path, *, quick: bool = False, api: str | None = None, token: str | None = None,
-    console: Console | None = None, ceiling: bool = True,
+    console: Console | None = None, ceiling: bool = True, report_only: bool = False,
 ) -> dict[str, Path]:
-    """Run (or resume) the study in ``study_path`` into ``out``; returns the report's paths."""
+    """Run (or resume) the study in ``study_path`` into ``out``; returns the report's paths.
+
+    ``report_only``: run nothing; report the runs that have metrics (a partial study is marked so).
+    """
     console = console or Console()
     study = load_study_spec(study_path)
     if quick:
@@ -70,7 +73,9 @@ def run_study(
     runs = plan_runs(study, study_path.resolve().parent, quick=quick)
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.yaml.json").write_text(json.dumps(study.model_dump(mode="json"), indent=1))
-    if api is None:
+    if report_only:
+        pass
+    elif api is None:
         runs = with_shared_policy(runs, seed=_base_seed(runs))
         run_all(runs, out, console)
     else:
@@ -89,13 +94,19 @@ def report_study(
     study: StudySpec, runs: list[PlannedRun], out: Path, *, console: Console, ceiling: bool = True
 ) -> dict[str, Path]:
     """Summaries, paired differences, the ceiling probe (local runs), and the three report files."""
-    summaries = collect(study, runs, out)
+    collected = collect(study, runs, out)
+    # Only finished runs are compared: a half-run seed would bias its variant's final figures.
+    summaries = {v: {s: x for s, x in by_seed.items() if x["finished"]} for v, by_seed in collected.items()}
+    summaries = {v: by_seed for v, by_seed in summaries.items() if by_seed}
     summary = aggregate(summaries, study.reference, bootstrap_samples=study.bootstrap_samples)
     probed: dict[str, Any] = {}
     if ceiling and study.ceiling.enabled:
         from lecritique.study.ceiling_probe import probe_ceilings
 
         probed = probe_ceilings(study, runs, out, console)
-    paths = write_study_report(study, out, summaries, summary, settings=settings_of(runs), ceiling=probed)
+    unfinished = [r.key for r in runs if not summaries.get(r.variant, {}).get(r.seed, {}).get("finished")]
+    paths = write_study_report(
+        study, out, summaries, summary, settings=settings_of(runs), ceiling=probed, unfinished=unfinished
+    )
     console.print(f"study report: {paths['md']}, {paths['png']}, {paths['json']}")
     return paths
