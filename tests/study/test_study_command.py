@@ -2,7 +2,6 @@
 and through a real ``lecritique api serve`` process. These check the machinery, not the science."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

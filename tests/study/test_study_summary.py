@@ -42,7 +42,9 @@ def test_paired_difference_t_interval_matches_the_formula():
     half = 4.303 * np.std(diffs, ddof=1) / math.sqrt(3)
     assert math.isclose(result["mean"], 0.2)
     assert math.isclose(result["t_low"], 0.2 - half) and math.isclose(result["t_high"], 0.2 + half)
-    assert 0.1 <= result["boot_low"] <= result["boot_high"] <= 0.3
+    assert math.isnan(result["boot_low"]), "3 seeds: too few for a bootstrap"
+    five = paired_difference([0.1, 0.3, 0.2, 0.25, 0.15], samples=500)
+    assert 0.1 <= five["boot_low"] <= five["boot_high"] <= 0.3
     assert math.isnan(paired_difference([0.4], samples=500)["t_low"])
 
 

@@ -78,7 +78,7 @@ def _difference_table(study: StudySpec, summary: dict[str, Any]) -> str:
         return ""
     lines = [
         f"\nPaired differences against `{study.reference}` (per seed, variant − reference; 95% CI: Student t on "
-        "the per-seed differences, and a percentile bootstrap over seeds; n/a with one seed):\n\n"
+        "the per-seed differences, and a percentile bootstrap over seeds from 5 seeds on; n/a with one seed):\n\n"
         "| variant | figure | mean difference | t CI | bootstrap CI | seeds |\n|---|---|---|---|---|---|\n"
     ]
     for name, figures in summary["differences"].items():

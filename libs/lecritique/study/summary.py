@@ -9,7 +9,8 @@ Definitions (stated in study.md too):
   (the critic warm-up before the first step is excluded);
 - paired difference: per seed, variant minus reference; the mean over seeds with a 95% CI from
   Student's t on the per-seed differences (n - 1 degrees of freedom) and a percentile bootstrap
-  over seeds. With one seed there is no interval (NaN).
+  over seeds (from 5 seeds on: with fewer, resamples are too few to mean anything). With one
+  seed there is no interval (NaN).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ COMPARED = ("final_reward", "final_eval_success", "ev_second_half")
 """Figures compared with the reference variant."""
 
 
+BOOTSTRAP_MIN_SEEDS = 5
+"""Below this many seeds a bootstrap over seeds has too few distinct resamples to mean anything (n/a)."""
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131)
 """Student t 0.975 quantiles for 1..15 degrees of freedom (beyond: 2.0, within 0.14 of the truth)."""
 
@@ -95,6 +98,8 @@ def paired_difference(diffs: Sequence[float], *, samples: int, seed: int = 0) ->
     if d.size < 2:
         return {"mean": mean, "t_low": nan, "t_high": nan, "boot_low": nan, "boot_high": nan, "n": 1}
     half = float(t975(d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
+    if d.size < BOOTSTRAP_MIN_SEEDS:
+        return {"mean": mean, "t_low": mean - half, "t_high": mean + half, "boot_low": nan, "boot_high": nan, "n": int(d.size)}
     rng = np.random.default_rng(seed)
     boots = d[rng.integers(0, d.size, size=(samples, d.size))].mean(axis=1)
     low, high = np.percentile(boots, [2.5, 97.5])
