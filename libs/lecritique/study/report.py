@@ -39,14 +39,15 @@ def write_png(study: StudySpec, runs: dict[str, dict[int, dict[str, Any]]], png:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(2, 2, figsize=(12, 7.5), squeeze=False)
+    colors = {variant.name: f"C{i}" for i, variant in enumerate(study.variants)}  # one colour per variant everywhere
     for axis, key in zip(axes.flat, SERIES, strict=True):
         for name, by_seed in runs.items():
             steps, mean, std = curve(by_seed, key)
             if steps.size == 0:
                 continue
             style = {"marker": "o", "markersize": 3} if key == "eval_success" else {}
-            (line,) = axis.plot(steps, mean, label=name, linewidth=1.6, **style)
-            axis.fill_between(steps, mean - std, mean + std, color=line.get_color(), alpha=0.18)
+            axis.plot(steps, mean, label=name, linewidth=1.6, color=colors.get(name), **style)
+            axis.fill_between(steps, mean - std, mean + std, color=colors.get(name), alpha=0.18)
         axis.set_title(f"{TITLES[key]} (mean ± std over seeds)", fontsize=10)
         axis.set_xlabel("policy step")
         axis.grid(alpha=0.3)
