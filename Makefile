@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install prometheus-tools test test-fast lint demo study bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout proto clean
+.PHONY: install prometheus-tools test test-fast lint demo study bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,13 +44,13 @@ demo: $(STAMP)
 	rm -rf runs/demo
 	$(PY) -m lecritique run examples/sudoku-mini-pvf.yaml --out runs/demo
 
-# The CPU study shipped with the project (examples/studies, ~1 h on 2 cores): mean, vf, pvf,
+# The CPU study shipped with the project (examples/studies, about 1.5 h on an idle 2-core machine): mean, vf, pvf,
 # tether, tether-pvf on arithmetic and 4x4 Sudoku, 2 seeds; resumable (run it again to continue).
 study: $(STAMP)
 	$(PY) -m lecritique study examples/studies/arithmetic.yaml --out runs/study-arithmetic
 	$(PY) -m lecritique study examples/studies/sudoku-mini.yaml --out runs/study-sudoku
 
-bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-rollout
+bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-rollout bench-weights
 
 bench-advantages: $(STAMP)
 	$(PY) bench/advantages.py
@@ -73,6 +73,9 @@ bench-trainer: $(STAMP)
 
 bench-rollout: $(STAMP)
 	$(PY) bench/rollout.py
+
+bench-weights: $(STAMP)
+	$(PY) bench/weights.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,43 +1,99 @@
-"""Pipeline benchmark: the policy loop with and without a critic, and gRPC payload throughput.
+"""Pipeline benchmark: what the critic, the transport and the services cost the policy loop.
 
-1. ``policy steps/s`` of MEAN (no critic) vs VF (value baseline, critic on) on the same spec,
-   both run here as local processes in one invocation; and the fraction of policy step time the
-   VF loop spent waiting on the value plane (goal <= 5%: value learning off the critical path,
-   Le Critique B.1).
-2. gRPC payload throughput: packed-array trajectories sent to a real gRPC server on loopback and
-   decoded there, next to copying the same raw array bytes in memory.
+Node pools are emulated by CPU affinity, the same for every variant: the policy path (rollout,
+environment-verifier, policy trainer, orchestrator) runs on one set of cores, the value plane
+(value evaluator, value trainer, Redis) on another (by default: the first and second half of this
+process's cores). Each variant is a real run of every service as a local process.
 
-    make bench-pipeline              # or: python bench/pipeline.py [--steps N] [--spec PATH]
+1. Critic cost (Le Critique B.1: the critic should cost the policy loop nothing): policy steps/s
+   of VF (value baseline) and TETHER (the spec's privileged critic) against MEAN (no critic), and
+   the fraction of policy step time spent waiting on the value plane. Goal: ratios >= 0.9.
+2. System overhead: MEAN through the services against the same loop in one process without gRPC
+   (bench/inprocess.py), on the same policy cores. Goal >= 0.8.
+3. Transport overhead: a rollout batch encoded, sent by gRPC and decoded, against one raw-bytes
+   gRPC call of the same size on the same channel. Goal >= 0.5.
+
+Variants run in rounds (each round runs every variant once, in the same order) and medians are
+reported, so load from other processes on a shared machine hits all variants alike.
+
+    make bench-pipeline      # or: python bench/pipeline.py [--steps N] [--rounds R] [--spec PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
-import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-from rich.console import Console
-from rich.table import Table
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "libs"), str(Path(__file__).resolve().parent)]
 
-from lecritique.config import load_spec, parse_spec
-from lecritique.launch.local import LocalLauncher, resolve_policy
-from lecritique.reporting import load_metrics
-from lecritique.rpc.codec import trajectory_from_proto, trajectory_to_proto
-from lecritique.rpc.server import start_server
-from lecritique.trajectory import Trajectory
-from lecritique.v1 import value_pb2, value_pb2_grpc
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+from transport import transport_ratio  # noqa: E402
+
+from lecritique.config import load_spec, parse_spec  # noqa: E402
+from lecritique.launch.local import LocalLauncher, resolve_policy  # noqa: E402
+from lecritique.launch.processes import child_environment  # noqa: E402
+from lecritique.reporting import load_metrics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+VALUE_PLANE = ("value-trainer", "value-evaluator")
+"""Service name prefixes placed on the value cores (with Redis); everything else is on the policy cores."""
 
 
-def run_pipeline(spec_data: dict, out: Path) -> list[dict]:
+@dataclass(frozen=True)
+class Placement:
+    """Two disjoint core sets standing for two node pools."""
+
+    policy: frozenset[int]
+    value: frozenset[int]
+
+    @classmethod
+    def halves(cls) -> Placement:
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) < 2:
+            raise SystemExit("the pipeline benchmark needs at least 2 cores to emulate two node pools")
+        half = len(cores) // 2
+        return cls(frozenset(cores[:half]), frozenset(cores[half:]))
+
+
+def pin_tree(pid: int, cores: frozenset[int]) -> None:
+    """Set the affinity of every thread of ``pid`` and of its descendants (later threads inherit it)."""
+    tasks = Path(f"/proc/{pid}/task")
+    for task in tasks.iterdir() if tasks.is_dir() else []:
+        try:
+            os.sched_setaffinity(int(task.name), cores)
+            children = (task / "children").read_text().split()
+        except (ProcessLookupError, FileNotFoundError, PermissionError):
+            continue
+        for child in children:
+            pin_tree(int(child), cores)
+
+
+def _pin_services(launcher: LocalLauncher, placement: Placement) -> None:
+    for process in launcher.services:
+        assert process.process is not None
+        cores = placement.value if process.name.startswith(VALUE_PLANE) else placement.policy
+        pin_tree(process.process.pid, cores)
+    if launcher.redis is not None:
+        pin_tree(launcher.redis.process.pid, placement.value)
+
+
+def run_services(spec_data: dict[str, Any], out: Path, placement: Placement) -> list[dict[str, Any]]:
     launcher = LocalLauncher(parse_spec(spec_data), out)
     try:
         launcher.start_services()
-        launcher.start_orchestrator()
+        _pin_services(launcher, placement)
+        orchestrator = launcher.start_orchestrator()
+        assert orchestrator.process is not None
+        pin_tree(orchestrator.process.pid, placement.policy)
         code = launcher.wait()
         if code != 0:
             raise RuntimeError(f"orchestrator failed; see {out / 'logs'}")
@@ -46,107 +102,119 @@ def run_pipeline(spec_data: dict, out: Path) -> list[dict]:
     return load_metrics(out)
 
 
-def pipeline_rows(spec_path: Path, steps: int, console: Console) -> list[tuple[str, float, float, float]]:
-    base = resolve_policy(load_spec(spec_path)).model_dump(mode="json")
-    base["orchestrator"]["steps"] = steps
-    variants = {
-        "MEAN (no critic)": {**base, "name": "bench-mean", "estimator": {"name": "mean"}, "critic": None},
-        "VF (critic)": {
-            **base, "name": "bench-vf", "estimator": {"name": "value"},
-            "critic": {**(base.get("critic") or {}), "context": "none"},
-        },
-    }
-    results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for label, data in variants.items():
-            data = {k: v for k, v in data.items() if v is not None}
-            with console.status(f"running {label} for {steps} policy steps"):
-                rows = run_pipeline(data, Path(tmp) / data["name"])
-            measured = rows[1:]  # the first step includes start-up effects
-            step_seconds = [row["step_seconds"] for row in measured]
-            wait = sum(row.get("value_wait_seconds", 0.0) for row in measured)
-            results.append((label, 1.0 / statistics.mean(step_seconds), wait / sum(step_seconds), statistics.mean(step_seconds)))
-    return results
-
-
-class _Sink(value_pb2_grpc.ValueEvaluatorServicer):
-    def Evaluate(self, request, context):
-        for item in request.inputs:
-            trajectory_from_proto(item.trajectory)  # decode like a real server would
-        return value_pb2.EvaluateResponse(value_version=0)
-
-
-def grpc_throughput(trajectories: int, tokens: int, repeats: int) -> tuple[float, float]:
-    rng = np.random.default_rng(0)
-    batch = [
-        Trajectory(
-            f"t{i}", "task", i // 4, rng.integers(0, 100, 256), rng.integers(0, 100, tokens),
-            rng.random(tokens) < 0.8, rng.random(tokens), np.zeros(tokens), 1.0, 0, values=rng.random(tokens),
-        )
-        for i in range(trajectories)
-    ]
-    def encode() -> value_pb2.EvaluateRequest:
-        request = value_pb2.EvaluateRequest()
-        for trajectory in batch:
-            trajectory_to_proto(trajectory, request.inputs.add().trajectory)
-        return request
-
-    payload = sum(t.prompt_ids.nbytes + t.token_ids.nbytes + t.policy_mask.nbytes + t.logprobs.nbytes + t.step_ids.nbytes + t.values.nbytes for t in batch)
-    server = start_server(
-        service="bench",
-        add_servicers=lambda s: value_pb2_grpc.add_ValueEvaluatorServicer_to_server(_Sink(), s),
-        service_names=["lecritique.v1.ValueEvaluator"],
-        port=0,
-        host="127.0.0.1",
+def run_in_process(spec_data: dict[str, Any], out: Path, placement: Placement) -> list[dict[str, Any]]:
+    """The same loop in one process (bench/inprocess.py), started on the policy cores."""
+    out.mkdir(parents=True, exist_ok=True)
+    spec_path = out / "spec.json"
+    spec_path.write_text(json.dumps(spec_data))
+    cores = placement.policy
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "inprocess.py"), str(spec_path), str(out)],
+        env=child_environment(ROOT), preexec_fn=lambda: os.sched_setaffinity(0, cores), check=True,
+        stdout=subprocess.DEVNULL, stderr=open(out / "inprocess.log", "w"),  # noqa: SIM115
     )
-    import grpc
+    return load_metrics(out)
 
-    from lecritique.rpc.server import DEFAULT_MAX_MESSAGE_BYTES, channel_options
 
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}", options=channel_options(DEFAULT_MAX_MESSAGE_BYTES))
-    stub = value_pb2_grpc.ValueEvaluatorStub(channel)
-    stub.Evaluate(encode(), timeout=60)
-    start = time.perf_counter()
-    for _ in range(repeats):
-        stub.Evaluate(encode(), timeout=60)
-    grpc_rate = payload * repeats / (time.perf_counter() - start)
-    channel.close()
-    server.stop(grace=0)
-    arrays = [a for t in batch for a in (t.prompt_ids, t.token_ids, t.policy_mask, t.logprobs, t.step_ids, t.values)]
-    start = time.perf_counter()
-    for _ in range(repeats):
-        for array in arrays:
-            np.frombuffer(array.tobytes(), dtype=array.dtype).copy()
-    copy_rate = payload * repeats / (time.perf_counter() - start)
-    return grpc_rate, copy_rate
+def variants(spec_path: Path, steps: int) -> dict[str, tuple[dict[str, Any], bool]]:
+    """Label -> (spec data, in one process); every variant the same but for its estimator and critic.
+
+    The policy is resolved once (a tiny model is built here if the cache has none), so every
+    variant and round trains the same model.
+    """
+    base = resolve_policy(load_spec(spec_path)).model_dump(mode="json")
+    base["orchestrator"].update(steps=steps, eval_every=None)
+    critic = base.get("critic") or {"context": "reference"}
+    mean = {**base, "name": "bench-mean", "estimator": {"name": "mean"}}
+    mean.pop("critic", None)
+    return {
+        "MEAN": (mean, False),
+        "VF": ({**base, "name": "bench-vf", "estimator": {"name": "value"}, "critic": {**critic, "context": "none"}}, False),
+        "TETHER": ({**base, "name": "bench-tether", "estimator": {"name": "tether"}, "critic": critic}, False),
+        "MEAN, one process": ({**mean, "name": "bench-mean-inprocess"}, True),
+    }
+
+
+SUMMARY_KEYS = ("rate", "wait", "step", "train", "batch_wait", "rollout")
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    measured = rows[1:]  # the first step includes start-up effects
+    step_seconds = [row["step_seconds"] for row in measured]
+    wait = sum(row.get("value_wait_seconds", 0.0) for row in measured)
+    return {
+        "rate": 1.0 / statistics.mean(step_seconds), "wait": wait / sum(step_seconds), "step": statistics.mean(step_seconds),
+        # Where a step's time goes: the trainer's Train call, waiting for the next batch, and how
+        # long that batch took to roll out (overlapped with the previous step).
+        "train": statistics.mean(row["train_seconds"] for row in measured),
+        "batch_wait": statistics.mean(row["batch_wait_seconds"] for row in measured),
+        "rollout": statistics.mean(row["rollout_seconds"] for row in measured),
+    }
+
+
+def pipeline(spec_path: Path, steps: int, rounds: int, placement: Placement, console: Console) -> dict[str, dict[str, float]]:
+    runs: dict[str, list[dict[str, float]]] = {}
+    configured = variants(spec_path, steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_index in range(rounds):
+            for label, (data, in_process) in configured.items():
+                out = Path(tmp) / f"{data['name']}-{round_index}"
+                with console.status(f"round {round_index + 1}/{rounds}: {label}, {steps} policy steps"):
+                    rows = (run_in_process if in_process else run_services)(data, out, placement)
+                runs.setdefault(label, []).append(_summary(rows))
+    return {
+        label: {key: statistics.median(run[key] for run in results) for key in SUMMARY_KEYS}
+        for label, results in runs.items()
+    }
+
+
+def report(results: dict[str, dict[str, float]], transport: dict[str, float], placement: Placement, console: Console) -> dict[str, float]:
+    table = Table(title=f"policy loop: policy path on cores {sorted(placement.policy)}, value plane on {sorted(placement.value)}")
+    columns = ("variant", "policy steps/s", "mean step (s)", "waiting on value plane", "Train (s)", "waiting for a batch (s)",
+               "batch rollout (s)")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for label, row in results.items():
+        table.add_row(label, f"{row['rate']:.3f}", f"{row['step']:.2f}", f"{100 * row['wait']:.1f}%", f"{row['train']:.2f}",
+                      f"{row['batch_wait']:.2f}", f"{row['rollout']:.2f}")
+    console.print(table)
+    mean = results["MEAN"]["rate"]
+    ratios = {
+        "vf_over_mean": results["VF"]["rate"] / mean,
+        "tether_over_mean": results["TETHER"]["rate"] / mean,
+        "services_over_one_process": mean / results["MEAN, one process"]["rate"],
+        "transport": transport["ratio"],
+        "vf_value_wait": results["VF"]["wait"],
+        "tether_value_wait": results["TETHER"]["wait"],
+    }
+    ratio_table = Table(title="ratios")
+    for column in ("ratio", "measured", "goal"):
+        ratio_table.add_column(column, justify="right")
+    ratio_table.add_row("VF / MEAN policy steps/s", f"{ratios['vf_over_mean']:.2f}", ">= 0.9")
+    ratio_table.add_row("TETHER / MEAN policy steps/s", f"{ratios['tether_over_mean']:.2f}", ">= 0.9")
+    ratio_table.add_row("MEAN services / one process", f"{ratios['services_over_one_process']:.2f}", ">= 0.8")
+    ratio_table.add_row("gRPC rollout batch / raw bytes", f"{ratios['transport']:.2f}", ">= 0.5")
+    console.print(ratio_table)
+    return ratios
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", type=Path, default=ROOT / "examples" / "sudoku-mini-pvf.yaml")
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--skip-pipeline", action="store_true", help="only the gRPC payload measurement")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--skip-pipeline", action="store_true", help="only the transport measurement")
+    parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args()
-    console = Console()
-
-    grpc_rate, copy_rate = grpc_throughput(trajectories=128, tokens=4096, repeats=5)
-    table = Table(title="gRPC payload throughput (128 trajectories x 4096 tokens per request)")
-    for column in ("path", "MB/s", "ratio to raw copy"):
-        table.add_column(column, justify="right")
-    table.add_row("gRPC Evaluate (encode + send + decode)", f"{grpc_rate / 1e6:,.0f}", f"{grpc_rate / copy_rate:.2f}")
-    table.add_row("raw array bytes copy", f"{copy_rate / 1e6:,.0f}", "1.00")
-    console.print(table)
-
+    console = Console(width=160)
+    placement = Placement.halves()
+    transport = transport_ratio(console)
     if args.skip_pipeline:
         return
-    rows = pipeline_rows(args.spec, args.steps, console)
-    table = Table(title=f"policy loop on {args.spec.name}, {args.steps} steps each (first step excluded)")
-    for column in ("variant", "policy steps/s", "mean step (s)", "waiting on value plane"):
-        table.add_column(column, justify="right")
-    for label, rate, wait_fraction, step in rows:
-        table.add_row(label, f"{rate:.2f}", f"{step:.2f}", f"{100 * wait_fraction:.1f}%")
-    console.print(table)
-    console.print(f"VF / MEAN step rate: {rows[1][1] / rows[0][1]:.2f}")
+    results = pipeline(args.spec, args.steps, args.rounds, placement, console)
+    ratios = report(results, transport, placement, console)
+    if args.json:
+        args.json.write_text(json.dumps({"variants": results, "transport": transport, "ratios": ratios}, indent=1))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 Runs as one process or under ``torchrun`` (several data-parallel ranks, gloo on CPU, NCCL on
 GPU). Rank 0 serves gRPC and hands each batch to the training loop, which broadcasts it to every
-rank (:func:`lecritique.training.policy_worker.run_policy_worker`); rank 0 alone publishes.
+rank (:func:`lecritique.training.policy_worker.run_policy_worker`). After every step each rank
+publishes (rank 0 writes; under FSDP2 the others help gather the shards) through the configured
+weight transport, and checkpoints its training state (DCP) so a restart resumes AdamW and the step.
 
 ``Train`` is idempotent per orchestrator step: the last step's response is recorded on disk, and
 a repeated step (an orchestrator that restarted between sending a step and committing it) gets
@@ -127,11 +129,30 @@ class PolicyTrainerServicer(policy_pb2_grpc.PolicyTrainerServicer):
         )
 
 
+def _start_trainer(spec: Any, store: WeightStore, record: StepRecord, checkpoints: Any) -> Any:
+    """The trainer on the newest published policy, resumed from the newest checkpoint (every rank)."""
+    from lecritique.training.checkpoint import resume
+    from lecritique.training.policy_trainer import PolicyTrainer
+
+    version, path = store.wait_latest("policy")
+    trainer = PolicyTrainer(path, spec.policy_trainer)
+    if checkpoints is not None:
+        outcome = resume(trainer, checkpoints, applied_step=record.step)
+        if outcome.record is not None and trainer.context.is_main:
+            # The checkpoint of the step was written but its record was not: the step was applied.
+            record.save(outcome.record)
+        logger.info("policy trainer resume: %s at step %d", outcome.mode, outcome.step)
+    else:
+        trainer.engine.steps = record.step
+    logger.info("policy trainer rank %d of %d starts from version %d", trainer.context.rank, trainer.context.world_size, version)
+    return trainer
+
+
 def serve(runtime: ServiceRuntime) -> None:
     from lecritique.replay import redis_client
+    from lecritique.training.checkpoint import TrainerCheckpoints
     from lecritique.training.distributed import init_distributed_from_env
-    from lecritique.training.policy_trainer import PolicyTrainer
-    from lecritique.training.policy_worker import run_policy_worker
+    from lecritique.training.weight_sync import WeightSync
 
     spec = load_spec(runtime.spec_path)
     context = init_distributed_from_env()
@@ -144,20 +165,67 @@ def serve(runtime: ServiceRuntime) -> None:
         store.publish("policy", spec.policy.path)
     if context.enabled:
         torch.distributed.barrier()
-    version, path = store.wait_latest("policy")
-    trainer = PolicyTrainer(path, spec.policy_trainer)
-    logger.info("policy trainer rank %d of %d starts from version %d", context.rank, context.world_size, version)
+    state_dir = runtime.state_dir or runtime.weights_dir / "state"
+    # Every rank reads the record (a shared volume across pods): resuming is a collective decision.
+    record = StepRecord(state_dir / "policy_trainer.json")
+    settings = spec.policy_trainer
+    checkpoints = (
+        TrainerCheckpoints(state_dir / "policy_trainer_checkpoints", keep=settings.checkpoint_keep)
+        if settings.checkpoint_every is not None
+        else None
+    )
+    trainer = _start_trainer(spec, store, record, checkpoints)
+    # Broadcast: rank 0 sends changed tensors to every rollout replica; else a directory per version.
+    sync = WeightSync(trainer, store, "policy", settings.weight_transport, receivers=spec.rollout.replicas, keep_last=3)
+    current: dict[str, Any] = {}
+
+    def after_step(steps: int, metrics: dict[str, float]) -> None:
+        """Every rank: publish (gathered from the shards under FSDP2), then checkpoint with the step's record."""
+        published = sync.publish()
+        if context.is_main:
+            job = current["job"]
+            current["result"] = {
+                "step": job.step, "policy_version": published, "path": str(store.path("policy", published)),
+                "metrics": metrics,
+            }
+        if checkpoints is not None and steps % settings.checkpoint_every == 0:
+            checkpoints.save(trainer, extra={"record": current.get("result")})
 
     if not context.is_main:
-        run_policy_worker(trainer, lambda: None)
+        _serve_other_rank(runtime, trainer, after_step)
         return
-
-    state_dir = runtime.state_dir or runtime.weights_dir / "state"
-    record = StepRecord(state_dir / "policy_trainer.json")
     if record.step == 0:
-        record.data.update({"policy_version": version, "path": str(path)})
+        latest = store.latest("policy")
+        assert latest is not None
+        record.data.update({"policy_version": latest[0], "path": str(latest[1])})
     servicer = PolicyTrainerServicer(store, record, runtime.experiment_id)
-    current: dict[str, _Job] = {}
+    _serve_rank_zero(runtime, servicer, trainer, current, after_step, context.enabled)
+
+
+def _serve_other_rank(runtime: ServiceRuntime, trainer: Any, after_step: Any) -> None:
+    """Follow rank 0's steps; the first rank of every other pod also answers gRPC health (its probes)."""
+    from lecritique.training.policy_worker import run_policy_worker
+
+    health = None
+    if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+        health = start_server(
+            service="policy-trainer-worker", add_servicers=lambda server: None, service_names=[],
+            port=runtime.port, host=runtime.host,
+        )
+    try:
+        run_policy_worker(trainer, lambda: None, after_step=after_step)
+    finally:
+        if health is not None:
+            health.stop()
+
+
+def _serve_rank_zero(
+    runtime: ServiceRuntime, servicer: PolicyTrainerServicer, trainer: Any, current: dict[str, Any],
+    after_step: Any, distributed: bool,
+) -> None:
+    from lecritique.training.policy_worker import run_policy_worker
+
+    experiment = runtime.experiment_id
 
     def next_batch() -> list[Trajectory] | None:
         job = servicer.jobs.get()
@@ -169,20 +237,14 @@ def serve(runtime: ServiceRuntime) -> None:
     def on_step(_steps: int, metrics: dict[str, float]) -> None:
         job = current.pop("job")
         try:
-            published = store.publish("policy", trainer.save, keep_last=3)
-            result = {
-                "step": job.step,
-                "policy_version": published,
-                "path": str(store.path("policy", published)),
-                "metrics": metrics,
-            }
-            record.save(result)
+            result = current.pop("result")
+            servicer.record.save(result)
             job.result = result
-            STEPS.labels(runtime.experiment_id).inc()
-            LOSS.labels(runtime.experiment_id).set(metrics["loss"])
-            TRAIN_SECONDS.labels(runtime.experiment_id).observe(metrics["step_seconds"])
-            TRAINED_TOKENS.labels(runtime.experiment_id).inc(metrics["tokens"])
-            PUBLISHED.labels(runtime.experiment_id).set(published)
+            STEPS.labels(experiment).inc()
+            LOSS.labels(experiment).set(metrics["loss"])
+            TRAIN_SECONDS.labels(experiment).observe(metrics["step_seconds"])
+            TRAINED_TOKENS.labels(experiment).inc(metrics["tokens"])
+            PUBLISHED.labels(experiment).set(result["policy_version"])
         except BaseException as error:  # reported to the caller of Train
             job.error = error
         finally:
@@ -191,15 +253,16 @@ def serve(runtime: ServiceRuntime) -> None:
     def training_loop() -> None:
         while True:
             try:
-                run_policy_worker(trainer, next_batch, on_step)
+                run_policy_worker(trainer, next_batch, on_step, after_step)
                 return
             except Exception as error:
                 job = current.pop("job", None)
+                current.pop("result", None)
                 logger.exception("policy update failed")
                 if job is not None:
                     job.error = error
                     job.done.set()
-                if context.enabled:
+                if distributed:
                     # Other ranks may be stuck in a collective: fail the whole group loudly.
                     os._exit(1)
 

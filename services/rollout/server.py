@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -38,6 +39,8 @@ SERVED_VERSION = Gauge("lecritique_rollout_policy_version", "Policy version bein
 
 # Audit log of every prompt served (text), e.g. to prove that no privileged context reaches the policy.
 PROMPT_LOG_ENV = "LECRITIQUE_ROLLOUT_PROMPT_LOG"
+# How long LoadWeights waits for a version the trainer is broadcasting before loading it from the store.
+BROADCAST_WAIT_SECONDS = 120.0
 # An OpenAI-compatible chat route on this side port (0: any free port; Info reports it), e.g. to
 # serve a frozen LLM critic; its model name and an optional required API key.
 OPENAI_PORT_ENV = "LECRITIQUE_ROLLOUT_OPENAI_PORT"
@@ -51,7 +54,10 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServicer):
         self.tokenizer = tokenizer
         self.version = version
         self.experiment = experiment
-        self.lock = threading.Lock()
+        # A condition (usable as a lock): LoadWeights waits on it for a version still being broadcast.
+        self.lock = threading.Condition()
+        self.receiver: Any = None
+        """The broadcast receiver when weights arrive from the trainer over a collective group."""
         self.prompt_log = prompt_log
         self.openai_port: int | None = None
         SERVED_VERSION.labels(experiment).set(version)
@@ -98,10 +104,24 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServicer):
         GENERATE_SECONDS.labels(self.experiment).observe(time.perf_counter() - start)
         return response
 
+    def broadcast_received(self, version: int) -> None:
+        """A version arrived by broadcast (called with the lock held, weights already in place)."""
+        self.version = version
+        self.engine.version = version
+        SERVED_VERSION.labels(self.experiment).set(version)
+        self.lock.notify_all()
+
+    def _await_broadcast(self, version: int, timeout: float = BROADCAST_WAIT_SECONDS) -> None:
+        """With the lock held: wait for ``version`` to arrive while the receiver is in a live group."""
+        deadline = time.monotonic() + timeout
+        while self.version < version and self.receiver is not None and self.receiver.in_group:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self.lock.wait(timeout=min(remaining, 0.5))
+
     def LoadWeights(self, request, context):
         path = Path(request.path)
-        if not (path / "config.json").is_file():
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"path {request.path!r} is not a model directory")
         start = time.perf_counter()
         with self.lock:
             if request.version < self.version:
@@ -109,7 +129,10 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServicer):
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"version {request.version} is older than the served version {self.version}",
                 )
+            self._await_broadcast(request.version)
             if request.version > self.version:
+                if not (path / "config.json").is_file():
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"path {request.path!r} is not a model directory")
                 self.engine.load_weights(request.version, str(path))
                 self.version = request.version
         SERVED_VERSION.labels(self.experiment).set(self.version)
@@ -159,4 +182,11 @@ def serve(runtime: ServiceRuntime) -> None:
         service_names=[rollout_pb2.DESCRIPTOR.services_by_name["Rollout"].full_name],
         **runtime.server_options(),
     )
-    run_until_signal(running)
+    if spec.policy_trainer.weight_transport.kind == "broadcast":
+        from lecritique.weights.broadcast import BroadcastReceiver, model_tensors
+
+        servicer.receiver = BroadcastReceiver(
+            store.role_dir("policy"), lambda: dict(model_tensors(engine.model)), lambda: servicer.lock,
+            servicer.broadcast_received,
+        ).start()
+    run_until_signal(running, on_stop=servicer.receiver.stop if servicer.receiver is not None else None)

@@ -15,8 +15,11 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import grpc
 from prometheus_client import Counter, Gauge, Histogram
@@ -43,6 +46,41 @@ EVALUATE_SECONDS = Histogram(
 )
 SERVED_VERSION = Gauge("lecritique_value_evaluator_version", "Critic version being served", ["experiment"])
 SWAPS = Counter("lecritique_value_evaluator_swaps_total", "Critic hot swaps", ["experiment"])
+
+
+class _SharedLock:
+    """Many readers (Evaluate calls) or one writer (a broadcast version being copied into the model)."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._readers = 0
+        self._writing = False
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._condition:
+            while self._writing:
+                self._condition.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._readers -= 1
+                self._condition.notify_all()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        with self._condition:
+            while self._writing or self._readers:
+                self._condition.wait()
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._writing = False
+                self._condition.notify_all()
 
 
 @dataclass
@@ -89,6 +127,9 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
         self.poll_seconds = poll_seconds
         self.policy_dir = policy_dir
         self._lock = threading.Lock()
+        self._weights = _SharedLock()
+        self.receiver: Any = None
+        """The broadcast receiver when critic versions arrive from the value trainer over a collective group."""
         self._stop = threading.Event()
         if self.kind.trained:
             version, path = store.wait_latest("critic")
@@ -125,24 +166,47 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
                 logger.exception("could not load critic version %d; keeping version %d", version, self.served.version)
                 continue
             with self._lock:
+                if version <= self._served.version:  # a broadcast got there first
+                    continue
                 self._served = _Served(version, backend)
-            SERVED_VERSION.labels(self.experiment).set(version)
-            SWAPS.labels(self.experiment).inc()
-            logger.info("now serving critic version %d", version)
+            self._swapped(version)
+
+    def _swapped(self, version: int) -> None:
+        SERVED_VERSION.labels(self.experiment).set(version)
+        SWAPS.labels(self.experiment).inc()
+        logger.info("now serving critic version %d", version)
+
+    def start_broadcast_receiver(self) -> None:
+        """Take critic versions from the value trainer's broadcast, copied in place into the served model."""
+        from lecritique.weights.broadcast import BroadcastReceiver, model_tensors
+
+        def tensors() -> dict[str, Any]:
+            return dict(model_tensors(self.served.backend.predictor.engine.model))  # type: ignore[attr-defined]
+
+        def received(version: int) -> None:
+            with self._lock:
+                self._served = _Served(version, self._served.backend)
+            self._swapped(version)
+
+        self.receiver = BroadcastReceiver(self.store.role_dir("critic"), tensors, self._weights.writing, received).start()
 
     def stop(self) -> None:
         self._stop.set()
+        if self.receiver is not None:
+            self.receiver.stop()
 
     def Evaluate(self, request, context):
         start = time.perf_counter()
-        served = self.served  # this request is answered entirely by this version
         if self.input_log is not None:
             self._audit(request)
         actor = ActorInfo(request.actor_description, request.actor_reward_average)
-        try:
-            result = served.backend.values(critic_queries(request), actor)
-        except ValueError as error:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        # This request is answered entirely by one version: a broadcast waits for it to finish.
+        with self._weights.reading():
+            served = self.served
+            try:
+                result = served.backend.values(critic_queries(request), actor)
+            except ValueError as error:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         EVALUATED.labels(self.experiment).inc(len(result.values))
         EVALUATE_SECONDS.labels(self.experiment).observe(time.perf_counter() - start)
         # An engine swapped in place reports the version that actually generated.
@@ -184,6 +248,9 @@ def serve(runtime: ServiceRuntime) -> None:
     servicer = ValueEvaluatorServicer(
         store, spec.critic, policy_directory(spec, store), runtime.experiment_id, input_log=input_log
     )
+    transport = getattr(spec.critic, "weight_transport", None)
+    if transport is not None and transport.kind == "broadcast":
+        servicer.start_broadcast_receiver()
     running = start_server(
         service="value-evaluator",
         add_servicers=lambda server: value_pb2_grpc.add_ValueEvaluatorServicer_to_server(servicer, server),

@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from prometheus_client import Counter, Gauge
@@ -75,12 +76,34 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         # ``lambda_target: auto`` resolves to 0.4^(1/L) (Le Critique §7.2): logged, as it is a number only here.
         self.lambda_target = spec.estimator.critic_target_lambda()
         logger.info("critic targets: lambda_target = %.6f", self.lambda_target)
+        self.sync = self._weight_sync()
         self.updates = 0
         self.last: dict[str, float] = {}
         self._condition = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._train_loop, name="critic-training", daemon=True)
         PUBLISHED.labels(self.experiment).set(version)
+
+    def _weight_sync(self) -> Any:
+        """How versions reach the evaluators: a broadcast (discriminative critics that ask for it) or the store."""
+        critic = self.critic
+        transport = getattr(critic, "weight_transport", None)
+        if self.trainer is None or not isinstance(critic, TrainedCriticSpec) or transport is None:
+            return None
+        if transport.kind != "broadcast":
+            return None
+        from lecritique.training.weight_sync import WeightSync
+
+        return WeightSync(
+            self.trainer, self.store, "critic", transport, receivers=critic.evaluator_replicas,
+            keep_last=critic.keep_versions,
+        )
+
+    def _publish(self, trainer: CriticLearner, critic: TrainedCriticSpec) -> int:
+        if self.sync is not None:
+            version: int = self.sync.publish()
+            return version
+        return self.store.publish("critic", trainer.save, keep_last=critic.keep_versions)
 
     def _policy_dir(self) -> Path:
         return Path(self.spec.policy.path) if self.spec.policy.path else self.store.wait_latest("policy")[1]
@@ -93,10 +116,13 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=30)
+        if self.sync is not None:
+            self.sync.close()
 
     def _policy_version(self) -> int | None:
-        latest = self.store.latest("policy")
-        return None if latest is None else latest[0]
+        """The newest policy version: announced in Redis (broadcast versions are not all on the volume) or stored."""
+        known = [v for v in (self.store.announced("policy"), (self.store.latest("policy") or (None,))[0]) if v is not None]
+        return max(known) if known else None
 
     def _train_loop(self) -> None:
         trainer, critic = self.trainer, self.critic
@@ -115,7 +141,7 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
                 metrics = trainer.train_step(trajectories, critic_targets(trajectories, self.lambda_target))
                 version = self.version
                 if (self.updates + 1) % critic.publish_every == 0:
-                    version = self.store.publish("critic", trainer.save, keep_last=critic.keep_versions)
+                    version = self._publish(trainer, critic)
             except Exception:
                 logger.exception("critic update failed; retrying")
                 self._stop.wait(1.0)

@@ -139,10 +139,10 @@ def test_the_api_role_grants_exactly_what_the_kubernetes_launcher_calls() -> Non
 
 
 def _ingress_ports(policy: dict[str, Any]) -> dict[int, list[Any] | None]:
-    """Port -> its allowed peers (None: from anywhere)."""
+    """Port -> its allowed peers (None: from anywhere); rules without ports are left out."""
     out: dict[int, list[Any] | None] = {}
     for rule in policy["spec"]["ingress"]:
-        for port in rule["ports"]:
+        for port in rule.get("ports", []):
             out[port["port"]] = rule.get("from")
     return out
 

@@ -16,6 +16,7 @@ from lecritique.critics.icc import INITIAL_REWARD_AVERAGE, REWARD_AVERAGE_DECAY
 from lecritique.critics.types import PEER_SUMMARY_CHARS, CriticContextKind
 from lecritique.replay.config import ReplayBounds
 from lecritique.training.config import CriticTrainerConfig, OptimizerConfig
+from lecritique.weights.config import SharedVolumeTransport, WeightTransportConfig
 
 DEFAULT_KIND = "discriminative"
 """The kind of a critic section that names none."""
@@ -76,6 +77,8 @@ class DiscriminativeCriticSpec(CriticTrainerConfig, TrainedCriticSpec):
     """Critic kind served by the value evaluator."""
     optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
     """AdamW settings of the critic (Table 2: lr 1e-5, weight decay 0.01)."""
+    weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
+    """How new critic versions reach the value evaluators: ``shared_volume`` or ``broadcast``."""
 
 
 class GenerativeCriticSpec(GenerativeCriticConfig, TrainedCriticSpec):

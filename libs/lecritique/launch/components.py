@@ -98,6 +98,8 @@ class ComponentDefaults(_ChartModel):
     """Size of an in-memory /dev/shm (NCCL, vLLM and torch workers need more than the 64 MiB default); None: none."""
     startup_seconds: int = Field(default=900, ge=10)
     """How long the pod may take to start serving (model load, vLLM warm-up) before it is restarted."""
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    """GPUs of one node of this component's pool; a policy trainer with more processes spans several pods."""
 
 
 class ComponentsDefaults(_ChartModel):

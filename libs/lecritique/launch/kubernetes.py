@@ -36,8 +36,15 @@ from lecritique.launch.components import (
     Component,
     ComponentDefaults,
 )
-from lecritique.launch.kubernetes_policies import disruption_budget, network_policy
+from lecritique.launch.kubernetes_policies import collective_peers, disruption_budget, network_policy
 from lecritique.launch.kubernetes_resources import merge_resources
+from lecritique.launch.multinode import (
+    POD_NAME_LABEL,
+    node_rank_env,
+    ranks_service,
+    torchrun_command,
+    trainer_layout,
+)
 
 EXPERIMENT_NAME_ANNOTATION = "lecritique.dev/experiment-name"
 """Annotation holding the spec's human-readable name."""
@@ -119,7 +126,9 @@ def _replicas(spec: ExperimentSpec, component: Component, chart: ComponentDefaul
         placed = _placement(spec).environment_verifier
         if isinstance(placed, ScalablePlacement) and placed.replicas is not None:
             return placed.replicas
-    if component in (Component.value_trainer, Component.policy_trainer, Component.orchestrator):
+    if component == Component.policy_trainer:
+        return trainer_layout(spec, chart.gpus_per_node).pods
+    if component in (Component.value_trainer, Component.orchestrator):
         return 1
     return chart.replicas
 
@@ -167,6 +176,15 @@ def redis_env(defaults: ChartDefaults) -> list[dict[str, Any]]:
     ]
 
 
+def _multi_node_trainer(spec: ExperimentSpec, component: Component, chart: ComponentDefaults) -> bool:
+    return component == Component.policy_trainer and trainer_layout(spec, chart.gpus_per_node).multi_node
+
+
+def _trainer_env(spec: ExperimentSpec, component: Component, chart: ComponentDefaults) -> list[dict[str, Any]]:
+    """A multi-pod trainer's node rank, from its pod index."""
+    return [node_rank_env()] if _multi_node_trainer(spec, component, chart) else []
+
+
 def _env(
     defaults: ChartDefaults, chart: ComponentDefaults, experiment_id: str, from_spec: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -183,6 +201,8 @@ def _env(
         {"name": "VLLM_CACHE_ROOT", "value": "/tmp/.cache/vllm"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        # Where a trainer's weight broadcast is reached (lecritique.training.weight_sync).
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
     by_name = {item["name"]: item for item in builtin}
     for item in chart.env:
@@ -244,18 +264,10 @@ def _container_command(
         "--host",
         "0.0.0.0",
     ]
-    processes = spec.policy_trainer.processes
-    if component == Component.policy_trainer and processes > 1:
-        # Rank 0 serves gRPC; the other ranks join its process group.
-        return [
-            "python",
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc_per_node={processes}",
-            "-m",
-            *serve,
-        ]
+    if component == Component.policy_trainer and spec.policy_trainer.processes > 1:
+        # Rank 0 serves gRPC; the other ranks (on this pod or on the StatefulSet's other pods) join its group.
+        layout = trainer_layout(spec, defaults.components.policy_trainer.gpus_per_node)
+        return torchrun_command(layout, object_name(experiment_id, component), defaults.namespace, serve)
     return serve
 
 
@@ -305,7 +317,7 @@ def _pod_template(
         "image": chart.image,
         "imagePullPolicy": chart.image_pull_policy,
         "command": _container_command(spec, experiment_id, component, defaults),
-        "env": _env(defaults, chart, experiment_id, _secret_env(spec, component)),
+        "env": _env(defaults, chart, experiment_id, [*_secret_env(spec, component), *_trainer_env(spec, component, chart)]),
         "ports": ports,
         "resources": merge_resources(component, chart, placed, spec),
         **_probes(component, chart),
@@ -375,6 +387,10 @@ def _service(
                 "appProtocol": "grpc",
             },
         )
+    selector = selector_labels(defaults, experiment_id, component)
+    if _multi_node_trainer(spec, component, defaults.components.of(component)):
+        # Only global rank 0 (on pod 0) serves gRPC; the other pods are reached by torch.distributed.
+        selector[POD_NAME_LABEL] = f"{object_name(experiment_id, component)}-0"
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -384,7 +400,7 @@ def _service(
         "spec": {
             # Headless: the name resolves to every ready pod, which the client round-robins.
             "clusterIP": "None",
-            "selector": selector_labels(defaults, experiment_id, component),
+            "selector": selector,
             "ports": ports,
         },
     }
@@ -416,7 +432,8 @@ def _workload(
         "template": template,
     }
     if info.workload == "StatefulSet":
-        body = {**body, "serviceName": name, "podManagementPolicy": "Parallel"}
+        governing = ranks_service(metadata, selector["matchLabels"])["metadata"]["name"] if _multi_node_trainer(spec, component, chart) else name
+        body = {**body, "serviceName": governing, "podManagementPolicy": "Parallel"}
     return {"apiVersion": "apps/v1", "kind": info.workload, "metadata": metadata, "spec": body}
 
 
@@ -454,13 +471,20 @@ def render_experiment_objects(
         "data": {"spec.json": resolved.model_dump_json(indent=1)},
     }
     services = [_service(resolved, experiment_id, component, defaults) for component in components]
+    trainer = Component.policy_trainer
+    if _multi_node_trainer(resolved, trainer, defaults.components.policy_trainer):
+        name = object_name(experiment_id, trainer)
+        services.append(ranks_service(_metadata(defaults, experiment_id, name, trainer, resolved),
+                                      selector_labels(defaults, experiment_id, trainer)))
     workloads = [_workload(resolved, experiment_id, component, defaults) for component in components]
+    multi_node = _multi_node_trainer(resolved, trainer, defaults.components.policy_trainer)
     policies, budgets = [], []
     for component, workload in zip(components, workloads, strict=True):
         metadata = _metadata(
             defaults, experiment_id, object_name(experiment_id, component), component, resolved
         )
-        policies.append(network_policy(experiment_id, component, defaults, metadata, llm_egress or []))
+        peers = collective_peers(resolved, component, multi_node)
+        policies.append(network_policy(experiment_id, component, defaults, metadata, llm_egress or [], peers))
         budgets.append(
             disruption_budget(
                 experiment_id, component, int(workload["spec"].get("replicas", 1)), defaults, metadata

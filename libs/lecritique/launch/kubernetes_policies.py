@@ -5,7 +5,12 @@ metrics ingress, nothing else) is widened here only within one experiment:
 
 * every service pod accepts gRPC from its own experiment's orchestrator, and from nothing else;
 * the orchestrator may open gRPC connections to its own experiment's pods;
-* the value evaluator may reach the LLM endpoints its tenant's policy allows (``llm_egress``).
+* the value evaluator may reach the LLM endpoints its tenant's policy allows (``llm_egress``);
+* the pods of one torch.distributed group reach each other on any port, both ways (TCPStore
+  rendezvous, gloo/NCCL sockets on ephemeral ports): a policy trainer spread over several pods,
+  and a trainer with the replicas it broadcasts weights to (``weight_transport: broadcast``;
+  the replicas also connect to each other, since gloo and NCCL connect every pair of ranks).
+  Only groups the spec forms get rules.
 
 So one tenant's pods can neither call nor be called by another experiment's pods.
 
@@ -18,8 +23,10 @@ weights (StatefulSet pods come back under the same name).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from lecritique.config.experiment import ExperimentSpec
 from lecritique.launch.components import COMPONENTS, EXPERIMENT_LABEL, GRPC_PORT, ChartDefaults, Component
 
 
@@ -30,17 +37,39 @@ def _pods(defaults: ChartDefaults, experiment_id: str, component: Component | No
     return {"podSelector": {"matchLabels": labels}}
 
 
+def collective_peers(spec: ExperimentSpec, component: Component, multi_node_trainer: bool) -> list[Component]:
+    """The components whose pods share a torch.distributed group with ``component``'s (itself included)."""
+    groups: list[set[Component]] = []
+    if multi_node_trainer:
+        groups.append({Component.policy_trainer})
+    if spec.policy_trainer.weight_transport.kind == "broadcast":
+        groups.append({Component.policy_trainer, Component.rollout})
+    critic_transport = getattr(spec.critic, "weight_transport", None)
+    if critic_transport is not None and critic_transport.kind == "broadcast":
+        groups.append({Component.value_trainer, Component.value_evaluator})
+    peers = set().union(*[group for group in groups if component in group])
+    return sorted(peers, key=lambda peer: peer.value)
+
+
 def network_policy(
     experiment_id: str,
     component: Component,
     defaults: ChartDefaults,
     metadata: dict[str, Any],
     llm_egress: list[dict[str, Any]],
+    collective: Sequence[Component] = (),
 ) -> dict[str, Any] | None:
-    """The experiment-scoped rules of one component (None: it needs nothing beyond the chart's baseline)."""
+    """The experiment-scoped rules of one component (None: it needs nothing beyond the chart's baseline).
+
+    ``collective``: components (from :func:`collective_peers`) reached on any port, both ways.
+    """
     grpc = [{"port": GRPC_PORT, "protocol": "TCP"}]
     ingress: list[dict[str, Any]] = []
     egress: list[dict[str, Any]] = []
+    if collective:
+        group = [_pods(defaults, experiment_id, peer) for peer in collective]
+        ingress.append({"from": group})
+        egress.append({"to": group})
     if COMPONENTS[component].serve_name is not None:
         ingress.append({"from": [_pods(defaults, experiment_id, Component.orchestrator)], "ports": grpc})
     if component == Component.orchestrator:

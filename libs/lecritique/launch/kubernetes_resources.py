@@ -5,6 +5,7 @@ from __future__ import annotations
 from lecritique.config.experiment import ExperimentSpec, SpecError
 from lecritique.config.placement import GPU_RESOURCE, ComponentPlacement, is_extended_resource, parse_quantity
 from lecritique.launch.components import COMPONENTS, Component, ComponentDefaults
+from lecritique.launch.multinode import trainer_layout
 
 
 def merge_resources(
@@ -37,17 +38,17 @@ def merge_resources(
         if name in limits and parse_quantity(request) > parse_quantity(limits[name]):
             raise SpecError(f"{field}.requests.{name}: request {request} exceeds the limit {limits[name]}")
     if component == Component.policy_trainer:
-        processes = spec.policy_trainer.processes
+        processes = trainer_layout(spec, chart.gpus_per_node).per_pod  # torchrun processes of one pod
         placed_gpus = placed.resources is not None and (
             GPU_RESOURCE in placed.resources.limits or GPU_RESOURCE in placed.resources.requests
         )
         if not placed_gpus and parse_quantity(limits.get(GPU_RESOURCE, "0")) > 0:
-            # A GPU pool by default: one GPU per torchrun process.
+            # A GPU pool by default: one GPU per torchrun process of the pod.
             requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(processes)
         gpus = parse_quantity(limits.get(GPU_RESOURCE, "0"))
         if gpus > 0 and gpus != processes:
             raise SpecError(
-                f"{field}.limits.{GPU_RESOURCE}: {limits[GPU_RESOURCE]} GPUs but policy_trainer.processes is {processes}; "
-                "torchrun runs one process per GPU"
+                f"{field}.limits.{GPU_RESOURCE}: {limits[GPU_RESOURCE]} GPUs but each policy-trainer pod runs {processes} "
+                "processes (policy_trainer.processes over its pods); torchrun runs one process per GPU"
             )
     return {"requests": requests, "limits": limits}

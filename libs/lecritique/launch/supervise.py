@@ -35,21 +35,30 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         parser.error("no command given after '--'")
     cancelled = False
-    child = subprocess.Popen(command)
+    child: subprocess.Popen[bytes] | None = None
+    interrupted = False
+
+    def interrupt_child() -> None:
+        nonlocal interrupted
+        # `lecritique run` treats SIGINT as Ctrl-C: it stops its services before exiting.
+        if child is not None and not interrupted and child.poll() is None:
+            interrupted = True
+            child.send_signal(signal.SIGINT)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         nonlocal cancelled
-        if cancelled:
-            # Once only: a second Ctrl-C would interrupt `lecritique run` while it stops its
-            # services and leave them running. Escalation is the API's (SIGKILL after a grace period).
-            return
+        # Once only: a second Ctrl-C would interrupt `lecritique run` while it stops its
+        # services and leave them running. Escalation is the API's (SIGKILL after a grace period).
         cancelled = True
-        # `lecritique run` treats SIGINT as Ctrl-C: it stops its services before exiting.
-        if child.poll() is None:
-            child.send_signal(signal.SIGINT)
+        interrupt_child()
 
+    # Handlers before the child exists: a SIGTERM that arrives while it starts must not kill the
+    # supervisor with the default action (the run would go on unsupervised, with no result).
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    child = subprocess.Popen(command)
+    if cancelled:  # asked to stop while the child was being started
+        interrupt_child()
     returncode = child.wait()
     write_result(args.result, returncode, cancelled)
     return returncode

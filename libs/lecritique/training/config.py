@@ -88,7 +88,20 @@ class DistillationConfig(BaseModel):
     """Parameter dtype of the teacher."""
 
 
-class PolicyTrainerConfig(BaseModel):
+class DataParallelConfig(BaseModel):
+    """How a trainer spreads over its torchrun ranks and at what precision it computes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    parallelism: Literal["ddp", "fsdp2"] = "ddp"
+    """Data parallelism under torchrun: ``ddp`` (full replica per rank) or ``fsdp2`` (``fully_shard``: weights, gradients, AdamW state sharded)."""
+    mixed_precision: Literal["auto", "bf16", "off"] = "auto"
+    """bf16 compute with float32 master weights and gradient reduction; ``auto``: bf16 on GPUs that support it, off on CPU."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass (less memory, one more forward)."""
+
+
+class PolicyTrainerConfig(DataParallelConfig):
     """Policy update settings. Defaults suit tiny CPU models; the paper's are in the docstrings."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -109,7 +122,7 @@ class PolicyTrainerConfig(BaseModel):
     """LVOPD: value-gated on-policy distillation from a teacher as an extra loss term (None: off)."""
 
 
-class CriticTrainerConfig(BaseModel):
+class CriticTrainerConfig(DataParallelConfig):
     """Value-function training settings (defaults: Le Critique Table 2)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -41,7 +41,7 @@ from lecritique.training.collate import (
 )
 from lecritique.training.config import CriticTrainerConfig
 from lecritique.training.distributed import all_reduce_sum, current_context, shard_indices
-from lecritique.training.engine import HFTrainer
+from lecritique.training.engine import HFTrainer, ParallelSettings
 from lecritique.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class CriticTrainer(HFTrainer):
             raise ValueError(f"critic model must have one label (a scalar head), got {model.config.num_labels}")
         nn.Module.to(model, torch_dtype(self.config.dtype))  # in place
         source = Path(tokenizer_source) if tokenizer_source is not None else None
-        self._start(model, self.config.optimizer, self.config.device, tokenizer_source=source)
+        self._start(model, self.config.optimizer, self.config.device, source, ParallelSettings.of(self.config))
 
     @classmethod
     def from_policy(cls, policy_dir: str | Path, config: CriticTrainerConfig | None = None) -> CriticTrainer:
@@ -157,14 +157,17 @@ class CriticTrainer(HFTrainer):
     def predict(self, trajectories: Sequence[Trajectory]) -> list[np.ndarray]:
         """V(h_t) for every trajectory token (float32 [T_i] each; sigmoid of the head for bce).
 
-        Local to this process (no collective calls), so any single rank may serve predictions.
+        Local to this process (no collective calls), so any single rank may serve predictions;
+        under FSDP2 every forward gathers parameters, so every rank must call it with the same batch.
         """
         validate_critic_trajectories(trajectories, self.vocab_size)
         results: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(trajectories)
         lengths = [_sequence_length(t) for t in trajectories]
         for group in split_by_token_budget(lengths, self.config.micro_batch_tokens):
             batch = collate_critic([trajectories[i] for i in group]).to(self.engine.device)
-            values = self._values_from_outputs(self._state_outputs(self.engine.model, batch)).cpu().numpy()
+            with self.engine.autocast():
+                outputs = self._state_outputs(self.engine.model, batch)
+            values = self._values_from_outputs(outputs).cpu().numpy()
             for row, index in enumerate(group):
                 results[index] = values[row, : trajectories[index].token_ids.shape[0]].astype(np.float32)
         return results

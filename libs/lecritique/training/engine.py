@@ -1,15 +1,19 @@
 """What the policy and critic trainers share: the optimiser, data parallelism, one step.
 
-Data parallelism is DDP rather than FSDP2: the models this project trains on CPU (and the 4B
-policies of the paper on H200s) fit on one device, DDP is well supported with gloo on CPU, and
-publishing HF directories every step needs the full weights on rank 0 anyway, which DDP keeps
-without a gather. The wrapping lives only in :class:`TrainingEngine`, so ``fully_shard`` can
-replace it when a model stops fitting on one device.
+Data parallelism under ``torchrun`` is ``ddp`` (a full replica per rank; DDP averages the
+gradients) or ``fsdp2`` (``fully_shard`` per decoder layer, :mod:`lecritique.training.fsdp`:
+parameters, gradients and AdamW state sharded across ranks). In a single process without a
+process group the model is trained as is, whatever the setting.
 
 Gradient scale: each micro-batch loss is already normalised by the *global* token count, so the
-gradient of the full-batch loss is the *sum* of the ranks' gradients. DDP averages, so the
-engine multiplies every loss by the world size before ``backward``: 1 and N processes then
-apply the same gradient.
+gradient of the full-batch loss is the *sum* of the ranks' gradients. DDP and FSDP2 both average
+over ranks, so the engine multiplies every loss by the world size before ``backward``: 1 and N
+processes then apply the same gradient.
+
+Micro-batches: under DDP a rank accumulates its micro-batches without communication (``no_sync``)
+and ranks may run different numbers of them. Under FSDP2 every forward and backward is a
+collective (all-gather, reduce-scatter), so ranks agree on the largest count and the ones with
+fewer run zero-weighted forward/backward passes to stay in step.
 """
 
 from __future__ import annotations
@@ -17,17 +21,21 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from transformers import PreTrainedModel
 
+from lecritique.training import fsdp
 from lecritique.training.config import OptimizerConfig
 from lecritique.training.distributed import DistributedContext, current_context, default_device
 from lecritique.weights import WeightStore
+from lecritique.weights.safetensors_stream import layout_of, write_safetensors_stream
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +59,26 @@ def read_tokenizer_files(source_dir: Path) -> dict[str, bytes]:
     return {name: (source_dir / name).read_bytes() for name in _TOKENIZER_FILES if (source_dir / name).is_file()}
 
 
+@dataclass(frozen=True)
+class ParallelSettings:
+    """How a trainer's model is spread over ranks and at what precision it computes."""
+
+    parallelism: Literal["ddp", "fsdp2"] = "ddp"
+    """``ddp`` or ``fsdp2`` (see the module docstring)."""
+    mixed_precision: Literal["auto", "bf16", "off"] = "auto"
+    """Compute dtype: ``bf16`` (float32 master weights and gradient reduction), ``auto`` (bf16 on GPUs)."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass."""
+
+    @classmethod
+    def of(cls, config: Any) -> ParallelSettings:
+        """The settings of a trainer config (fields of the same names; defaults where absent)."""
+        names = ("parallelism", "mixed_precision", "activation_checkpointing")
+        return cls(**{name: getattr(config, name) for name in names if hasattr(config, name)})
+
+
 class TrainingEngine:
-    """A model, its AdamW optimiser and (when distributed) its DDP wrapper."""
+    """A model, its AdamW optimiser and (when distributed) its DDP wrapper or FSDP2 sharding."""
 
     def __init__(
         self,
@@ -60,7 +86,9 @@ class TrainingEngine:
         optimizer: OptimizerConfig,
         context: DistributedContext,
         device: torch.device,
+        parallel: ParallelSettings | None = None,
     ) -> None:
+        parallel = parallel or ParallelSettings()
         nn.Module.to(model, device)  # in place; PreTrainedModel.to's decorator hides its signature
         # Trained in eval mode: no dropout (HF token-classification heads default to 0.1), so the
         # network that is trained is the deterministic one that sampled the rollout logprobs and
@@ -70,10 +98,20 @@ class TrainingEngine:
         self.context = context
         self.device = device
         self.grad_clip = optimizer.grad_clip
-        if context.enabled:
+        self.parallel = parallel
+        self.compute_dtype = fsdp.mixed_precision_dtype(parallel.mixed_precision, device)
+        if parallel.activation_checkpointing:
+            fsdp.apply_activation_checkpointing(model)
+        # FSDP2 whenever a process group exists (also world size 1 under torchrun); DDP only for >1 rank.
+        self.sharded = parallel.parallelism == "fsdp2" and dist.is_available() and dist.is_initialized()
+        if self.sharded:
+            fsdp.broadcast_parameters(model)
+            fsdp.shard_model(model, device, self.compute_dtype)
+            self.forward_module: nn.Module = model
+        elif context.enabled:
             # DDP broadcasts rank 0's parameters, so every rank starts from identical weights.
             device_ids = [device.index] if device.type == "cuda" else None
-            self.forward_module: nn.Module = DistributedDataParallel(self.model, device_ids=device_ids)
+            self.forward_module = DistributedDataParallel(self.model, device_ids=device_ids)
         else:
             self.forward_module = self.model
         self.optimizer = torch.optim.AdamW(
@@ -90,6 +128,25 @@ class TrainingEngine:
             return self.forward_module.no_sync()
         return contextlib.nullcontext()
 
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """bf16 autocast for unsharded models under mixed precision (FSDP2 casts parameters itself)."""
+        if self.compute_dtype is None or self.sharded:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.compute_dtype)
+
+    def _padding_loss(self, module: nn.Module) -> torch.Tensor:
+        """A zero loss through a one-token forward: keeps an FSDP2 rank in step with busier ranks."""
+        ids = torch.zeros((1, 1), dtype=torch.long, device=self.device)
+        logits: torch.Tensor = module(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+        return logits.float().sum() * 0.0
+
+    def _micro_batch_count(self, local: int) -> int:
+        if not self.sharded or not self.context.enabled:
+            return local
+        count = torch.tensor([local], dtype=torch.long, device=self.device)
+        dist.all_reduce(count, op=dist.ReduceOp.MAX)
+        return int(count.item())
+
     def step(self, micro_batches: Sequence[Micro], compute_loss: Callable[[nn.Module, Micro], torch.Tensor]) -> float:
         """Accumulate gradients over ``micro_batches``, clip, take one optimiser step.
 
@@ -99,12 +156,16 @@ class TrainingEngine:
         if not micro_batches:
             raise ValueError("a training step needs at least one micro-batch on every rank")
         self.optimizer.zero_grad(set_to_none=True)
-        for index, micro_batch in enumerate(micro_batches):
-            with self._sync_context(index == len(micro_batches) - 1):
-                loss = compute_loss(self.forward_module, micro_batch)
+        count = self._micro_batch_count(len(micro_batches))
+        for index in range(count):
+            with self._sync_context(index == count - 1), self.autocast():
+                if index < len(micro_batches):
+                    loss = compute_loss(self.forward_module, micro_batches[index])
+                else:
+                    loss = self._padding_loss(self.forward_module)
                 scaled: torch.Tensor = loss * self.context.world_size
                 scaled.backward()  # type: ignore[no-untyped-call]
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+        grad_norm = fsdp.clip_grad_norm(list(self.model.parameters()), self.grad_clip)
         if not torch.isfinite(grad_norm):
             # Skip the update rather than writing NaNs into the weights; the caller sees the norm.
             logger.warning("non-finite gradient norm %s at step %d: update skipped", grad_norm, self.steps)
@@ -113,7 +174,6 @@ class TrainingEngine:
             self.optimizer.step()
         self.steps += 1
         return float(grad_norm)
-
 
 
 class HFTrainer:
@@ -129,19 +189,26 @@ class HFTrainer:
     tokenizer_source: Path | None
 
     def _start(
-        self, model: PreTrainedModel, optimizer: OptimizerConfig, device: str | None, tokenizer_source: Path | None
+        self,
+        model: PreTrainedModel,
+        optimizer: OptimizerConfig,
+        device: str | None,
+        tokenizer_source: Path | None,
+        parallel: ParallelSettings | None = None,
     ) -> None:
         self.context = current_context()
         self.tokenizer_source = tokenizer_source
         # Read once: the source may be a published version that the weight store prunes later.
         self._tokenizer_files = read_tokenizer_files(tokenizer_source) if tokenizer_source is not None else {}
         self.vocab_size = int(model.config.vocab_size)
+        # fully_shard swaps the model's class for a generated FSDP subclass; HF configs name the original.
+        self._architecture = type(model).__name__
         chosen = torch.device(device) if device else default_device(self.context)
-        self.engine = TrainingEngine(model, optimizer, self.context, chosen)
+        self.engine = TrainingEngine(model, optimizer, self.context, chosen, parallel)
 
     @property
     def model(self) -> PreTrainedModel:
-        """The unwrapped model (identical on every rank)."""
+        """The model without its DDP wrapper (identical on every rank); under FSDP2 its parameters are DTensor shards."""
         return self.engine.model
 
     @property
@@ -149,23 +216,60 @@ class HFTrainer:
         """Optimiser steps taken."""
         return self.engine.steps
 
-    def save(self, directory: str | Path) -> Path | None:
-        """Write a HF directory (``save_pretrained`` + tokenizer files); rank 0 only, else None."""
-        if not self.context.is_main:
+    @property
+    def collective_save(self) -> bool:
+        """Whether :meth:`save` and :meth:`publish` are collectives (FSDP2: every rank calls them together)."""
+        return self.engine.sharded
+
+    def save(self, directory: str | Path | None) -> Path | None:
+        """Write a HF directory (safetensors + config + tokenizer files) on rank 0; None elsewhere.
+
+        Unsharded: rank 0 alone runs ``save_pretrained`` (no collective). FSDP2: every rank must
+        call it; parameters are gathered one at a time and streamed into the files, so rank 0
+        never holds more than its shards plus one full tensor (other ranks may pass None).
+        """
+        if self.engine.sharded:
+            return self._save_sharded(Path(directory) if self.context.is_main and directory is not None else None)
+        if not self.context.is_main or directory is None:
             return None
         target = Path(directory)
         target.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(target)
-        for name, data in self._tokenizer_files.items():
-            (target / name).write_bytes(data)
+        self._write_tokenizer(target)
         return target
 
-    def publish(self, store: WeightStore, role: str | None = None, keep_last: int | None = None) -> int | None:
+    def _write_tokenizer(self, target: Path) -> None:
+        for name, data in self._tokenizer_files.items():
+            (target / name).write_bytes(data)
+
+    def _save_sharded(self, target: Path | None) -> Path | None:
+        named = fsdp.named_state(self.model)
+        layout = [layout_of(name, tensor) for name, tensor in named]
+        del named
+        stream = fsdp.full_parameters(self.model)
+        if target is None:
+            for _ in stream:  # take part in every gather, keep nothing
+                pass
+            return None
+        write_safetensors_stream(target, layout, stream)
+        self.model.config.architectures = [self._architecture]
+        self.model.config.save_pretrained(target)
+        if self.model.can_generate() and self.model.generation_config is not None:
+            self.model.generation_config.save_pretrained(target)
+        self._write_tokenizer(target)
+        return target
+
+    def publish(
+        self, store: WeightStore, role: str | None = None, keep_last: int | None = None, version: int | None = None
+    ) -> int | None:
         """Publish the current weights as the next version of ``role`` (default: the trainer's).
 
-        Rank 0 writes and returns the new version; other ranks return None. No collective call,
-        so it may be called on rank 0 alone (e.g. from ``run_policy_worker``'s ``on_step``).
+        Rank 0 writes and returns the new version (``version``, or the next number); other ranks
+        return None. Unsharded, no
+        collective is involved and rank 0 may call it alone; under FSDP2 every rank must call it.
         """
         if not self.context.is_main:
+            if self.engine.sharded:
+                self._save_sharded(None)
             return None
-        return store.publish(role or self.role, self.save, keep_last=keep_last)
+        return store.publish(role or self.role, self.save, version=version, keep_last=keep_last)

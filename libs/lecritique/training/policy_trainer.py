@@ -33,7 +33,7 @@ from lecritique.training.collate import (
 from lecritique.training.config import PolicyTrainerConfig
 from lecritique.training.distillation import Distiller, collate_gates, lvopd_gates
 from lecritique.training.distributed import all_reduce_sum, shard_indices
-from lecritique.training.engine import HFTrainer
+from lecritique.training.engine import HFTrainer, ParallelSettings
 from lecritique.training.policy_loss import LossStatistics, policy_loss
 from lecritique.trajectory import Trajectory
 
@@ -51,7 +51,9 @@ class PolicyTrainer(HFTrainer):
         if not (self.model_dir / "config.json").is_file():
             raise ValueError(f"policy model directory {self.model_dir} has no config.json")
         model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=torch_dtype(self.config.dtype))
-        self._start(model, self.config.optimizer, self.config.device, tokenizer_source=self.model_dir)
+        self._start(
+            model, self.config.optimizer, self.config.device, self.model_dir, ParallelSettings.of(self.config)
+        )
         distillation = self.config.distillation
         self.distiller = Distiller(distillation, self.engine.device, self.vocab_size) if distillation else None
         logger.info(

@@ -2,10 +2,12 @@
 
 Rank 0 obtains each batch (from gRPC in the policy-trainer service; from a batch file on the
 command line) and broadcasts it; every rank then runs the same ``train_step``; rank 0 alone
-saves or publishes weights. An empty batch from rank 0 ends the loop on every rank.
+saves or publishes weights (under FSDP2 every rank takes part: parameters are gathered one at a
+time). An empty batch from rank 0 ends the loop on every rank.
 
     torchrun --nproc_per_node=2 -m lecritique.training.policy_worker \\
-        --model-dir runs/policy/v0 --batches batches.bin --metrics-out metrics.json --weights-root weights/
+        --model-dir runs/policy/v0 --batches batches.bin --metrics-out metrics.json --weights-root weights/ \\
+        --checkpoint-dir ckpt/ [--resume]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 import torch.distributed as dist
 from rich.progress import Progress
 
+from lecritique.training.checkpoint import TrainerCheckpoints
 from lecritique.training.config import PolicyTrainerConfig
 from lecritique.training.distributed import (
     DistributedContext,
@@ -76,11 +79,14 @@ def run_policy_worker(
     trainer: PolicyTrainer,
     next_batch: Callable[[], list[Trajectory] | None],
     on_step: Callable[[int, dict[str, float]], None] | None = None,
+    after_step: Callable[[int, dict[str, float]], None] | None = None,
 ) -> list[dict[str, float]]:
     """Train until rank 0's ``next_batch`` returns None (or an empty batch).
 
-    ``next_batch`` is only called on rank 0; ``on_step(step, metrics)`` only on rank 0, after
-    each update (the place to save or publish weights). Returns every step's metrics.
+    ``next_batch`` is only called on rank 0. After each update ``after_step(step, metrics)``
+    runs on *every* rank (the place for collectives: publishing or checkpointing a sharded
+    model; it may add entries to ``metrics`` on rank 0), then ``on_step(step, metrics)`` on
+    rank 0 alone. Returns every step's metrics.
     """
     context = current_context()
     history: list[dict[str, float]] = []
@@ -90,6 +96,8 @@ def run_policy_worker(
         if not trajectories:
             break
         metrics = trainer.train_step(trajectories)
+        if after_step is not None:
+            after_step(trainer.steps, metrics)
         history.append(metrics)
         if context.is_main and on_step is not None:
             on_step(trainer.steps, metrics)
@@ -102,28 +110,37 @@ def _train_from_file(args: argparse.Namespace, context: DistributedContext) -> N
     )
     trainer = PolicyTrainer(args.model_dir, config)
     store = WeightStore(args.weights_root) if args.weights_root else None
-    pending = read_batch_file(args.batches) if context.is_main else []
+    checkpoints = TrainerCheckpoints(args.checkpoint_dir) if args.checkpoint_dir else None
+    if args.resume and checkpoints is not None and (found := checkpoints.latest()) is not None:
+        checkpoints.load(trainer, found[1])
+    # A resumed run continues with the batch after the last one it trained on.
+    pending = read_batch_file(args.batches)[trainer.steps :] if context.is_main else []
+    if args.max_steps is not None:
+        pending = pending[: max(0, args.max_steps - trainer.steps)]
     with Progress(disable=not context.is_main) as progress:
         task = progress.add_task("policy steps", total=len(pending))
 
         def next_batch() -> list[Trajectory] | None:
             return pending.pop(0) if pending else None
 
+        def after_step(step: int, metrics: dict[str, float]) -> None:
+            if store is not None:
+                version = trainer.publish(store)  # a collective under FSDP2
+                if version is not None:
+                    metrics["policy_version"] = float(version)
+            if checkpoints is not None and step % args.checkpoint_every == 0:
+                checkpoints.save(trainer)
+
         def on_step(step: int, metrics: dict[str, float]) -> None:
             progress.advance(task)
-            if store is not None:
-                version = trainer.publish(store)
-                assert version is not None  # on_step runs on rank 0, which publishes
-                metrics["policy_version"] = float(version)
             tokens_per_second = metrics["tokens"] / metrics["step_seconds"]
             logger.info("step %d: loss %.6f, %.0f tokens/s", step, metrics["loss"], tokens_per_second)
 
-        history = run_policy_worker(trainer, next_batch, on_step)
-    if context.is_main:
-        if args.metrics_out:
-            Path(args.metrics_out).write_text(json.dumps({"world_size": context.world_size, "steps": history}))
-        if args.save_dir:
-            trainer.save(args.save_dir)
+        history = run_policy_worker(trainer, next_batch, on_step, after_step)
+    saved = trainer.save(args.save_dir) if args.save_dir else None  # a collective under FSDP2
+    if context.is_main and args.metrics_out:
+        result = {"world_size": context.world_size, "first_step": trainer.steps - len(history) + 1, "steps": history}
+        Path(args.metrics_out).write_text(json.dumps({**result, "saved": str(saved) if saved else None}))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -135,6 +152,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--save-dir", help="save the final policy here as a HF directory (rank 0)")
     parser.add_argument("--weights-root", help="publish the policy after every step to this weight store (rank 0)")
     parser.add_argument("--seed", type=int, default=0, help="torch seed (the update itself is deterministic)")
+    parser.add_argument("--checkpoint-dir", help="write DCP checkpoints of the training state here")
+    parser.add_argument("--checkpoint-every", type=int, default=1, help="checkpoint every this many steps")
+    parser.add_argument("--resume", action="store_true", help="start from the newest checkpoint in --checkpoint-dir")
+    parser.add_argument("--max-steps", type=int, help="stop after this many optimiser steps in all (resumed ones count)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 

@@ -187,11 +187,18 @@ class WeightStore:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         logger.info("published %s version %d at %s", role, chosen, target)
-        if self.redis is not None:
-            self.redis.eval(_ANNOUNCE_MAX_LUA, 1, self.redis_key(role), chosen)
+        self.announce(role, chosen)
         if keep_last is not None:
             self.prune(role, keep_last)
         return chosen
+
+    def announce(self, role: str, version: int) -> None:
+        """Announce ``version`` in Redis (if a client was given), never lowering the announced one.
+
+        :meth:`publish` does it; a broadcast transport calls it for versions it does not write.
+        """
+        if self.redis is not None:
+            self.redis.eval(_ANNOUNCE_MAX_LUA, 1, self.redis_key(role), version)
 
     def prune(self, role: str, keep_last: int) -> list[int]:
         """Delete all but the newest ``keep_last`` versions (>= 1); return the deleted ones.
