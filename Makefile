@@ -44,7 +44,7 @@ demo: $(STAMP)
 	rm -rf runs/demo
 	$(PY) -m lecritique run examples/sudoku-mini-pvf.yaml --out runs/demo
 
-# The CPU study shipped with the project (examples/studies, about 1.5 h on an idle 2-core machine): mean, vf, pvf,
+# The CPU study shipped with the project (examples/studies, roughly 1 h on an idle 2-core machine): mean, vf, pvf,
 # tether, tether-pvf on arithmetic and 4x4 Sudoku, 2 seeds; resumable (run it again to continue).
 study: $(STAMP)
 	$(PY) -m lecritique study examples/studies/arithmetic.yaml --out runs/study-arithmetic

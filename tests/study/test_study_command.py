@@ -51,7 +51,7 @@ def study_command(study: Path, out: Path, *extra: str, env: dict[str, str] | Non
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1500)
 def test_quick_study_runs_reports_probes_the_ceiling_and_resumes(tmp_path):
     study, out = write_study(tmp_path), tmp_path / "out"
     first = study_command(study, out)
@@ -80,7 +80,7 @@ def test_quick_study_runs_reports_probes_the_ceiling_and_resumes(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1500)
 def test_quick_study_through_a_real_api_process(tmp_path, embedded_redis):
     settings = {
         "LECRITIQUE_API_REDIS_URL": embedded_redis.url,
