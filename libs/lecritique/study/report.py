@@ -97,14 +97,15 @@ def _ceiling_table(ceiling: dict[str, Any]) -> str:
         return ""
     lines = [
         "\nOracle ceiling (final policy and critic, held-out states at token positions; see the estimator "
-        "below):\n\n| variant, seed | positions | states | ceiling Var(E[R|s])/Var(R) ± MC s.e. | critic EV "
-        "| critic EV / ceiling |\n|---|---|---|---|---|---|\n"
+        "below; ± is a bootstrap s.e. over states):\n\n| variant, seed | positions | states | ceiling Var(E[R|s])/Var(R) "
+        "| MC noise (within/K) | critic EV | critic EV / ceiling |\n|---|---|---|---|---|---|---|\n"
     ]
     for key, result in ceiling.items():
         for bucket in result["buckets"]:
             lines.append(
                 f"| {key} | {bucket['label']} | {bucket['states']} | {_fmt(bucket['ceiling'])} ± "
-                f"{_fmt(bucket['ceiling_se'])} | {_fmt(bucket['critic_ev'])} | {_fmt(bucket['fraction'], 2)} |\n"
+                f"{_fmt(bucket['ceiling_se'])} | {_fmt(bucket['mc_noise'], 4)} | {_fmt(bucket['critic_ev'])} "
+                f"| {_fmt(bucket['fraction'], 2)} |\n"
             )
     return "".join(lines)
 
