@@ -96,8 +96,9 @@ def _ceiling_table(ceiling: dict[str, Any]) -> str:
     if not ceiling:
         return ""
     lines = [
-        "\nOracle ceiling (final policy and critic, held-out states at token positions; see the estimator "
-        "below; ± is a bootstrap s.e. over states):\n\n| variant, seed | positions | states | ceiling Var(E[R|s])/Var(R) "
+        "\nOracle ceiling (final policy and critic, held-out states at token positions; estimator: "
+        "lecritique.critic_eval.ceiling; ± is a bootstrap s.e. over states):\n\n"
+        "| variant, seed | positions | states | ceiling Var(E[R|s])/Var(R) "
         "| MC noise (within/K) | critic EV | critic EV / ceiling |\n|---|---|---|---|---|---|---|\n"
     ]
     for key, result in ceiling.items():
