@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install prometheus-tools test test-fast lint demo chaos bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
+.PHONY: install prometheus-tools test test-fast lint demo chaos study bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,12 @@ demo: $(STAMP)
 chaos: $(STAMP)
 	rm -rf runs/chaos
 	$(PY) tests/chaos/chaos_run.py --out runs/chaos
+
+# The CPU study shipped with the project (examples/studies, roughly 1 h on an idle 2-core machine): mean, vf, pvf,
+# tether, tether-pvf on arithmetic and 4x4 Sudoku, 2 seeds; resumable (run it again to continue).
+study: $(STAMP)
+	$(PY) -m lecritique study examples/studies/arithmetic.yaml --out runs/study-arithmetic
+	$(PY) -m lecritique study examples/studies/sudoku-mini.yaml --out runs/study-sudoku
 
 bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-rollout bench-weights
 

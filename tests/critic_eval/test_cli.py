@@ -72,3 +72,26 @@ def test_the_shipped_critic_eval_example_parses():
 
     spec = load_critic_eval_spec(REPO_ROOT / "examples" / "critics" / "critic-eval-sudoku-mini.yml")
     assert [c.critic.kind for c in spec.critics] == ["discriminative", "discriminative", "generative", "frozen_llm"]
+
+
+def test_token_states_inside_responses_and_the_ceiling_table(tiny_policy, tmp_path):
+    """``rule: token`` measures states after the first response tokens too (``turn`` has only the
+    prompt end on a single-turn task), and the report carries the ceiling per position bucket."""
+    spec = {
+        "policy": {"path": str(tiny_policy)},
+        "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
+        "sampling": {"max_tokens": 8},
+        "tasks": 4, "group_size": 2, "states": 24, "continuations": 3, "ranking_states": 0,
+        "segments": {"rule": "token", "max_segments": 64}, "position_edges": [1, 3],
+        "critics": [{"name": "vf", "critic": {"context": "none"}}, {"name": "pvf", "critic": {"context": "reference"}}],
+    }
+    result = critic_eval(spec, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads((tmp_path / "out" / "critic_eval.json").read_text())
+    positions = [state["position"] for state in data["states"]]
+    assert 0 in positions and max(positions) >= 3
+    rows = {row["label"]: row for row in data["ceiling"]}
+    assert list(rows) == ["all", "t=0", "t=1-2", "t>=3"]
+    assert rows["all"]["states"] == 24 == sum(rows[label]["states"] for label in ("t=0", "t=1-2", "t>=3"))
+    assert set(rows["all"]["critics"]) == {"vf", "pvf"}
+    assert "Oracle ceiling per response position" in (tmp_path / "out" / "critic_eval.md").read_text()

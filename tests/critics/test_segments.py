@@ -71,3 +71,12 @@ def test_bad_inputs_name_the_problem():
         segment_starts(["a", "b"], [True], [0], "line")
     with pytest.raises(ValueError, match="2 values for 1 segments"):
         expand_segment_values([0], [0.1, 0.2], 4)
+
+
+def test_token_rule_makes_every_policy_token_a_state():
+    text = "12+3"
+    assert starts(text, "token") == [0, 1, 2, 3]  # the closing EOS ("") opens no state of its own
+    tokens = ["a", "b", "", "\n", "c", "d", ""]
+    mask = np.array([1, 1, 1, 0, 1, 1, 1], bool)
+    steps = np.array([0, 0, 0, 1, 1, 1, 1])
+    assert segment_starts(tokens, mask, steps, "token").tolist() == [0, 1, 4, 5]

@@ -18,6 +18,7 @@ from lecritique.cli.orchestrate import orchestrate
 from lecritique.cli.report import report
 from lecritique.cli.run import run
 from lecritique.cli.serve import serve
+from lecritique.cli.study import study
 from lecritique.cli.submit import submit
 
 app = typer.Typer(
@@ -40,6 +41,7 @@ app.command(name="run")(run)
 app.command(name="report")(report)
 app.add_typer(api_app, name="api")
 app.command(name="critic-eval")(critic_eval)
+app.command(name="study")(study)
 app.command(name="submit")(submit)
 app.add_typer(experiments_app, name="experiments")
 app.command(name="login")(login)

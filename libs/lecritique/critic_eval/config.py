@@ -84,6 +84,8 @@ class CriticEvalSpec(SpecModel):
     """Draws per needed candidate: continuations that end the episode are not candidates."""
     segments: SegmentsConfig = Field(default_factory=lambda: SegmentsConfig(rule="sentence", max_segments=64))
     """Where states are cut, for every critic alike (overrides the text critics' own rule)."""
+    position_edges: list[int] = Field(default_factory=lambda: [1, 3])
+    """Response-position buckets of the ceiling table: [1, 3] gives t = 0 (prompt end), 1-2, 3+."""
     critics: list[EvaluatedCritic] = Field(min_length=1)
     """The critics to compare."""
     seed: int = 0
@@ -101,6 +103,13 @@ class CriticEvalSpec(SpecModel):
         if any(k < 2 for k in values):
             raise ValueError(f"every ranking k must be >= 2, got {values}")
         return sorted(set(values))
+
+    @field_validator("position_edges")
+    @classmethod
+    def _increasing_edges(cls, values: list[int]) -> list[int]:
+        if any(v < 1 for v in values) or sorted(set(values)) != values:
+            raise ValueError(f"position_edges must be increasing positive integers, got {values}")
+        return values
 
     @model_validator(mode="after")
     def _unique_names(self) -> CriticEvalSpec:

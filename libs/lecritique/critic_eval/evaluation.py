@@ -28,6 +28,7 @@ import numpy as np
 from rich.progress import Progress
 
 from lecritique.advantages import explained_variance, top1_ranking_accuracy, value_mse
+from lecritique.critic_eval.ceiling import ceiling_rows
 from lecritique.critic_eval.config import CriticEvalSpec
 from lecritique.critics.inputs import attempt_of, critic_queries, shown_on
 from lecritique.critics.segments import segment_starts
@@ -58,6 +59,8 @@ class EvaluatedState:
     mc_value: float
     mc_rewards: list[float]
     critic_values: dict[str, float] = field(default_factory=dict)
+    position: int = 0
+    """Policy tokens of its turn before it (0: the turn's prompt end, before the response)."""
 
 
 @dataclass
@@ -90,12 +93,21 @@ class CriticEvalResult:
     """Rewards of the episodes it was measured on."""
     scored_on: dict[str, str] = field(default_factory=dict)
     """Per critic: ``prefix`` (V(h_t) from the cut prefix) or ``hindsight`` (from the whole episode)."""
+    ceiling: list[dict[str, Any]] = field(default_factory=list)
+    """The oracle ceiling and each critic's EV / ceiling per response-position bucket (:mod:`.ceiling`)."""
 
 
 def _states_of(record: EpisodeRecord, tokenizer: Any, spec: CriticEvalSpec, capped: bool = True) -> np.ndarray:
     texts = token_texts(tokenizer, record.token_ids)
     limit = spec.segments.max_segments if capped else None
     return segment_starts(texts, record.policy_mask, record.step_ids, spec.segments.rule, limit)
+
+
+def response_position(record: EpisodeRecord, token_index: int) -> int:
+    """Policy tokens of the state's turn emitted before ``token_index``."""
+    mask = np.asarray(record.policy_mask, dtype=bool)[:token_index]
+    steps = np.asarray(record.step_ids)
+    return int((mask & (steps[:token_index] == steps[token_index])).sum())
 
 
 def _monte_carlo(player: EpisodePlayer, points: Sequence[StatePoint], continuations: int) -> list[list[float]]:
@@ -260,12 +272,21 @@ def run_critic_eval(
             mc_value=float(value),
             mc_rewards=list(rewards),
             critic_values={name: score.states[n] for name, score in scores.items()},
+            position=response_position(point.record, point.token_index),
         )
         for n, (point, value, rewards) in enumerate(zip(points, mc_values, mc, strict=True))
     ]
     probes = _probe_records(tokenizer, base, ranking, candidate_values, scores)
     scored_on = {c.name: c.scored_on(spec.segments) for c in spec.critics}
-    return CriticEvalResult(metrics, states, probes, noise, success, icc_average, icc_rewards, scored_on)
+    ceiling = (
+        ceiling_rows(
+            np.array(mc, dtype=float), np.array([state.position for state in states]),
+            {name: np.array(score.states) for name, score in scores.items()}, spec.position_edges, seed=spec.seed,
+        )
+        if m > 1
+        else []
+    )
+    return CriticEvalResult(metrics, states, probes, noise, success, icc_average, icc_rewards, scored_on, ceiling)
 
 
 def _metrics(

@@ -35,6 +35,22 @@ def markdown_table(result: CriticEvalResult) -> str:
     return "\n".join(lines)
 
 
+def ceiling_table(result: CriticEvalResult) -> str:
+    """Markdown: per position bucket, the ceiling (± bootstrap s.e.), the MC noise, each critic's EV and EV / ceiling."""
+    if not result.ceiling:
+        return ""
+    names = list(result.metrics)
+    header = ["positions", "states", "ceiling Var(E[R|s])/Var(R)", "MC noise (within/K)"]
+    header += [f"{name} EV" for name in names] + [f"{name} EV / ceiling" for name in names]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in result.ceiling:
+        critics = row["critics"]
+        cells = [row["label"], str(row["states"]), f"{_cell(row['ceiling'])} ± {_cell(row['ceiling_se'])}", _cell(row["mc_noise"])]
+        cells += [_cell(critics.get(n, {}).get("ev")) for n in names] + [_cell(critics.get(n, {}).get("fraction")) for n in names]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n\nOracle ceiling per response position (critic_eval.ceiling: unbiased between/within variance terms):\n\n" + "\n".join(lines)
+
+
 def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> dict[str, Path]:
     """Write the three files; returns their paths by kind."""
     import matplotlib
@@ -53,6 +69,7 @@ def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> d
         "icc_reward_average": result.icc_reward_average,
         "states": [asdict(state) for state in result.states],
         "ranking_probes": [asdict(probe) for probe in result.probes],
+        "ceiling": result.ceiling,
     }
     paths["json"].write_text(json.dumps(payload, indent=1, default=float))
     paths["markdown"].write_text(
@@ -62,6 +79,7 @@ def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> d
         "Scored on: prefix = V(h_t) from the episode cut at t; hindsight = from the whole episode "
         "(LVRL's values, which read later actions).\n\n"
         + markdown_table(result)
+        + ceiling_table(result)
         + "\n"
     )
     names = list(result.metrics)

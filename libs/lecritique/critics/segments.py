@@ -7,7 +7,9 @@ within a segment. Rules:
 - ``turn``: one segment per policy turn (multi-turn episodes; single-turn: one segment);
 - ``line``: a new segment after every policy token containing a newline;
 - ``sentence``: a new segment after a policy token ending in ``.``, ``!`` or ``?`` that is
-  followed by whitespace, a newline, or the end of the action, and after every newline.
+  followed by whitespace, a newline, or the end of the action, and after every newline;
+- ``token``: every policy token is a segment (the token-level MDP; ``critic-eval`` uses it to
+  measure states inside a response).
 
 Every rule also starts a segment at the first policy token of each turn, and segments only
 start on policy tokens (environment observations are inputs, not actions).
@@ -21,8 +23,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-SegmentRule = Literal["sentence", "line", "turn"]
-SEGMENT_RULES: tuple[str, ...] = ("sentence", "line", "turn")
+SegmentRule = Literal["sentence", "line", "turn", "token"]
+SEGMENT_RULES: tuple[str, ...] = ("sentence", "line", "turn", "token")
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float32]
@@ -33,6 +35,8 @@ _SENTENCE_END = ".!?"
 def _ends_segment(rule: SegmentRule, text: str, next_text: str | None) -> bool:
     if rule == "turn":
         return False
+    if rule == "token":
+        return True
     if "\n" in text:
         return True
     if rule == "line":

@@ -1,0 +1,39 @@
+"""``lecritique study STUDY.yaml --out DIR``: variants x seeds of one experiment, compared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lecritique.cli.client_options import ApiOption
+
+
+def study(
+    spec: Annotated[Path, typer.Argument(help="Study spec (YAML): base spec, variants, seeds.", exists=True, dir_okay=False)],
+    out: Annotated[Path, typer.Option(help="Study folder (created; an existing one is resumed).")],
+    quick: Annotated[bool, typer.Option("--quick", help="The spec's quick profile: 1 seed, few steps, 2 variants.")] = False,
+    api: ApiOption = None,
+    ceiling: Annotated[bool, typer.Option(help="Probe the oracle ceiling on the critic variants' final checkpoints.")] = True,
+    report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: report the runs already in --out.")] = False,
+) -> None:
+    """Run every (variant, seed) experiment, resumably, then write study.json, study.md, study.png.
+
+    Locally each run is what ``lecritique run`` does; with ``--api`` the same specs are submitted
+    to the REST API (the ceiling probe needs the checkpoints, so it runs only locally).
+    """
+    from rich.console import Console
+
+    from lecritique.config import SpecError
+    from lecritique.study.run import run_study
+
+    console = Console()
+    try:
+        run_study(spec, out, quick=quick, api=api, console=console, ceiling=ceiling, report_only=report_only)
+    except SpecError as error:
+        console.print(f"[red]{error}")
+        raise typer.Exit(2) from None
+    except RuntimeError as error:
+        console.print(f"[red]{error}")
+        raise typer.Exit(1) from None

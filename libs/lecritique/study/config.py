@@ -1,0 +1,199 @@
+"""The study spec: a base experiment, named variants (overrides of it), seeds, and the ceiling probe.
+
+A study answers "which baseline and which critic on this task, and how close is the critic to
+the best possible one": every (variant, seed) is one ordinary experiment, run with the same
+machinery as ``lecritique run`` (or submitted to the REST API).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from lecritique.config.base import SpecModel
+from lecritique.config.experiment import ExperimentSpec, SpecError, _format, parse_spec
+
+
+class VariantSpec(SpecModel):
+    """One arm of the study: the base spec with some fields replaced."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=40)
+    """Label in tables and plots, and the run folder's name (lower case, digits, dashes)."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Merged into the base spec key by key (nested mappings merge; ``null`` removes a key, e.g. ``critic: null``)."""
+    description: str = ""
+    """What this variant is, in words (shown in study.md)."""
+
+
+class CeilingSpec(SpecModel):
+    """The oracle-ceiling probe on each critic variant's final policy and critic (``critic-eval``)."""
+
+    enabled: bool = True
+    """Measure it after the runs (critic variants only)."""
+    tasks: int = Field(default=32, ge=1)
+    """Held-out (eval split) tasks the states come from."""
+    group_size: int = Field(default=2, ge=1)
+    """Episodes of the final policy per task."""
+    states: int = Field(default=128, ge=2)
+    """States sampled at token positions (prompt end and inside responses)."""
+    continuations: int = Field(default=16, ge=2)
+    """K: Monte-Carlo continuations per state (K >= 2 for the unbiased within-state variance)."""
+    position_edges: list[int] = Field(default_factory=lambda: [1, 3])
+    """Response-position bucket edges: [1, 3] gives t = 0 (prompt), 1-2, 3+."""
+    seeds: list[int] | None = None
+    """Seeds whose final checkpoints are probed; None: the study's first seed only (it is costly)."""
+
+
+class QuickProfile(SpecModel):
+    """``--quick``: the machinery end to end in a minute or two; not science."""
+
+    steps: int = Field(default=3, ge=1)
+    """Policy steps per run."""
+    tasks_per_step: int = Field(default=4, ge=1)
+    """Tasks per policy step."""
+    variants: list[str] | None = None
+    """Variants run; None: the reference and the first other variant."""
+    ceiling_states: int = Field(default=8, ge=2)
+    """States of the ceiling probe."""
+    ceiling_continuations: int = Field(default=4, ge=2)
+    """Continuations per ceiling state."""
+
+
+class StudySpec(SpecModel):
+    """Variants x seeds of one base experiment, compared against a reference variant."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=40)
+    """Study name (prefix of every experiment's name)."""
+    base: str | dict[str, Any]
+    """The base experiment spec: a path (relative to the study file) or the spec inline."""
+    variants: list[VariantSpec] = Field(min_length=1)
+    """The arms compared."""
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    """Experiment seeds (task sampling, rollouts, critic head); the initial policy is the base seed's."""
+    reference: str
+    """The variant every other one is compared against (paired by seed)."""
+    final_window: int = Field(default=50, ge=1)
+    """Final reward = mean of the last this many steps per seed (Le Critique Fig. 7)."""
+    bootstrap_samples: int = Field(default=2000, ge=100)
+    """Resamples of the seed-level bootstrap CI of paired differences."""
+    ceiling: CeilingSpec = Field(default_factory=CeilingSpec)
+    """The oracle-ceiling probe."""
+    quick: QuickProfile = Field(default_factory=QuickProfile)
+    """What ``--quick`` runs."""
+
+    @field_validator("seeds")
+    @classmethod
+    def _unique_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be unique, got {seeds}")
+        return seeds
+
+    @model_validator(mode="after")
+    def _reference_is_a_variant(self) -> StudySpec:
+        names = [v.name for v in self.variants]
+        if len(set(names)) != len(names):
+            raise ValueError(f"variant names must be unique, got {names}")
+        if self.reference not in names:
+            raise ValueError(f"reference {self.reference!r} is not a variant ({', '.join(names)})")
+        if self.quick.variants is not None and not set(self.quick.variants) <= set(names):
+            raise ValueError(f"quick.variants {self.quick.variants} must name variants ({', '.join(names)})")
+        return self
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One (variant, seed) experiment of a study."""
+
+    variant: str
+    seed: int
+    spec: ExperimentSpec
+
+    @property
+    def key(self) -> str:
+        return f"{self.variant}/seed{self.seed}"
+
+
+def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` merged in: mappings merge recursively, ``None`` deletes the key."""
+    merged = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def base_document(study: StudySpec, study_dir: Path) -> tuple[dict[str, Any], Path]:
+    """The base spec as a mapping, and the folder its relative paths start from."""
+    if isinstance(study.base, dict):
+        return copy.deepcopy(study.base), study_dir
+    path = (study_dir / study.base).resolve()
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise SpecError(f"cannot read the study's base spec {path}: {error}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"base spec {path} must be a mapping")
+    return data, path.parent
+
+
+def apply_quick(study: StudySpec) -> StudySpec:
+    """The ``--quick`` profile of ``study``: one seed, few steps, two variants, a tiny ceiling probe."""
+    quick = study.quick
+    names = quick.variants or [study.reference, next((v.name for v in study.variants if v.name != study.reference), study.reference)]
+    variants = [v for v in study.variants if v.name in names]
+    ceiling = study.ceiling.model_copy(
+        update={"tasks": 4, "states": quick.ceiling_states, "continuations": quick.ceiling_continuations, "seeds": None}
+    )
+    return study.model_copy(update={"variants": variants, "seeds": study.seeds[:1], "ceiling": ceiling, "final_window": 2})
+
+
+def plan_runs(study: StudySpec, study_dir: Path, *, quick: bool = False) -> list[PlannedRun]:
+    """Every (variant, seed) experiment, validated; raises :class:`SpecError` naming the bad one."""
+    base, spec_dir = base_document(study, study_dir)
+    runs = []
+    # Seed-major: an interrupted study has every variant of its first seeds, not some variants only.
+    for seed in study.seeds:
+        for variant in study.variants:
+            document = merge(base, variant.overrides)
+            document["name"] = f"{study.name}-{variant.name}-s{seed}"
+            document["seed"] = seed
+            if quick:
+                document = merge(document, _quick_overrides(study.quick, "critic" in document))
+            try:
+                spec = parse_spec(document, spec_dir=spec_dir)
+            except SpecError as error:
+                raise SpecError(f"variant {variant.name!r}, seed {seed}: {error}") from None
+            runs.append(PlannedRun(variant.name, seed, spec))
+    return runs
+
+
+def _quick_overrides(quick: QuickProfile, has_critic: bool) -> dict[str, Any]:
+    overrides: dict[str, Any] = {
+        "rollout": {"tasks_per_step": quick.tasks_per_step},
+        "orchestrator": {"steps": quick.steps, "eval_every": quick.steps, "eval_tasks": 4},
+    }
+    if has_critic:
+        overrides["critic"] = {"warmup_updates": 2}
+    return overrides
+
+
+def load_study_spec(path: str | Path) -> StudySpec:
+    """Read and validate a YAML study spec; :class:`SpecError` names every bad field."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise SpecError(f"cannot read study spec {path}: {error}") from None
+    try:
+        return StudySpec.model_validate(data)
+    except ValidationError as error:
+        raise SpecError(_format(error).replace("experiment spec", "study spec")) from None

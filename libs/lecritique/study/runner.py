@@ -1,0 +1,147 @@
+"""Run a study's experiments one after another, locally (``lecritique run``'s launcher) or over REST.
+
+Resumable: a run whose ``metrics.jsonl`` reaches its last step is skipped; an interrupted one is
+started again in the same folder, where the orchestrator resumes from its checkpoint. Over REST,
+the experiment ids are kept in ``api_runs.json`` so a second invocation waits on, rather than
+resubmits, what is already running.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from lecritique.config.experiment import ExperimentSpec
+from lecritique.reporting.report import load_metrics
+from lecritique.study.config import PlannedRun
+
+OnRow = Callable[[dict[str, Any]], None]
+
+
+def run_dir(out: Path, run: PlannedRun) -> Path:
+    """Where one (variant, seed) run lives inside the study folder."""
+    return out / "runs" / run.variant / f"seed{run.seed}"
+
+
+def last_step(folder: Path) -> int:
+    """The last policy step recorded in ``folder/metrics.jsonl`` (0: none)."""
+    try:
+        rows = load_metrics(folder)
+    except FileNotFoundError:
+        return 0
+    return int(rows[-1]["step"]) if rows else 0
+
+
+def is_finished(folder: Path, spec: ExperimentSpec) -> bool:
+    return last_step(folder) >= spec.orchestrator.steps
+
+
+def _summary(row: dict[str, Any]) -> str:
+    def fmt(key: str) -> str:
+        value = row.get(key)
+        return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+    return f"reward {fmt('reward_mean')}  EV {fmt('value_explained_variance')}  rho {fmt('tether_rho')}"
+
+
+class StudyProgress:
+    """One rich display over the whole study: an overall bar in policy steps and the current run."""
+
+    def __init__(self, runs: Sequence[PlannedRun], console: Console) -> None:
+        columns = (
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[summary]}"),
+        )
+        self.progress = Progress(*columns, console=console)
+        total = sum(run.spec.orchestrator.steps for run in runs)
+        self.overall = self.progress.add_task("study (policy steps)", total=total, summary=f"{len(runs)} runs")
+        self.current: TaskID | None = None
+        self.base = 0
+
+    def __enter__(self) -> StudyProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def start(self, run: PlannedRun, done: int) -> OnRow:
+        if self.current is not None:
+            self.progress.remove_task(self.current)
+        self.current = self.progress.add_task(run.key, total=run.spec.orchestrator.steps, completed=done, summary="starting")
+        self.progress.update(self.overall, completed=self.base + done)
+        current = self.current
+
+        def on_row(row: dict[str, Any]) -> None:
+            self.progress.update(current, completed=row["step"], summary=_summary(row))
+            self.progress.update(self.overall, completed=self.base + row["step"])
+
+        return on_row
+
+    def finish(self, run: PlannedRun) -> None:
+        self.base += run.spec.orchestrator.steps
+        self.progress.update(self.overall, completed=self.base)
+
+
+def run_local(spec: ExperimentSpec, folder: Path, on_row: OnRow) -> None:
+    """One experiment through :class:`LocalLauncher` (what ``lecritique run`` does), to the end."""
+    from lecritique.launch.local import LocalLauncher
+
+    launcher = LocalLauncher(spec, folder)
+    try:
+        launcher.start_services()
+        launcher.start_orchestrator()
+        code = launcher.wait(on_row)
+    finally:
+        launcher.stop()
+    if code != 0:
+        raise RuntimeError(f"run {folder} failed: orchestrator exited with code {code}; see {folder / 'logs'}")
+
+
+def run_over_api(spec: ExperimentSpec, folder: Path, on_row: OnRow, client: Any, poll_seconds: float = 2.0) -> None:
+    """Submit one experiment (or wait on the one submitted before) and copy its metrics into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    record = folder / "api_experiment.json"
+    if record.exists():
+        experiment_id = json.loads(record.read_text())["id"]
+    else:
+        experiment_id = client.submit(spec.model_dump(mode="json", exclude_none=True)).id
+        record.write_text(json.dumps({"id": experiment_id, "api": client.api_url}))
+    seen = 0
+    while True:
+        experiment = client.get(experiment_id)
+        rows = client.metrics(experiment_id)
+        for row in rows[seen:]:
+            on_row(row)
+        seen = len(rows)
+        if experiment.final:
+            break
+        time.sleep(poll_seconds)
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    if experiment.status != "succeeded":
+        raise RuntimeError(f"experiment {experiment_id} ended {experiment.status}: {experiment.error or ''}")
+
+
+def run_all(
+    runs: Sequence[PlannedRun], out: Path, console: Console, *, client: Any = None,
+) -> None:
+    """Run every unfinished run of ``runs`` under one progress display."""
+    with StudyProgress(runs, console) as progress:
+        for run in runs:
+            folder = run_dir(out, run)
+            if is_finished(folder, run.spec):
+                console.print(f"{run.key}: finished before, skipped")
+            else:
+                on_row = progress.start(run, last_step(folder))
+                if client is None:
+                    run_local(run.spec, folder, on_row)
+                else:
+                    run_over_api(run.spec, folder, on_row, client)
+            progress.finish(run)

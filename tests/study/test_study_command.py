@@ -1,0 +1,106 @@
+"""``lecritique study --quick`` end to end with real processes: locally (resumable, ceiling probed)
+and through a real ``lecritique api serve`` process. These check the machinery, not the science."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lecritique.launch.local import REPO_ROOT
+from lecritique.launch.processes import child_environment
+from lecritique.tenancy.tokens import hash_token
+from tests.api.api_process import ApiProcess
+from tests.helm_support import quick_policy
+
+TOKEN = "study-token"
+
+
+def write_study(tmp_path: Path) -> Path:
+    base = {
+        "name": "base",
+        "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
+        "policy": {"path": str(quick_policy())},
+        "rollout": {"group_size": 4, "tasks_per_step": 16, "sampling": {"max_tokens": 8}},
+        "estimator": {"name": "value"},
+        "critic": {"context": "reference", "warmup_updates": 20, "replay": {"capacity": 64, "max_reuse": 1}},
+        "orchestrator": {"steps": 100, "max_off_policy_steps": 0},
+    }
+    study = {
+        "name": "quick", "base": base, "reference": "pvf", "seeds": [0, 1, 2],
+        "variants": [
+            {"name": "pvf", "description": "privileged critic"},
+            {"name": "mean", "overrides": {"estimator": {"name": "mean"}, "critic": None}},
+            {"name": "vf", "overrides": {"critic": {"context": "none"}}},
+        ],
+        "ceiling": {"tasks": 4, "position_edges": [1, 3]},
+        "quick": {"steps": 2, "tasks_per_step": 8},
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    return path
+
+
+def study_command(study: Path, out: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lecritique", "study", str(study), "--out", str(out), "--quick", *extra],
+        capture_output=True, text=True, timeout=800, env={**child_environment(REPO_ROOT, threads=2), **(env or {})},
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_quick_study_runs_reports_probes_the_ceiling_and_resumes(tmp_path):
+    study, out = write_study(tmp_path), tmp_path / "out"
+    first = study_command(study, out)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    data = json.loads((out / "study.json").read_text())
+    assert set(data["runs"]) == {"pvf", "mean"} and set(data["runs"]["pvf"]) == {"0"}
+    for variant in ("pvf", "mean"):
+        run = data["runs"][variant]["0"]
+        assert run["steps"] == 2 and run["finished"] and len(run["series"]["reward_mean"]["step"]) == 2
+    assert data["runs"]["mean"]["0"]["series"]["value_explained_variance"]["step"] == []
+    assert data["summary"]["variants"]["pvf"]["final_reward"]["n"] == 1
+    assert data["summary"]["differences"]["mean"]["final_reward"]["n"] == 1
+    assert set(data["settings"]) == {"pvf/seed0", "mean/seed0"}
+    # The ceiling: the critic variant only, at every response position of held-out states.
+    assert list(data["ceiling"]) == ["pvf/seed0"]
+    labels = [row["label"] for row in data["ceiling"]["pvf/seed0"]["buckets"]]
+    assert labels == ["all", "t=0", "t=1-2", "t>=3"]
+    markdown = (out / "study.md").read_text()
+    assert "| pvf (reference) |" in markdown and "| mean | final_reward |" in markdown and "Oracle ceiling" in markdown
+    assert (out / "study.png").read_bytes()[:4] == b"\x89PNG"
+
+    again = study_command(study, out)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("finished before, skipped") == 2
+    assert "oracle ceiling" not in again.stdout, "a probe already measured is read back, not repeated"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_quick_study_through_a_real_api_process(tmp_path, embedded_redis):
+    settings = {
+        "LECRITIQUE_API_REDIS_URL": embedded_redis.url,
+        "LECRITIQUE_API_LAUNCHER": "local",
+        "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "api-runs"),
+        "LECRITIQUE_API_TOKENS": json.dumps({"tester": hash_token(TOKEN)}),
+        "LECRITIQUE_API_TENANT_POLICIES": json.dumps({"*": {"modelRoots": [str(Path(quick_policy()).resolve().parent)]}}),
+        "LECRITIQUE_API_RECONCILE_SECONDS": "2",
+    }
+    api = ApiProcess(settings, tmp_path / "api.log").start()
+    try:
+        study, out = write_study(tmp_path), tmp_path / "out"
+        result = study_command(study, out, "--api", api.url, env={"LECRITIQUE_API_TOKEN": TOKEN, "LECRITIQUE_CLIENT_CONFIG": str(tmp_path / "none.json")})
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:] + api.log_tail()
+        data = json.loads((out / "study.json").read_text())
+        assert set(data["runs"]) == {"pvf", "mean"}
+        assert all(data["runs"][v]["0"]["steps"] == 2 for v in ("pvf", "mean"))
+        ids = {json.loads((out / "runs" / v / "seed0" / "api_experiment.json").read_text())["id"] for v in ("pvf", "mean")}
+        assert len(ids) == 2
+        again = study_command(study, out, "--api", api.url, env={"LECRITIQUE_API_TOKEN": TOKEN, "LECRITIQUE_CLIENT_CONFIG": str(tmp_path / "none.json")})
+        assert again.returncode == 0 and again.stdout.count("finished before, skipped") == 2
+    finally:
+        api.stop()

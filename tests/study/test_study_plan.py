@@ -1,0 +1,93 @@
+"""The study spec: variants merge into the base, seeds, the quick profile, errors naming the variant."""
+
+from pathlib import Path
+
+import pytest
+
+from lecritique.config import SpecError
+from lecritique.study.config import StudySpec, apply_quick, merge, plan_runs
+
+BASE = {
+    "name": "base",
+    "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
+    "policy": {"tiny": "sudoku-mini"},
+    "rollout": {"group_size": 4, "tasks_per_step": 8, "sampling": {"max_tokens": 8}},
+    "estimator": {"name": "value"},
+    "critic": {"context": "reference", "warmup_updates": 5},
+    "orchestrator": {"steps": 40, "eval_every": 10},
+}
+
+
+def study(**changes):
+    data = {
+        "name": "s",
+        "base": BASE,
+        "reference": "pvf",
+        "seeds": [0, 1],
+        "variants": [
+            {"name": "mean", "overrides": {"estimator": {"name": "mean"}, "critic": None}},
+            {"name": "vf", "overrides": {"critic": {"context": "none"}}},
+            {"name": "pvf"},
+            {"name": "tether", "overrides": {"estimator": {"name": "tether", "ema_decay": 0.9}}},
+        ],
+        **changes,
+    }
+    return StudySpec.model_validate(data)
+
+
+def test_merge_replaces_leaves_merges_mappings_and_null_removes():
+    merged = merge({"a": {"b": 1, "c": 2}, "d": 3, "e": [1]}, {"a": {"c": 5}, "d": None, "e": [2]})
+    assert merged == {"a": {"b": 1, "c": 5}, "e": [2]}
+
+
+def test_every_variant_and_seed_is_one_validated_experiment_seed_major():
+    runs = plan_runs(study(), Path("."))
+    assert [r.key for r in runs] == [f"{v}/seed{s}" for s in (0, 1) for v in ("mean", "vf", "pvf", "tether")]
+    by_key = {r.key: r.spec for r in runs}
+    assert by_key["mean/seed1"].critic is None and by_key["mean/seed1"].estimator.name == "mean"
+    assert by_key["vf/seed0"].critic.context == "none" and by_key["vf/seed0"].critic.warmup_updates == 5
+    assert by_key["pvf/seed0"].critic.context == "reference"
+    assert by_key["tether/seed1"].estimator.ema_decay == 0.9 and by_key["tether/seed1"].seed == 1
+    assert by_key["tether/seed1"].name == "s-tether-s1"
+
+
+def test_quick_profile_is_one_seed_two_variants_and_few_steps():
+    quick = apply_quick(study())
+    runs = plan_runs(quick, Path("."), quick=True)
+    assert [r.key for r in runs] == ["mean/seed0", "pvf/seed0"]
+    assert all(r.spec.orchestrator.steps == 3 and r.spec.rollout.tasks_per_step == 4 for r in runs)
+    assert runs[1].spec.critic.warmup_updates == 2
+    assert runs[0].spec.critic is None, "the quick profile must not give a critic-free variant a critic"
+
+
+def test_the_reference_must_be_a_variant():
+    with pytest.raises(ValueError, match="reference 'nope'"):
+        study(reference="nope")
+
+
+def test_a_bad_override_is_reported_with_its_variant_and_seed():
+    bad = study(variants=[{"name": "pvf"}, {"name": "typo", "overrides": {"estimator": {"name": "tether", "ema_decy": 1}}}])
+    with pytest.raises(SpecError, match="variant 'typo', seed 0"):
+        plan_runs(bad, Path("."))
+
+
+def test_a_base_spec_file_is_read_relative_to_the_study(tmp_path):
+    import yaml
+
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(BASE))
+    runs = plan_runs(study(base="base.yaml", seeds=[3]), tmp_path)
+    assert {r.spec.seed for r in runs} == {3} and len(runs) == 4
+
+
+def test_the_shipped_studies_are_valid():
+    from lecritique.launch.local import REPO_ROOT
+    from lecritique.study.config import load_study_spec
+
+    folder = REPO_ROOT / "examples" / "studies"
+    names = sorted(p.name for p in folder.glob("*.yaml"))
+    assert "arithmetic.yaml" in names and "sudoku-mini.yaml" in names
+    for path in folder.glob("*.yaml"):
+        spec = load_study_spec(path)
+        runs = plan_runs(spec, folder)
+        assert {r.variant for r in runs} == {v.name for v in spec.variants}
+        plan_runs(apply_quick(spec), folder, quick=True)

@@ -1,0 +1,68 @@
+"""Per-run figures, mean ± std across seeds, and paired differences with their intervals."""
+
+import math
+
+import numpy as np
+
+from lecritique.study.summary import aggregate, curve, paired_difference, run_figures, run_summary
+
+
+def rows(rewards, ev=None, rho=None, success=None):
+    out = []
+    for i, reward in enumerate(rewards, start=1):
+        row = {"step": i, "reward_mean": reward, "seconds": 10.0 + 2.0 * i}
+        if ev is not None:
+            row["value_explained_variance"] = ev[i - 1]
+        if rho is not None:
+            row["tether_rho"] = rho[i - 1]
+        if success is not None and i % 2 == 0:
+            row["eval_success"] = success
+        out.append(row)
+    return out
+
+
+def test_run_figures_follow_the_stated_definitions():
+    figures = run_figures(rows([0.0, 0.2, 0.4, 0.6], ev=[None, 0.1, 0.3, 0.5], rho=[0.0, 0.1, 0.2, 0.3], success=0.5), window=2)
+    assert math.isclose(figures["final_reward"], 0.5)
+    assert math.isclose(figures["ev_second_half"], 0.4)  # steps 3 and 4 (after half of 4 steps)
+    assert figures["rho_first"] == 0.0 and figures["rho_final"] == 0.3
+    assert figures["final_eval_success"] == 0.5
+    assert math.isclose(figures["steps_per_minute"], 30.0)  # 3 steps in 6 s
+
+
+def test_a_critic_free_run_has_no_ev_and_no_rho():
+    figures = run_figures(rows([0.1, 0.2]), window=50)
+    assert math.isnan(figures["ev_second_half"]) and math.isnan(figures["rho_final"])
+    assert math.isclose(figures["final_reward"], 0.15)
+
+
+def test_paired_difference_t_interval_matches_the_formula():
+    diffs = [0.1, 0.3, 0.2]
+    result = paired_difference(diffs, samples=500)
+    half = 4.303 * np.std(diffs, ddof=1) / math.sqrt(3)
+    assert math.isclose(result["mean"], 0.2)
+    assert math.isclose(result["t_low"], 0.2 - half) and math.isclose(result["t_high"], 0.2 + half)
+    assert math.isnan(result["boot_low"]), "3 seeds: too few for a bootstrap"
+    five = paired_difference([0.1, 0.3, 0.2, 0.25, 0.15], samples=500)
+    assert 0.1 <= five["boot_low"] <= five["boot_high"] <= 0.3
+    assert math.isnan(paired_difference([0.4], samples=500)["t_low"])
+
+
+def test_aggregate_pairs_by_seed_against_the_reference():
+    runs = {
+        "ref": {0: run_summary(rows([0.1] * 4), 2), 1: run_summary(rows([0.3] * 4), 2)},
+        "new": {0: run_summary(rows([0.2] * 4), 2), 1: run_summary(rows([0.5] * 4), 2), 2: run_summary(rows([0.9] * 4), 2)},
+    }
+    summary = aggregate(runs, "ref", bootstrap_samples=200)
+    assert math.isclose(summary["variants"]["new"]["final_reward"]["mean"], (0.2 + 0.5 + 0.9) / 3)
+    assert summary["variants"]["ref"]["final_reward"]["n"] == 2
+    difference = summary["differences"]["new"]["final_reward"]
+    assert difference["n"] == 2 and math.isclose(difference["mean"], 0.15)
+    assert "ref" not in summary["differences"]
+
+
+def test_curve_is_mean_and_std_over_seeds_on_common_steps():
+    by_seed = {0: run_summary(rows([0.0, 1.0, 0.5]), 2), 1: run_summary(rows([1.0, 0.0]), 2)}
+    steps, mean, std = curve(by_seed, "reward_mean")
+    assert list(steps) == [1, 2] and list(mean) == [0.5, 0.5]
+    assert np.allclose(std, [math.sqrt(0.5)] * 2)
