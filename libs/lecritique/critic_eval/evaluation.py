@@ -264,7 +264,17 @@ def run_critic_eval(
     m = spec.continuations
     noise = float(np.mean([v * (1 - v) / (m - 1) for v in mc_values])) if m > 1 else float("nan")
     metrics = {name: _metrics(spec, score, mc_values, candidate_values, ranking) for name, score in scores.items()}
-    states = [
+    states = _evaluated_states(points, mc, mc_values, scores, tokenizer)
+    probes = _probe_records(tokenizer, base, ranking, candidate_values, scores)
+    scored_on = {c.name: c.scored_on(spec.segments) for c in spec.critics}
+    ceiling = _ceiling(spec, mc, states, scores) if m > 1 else []
+    return CriticEvalResult(metrics, states, probes, noise, success, icc_average, icc_rewards, scored_on, ceiling)
+
+
+def _evaluated_states(
+    points: Sequence[StatePoint], mc: list[list[float]], mc_values: np.ndarray, scores: dict[str, _Scores], tokenizer: Any
+) -> list[EvaluatedState]:
+    return [
         EvaluatedState(
             episode=point.base,
             token_index=point.token_index,
@@ -276,17 +286,16 @@ def run_critic_eval(
         )
         for n, (point, value, rewards) in enumerate(zip(points, mc_values, mc, strict=True))
     ]
-    probes = _probe_records(tokenizer, base, ranking, candidate_values, scores)
-    scored_on = {c.name: c.scored_on(spec.segments) for c in spec.critics}
-    ceiling = (
-        ceiling_rows(
-            np.array(mc, dtype=float), np.array([state.position for state in states]),
-            {name: np.array(score.states) for name, score in scores.items()}, spec.position_edges, seed=spec.seed,
-        )
-        if m > 1
-        else []
+
+
+def _ceiling(
+    spec: CriticEvalSpec, mc: list[list[float]], states: list[EvaluatedState], scores: dict[str, _Scores]
+) -> list[dict[str, Any]]:
+    """The oracle ceiling and each critic's EV / ceiling per position bucket (:mod:`.ceiling`)."""
+    return ceiling_rows(
+        np.array(mc, dtype=float), np.array([state.position for state in states]),
+        {name: np.array(score.states) for name, score in scores.items()}, spec.position_edges, seed=spec.seed,
     )
-    return CriticEvalResult(metrics, states, probes, noise, success, icc_average, icc_rewards, scored_on, ceiling)
 
 
 def _metrics(
