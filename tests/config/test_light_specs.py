@@ -11,7 +11,7 @@ _PROBE = """
 import json, sys
 from pathlib import Path
 from lecritique.config import load_spec
-for path in sorted(Path(sys.argv[1]).glob("**/*.yaml")):
+for path in sorted(p for p in Path(sys.argv[1]).glob("**/*.yaml") if "studies" not in p.parts):
     load_spec(path)
 print(json.dumps(sorted(m for m in ("torch", "transformers", "vllm") if m in sys.modules)))
 """

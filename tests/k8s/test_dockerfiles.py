@@ -255,7 +255,7 @@ from services.api.settings import ApiSettings
 launcher = KubernetesLauncher(ChartDefaults.model_validate_json(sys.argv[2]), api_client=client.ApiClient())
 app = create_app(ApiSettings(redis_url="redis://127.0.0.1:1/0", launcher="kubernetes"), launcher=launcher)
 app.openapi()
-for path in sorted(pathlib.Path(sys.argv[3]).glob("**/*.yaml")):
+for path in sorted(p for p in pathlib.Path(sys.argv[3]).glob("**/*.yaml") if "studies" not in p.parts):
     render_experiment_objects(load_spec(path), "exp1", launcher.defaults)
 run = pathlib.Path(sys.argv[4])
 run.joinpath("metrics.jsonl").write_text(json.dumps({"step": 0, "reward_mean": 0.5}) + "\\n")

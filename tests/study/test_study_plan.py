@@ -91,3 +91,12 @@ def test_the_shipped_studies_are_valid():
         runs = plan_runs(spec, folder)
         assert {r.variant for r in runs} == {v.name for v in spec.variants}
         plan_runs(apply_quick(spec), folder, quick=True)
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[2] / "examples" / "studies").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_study_plans_valid_experiments(path: Path) -> None:
+    from lecritique.study.config import load_study_spec
+
+    study = load_study_spec(path)
+    runs = plan_runs(study, path.parent)
+    assert len(runs) == len(study.variants) * len(study.seeds)
