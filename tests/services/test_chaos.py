@@ -28,10 +28,15 @@ def test_a_run_survives_one_fault_per_service(tiny_policy, tmp_path):
     assert all(f.time for f in result.faults), report  # every fault was injected
     assert all(restarted(f, result.events) for f in result.faults), report  # noticed and relaunched
 
-    # Exactly-once: every step once, in order, each publishing the next policy version.
+    # Exactly-once: every step once, in order, each on a newer policy version. Versions may skip
+    # one number: a trainer killed after publishing a step but before its checkpoint restarts from
+    # the state before that step and publishes it again under the next number; the orphaned
+    # version was never returned by Train, so no rollout loaded it.
     rows = result.rows
     assert [r["step"] for r in rows] == list(range(1, STEPS + 1)), report
-    assert [r["policy_version"] for r in rows] == list(range(rows[0]["policy_version"], rows[0]["policy_version"] + STEPS))
+    versions = [r["policy_version"] for r in rows]
+    assert all(later > earlier for earlier, later in itertools.pairwise(versions)), versions
+    assert versions[-1] - versions[0] <= STEPS - 1 + sum(1 for f in result.faults if f.service.startswith("policy-trainer")), versions
 
     # Degraded steps are exactly those whose batch was evaluated while the evaluator was down.
     hang = next(f for f in result.faults if f.service == "value-evaluator-0")
