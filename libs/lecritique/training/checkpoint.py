@@ -47,6 +47,7 @@ from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from lecritique.training.engine import HFTrainer
+from lecritique.weights.store import fsync_tree
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +152,7 @@ class TrainerCheckpoints:
         if context.is_main:
             meta = CheckpointMeta(step, context.world_size, trainer.engine.parallel.parallelism, dict(extra or {}))
             (staging / _META).write_text(json.dumps(meta.__dict__))
-            _fsync_tree(staging)
+            fsync_tree(staging)
             if final.exists():  # the same step saved again (a retried step): replace it whole
                 shutil.rmtree(final)
             os.rename(staging, final)
@@ -203,16 +204,6 @@ class TrainerCheckpoints:
 def read_meta(path: str | Path) -> CheckpointMeta:
     data = json.loads((Path(path) / _META).read_text())
     return CheckpointMeta(**data)
-
-
-def _fsync_tree(folder: Path) -> None:
-    for entry in folder.rglob("*"):
-        if entry.is_file():
-            fd = os.open(entry, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
 
 
 @dataclass(frozen=True)

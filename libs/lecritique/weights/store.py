@@ -167,7 +167,7 @@ class WeightStore:
                 shutil.copytree(source_dir, staging, dirs_exist_ok=True)
             if not any(staging.iterdir()):
                 raise ValueError(f"publishing {role!r}: the writer produced an empty directory")
-            _fsync_tree(staging)
+            fsync_tree(staging)
             with self._locked(role):
                 committed = self.versions(role)
                 newest = committed[-1] if committed else -1
@@ -260,7 +260,7 @@ class WeightStore:
             raise
 
 
-def _fsync_tree(folder: Path) -> None:
+def fsync_tree(folder: Path) -> None:
     """Flush every file so a rename never exposes a directory whose data is still in flight."""
     for entry in folder.rglob("*"):
         if entry.is_file():
