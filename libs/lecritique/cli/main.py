@@ -10,6 +10,7 @@ import typer
 
 from lecritique import __version__
 from lecritique.cli.api import api_app
+from lecritique.cli.critic import critic_app
 from lecritique.cli.critic_eval import critic_eval
 from lecritique.cli.experiments import experiments_app
 from lecritique.cli.login import login
@@ -41,6 +42,7 @@ app.command(name="run")(run)
 app.command(name="report")(report)
 app.add_typer(api_app, name="api")
 app.command(name="critic-eval")(critic_eval)
+app.add_typer(critic_app, name="critic")
 app.command(name="study")(study)
 app.command(name="submit")(submit)
 app.add_typer(experiments_app, name="experiments")
