@@ -155,7 +155,10 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
             if np.isfinite(metrics.get("explained_variance", float("nan"))):
                 TRAIN_EV.labels(self.experiment).set(metrics["explained_variance"])
             PUBLISHED.labels(self.experiment).set(version)
-            logger.info("critic update %d -> version %d (loss %.4f)", self.updates, version, metrics["loss"])
+            logger.info(
+                "critic update %d -> version %d (loss %.4f, explained variance %.4f)",
+                self.updates, version, metrics["loss"], metrics.get("explained_variance", float("nan")),
+            )
 
     def _status(self) -> value_pb2.ValueTrainerStatus:
         with self._lock:

@@ -54,7 +54,11 @@ def run(spec, out, env=None, expect_version=0):
     return read_metrics(out / "run"), status, evaluator_metrics, inputs
 
 
-def test_generative_critic_scores_segments_and_learns_by_reinforce(tiny_policy, tmp_path):
+def test_generative_critic_scores_segments_and_trains_through_the_services(tiny_policy, tmp_path):
+    """The generative critic served, trained by REINFORCE and hot-swapped across real services.
+    That REINFORCE raises the critic's reward is asserted where enough updates fit in a fast test:
+    ``test_text_critics.py::test_reinforce_raises_the_critics_reward`` (it fails with a zero
+    learning rate or a flipped advantage sign)."""
     # Direct scoring with the tag "=": the sudoku policy writes a digit after "=" ("r1c2=3"), so
     # some scores parse and REINFORCE has a signal even from an untrained critic.
     spec = pipeline_spec(tiny_policy, estimator={"name": "value"})
