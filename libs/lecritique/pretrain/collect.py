@@ -54,9 +54,9 @@ class PolicyRollouts:
 def collection_key(
     spec: ExperimentSpec, critic: DiscriminativeCriticSpec, policies: Sequence[str], index: int, tasks: int, seed: int
 ) -> str:
-    """What a policy's cached rollouts depend on (the first policy's tokenizer encodes every context)."""
+    """What a policy's cached rollouts depend on (the spec policy's tokenizer encodes every context)."""
     parts = {
-        "policy": policies[index], "index": index, "tokenizer": policies[0], "tasks": tasks, "seed": seed, "environment": spec.environment.model_dump(mode="json"),
+        "policy": policies[index], "index": index, "tokenizer": spec.policy.path, "tasks": tasks, "seed": seed, "environment": spec.environment.model_dump(mode="json"),
         "rollout": spec.rollout.model_dump(mode="json", exclude={"replicas", "tasks_per_step"}),
         "template": spec.policy.template.model_dump(mode="json"),
         "context": critic.model_dump(mode="json", include={"context", "privileged_key", "max_context_chars", "sibling_chars", "max_context_tokens"}),
@@ -118,9 +118,10 @@ def collect(
 ) -> list[PolicyRollouts]:
     """Every policy's rollouts, from the cache in ``folder`` where the key matches, else played."""
     folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = load_tokenizer(Path(policies[0]))
-    for policy in policies[1:]:
-        check_same_tokenizer(tokenizer, policy)
+    tokenizer = load_tokenizer(Path(str(spec.policy.path)))
+    for policy in policies:
+        if Path(policy) != Path(str(spec.policy.path)).resolve():
+            check_same_tokenizer(tokenizer, policy)
     task = progress.add_task("collecting rollouts", total=len(policies)) if progress is not None else None
     collected = []
     for index, policy in enumerate(policies):
