@@ -16,8 +16,7 @@ class PretrainConfig(SpecModel):
     spec's critic trained on their returns to a held-out explained-variance plateau."""
 
     policies: list[str] = Field(default_factory=list)
-    """Extra policies that play besides the spec's own (checkpoints of earlier runs, e.g.
-    ``RUN/weights/policy/NNNNNNNN``); they must share the spec policy's tokenizer."""
+    """More policies to play (earlier runs' ``RUN/weights/policy/NNNNNNNN``), with the spec policy's tokenizer."""
     include_spec_policy: bool = True
     """Whether the spec's own policy (its ``policy.path`` or tiny build) plays too."""
     tasks_per_policy: int = Field(default=256, ge=1, le=10_000_000)

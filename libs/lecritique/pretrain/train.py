@@ -43,6 +43,7 @@ class TrainingState:
     best_ev: float = float("-inf")
     """Best held-out EV so far (the saved critic's)."""
     best_epoch: int = 0
+    """The epoch of ``best_ev`` (0: the critic before training)."""
     plateau_ev: float = float("-inf")
     """Held-out EV at the last gain of ``min_delta`` (the plateau is measured from it)."""
     stale_epochs: int = 0
@@ -56,11 +57,17 @@ class Schedule:
     """How long training goes on and on what batches."""
 
     batch_size: int
+    """Trajectories per update."""
     max_epochs: int
+    """Epochs at most."""
     patience: int
+    """Epochs without a held-out gain of ``min_delta`` before stopping."""
     min_delta: float
+    """Held-out EV gain that counts as progress."""
     lambda_target: float
+    """The value trainer's target lambda (1: Monte-Carlo returns)."""
     seed: int
+    """Seed of the epoch orders and the split."""
 
 
 def split_by_task(trajectories: Sequence[Trajectory], fraction: float, seed: int) -> tuple[list[Trajectory], list[Trajectory]]:
