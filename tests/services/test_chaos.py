@@ -2,7 +2,8 @@
 
 One seeded schedule (:mod:`tests.chaos.chaos_run`, also `make chaos`): the value evaluator hangs (SIGSTOP; the
 supervisor's liveness probe kills it), value-trainer, policy-trainer, a rollout replica, the
-environment verifier and Redis are SIGKILLed, each restarted by the supervisor.
+environment verifier and Redis are SIGKILLed, each restarted by the supervisor. The run still
+learns: its reward rises.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from tests.chaos.chaos_run import measurements, recovered, restarted, run_chaos
 pytestmark = pytest.mark.slow
 
 STEPS = 120
+REWARD_RISE = 0.05
+"""Least rise of the mean reward from the first third of the run to the last."""
 RECONNECT_SECONDS = 2.5
 """A client reconnects to a restarted server within gRPC's max reconnect backoff (2 s, rpc.client)."""
 
@@ -66,6 +69,10 @@ def test_a_run_survives_one_fault_per_service(tiny_policy, tmp_path):
     pushed = rows[0]["batch_cursor"] * batch + sum(r["trajectories"] for r in rows if not r["critic_degraded"])
     assert result.pushed_total >= pushed, (result.pushed_total, pushed)
 
-    # Not asserted: "reward still rises". With the tests' tiny policy (a few percent success on
-    # these puzzles) reward stayed near 0 over 120 steps in the runs tried (issue #14 left open).
-    assert measurements(result)["degraded_steps"]
+    # Reward still rises: the mean batch reward of the last third of the steps beats the first
+    # third's by REWARD_RISE (each third is 40 steps x 16 trajectories: a standard error of about
+    # 0.03 on the difference; the seeded runs rose by 0.1-0.2, a policy that cannot learn by ~0).
+    measured = measurements(result)
+    first, _, last = measured["reward_by_third"]
+    assert last - first >= REWARD_RISE, (measured["reward_by_third"], report)
+    assert measured["degraded_steps"]
