@@ -17,7 +17,7 @@ from tests.chaos.chaos_run import GROUP_SIZE, TASKS_PER_STEP, measurements, reco
 pytestmark = pytest.mark.slow
 
 STEPS = 120
-REWARD_RISE = 0.05
+REWARD_RISE = 0.07
 """Least rise of the mean reward from the first third of the run to the last."""
 RECONNECT_SECONDS = 2.5
 """A client reconnects to a restarted server within gRPC's max reconnect backoff (2 s, rpc.client)."""
@@ -70,8 +70,10 @@ def test_a_run_survives_one_fault_per_service(tiny_policy, tmp_path):
     assert result.pushed_total >= pushed, (result.pushed_total, pushed)
 
     # Reward still rises: the mean batch reward of the last third of the steps beats the first
-    # third's by REWARD_RISE (each third is 40 steps x 32 trajectories: a standard error of about
-    # 0.02 on the difference; the seeded runs rose by 0.1-0.2, a policy that cannot learn by ~0).
+    # third's by REWARD_RISE. Each third is 40 steps x 32 trajectories: a standard error of about
+    # 0.02 on the difference. Three runs of this test rose by 0.153, 0.168 and 0.188 (with 16
+    # trajectories per step, 0.050-0.114: too close to the noise); a policy that cannot learn
+    # (learning rate 1e-12) by about 0.
     measured = measurements(result)
     first, _, last = measured["reward_by_third"]
     assert last - first >= REWARD_RISE, (measured["reward_by_third"], report)
