@@ -101,16 +101,20 @@ class InProcessPolicyTrainer:
         _version, path = store.wait_latest("policy")
         self.trainer = PolicyTrainer(path, spec.policy_trainer)
         self.store = store
-        self.every = spec.policy_trainer.checkpoint_every
-        self.checkpoints = TrainerCheckpoints(state_dir / "policy_trainer_checkpoints", keep=spec.policy_trainer.checkpoint_keep)
+        every = spec.policy_trainer.checkpoint_every
+        self.checkpoints = (
+            TrainerCheckpoints(state_dir / "policy_trainer_checkpoints", spec.policy_trainer.checkpoint_keep, every)
+            if every is not None
+            else None
+        )
         self.last_step = 0
 
     def train(self, step: int, trajectories: Sequence[Any]) -> Any:
         metrics = self.trainer.train_step(trajectories)
         version = self.trainer.publish(self.store, keep_last=3)
         assert version is not None
-        if self.every is not None and self.trainer.steps % self.every == 0:
-            self.checkpoints.save(self.trainer)
+        if self.checkpoints is not None:
+            self.checkpoints.save_if_due(self.trainer)
         self.last_step = step
         return SimpleNamespace(step=step, policy_version=version, path=str(self.store.path("policy", version)), metrics=metrics)
 

@@ -170,7 +170,7 @@ def serve(runtime: ServiceRuntime) -> None:
     record = StepRecord(state_dir / "policy_trainer.json")
     settings = spec.policy_trainer
     checkpoints = (
-        TrainerCheckpoints(state_dir / "policy_trainer_checkpoints", keep=settings.checkpoint_keep)
+        TrainerCheckpoints(state_dir / "policy_trainer_checkpoints", settings.checkpoint_keep, settings.checkpoint_every)
         if settings.checkpoint_every is not None
         else None
     )
@@ -188,8 +188,8 @@ def serve(runtime: ServiceRuntime) -> None:
                 "step": job.step, "policy_version": published, "path": str(store.path("policy", published)),
                 "metrics": metrics,
             }
-        if checkpoints is not None and steps % settings.checkpoint_every == 0:
-            checkpoints.save(trainer, extra={"record": current.get("result")})
+        if checkpoints is not None:
+            checkpoints.save_if_due(trainer, extra={"record": current.get("result")})
 
     if not context.is_main:
         _serve_other_rank(runtime, trainer, after_step)

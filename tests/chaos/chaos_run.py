@@ -3,9 +3,10 @@
 Every service of a small TETHER experiment runs as a local process under ``lecritique run``'s
 supervisor. Once the first policy step is done: the value evaluator hangs (SIGSTOP), then value-trainer, policy-trainer, one
 rollout replica, the environment verifier and Redis are each SIGKILLed, in a seeded order at
-seeded steps. Prints a timeline of faults, detections, recoveries and degraded steps.
+seeded steps. Prints a timeline of faults, detections, recoveries, degraded steps and the mean
+reward every 20 steps, then the measurements (the reward by third of the run among them).
 
-    python tests/chaos/chaos_run.py --out runs/chaos [--seed 0] [--steps 24]
+    python tests/chaos/chaos_run.py --out runs/chaos [--seed 0] [--steps 120] [--policy-lr 1e-4]
 """
 
 from __future__ import annotations
@@ -68,11 +69,25 @@ class ChaosResult:
     timeline: list[str] = field(default_factory=list)
 
 
-def chaos_spec(policy: Path, steps: int) -> dict[str, Any]:
+POLICY_LR = 1e-4
+"""The policy's AdamW learning rate: the warm-started tiny policy's reward rises steadily within
+the run at 1e-4 (in fault-free runs of 16 trajectories per step, 2e-4 fell to ~0.05 for 30 steps
+before recovering and 1e-3 collapsed to 0 within 40 steps)."""
+
+
+TASKS_PER_STEP, GROUP_SIZE = 8, 4
+"""32 trajectories per policy step: enough that the reward's rise stands out of its noise in 120 steps."""
+
+
+def chaos_spec(policy: Path, steps: int, policy_lr: float = POLICY_LR) -> dict[str, Any]:
     return pipeline_spec(
         policy,
         name="chaos",
-        rollout={"replicas": 2},
+        # Two empty cells: the tests' tiny policy solves ~40% at the start, so groups carry signal
+        # and its reward has room to rise.
+        environment={"kind": "sudoku", "size": 4, "empty_cells": [2, 2]},
+        rollout={"replicas": 2, "tasks_per_step": TASKS_PER_STEP, "group_size": GROUP_SIZE},
+        policy_trainer={"optimizer": {"lr": policy_lr}},
         critic={"context": "none", "warmup_updates": 2, "optimizer": {"lr": 1e-3}},
         orchestrator={
             # Degraded steps run fast while the evaluator restarts: the bound is not what is tested here.
@@ -154,9 +169,10 @@ def _settle(launcher: LocalLauncher, faults: list[Fault], out: Path, seconds: fl
 
 
 def run_chaos(
-    policy: Path, out: Path, *, seed: int = 0, steps: int = 120, settle_seconds: float = 0.0, echo: Any = print
+    policy: Path, out: Path, *, seed: int = 0, steps: int = 120, settle_seconds: float = 0.0, echo: Any = print,
+    policy_lr: float = POLICY_LR,
 ) -> ChaosResult:
-    launcher = LocalLauncher(parse_spec(chaos_spec(policy, steps)), out)
+    launcher = LocalLauncher(parse_spec(chaos_spec(policy, steps, policy_lr)), out)
     faults = schedule(seed, steps)
     exit_codes: list[int] = []
     started = time.time()
@@ -203,7 +219,24 @@ def timeline(result: ChaosResult) -> list[str]:
     for row in result.rows:
         if row.get("critic_degraded"):
             lines.append((row["evaluated_at"], f"step {row['step']} degraded ({row['critic_degraded_reason']})"))
+    for window in range(0, len(result.rows), REWARD_WINDOW):
+        rows = result.rows[window : window + REWARD_WINDOW]
+        mean = sum(r["reward_mean"] for r in rows) / len(rows)
+        lines.append((rows[-1]["evaluated_at"], f"steps {rows[0]['step']}-{rows[-1]['step']}: mean reward {mean:.3f}"))
     return [f"{t - result.started:7.1f}s  {text}" for t, text in sorted(lines)]
+
+
+REWARD_WINDOW = 20
+"""Policy steps per line of mean reward in the timeline."""
+
+
+def reward_by_third(rows: list[dict[str, Any]]) -> list[float]:
+    """Mean batch reward over the first, middle and last third of the steps (the rise to assert)."""
+    third = len(rows) // 3
+    if third == 0:
+        return []
+    parts = (rows[:third], rows[third : len(rows) - third], rows[len(rows) - third :])
+    return [round(sum(r["reward_mean"] for r in part) / len(part), 4) for part in parts]
 
 
 def measurements(result: ChaosResult) -> dict[str, Any]:
@@ -222,8 +255,11 @@ def measurements(result: ChaosResult) -> dict[str, Any]:
     def per_minute(rows: list[dict[str, Any]]) -> float | None:
         return round(60 * len(rows) / sum(r["step_seconds"] for r in rows), 2) if rows else None
 
+    thirds = reward_by_third(result.rows)
     return {
         "faults": per_fault,
+        "reward_by_third": thirds,
+        "reward_rise": round(thirds[-1] - thirds[0], 4) if thirds else None,
         "degraded_steps": [r["step"] for r in degraded],
         "steps_per_minute_degraded": per_minute(degraded),
         "steps_per_minute_healthy": per_minute(healthy),
@@ -236,15 +272,20 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/chaos"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=120)
+    parser.add_argument("--policy-lr", type=float, default=POLICY_LR, help="policy AdamW learning rate (1e-12: a run that cannot learn)")
     args = parser.parse_args()
     from tests.services.conftest import build_pipeline_policy
 
     if args.out.exists() and any(args.out.iterdir()):
         parser.error(f"{args.out} is not empty (a run there would resume)")
-    result = run_chaos(build_pipeline_policy(), args.out, seed=args.seed, steps=args.steps, settle_seconds=180)
+    result = run_chaos(
+        build_pipeline_policy(), args.out, seed=args.seed, steps=args.steps, settle_seconds=180, policy_lr=args.policy_lr
+    )
     print("\ntimeline:")
     print("\n".join(result.timeline))
-    print("\nmeasured:", json.dumps(measurements(result), indent=1))
+    measured = measurements(result)
+    print("\nmeasured:", json.dumps(measured, indent=1))
+    print(f"\nreward by third of the run: {measured['reward_by_third']} (rise {measured['reward_rise']})")
     return result.exit_code
 
 

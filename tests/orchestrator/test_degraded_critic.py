@@ -202,3 +202,44 @@ def test_an_evaluator_serving_an_older_version_than_before_is_not_used(monkeypat
     results = [stage.score(_episodes()) for _ in range(3)]
     assert [r.degraded is None for r in results] == [True, False, True]
     assert [r.value_version for r in results] == [7, -1, 8]
+
+
+@dataclass
+class _ScoringBatches:
+    """Batches scored by the orchestrator's own evaluation stage (what a restart must not forget)."""
+
+    stage: CriticStage
+    def next(self, cursor: int) -> GeneratedBatch:
+        episodes = EpisodeBatch(_episodes().records, _batch(cursor, None).scored.trajectories)
+        return GeneratedBatch(cursor, episodes, self.stage.score(episodes), 0.0, (0.0, 0.0))
+    def join(self) -> None:
+        pass
+
+
+@dataclass
+class _VersionedEvaluator:
+    version: int
+    def evaluate(self, queries, prompts, actor: ActorInfo):
+        return [np.zeros(len(q.trajectory.token_ids), np.float32) for q in queries], self.version, {}
+
+
+def _scoring_orchestrator(tmp_path, steps: int, evaluator_version: int) -> Orchestrator:
+    orchestrator, _ = _orchestrator(tmp_path, degraded=set(), steps=steps)
+    orchestrator.critic.evaluator = _VersionedEvaluator(evaluator_version)  # type: ignore[assignment]
+    orchestrator.batches = _ScoringBatches(orchestrator.critic)  # type: ignore[assignment]
+    return orchestrator
+
+
+def test_a_restarted_orchestrator_still_refuses_an_older_critic_version(tmp_path, monkeypatch):
+    """The newest critic version used is checkpointed with the estimator state: after an
+    orchestrator restart, an evaluator that comes back serving an older version is not used."""
+    _plain_queries(monkeypatch)
+    before: list[dict[str, Any]] = []
+    _scoring_orchestrator(tmp_path, steps=2, evaluator_version=7).run(before.append)
+    assert [(row["critic_degraded"], row["value_version"]) for row in before] == [(0, 7), (0, 7)]
+
+    after: list[dict[str, Any]] = []
+    _scoring_orchestrator(tmp_path, steps=4, evaluator_version=5).run(after.append)
+    assert [row["step"] for row in after] == [3, 4]
+    assert all(row["critic_degraded"] for row in after), after
+    assert after[0]["critic_degraded_reason"] == "critic version 5 older than 7"

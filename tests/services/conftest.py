@@ -23,11 +23,16 @@ def tiny_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def build_pipeline_policy() -> Path:
-    """The tiny policy of :func:`tiny_policy` (also for scripts such as ``make chaos``)."""
+    """The tiny policy of :func:`tiny_policy` (also for scripts such as ``make chaos``).
+
+    320 warm-start steps of 32 demonstrations (~1.5 min on 2 cores): sampled at temperature 1 it
+    solves ~75% of one-cell and ~40% of two-cell puzzles (128 train tasks each), so RL has both
+    signal and room; the chaos test asserts its reward rises. (80 steps of 128, the same
+    examples, solved ~2% of one-cell puzzles and did not learn within a test.)"""
     from lecritique.tinybuild import TinyBuildConfig, build_tiny_model
 
     config = TinyBuildConfig(
-        task="sudoku-mini", batch_size=128, max_steps=80, eval_every=10_000, eval_tasks=16, validation_tasks=16,
+        task="sudoku-mini", batch_size=32, max_steps=320, eval_every=10_000, eval_tasks=16, validation_tasks=16,
         max_minutes=10,
     )
     # The product's own cache: built once per machine, like `lecritique run` does.

@@ -2,7 +2,8 @@
 
 One seeded schedule (:mod:`tests.chaos.chaos_run`, also `make chaos`): the value evaluator hangs (SIGSTOP; the
 supervisor's liveness probe kills it), value-trainer, policy-trainer, a rollout replica, the
-environment verifier and Redis are SIGKILLed, each restarted by the supervisor.
+environment verifier and Redis are SIGKILLed, each restarted by the supervisor. The run still
+learns: its reward rises.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import itertools
 
 import pytest
 
-from tests.chaos.chaos_run import measurements, recovered, restarted, run_chaos
+from tests.chaos.chaos_run import GROUP_SIZE, TASKS_PER_STEP, measurements, recovered, restarted, run_chaos
 
 pytestmark = pytest.mark.slow
 
 STEPS = 120
+REWARD_RISE = 0.07
+"""Least rise of the mean reward from the first third of the run to the last."""
 RECONNECT_SECONDS = 2.5
 """A client reconnects to a restarted server within gRPC's max reconnect backoff (2 s, rpc.client)."""
 
@@ -62,10 +65,16 @@ def test_a_run_survives_one_fault_per_service(tiny_policy, tmp_path):
     assert result.sampled_total <= result.max_reuse * result.pushed_total
     # None lost that was acknowledged: the stream counts every trajectory the orchestrator pushed
     # (warmup batches before step 1's batch, then every healthy step's batch).
-    batch = 16  # pipeline_spec: 4 tasks x 4
+    batch = TASKS_PER_STEP * GROUP_SIZE
     pushed = rows[0]["batch_cursor"] * batch + sum(r["trajectories"] for r in rows if not r["critic_degraded"])
     assert result.pushed_total >= pushed, (result.pushed_total, pushed)
 
-    # Not asserted: "reward still rises". With the tests' tiny policy (a few percent success on
-    # these puzzles) reward stayed near 0 over 120 steps in the runs tried (issue #14 left open).
-    assert measurements(result)["degraded_steps"]
+    # Reward still rises: the mean batch reward of the last third of the steps beats the first
+    # third's by REWARD_RISE. Each third is 40 steps x 32 trajectories: a standard error of about
+    # 0.02 on the difference. Three runs of this test rose by 0.153, 0.168 and 0.188 (with 16
+    # trajectories per step, 0.050-0.114: too close to the noise); a policy that cannot learn
+    # (learning rate 1e-12) by about 0.
+    measured = measurements(result)
+    first, _, last = measured["reward_by_third"]
+    assert last - first >= REWARD_RISE, (measured["reward_by_third"], report)
+    assert measured["degraded_steps"]

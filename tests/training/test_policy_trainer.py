@@ -10,6 +10,7 @@ import torch
 from training_helpers import VOCAB_SIZE, make_trajectory
 from transformers import AutoModelForCausalLM
 
+from lecritique.training.checkpoint import TrainerCheckpoints, resume
 from lecritique.training.collate import collate_policy
 from lecritique.training.config import DPPOLossConfig, OptimizerConfig, PolicyTrainerConfig, PPOClipLossConfig
 from lecritique.training.policy_trainer import PolicyTrainer
@@ -165,8 +166,9 @@ def test_publish_writes_increasing_versions_to_the_weight_store(tiny_llama_dir: 
 
 def test_a_restarted_trainer_resumes_bit_for_bit(tiny_llama_dir: Path, tmp_path: Path) -> None:
     """Killed after publishing step 2 and restarted from that version, the trainer's step 3 gives
-    exactly the weights of a trainer that never stopped (AdamW moments and step count travel with
-    the published weights; float32 on CPU is deterministic, so equality is exact)."""
+    exactly the weights of a trainer that never stopped: the published directory holds weights
+    only, and the one checkpoint mechanism (DCP, unsharded here) restores AdamW moments and step
+    count (float32 on CPU is deterministic, so equality is exact)."""
     config = PolicyTrainerConfig(optimizer=OptimizerConfig(lr=1e-2))
     batches = [_fixed_batch(tiny_llama_dir, seed) for seed in range(3)]
     torch.manual_seed(0)
@@ -175,13 +177,17 @@ def test_a_restarted_trainer_resumes_bit_for_bit(tiny_llama_dir: Path, tmp_path:
         unstopped.train_step(batch)
     torch.manual_seed(0)
     first = PolicyTrainer(tiny_llama_dir, config)
+    checkpoints = TrainerCheckpoints(tmp_path / "checkpoints")
     for batch in batches[:2]:
         first.train_step(batch)
+        checkpoints.save_if_due(first)
     published = first.save(tmp_path / "v2")
     assert published is not None
     del first
     torch.manual_seed(0)
     restarted = PolicyTrainer(published, config)
+    assert restarted.steps == 0 and not restarted.engine.optimizer.state  # weights only
+    assert resume(restarted, checkpoints, applied_step=2).mode == "exact"
     assert restarted.steps == 2
     restarted.train_step(batches[2])
     for (name, expected), actual in zip(unstopped.model.state_dict().items(), restarted.model.state_dict().values(), strict=True):

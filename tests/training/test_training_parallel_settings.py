@@ -140,3 +140,14 @@ def test_resume_restores_what_the_newest_checkpoint_holds_for_the_applied_step(t
     assert resume(behind, checkpoints, applied_step=7) == ResumeOutcome("optimizer", 7, None)
     for name, parameter in behind.model.named_parameters():
         torch.testing.assert_close(parameter, initial[name], rtol=0, atol=0)
+
+
+def test_checkpoints_are_saved_every_n_steps(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    trainer = PolicyTrainer(tiny_llama_dir, _config())
+    checkpoints = TrainerCheckpoints(tmp_path / "ckpt", keep=5, every=2)
+    saved = []
+    for batch in _batches(4):
+        trainer.train_step(batch)
+        saved.append(checkpoints.save_if_due(trainer))
+    assert saved == [None, checkpoints.path(2), None, checkpoints.path(4)]
+    assert checkpoints.steps() == [2, 4]

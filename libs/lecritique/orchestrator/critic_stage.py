@@ -69,11 +69,13 @@ class CriticStage:
         """The newest critic version that scored a batch: an evaluator that comes back serving an
         older one (e.g. restarted before the trainer's last publish reached it) is not used yet."""
 
-    def restore(self, average: float | None, batches: int) -> None:
-        """Continue from a checkpointed reward average (None: none yet, keep the prior)."""
+    def restore(self, average: float | None, batches: int, newest_version: int = -1) -> None:
+        """Continue from a checkpointed reward average (None: none yet, keep the prior) and the
+        newest critic version already used."""
         if average is not None:
             self.reward_average.value = average
             self.reward_average.batches = batches
+        self.newest_version = max(self.newest_version, newest_version)
 
     def score(self, episodes: EpisodeBatch) -> Scored:
         scored = self._values(episodes)

@@ -103,7 +103,7 @@ class Orchestrator:
             return state
         if state.estimator:
             self.estimator.load_state_dict(state.estimator)
-        self.critic.restore(state.reward_average, state.reward_average_batches)
+        self.critic.restore(state.reward_average, state.reward_average_batches, state.newest_value_version)
         state = self._warmup(state)
         self.checkpoints.save(state)
         try:
@@ -312,10 +312,13 @@ class Orchestrator:
     # ---- helpers -------------------------------------------------------------------------
     @staticmethod
     def _past(state: OrchestratorState, batch: GeneratedBatch, **changes: Any) -> OrchestratorState:
-        """``state`` once ``batch`` is consumed: the next cursor, the reward average including it."""
+        """``state`` once ``batch`` is consumed: the next cursor, the reward average and the newest
+        critic version including it."""
         average, batches = batch.scored.reward_average_after
+        newest = max(state.newest_value_version, batch.scored.value_version)
         return replace(
-            state, cursor=batch.cursor + 1, reward_average=average, reward_average_batches=batches, **changes
+            state, cursor=batch.cursor + 1, reward_average=average, reward_average_batches=batches,
+            newest_value_version=newest, **changes,
         )
 
     def _push_replay(self, trajectories: list[Trajectory]) -> None:

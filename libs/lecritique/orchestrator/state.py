@@ -44,6 +44,9 @@ class OrchestratorState:
     """Batches folded into ``reward_average``."""
     degraded_streak: int = 0
     """Consecutive policy steps taken without the critic (value plane degraded), up to the last one."""
+    newest_value_version: int = -1
+    """The newest critic version that scored a batch before ``cursor`` (-1: none yet): a restarted
+    orchestrator still refuses an evaluator that answers with an older one."""
 
 
 @dataclass

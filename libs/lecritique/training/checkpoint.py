@@ -1,5 +1,9 @@
 """Checkpoints of a trainer's whole training state with ``torch.distributed.checkpoint`` (DCP).
 
+The one resume mechanism of every trainer, unsharded (one process: DCP without a process group)
+or sharded (DDP ranks, FSDP2 shards): published weights carry no training state; a restarted
+trainer is built from its newest published version and :func:`resume` restores the rest.
+
 One checkpoint per saved step::
 
     {root}/step-00000012/
@@ -105,11 +109,13 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 class TrainerCheckpoints:
     """Save and restore a trainer's state under ``root``; both are collectives (every rank calls them)."""
 
-    def __init__(self, root: str | Path, keep: int = 2) -> None:
-        if keep < 1:
-            raise ValueError(f"keep must be >= 1, got {keep}")
+    def __init__(self, root: str | Path, keep: int = 2, every: int = 1) -> None:
+        if keep < 1 or every < 1:
+            raise ValueError(f"keep and every must be >= 1, got {keep} and {every}")
         self.root = Path(root)
         self.keep = keep
+        self.every = every
+        """Steps between checkpoints (:meth:`save_if_due`)."""
 
     def steps(self) -> list[int]:
         """Steps of the complete checkpoints, ascending."""
@@ -160,6 +166,10 @@ class TrainerCheckpoints:
             logger.info("checkpoint of step %d written to %s by %d ranks", step, final, context.world_size)
         _barrier()
         return final
+
+    def save_if_due(self, trainer: HFTrainer, extra: dict[str, Any] | None = None) -> Path | None:
+        """:meth:`save` when the trainer's step is a multiple of ``every`` (a collective then)."""
+        return self.save(trainer, extra) if trainer.steps % self.every == 0 else None
 
     def load(self, trainer: HFTrainer, path: str | Path, *, weights: bool = True) -> CheckpointMeta:
         """Restore the optimiser state, step counter and (``weights``) parameters saved in ``path``.

@@ -54,10 +54,6 @@ _TOKENIZER_FILES = (
 )
 
 
-TRAINER_STATE = "trainer_state.pt"
-"""File next to published weights holding the AdamW state and the step count."""
-
-
 def read_tokenizer_files(source_dir: Path) -> dict[str, bytes]:
     """The tokenizer files of a HF directory, read into memory."""
     return {name: (source_dir / name).read_bytes() for name in _TOKENIZER_FILES if (source_dir / name).is_file()}
@@ -231,6 +227,8 @@ class HFTrainer:
         Unsharded: rank 0 alone runs ``save_pretrained`` (no collective). FSDP2: every rank must
         call it; parameters are gathered one at a time and streamed into the files, so rank 0
         never holds more than its shards plus one full tensor (other ranks may pass None).
+        Weights only: the training state (AdamW, step, RNG) is checkpointed by
+        :mod:`lecritique.training.checkpoint`, sharded or not.
         """
         if self.engine.sharded:
             return self._save_sharded(Path(directory) if self.context.is_main and directory is not None else None)
@@ -240,21 +238,7 @@ class HFTrainer:
         target.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(target)
         self._write_tokenizer(target)
-        # The optimiser state travels with the weights (unsharded; FSDP2 shards it across ranks).
-        torch.save({"optimizer": self.engine.optimizer.state_dict(), "steps": self.engine.steps}, target / TRAINER_STATE)
         return target
-
-    def resume(self, directory: str | Path) -> bool:
-        """Continue from the optimiser state saved with ``directory``'s weights (a restarted trainer
-        then takes exactly the steps it would have taken); False when there is none (a base model,
-        or a sharded trainer, whose optimiser state is not saved here)."""
-        path = Path(directory) / TRAINER_STATE
-        if self.engine.sharded or not path.is_file():
-            return False
-        state = torch.load(path, map_location=self.engine.device, weights_only=True)
-        self.engine.optimizer.load_state_dict(state["optimizer"])
-        self.engine.steps = int(state["steps"])
-        return True
 
     def _write_tokenizer(self, target: Path) -> None:
         for name, data in self._tokenizer_files.items():

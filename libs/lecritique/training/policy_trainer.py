@@ -54,8 +54,6 @@ class PolicyTrainer(HFTrainer):
         self._start(
             model, self.config.optimizer, self.config.device, self.model_dir, ParallelSettings.of(self.config)
         )
-        if self.resume(self.model_dir):  # a restarted trainer: AdamW moments and step count as published
-            logger.info("policy trainer resumes the optimiser state of %s (step %d)", self.model_dir, self.steps)
         distillation = self.config.distillation
         self.distiller = Distiller(distillation, self.engine.device, self.vocab_size) if distillation else None
         logger.info(

@@ -110,7 +110,7 @@ def _train_from_file(args: argparse.Namespace, context: DistributedContext) -> N
     )
     trainer = PolicyTrainer(args.model_dir, config)
     store = WeightStore(args.weights_root) if args.weights_root else None
-    checkpoints = TrainerCheckpoints(args.checkpoint_dir) if args.checkpoint_dir else None
+    checkpoints = TrainerCheckpoints(args.checkpoint_dir, every=args.checkpoint_every) if args.checkpoint_dir else None
     if args.resume and checkpoints is not None and (found := checkpoints.latest()) is not None:
         checkpoints.load(trainer, found[1])
     # A resumed run continues with the batch after the last one it trained on.
@@ -128,8 +128,8 @@ def _train_from_file(args: argparse.Namespace, context: DistributedContext) -> N
                 version = trainer.publish(store)  # a collective under FSDP2
                 if version is not None:
                     metrics["policy_version"] = float(version)
-            if checkpoints is not None and step % args.checkpoint_every == 0:
-                checkpoints.save(trainer)
+            if checkpoints is not None:
+                checkpoints.save_if_due(trainer)
 
         def on_step(step: int, metrics: dict[str, float]) -> None:
             progress.advance(task)
