@@ -24,6 +24,8 @@ from lecritique.pretrain import PretrainConfig, pretrain
 from lecritique.pretrain import collect as collect_module
 from lecritique.pretrain import run as run_module
 from lecritique.pretrain.train import split_by_task, train_epoch
+from lecritique.training.checkpoint import TrainerCheckpoints
+from lecritique.training.critic_trainer import CriticTrainer
 from lecritique.weights import WeightStore
 from services.value_trainer.server import ValueTrainerService
 from tests.critics.conftest import text_trajectory
@@ -108,17 +110,31 @@ def test_a_rerun_continues_from_the_checkpoint(ascii_model, character_classes, t
     assert resumed.state.epoch == 3
     assert resumed.state.history[:2] == first.state.history[:2]
     assert [row["updates"] for row in resumed.state.history] == [0, per_epoch, 2 * per_epoch, 3 * per_epoch]
-    optimizer = torch.load(tmp_path / "cut" / "checkpoint" / "trainer_state.pt", weights_only=True)
-    assert optimizer["steps"] == 3 * per_epoch
-    assert {float(s["step"]) for s in optimizer["optimizer"]["state"].values()} == {3.0 * per_epoch}
+    meta, _ = TrainerCheckpoints(tmp_path / "cut" / "checkpoint").latest()
+    assert meta.step == 3 * per_epoch and meta.extra["epoch"] == 3
+    cut = restored(spec, tmp_path / "cut")
 
     # The same three epochs in one go: the same critic (AdamW's moments and step count continued).
     monkeypatch.undo()
     whole = pretrain(spec, settings(max_epochs=3), tmp_path / "whole", show_progress=False)
     assert whole.state.history == resumed.state.history
-    cut, straight = (load_file(tmp_path / name / "checkpoint" / "model.safetensors") for name in ("cut", "whole"))
-    for name, tensor in straight.items():
-        assert torch.equal(tensor, cut[name]), name
+    straight = restored(spec, tmp_path / "whole")
+    for (name, tensor), (_, other) in zip(straight.model.state_dict().items(), cut.model.state_dict().items(), strict=True):
+        assert torch.equal(tensor, other), name
+    # AdamW's step count (bias correction) continued across the cut rather than restarting.
+    assert adam_steps(cut) == adam_steps(straight) and len(adam_steps(cut)) == 1
+
+
+def adam_steps(trainer):
+    return {float(state["step"]) for state in trainer.engine.optimizer.state_dict()["state"].values()}
+
+
+def restored(spec, out):
+    """A critic of the saved architecture with ``out``'s newest checkpoint loaded (weights and AdamW)."""
+    trainer = CriticTrainer.load(out / "critic", spec.critic)
+    checkpoints = TrainerCheckpoints(out / "checkpoint")
+    checkpoints.load(trainer, checkpoints.latest()[1])
+    return trainer
 
 
 def test_the_held_out_split_keeps_whole_tasks_apart(ascii_tokenizer):

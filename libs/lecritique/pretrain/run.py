@@ -33,7 +33,8 @@ from lecritique.pretrain.train import (
     epoch_row,
     load_checkpoint,
     record_epoch,
-    save_atomically,
+    save_checkpoint,
+    save_critic,
     split_by_task,
     train_epoch,
 )
@@ -88,12 +89,12 @@ def _train(
     schedule: Schedule, out: Path, progress: Progress,
 ) -> TrainingState:
     fingerprint = _fingerprint(train, held_out, schedule, critic)
-    loaded = load_checkpoint(out / CHECKPOINT_DIR, lambda folder: CriticTrainer.load(folder, critic), fingerprint)
+    loaded = load_checkpoint(out / CHECKPOINT_DIR, lambda: _fresh_trainer(critic, policy_dir, schedule.seed), fingerprint)
     if loaded is None:
         trainer, state = _fresh_trainer(critic, policy_dir, schedule.seed), TrainingState(fingerprint)
         if record_epoch(state, epoch_row(0, trainer, train, held_out, None), schedule):
-            save_atomically(trainer, out / CRITIC_DIR, optimizer=False)
-        save_atomically(trainer, out / CHECKPOINT_DIR, state)
+            save_critic(trainer, out / CRITIC_DIR)
+        save_checkpoint(trainer, out / CHECKPOINT_DIR, state)
     else:
         trainer, state = loaded
         state.stopped = None  # the stopping rule is the rerun's: a larger max_epochs or patience goes on
@@ -105,8 +106,8 @@ def _train(
         state.epoch += 1
         row = epoch_row(state.epoch, trainer, train, held_out, loss)
         if record_epoch(state, row, schedule):
-            save_atomically(trainer, out / CRITIC_DIR, optimizer=False)
-        save_atomically(trainer, out / CHECKPOINT_DIR, state)
+            save_critic(trainer, out / CRITIC_DIR)
+        save_checkpoint(trainer, out / CHECKPOINT_DIR, state)
         progress.update(bar, description=f"training (held-out EV {row['held_out_ev']:.3f})")
         plot_ev(state.history, out / "ev.png")
     state.stopped = "plateau" if state.stale_epochs >= schedule.patience else "max_epochs"

@@ -11,7 +11,6 @@ variance is measured against the returns on policy tokens, for the training and 
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,12 +21,9 @@ import numpy as np
 
 from lecritique.advantages import explained_variance
 from lecritique.advantages.targets import critic_targets
+from lecritique.training.checkpoint import TrainerCheckpoints
 from lecritique.training.critic_trainer import CriticTrainer
-from lecritique.training.engine import TRAINER_STATE
 from lecritique.trajectory import Trajectory
-
-STATE_FILE = "pretrain_state.json"
-"""The training state saved next to the checkpoint's weights and optimizer state."""
 
 
 @dataclass
@@ -127,15 +123,11 @@ def record_epoch(state: TrainingState, row: dict[str, Any], schedule: Schedule) 
     return best
 
 
-def save_atomically(trainer: CriticTrainer, target: Path, state: TrainingState | None = None, optimizer: bool = True) -> None:
-    """The trainer's weights (and AdamW state, and ``state``) in ``target``, replaced as a whole."""
+def save_critic(trainer: CriticTrainer, target: Path) -> None:
+    """The trainer's weights (``save_pretrained``) in ``target``, replaced as a whole."""
     partial, old = target.with_name(target.name + ".partial"), target.with_name(target.name + ".old")
     shutil.rmtree(partial, ignore_errors=True)
     trainer.save(partial)
-    if not optimizer:
-        (partial / TRAINER_STATE).unlink(missing_ok=True)
-    if state is not None:
-        (partial / STATE_FILE).write_text(json.dumps(dataclasses.asdict(state), indent=1))
     if target.exists():
         shutil.rmtree(old, ignore_errors=True)
         target.rename(old)
@@ -143,21 +135,27 @@ def save_atomically(trainer: CriticTrainer, target: Path, state: TrainingState |
     shutil.rmtree(old, ignore_errors=True)
 
 
-def load_checkpoint(checkpoint: Path, make: Callable[[Path], CriticTrainer], fingerprint: str) -> tuple[CriticTrainer, TrainingState] | None:
-    """The trainer and state of ``checkpoint`` (its ``.old`` copy if a save was cut short); None
-    when there is none. A checkpoint of other data is refused: its epochs would not continue."""
-    for folder in (checkpoint, checkpoint.with_name(checkpoint.name + ".old")):
-        if (folder / STATE_FILE).is_file():
-            state = TrainingState(**json.loads((folder / STATE_FILE).read_text()))
-            if state.fingerprint != fingerprint:
-                raise ValueError(
-                    f"--out: {checkpoint} was trained on other rollouts or settings; use a new output directory"
-                )
-            trainer = make(folder)
-            if not trainer.resume(folder):
-                raise ValueError(f"--out: {folder} has no optimizer state ({TRAINER_STATE})")
-            return trainer, state
-    return None
+def save_checkpoint(trainer: CriticTrainer, checkpoint: Path, state: TrainingState) -> None:
+    """Weights, AdamW state, step count and ``state`` through the trainers' one checkpoint
+    mechanism (:class:`~lecritique.training.checkpoint.TrainerCheckpoints`; a save cut short
+    leaves the previous checkpoint whole)."""
+    TrainerCheckpoints(checkpoint, keep=1).save(trainer, extra=dataclasses.asdict(state))
+
+
+def load_checkpoint(checkpoint: Path, make: Callable[[], CriticTrainer], fingerprint: str) -> tuple[CriticTrainer, TrainingState] | None:
+    """The trainer and state of ``checkpoint``'s newest complete save; None when there is none.
+    A checkpoint of other data is refused: its epochs would not continue."""
+    checkpoints = TrainerCheckpoints(checkpoint, keep=1)
+    latest = checkpoints.latest()
+    if latest is None:
+        return None
+    meta, path = latest
+    state = TrainingState(**meta.extra)
+    if state.fingerprint != fingerprint:
+        raise ValueError(f"--out: {checkpoint} was trained on other rollouts or settings; use a new output directory")
+    trainer = make()
+    checkpoints.load(trainer, path)
+    return trainer, state
 
 
 def epoch_row(
