@@ -125,6 +125,7 @@ def quick_policy() -> Path:
 
     config = TinyBuildConfig(
         task="sudoku-mini", max_steps=60, batch_size=32, eval_every=60, eval_tasks=8, validation_tasks=8, train_pool=256,
+        max_minutes=60,  # the same model however loaded the machine is (the 6-minute guard would cut it short)
     )
     cache_dir = tempfile.mkdtemp(prefix="lecritique-test-policy-")
     atexit.register(shutil.rmtree, cache_dir, ignore_errors=True)

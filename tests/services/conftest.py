@@ -33,7 +33,9 @@ def build_pipeline_policy() -> Path:
 
     config = TinyBuildConfig(
         task="sudoku-mini", batch_size=32, max_steps=320, eval_every=10_000, eval_tasks=16, validation_tasks=16,
-        max_minutes=10,
+        # Never the time guard: a build cut short by a loaded machine is a weaker policy (the chaos
+        # test's reward rise depends on it) and is not cached, so every test process would rebuild.
+        max_minutes=60,
     )
     # The product's own cache: built once per machine, like `lecritique run` does.
     return build_tiny_model(config, show_progress=False).path

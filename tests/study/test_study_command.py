@@ -18,7 +18,7 @@ from tests.helm_support import quick_policy
 TOKEN = "study-token"
 
 
-def write_study(tmp_path: Path) -> Path:
+def write_study(tmp_path: Path, quick_variants: list[str] | None = None) -> Path:
     base = {
         "name": "base",
         "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
@@ -34,9 +34,10 @@ def write_study(tmp_path: Path) -> Path:
             {"name": "pvf", "description": "privileged critic"},
             {"name": "mean", "overrides": {"estimator": {"name": "mean"}, "critic": None}},
             {"name": "vf", "overrides": {"critic": {"context": "none"}}},
+            {"name": "rloo", "overrides": {"estimator": {"name": "rloo"}, "critic": None}},
         ],
         "ceiling": {"tasks": 4, "position_edges": [1, 3]},
-        "quick": {"steps": 2, "tasks_per_step": 8},
+        "quick": {"steps": 2, "tasks_per_step": 8, "variants": quick_variants},
     }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study))
@@ -92,13 +93,15 @@ def test_quick_study_through_a_real_api_process(tmp_path, embedded_redis):
     }
     api = ApiProcess(settings, tmp_path / "api.log").start()
     try:
-        study, out = write_study(tmp_path), tmp_path / "out"
+        # Two critic-free variants: the submit / wait / resume machinery is the same for every spec,
+        # and critic runs (with the ceiling probe) are covered by the local test above.
+        study, out = write_study(tmp_path, ["mean", "rloo"]), tmp_path / "out"
         result = study_command(study, out, "--api", api.url, env={"LECRITIQUE_API_TOKEN": TOKEN, "LECRITIQUE_CLIENT_CONFIG": str(tmp_path / "none.json")})
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:] + api.log_tail()
         data = json.loads((out / "study.json").read_text())
-        assert set(data["runs"]) == {"pvf", "mean"}
-        assert all(data["runs"][v]["0"]["steps"] == 2 for v in ("pvf", "mean"))
-        ids = {json.loads((out / "runs" / v / "seed0" / "api_experiment.json").read_text())["id"] for v in ("pvf", "mean")}
+        assert set(data["runs"]) == {"mean", "rloo"}
+        assert all(data["runs"][v]["0"]["steps"] == 2 for v in ("mean", "rloo"))
+        ids = {json.loads((out / "runs" / v / "seed0" / "api_experiment.json").read_text())["id"] for v in ("mean", "rloo")}
         assert len(ids) == 2
         again = study_command(study, out, "--api", api.url, env={"LECRITIQUE_API_TOKEN": TOKEN, "LECRITIQUE_CLIENT_CONFIG": str(tmp_path / "none.json")})
         assert again.returncode == 0 and again.stdout.count("finished before, skipped") == 2

@@ -7,10 +7,10 @@ import numpy as np
 from lecritique.study.summary import aggregate, curve, paired_difference, run_figures, run_summary
 
 
-def rows(rewards, ev=None, rho=None, success=None):
+def rows(rewards, ev=None, rho=None, success=None, versions=None):
     out = []
     for i, reward in enumerate(rewards, start=1):
-        row = {"step": i, "reward_mean": reward, "seconds": 10.0 + 2.0 * i}
+        row = {"step": i, "reward_mean": reward, "seconds": 10.0 + 2.0 * i, "value_version": -1 if versions is None else versions[i - 1]}
         if ev is not None:
             row["value_explained_variance"] = ev[i - 1]
         if rho is not None:
@@ -22,17 +22,22 @@ def rows(rewards, ev=None, rho=None, success=None):
 
 
 def test_run_figures_follow_the_stated_definitions():
-    figures = run_figures(rows([0.0, 0.2, 0.4, 0.6], ev=[None, 0.1, 0.3, 0.5], rho=[0.0, 0.1, 0.2, 0.3], success=0.5), window=2)
+    figures = run_figures(
+        rows([0.0, 0.2, 0.4, 0.6], ev=[None, 0.1, 0.3, 0.5], rho=[0.0, 0.1, 0.2, 0.3], success=0.5, versions=[20, 22, 23, 27]),
+        window=2,
+    )
     assert math.isclose(figures["final_reward"], 0.5)
     assert math.isclose(figures["ev_second_half"], 0.4)  # steps 3 and 4 (after half of 4 steps)
     assert figures["rho_first"] == 0.0 and figures["rho_final"] == 0.3
     assert figures["final_eval_success"] == 0.5
     assert math.isclose(figures["steps_per_minute"], 30.0)  # 3 steps in 6 s
+    assert figures["critic_updates"] == 27.0  # the critic version the last step used
 
 
 def test_a_critic_free_run_has_no_ev_and_no_rho():
     figures = run_figures(rows([0.1, 0.2]), window=50)
     assert math.isnan(figures["ev_second_half"]) and math.isnan(figures["rho_final"])
+    assert math.isnan(figures["critic_updates"]), "value_version -1: no critic"
     assert math.isclose(figures["final_reward"], 0.15)
 
 

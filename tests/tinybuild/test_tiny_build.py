@@ -150,13 +150,14 @@ def test_cli_build_tiny_writes_the_model(tmp_path: Path, monkeypatch: pytest.Mon
 @pytest.mark.slow
 def test_sudoku_mini_warm_start_reaches_the_rl_starting_band(tmp_path: Path) -> None:
     """The real architecture and optimiser on sudoku-mini, stopped at a lower validation target
-    than the default build (0.25 instead of 0.35) and a smaller held-out set to save time: the
-    held-out success, measured with sampled episodes through env.reset/env.step, must land in
-    10-60%."""
-    config = TinyBuildConfig(task="sudoku-mini", stop_at_success=0.25, eval_tasks=128, max_minutes=15)
+    than the default build (0.15 instead of 0.35: ~600 steps instead of ~1,300) and a smaller
+    held-out set to save time: the held-out success, measured with sampled episodes through
+    env.reset/env.step, must land in 10-60%."""
+    # max_minutes: a generous guard; stopping on time instead of the target fails the test.
+    config = TinyBuildConfig(task="sudoku-mini", stop_at_success=0.15, eval_tasks=128, max_minutes=30)
     build = build_tiny_model(config, cache_dir=tmp_path, show_progress=False)
     report = build.report
     assert report["stopped_because"] == "target", report["history"]
-    assert report["history"][-1]["validation_success"] >= 0.25
+    assert report["history"][-1]["validation_success"] >= 0.15
     assert 0.10 <= report["eval"]["sampled_success"] <= 0.60, report["eval"]
     assert report["eval"]["greedy_success"] > 0.0

@@ -56,8 +56,10 @@ class ManagedProcess:
     process: subprocess.Popen[bytes] | None = None
     grpc_port: int | None = None
     metrics_port: int | None = None
+    stop_signalled: bool = False
 
     def start(self) -> None:
+        self.stop_signalled = False
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if self.port_file is not None:
             self.port_file.unlink(missing_ok=True)
@@ -108,12 +110,19 @@ class ManagedProcess:
             time.sleep(0.2)
         raise TimeoutError(f"{self.name} not ready after {timeout:.0f} s:\n{self.log_tail()}")
 
+    def signal_stop(self) -> None:
+        """SIGTERM to the process group without waiting, once per start (torchrun treats a second
+        one as a new fault), so that a launcher can stop all its services at the same time."""
+        if self.process is not None and self.process.poll() is None and not self.stop_signalled:
+            self.stop_signalled = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+
     def stop(self, grace: float = 15.0) -> int | None:
         if self.process is None:
             return None
         if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
+            self.signal_stop()
             try:
                 self.process.wait(timeout=grace)
             except subprocess.TimeoutExpired:

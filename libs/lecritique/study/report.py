@@ -62,14 +62,14 @@ def write_png(study: StudySpec, runs: dict[str, dict[int, dict[str, Any]]], png:
 def _variant_table(study: StudySpec, summary: dict[str, Any]) -> str:
     lines = [
         f"| variant | final reward (last {study.final_window} steps) | final held-out success | EV, second half "
-        "| rho first → final | policy steps / min | seeds |\n|---|---|---|---|---|---|---|\n"
+        "| rho first → final | critic updates | policy steps / min | seeds |\n|---|---|---|---|---|---|---|---|\n"
     ]
     for name, figures in summary["variants"].items():
         rho = f"{_fmt(figures['rho_first']['mean'])} → {_fmt(figures['rho_final']['mean'])}"
         lines.append(
             f"| {name}{' (reference)' if name == study.reference else ''} | {_pm(figures['final_reward'])} "
             f"| {_pm(figures['final_eval_success'])} | {_pm(figures['ev_second_half'])} | {rho} "
-            f"| {_pm(figures['steps_per_minute'], 1)} | {figures['final_reward']['n']} |\n"
+            f"| {_pm(figures['critic_updates'], 0)} | {_pm(figures['steps_per_minute'], 1)} | {figures['final_reward']['n']} |\n"
         )
     return "".join(lines)
 

@@ -23,7 +23,9 @@ import numpy as np
 
 SERIES = ("reward_mean", "eval_success", "value_explained_variance", "tether_rho")
 """Per-step metrics kept per run (study.json) and drawn per variant (study.png)."""
-FIGURES = ("final_reward", "final_eval_success", "ev_second_half", "rho_first", "rho_final", "steps_per_minute")
+FIGURES = (
+    "final_reward", "final_eval_success", "ev_second_half", "rho_first", "rho_final", "critic_updates", "steps_per_minute",
+)
 """Per-run figures aggregated across seeds."""
 COMPARED = ("final_reward", "final_eval_success", "ev_second_half")
 """Figures compared with the reference variant."""
@@ -58,6 +60,9 @@ def run_figures(rows: Sequence[Mapping[str, Any]], window: int) -> dict[str, flo
     _, rho = series(rows, "tether_rho")
     half = rows[-1]["step"] / 2 if rows else 0
     ev_late = [v for s, v in zip(ev_steps, ev, strict=True) if s > half]
+    # The critic version the last step used counts its published updates (warm-up included): its
+    # training budget, which a slower critic (a longer privileged input) spends more slowly.
+    versions = [row["value_version"] for row in rows if _finite(row.get("value_version")) and row["value_version"] >= 0]
     timed = [row for row in rows if _finite(row.get("seconds"))]
     minutes = (timed[-1]["seconds"] - timed[0]["seconds"]) / 60 if len(timed) > 1 else 0.0
     return {
@@ -66,6 +71,7 @@ def run_figures(rows: Sequence[Mapping[str, Any]], window: int) -> dict[str, flo
         "ev_second_half": float(np.mean(ev_late)) if ev_late else nan,
         "rho_first": rho[0] if rho else nan,
         "rho_final": rho[-1] if rho else nan,
+        "critic_updates": float(versions[-1]) if versions else nan,
         "steps_per_minute": (timed[-1]["step"] - timed[0]["step"]) / minutes if minutes > 0 else nan,
     }
 
