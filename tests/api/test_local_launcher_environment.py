@@ -9,12 +9,14 @@ got is read from ``/proc/<pid>/environ`` and ``/proc/<pid>/cmdline`` of the supe
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from lecritique.tenancy.tokens import hash_token
 from tests.api.api_process import ApiProcess, alive
+from tests.helm_support import quick_policy
 
 TOKEN = "local-environment-token"
 CANARY = "LECRITIQUE_TEST_CANARY"
@@ -37,8 +39,10 @@ def _read_proc(pid: int, name: str) -> list[str]:
 
 
 def test_a_run_gets_only_allow_listed_variables_and_the_key_its_tenant_may_use(tmp_path: Path, redis_db: Any, embedded_redis: Any) -> None:
+    # A real policy: the run must live until its environment is read (an empty model directory made
+    # it fail at once, and a dead supervisor's /proc/<pid>/environ reads empty).
     model = tmp_path / "models" / "tester" / "policy"
-    model.mkdir(parents=True)
+    shutil.copytree(quick_policy(), model)
     experiment_url = embedded_redis.url.replace("redis://", "redis://experiments:not-a-real-password@")
     settings = {
         "LECRITIQUE_API_REDIS_URL": embedded_redis.url,
@@ -65,6 +69,7 @@ def test_a_run_gets_only_allow_listed_variables_and_the_key_its_tenant_may_use(t
             handle = json.loads(redis_db.get(f"lecritique:api:experiment:{created.json()['id']}"))["handle"]
             pid = int(handle["pid"])
             environment = dict(item.split("=", 1) for item in _read_proc(pid, "environ"))
+            assert environment, "the run's supervisor exited before its environment could be read"
             command_line = _read_proc(pid, "cmdline")
             client.delete(f"/v1/experiments/{created.json()['id']}")
             deadline = time.monotonic() + 120
