@@ -31,12 +31,13 @@ prometheus-tools:
 # Two workers (pytest-xdist, work stealing): on 2 cores the serial suite kept one core idle
 # about 40% of the time (tests wait on processes starting, gRPC and Redis).
 TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 test: $(STAMP) prometheus-tools
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
+	$(PYTEST)
 
 test-fast: $(STAMP) prometheus-tools
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow"
+	$(PYTEST) -m "not slow"
 
 lint: $(STAMP)
 	$(PY) -m ruff check libs services tests bench

@@ -28,6 +28,13 @@ while True:
 """
 
 
+def _wait_until_ready(tmp_path: Path, names: list[str]) -> None:
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"{name}.ready").exists() for name in names):
+        assert time.monotonic() < deadline, "the services did not start"
+        time.sleep(0.05)
+
+
 def _service(tmp_path: Path, name: str) -> ManagedProcess:
     process = ManagedProcess(
         name=name,
@@ -43,10 +50,7 @@ def test_every_service_is_signalled_before_the_launcher_waits_for_any(tmp_path: 
     launcher = LocalLauncher.__new__(LocalLauncher)  # stop() needs only its processes
     launcher.orchestrator, launcher.redis = None, None
     launcher.services = [_service(tmp_path, name) for name in names]
-    deadline = time.monotonic() + 60
-    while not all((tmp_path / f"{name}.ready").exists() for name in names):
-        assert time.monotonic() < deadline, "the services did not start"
-        time.sleep(0.05)
+    _wait_until_ready(tmp_path, names)
     processes = list(launcher.services)
     launcher.stop()
     assert all(process.process is not None and process.process.returncode == 0 for process in processes)
@@ -57,10 +61,7 @@ def test_every_service_is_signalled_before_the_launcher_waits_for_any(tmp_path: 
 
 def test_a_service_is_signalled_once_per_start(tmp_path: Path) -> None:
     process = _service(tmp_path, "trainer")
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "trainer.ready").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    _wait_until_ready(tmp_path, ["trainer"])
     process.signal_stop()
     assert process.stop_signalled
     assert process.stop(grace=30) == 0

@@ -62,7 +62,7 @@ def run_figures(rows: Sequence[Mapping[str, Any]], window: int) -> dict[str, flo
     ev_late = [v for s, v in zip(ev_steps, ev, strict=True) if s > half]
     # The critic version the last step used counts its published updates (warm-up included): its
     # training budget, which a slower critic (a longer privileged input) spends more slowly.
-    versions = [row["value_version"] for row in rows if _finite(row.get("value_version")) and row["value_version"] >= 0]
+    versions = [version for version in series(rows, "value_version")[1] if version >= 0]
     timed = [row for row in rows if _finite(row.get("seconds"))]
     minutes = (timed[-1]["seconds"] - timed[0]["seconds"]) / 60 if len(timed) > 1 else 0.0
     return {
