@@ -56,8 +56,8 @@ chaos: $(STAMP)
 	$(PY) tests/chaos/chaos_run.py --out runs/chaos
 
 # The CPU study shipped with the project (examples/studies; docs/study.md): mean, vf, pvf, tether, tether-pvf
-# on arithmetic and 4x4 Sudoku, 3 seeds x 120 policy steps of 16 tasks x 4 samples each, with the ceiling
-# probes: both tasks within 90 minutes on the 2-core machine; resumable (run it again to continue).
+# on arithmetic (300 policy steps) and 4x4 Sudoku (120 steps), 3 seeds, 16 tasks x 4 samples per step, with the
+# ceiling probes: both tasks within 90 minutes on the 2-core machine; resumable (run it again to continue).
 study: $(STAMP)
 	$(PY) -m lecritique study examples/studies/arithmetic.yaml --out runs/study-arithmetic
 	$(PY) -m lecritique study examples/studies/sudoku-mini.yaml --out runs/study-sudoku

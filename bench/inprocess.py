@@ -18,16 +18,15 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
-
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "libs")]
 
 from lecritique.config import load_spec  # noqa: E402
 from lecritique.config.experiment import ExperimentSpec  # noqa: E402
 from lecritique.engines import SamplingParams, build_engine  # noqa: E402
 from lecritique.envs import Environment, build_environment  # noqa: E402
-from lecritique.envs.base import EpisodeState, Task  # noqa: E402
-from lecritique.orchestrator.clients import GeneratedCompletion, StepOutcome  # noqa: E402
+from lecritique.envs.base import EpisodeState, StepResult, Task  # noqa: E402
+from lecritique.episodes.local import EngineSampler  # noqa: E402
+from lecritique.episodes.player import SampledAction  # noqa: E402
 from lecritique.weights import WeightStore  # noqa: E402
 
 
@@ -36,24 +35,15 @@ class InProcessRollout:
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
+        self.sampler = EngineSampler(engine)
         self.version = 0
         self.lock = threading.Lock()
-        self.pool = SimpleNamespace(addresses=["in-process"])
 
-    def generate(self, prompts: Sequence[np.ndarray], n: int, *, temperature: float, top_p: float, max_tokens: int,
-                 seed: int) -> list[list[GeneratedCompletion]]:
-        sampling = SamplingParams(temperature=temperature, top_p=top_p or 1.0, max_tokens=max_tokens, seed=seed)
+    def sample(self, prompts: list[list[int]], n: int, sampling: SamplingParams) -> list[list[SampledAction]]:
         with self.lock:
-            groups = self.engine.generate([np.asarray(p).astype(np.int64).tolist() for p in prompts], n, sampling)
+            groups = self.sampler.sample(prompts, n, sampling)
             version = self.version
-        return [
-            [
-                GeneratedCompletion(np.asarray(c.token_ids, dtype=np.int32), np.asarray(c.logprobs, dtype=np.float32),
-                                    c.text, c.finish_reason, version)
-                for c in group
-            ]
-            for group in groups
-        ]
+        return [[SampledAction(a.token_ids, a.logprobs, version) for a in group] for group in groups]
 
     def load_weights(self, version: int, path: str) -> dict[str, Any]:
         with self.lock:
@@ -80,12 +70,8 @@ class InProcessEnvironment:
     def reset(self, tasks: Sequence[Task]) -> list[EpisodeState]:
         return [self.environment.reset(task) for task in tasks]
 
-    def step(self, items: Sequence[tuple[EpisodeState, str]]) -> list[StepOutcome]:
-        outcomes = []
-        for state, action in items:
-            result = self.environment.step(state, action)
-            outcomes.append(StepOutcome(result.state, result.observation, result.reward, result.done, result.diagnostic))
-        return outcomes
+    def step(self, items: Sequence[tuple[EpisodeState, str]]) -> list[StepResult]:
+        return [self.environment.step(state, action) for state, action in items]
 
     def info(self) -> dict[str, Any]:
         return {"environment": self.environment.name, "max_turns": self.environment.max_turns}
@@ -123,9 +109,9 @@ class InProcessPolicyTrainer:
 
 
 def run(spec_path: Path, out: Path) -> None:
+    from lecritique.episodes import EpisodePlayer
     from lecritique.models.policy import load_tokenizer
     from lecritique.models.templates import build_template
-    from lecritique.orchestrator.episodes import EpisodeRunner, SamplingSettings
     from lecritique.orchestrator.loop import Orchestrator
 
     spec = load_spec(spec_path)
@@ -141,15 +127,16 @@ def run(spec_path: Path, out: Path) -> None:
     trainer = InProcessPolicyTrainer(spec, store, out / "state")
     tokenizer = load_tokenizer(path)
     sampling = spec.rollout.sampling
-    runner = EpisodeRunner(
-        rollout, environment, tokenizer, build_template(spec.policy.template, tokenizer),  # type: ignore[arg-type]
-        SamplingSettings(sampling.temperature, sampling.top_p, sampling.max_tokens),
-        max_sequence_tokens=int(rollout.info()["max_sequence_tokens"]),
+    # As lecritique.orchestrator.wiring builds the services' player.
+    player = EpisodePlayer(
+        rollout, environment, tokenizer, build_template(spec.policy.template, tokenizer),
+        SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens),
+        max_context_tokens=int(rollout.info()["max_sequence_tokens"]),
         max_turns=int(environment.environment.max_turns) + 1,
     )
     clients = SimpleNamespace(rollout=rollout, environment=environment, policy_trainer=trainer, value_evaluator=None,
                               value_trainer=None)
-    Orchestrator(spec, clients, runner, out, experiment_id=spec.name).run()  # type: ignore[arg-type]
+    Orchestrator(spec, clients, player, out, experiment_id=spec.name).run()  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":
