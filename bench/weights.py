@@ -83,15 +83,16 @@ def _publish(v0: Path, store_root: Path, repeats: int) -> float:
 
 
 def _load_hf(v0: Path, v1: Path, repeats: int) -> float:
-    from lecritique.engines import HFEngine, HFEngineConfig
+    from lecritique.engines import HFEngineConfig
+    from lecritique.engines.hf import HFEngine
 
     engine = HFEngine(HFEngineConfig(model_path=str(v0)))
     return _timed(lambda: engine.load_weights(1, str(v1)), repeats)
 
 
 def _evaluator_load(v1: Path, work: Path, repeats: int) -> float:
-    from lecritique.config.experiment import DiscriminativeCriticSpec
     from lecritique.critics.discriminative import DiscriminativeCritic
+    from lecritique.critics.specs import DiscriminativeCriticSpec
     from lecritique.models.critic import critic_from_policy
 
     critic_dir = work / "critic"
@@ -103,7 +104,8 @@ def _evaluator_load(v1: Path, work: Path, repeats: int) -> float:
 
 
 def _vllm_reload(v0: Path, v1: Path, repeats: int) -> tuple[float, float]:
-    from lecritique.engines import VLLMEngine, VLLMEngineConfig
+    from lecritique.engines import VLLMEngineConfig
+    from lecritique.engines.vllm import VLLMEngine
 
     start = time.perf_counter()
     engine = VLLMEngine(VLLMEngineConfig(model_path=str(v0), max_model_len=256))
