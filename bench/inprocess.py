@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,9 +24,9 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "libs")]
 from lecritique.config import load_spec  # noqa: E402
 from lecritique.config.experiment import ExperimentSpec  # noqa: E402
 from lecritique.engines import SamplingParams, build_engine  # noqa: E402
-from lecritique.envs import Environment, build_environment  # noqa: E402
-from lecritique.envs.base import EpisodeState, StepResult, Task  # noqa: E402
-from lecritique.episodes.local import EngineSampler  # noqa: E402
+from lecritique.envs import build_environment  # noqa: E402
+from lecritique.envs.base import Task  # noqa: E402
+from lecritique.episodes.local import EngineSampler, LocalEnvironment  # noqa: E402
 from lecritique.episodes.player import SampledAction  # noqa: E402
 from lecritique.weights import WeightStore  # noqa: E402
 
@@ -58,20 +59,12 @@ class InProcessRollout:
         return {"weights_version": self.version, **info, "max_sequence_tokens": int(limit)}
 
 
-class InProcessEnvironment:
-    """The environment-verifier's SampleTasks, Reset and Step, called directly."""
-
-    def __init__(self, environment: Environment) -> None:
-        self.environment = environment
+@dataclass(frozen=True)
+class InProcessEnvironment(LocalEnvironment):
+    """The environment-verifier's SampleTasks and Info beside the episode player's Reset and Step."""
 
     def sample_tasks(self, n: int, split: str, seed: int) -> list[Task]:
-        return self.environment.sample_tasks(n, split=split, seed=seed)
-
-    def reset(self, tasks: Sequence[Task]) -> list[EpisodeState]:
-        return [self.environment.reset(task) for task in tasks]
-
-    def step(self, items: Sequence[tuple[EpisodeState, str]]) -> list[StepResult]:
-        return [self.environment.step(state, action) for state, action in items]
+        return self.environment.sample_tasks(n, split=split, seed=seed)  # type: ignore[arg-type]
 
     def info(self) -> dict[str, Any]:
         return {"environment": self.environment.name, "max_turns": self.environment.max_turns}
