@@ -1,17 +1,22 @@
 """Transport overhead: a rollout batch through the codec and gRPC against raw bytes on the same channel.
 
-The structured call encodes trajectories into an ``EvaluateRequest`` (packed arrays), sends it, and
-the server decodes every trajectory, as the value evaluator does. The raw call sends a ready
-``bytes`` object of the same serialized size to a method without (de)serialisation on the same
-server and channel. Calls alternate and medians are compared: the ratio is the fraction of the raw
-gRPC throughput left after encoding and decoding (goal >= 0.5).
+The structured call encodes trajectories into an ``EvaluateRequest`` (a ``TrajectoryBatch``: each
+array field of every trajectory end to end in one bytes field), sends it, and the server decodes
+every trajectory, as the value evaluator does. The raw call sends a ready ``bytes`` object of the
+same serialized size to a method without (de)serialisation on the same server and channel. The
+server is its own process, as the evaluator is in a deployment: sharing the client's interpreter
+would add GIL hand-offs no deployment has. Calls alternate (ABBA) and medians are compared: the ratio is
+the fraction of the raw gRPC throughput left after encoding and decoding (goal >= 0.5).
 
-    python bench/transport.py [--trajectories 128] [--tokens 4096] [--repeats 7]
+    python bench/transport.py [--trajectories 128] [--tokens 4096] [--repeats 7] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import multiprocessing
+import os
 import statistics
 import sys
 import time
@@ -26,25 +31,29 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "libs")]
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from lecritique.rpc.codec import trajectory_from_proto, trajectory_to_proto  # noqa: E402
+from lecritique.rpc.codec import fill_trajectory_batch, trajectory_batch_from_proto  # noqa: E402
 from lecritique.rpc.server import DEFAULT_MAX_MESSAGE_BYTES, channel_options, start_server  # noqa: E402
 from lecritique.trajectory import Trajectory  # noqa: E402
 from lecritique.v1 import value_pb2, value_pb2_grpc  # noqa: E402
 
 RAW_METHOD = "/lecritique.bench.Raw/Send"
+PARSE_METHOD = "/lecritique.bench.Raw/Parse"
 
 
 class _Sink(value_pb2_grpc.ValueEvaluatorServicer):
     def Evaluate(self, request: Any, context: Any) -> Any:
-        for item in request.inputs:
-            trajectory_from_proto(item.trajectory)  # decode like the value evaluator
+        trajectory_batch_from_proto(request.trajectories)  # decode like the value evaluator
         return value_pb2.EvaluateResponse(value_version=0)
 
 
 def _add_raw_method(server: grpc.Server) -> None:
-    """A method that takes and returns bytes as they are (no proto parsing)."""
-    handler = grpc.unary_unary_rpc_method_handler(lambda request, context: b"")
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("lecritique.bench.Raw", {"Send": handler}),))
+    """Send takes and returns bytes as they are; Parse only parses an EvaluateRequest (no decode)."""
+    send = grpc.unary_unary_rpc_method_handler(lambda request, context: b"")
+    parse = grpc.unary_unary_rpc_method_handler(
+        lambda request, context: b"", request_deserializer=value_pb2.EvaluateRequest.FromString
+    )
+    handlers = grpc.method_handlers_generic_handler("lecritique.bench.Raw", {"Send": send, "Parse": parse})
+    server.add_generic_rpc_handlers((handlers,))
 
 
 def rollout_batch(trajectories: int, tokens: int, prompt: int = 256) -> list[Trajectory]:
@@ -61,40 +70,64 @@ def rollout_batch(trajectories: int, tokens: int, prompt: int = 256) -> list[Tra
 
 def _encode(batch: list[Trajectory]) -> value_pb2.EvaluateRequest:
     request = value_pb2.EvaluateRequest()
-    for trajectory in batch:
-        trajectory_to_proto(trajectory, request.inputs.add().trajectory)
+    for _ in batch:
+        request.inputs.add()
+    fill_trajectory_batch(request.trajectories, batch)
     return request
 
 
-def measure(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
-    batch = rollout_batch(trajectories, tokens)
+def _serve(port: Any, stop: Any) -> None:
+    """The server process: the decoding sink and the raw method, until ``stop`` is set."""
     server = start_server(
         service="bench-transport",
         add_servicers=lambda s: (value_pb2_grpc.add_ValueEvaluatorServicer_to_server(_Sink(), s), _add_raw_method(s)),
         service_names=["lecritique.v1.ValueEvaluator"], port=0, host="127.0.0.1",
     )
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}", options=channel_options(DEFAULT_MAX_MESSAGE_BYTES))
+    port.value = server.port
+    stop.wait()
+    server.stop(grace=0)
+
+
+def measure(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
+    batch = rollout_batch(trajectories, tokens)
+    context = multiprocessing.get_context("spawn")
+    port, stop = context.Value("i", 0), context.Event()
+    server = context.Process(target=_serve, args=(port, stop), daemon=True)
+    server.start()
+    deadline = time.monotonic() + 120
+    while not port.value and server.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not port.value:
+        raise RuntimeError("the transport bench's server process did not start")
+    channel = grpc.insecure_channel(f"127.0.0.1:{port.value}", options=channel_options(DEFAULT_MAX_MESSAGE_BYTES))
     try:
         evaluate = value_pb2_grpc.ValueEvaluatorStub(channel).Evaluate
-        raw = channel.unary_unary(RAW_METHOD)
-        size = _encode(batch).ByteSize()
+        raw, parse = channel.unary_unary(RAW_METHOD), channel.unary_unary(PARSE_METHOD)
+        serialized = _encode(batch).SerializeToString()
+        size = len(serialized)
         payload = np.random.default_rng(1).bytes(size)
-        structured_seconds, raw_seconds = [], []
+        calls = {
+            "structured": lambda: evaluate(_encode(batch), timeout=120),
+            "raw": lambda: raw(payload, timeout=120),
+            "parse_only": lambda: parse(serialized, timeout=120),
+        }
+        seconds: dict[str, list[float]] = {name: [] for name in calls}
+        order = list(calls)
         for index in range(repeats + 1):
-            start = time.perf_counter()
-            evaluate(_encode(batch), timeout=120)
-            middle = time.perf_counter()
-            raw(payload, timeout=120)
-            end = time.perf_counter()
-            if index:  # the first pair warms both paths up
-                structured_seconds.append(middle - start)
-                raw_seconds.append(end - middle)
+            # The order rotates: each call inherits the allocator and socket state the one before
+            # leaves, and that order effect moved the ratio by ~0.1 when the order was fixed.
+            for name in order[index % 3:] + order[:index % 3]:
+                start = time.perf_counter()
+                calls[name]()
+                if index:  # the first round warms every path up
+                    seconds[name].append(time.perf_counter() - start)
     finally:
         channel.close()
-        server.stop(grace=0)
-    structured, raw_time = statistics.median(structured_seconds), statistics.median(raw_seconds)
+        stop.set()
+        server.join(30)
+    structured, raw_time, parse_only = (statistics.median(seconds[name]) for name in ("structured", "raw", "parse_only"))
     return {"bytes": float(size), "structured_mb_s": size / structured / 1e6, "raw_mb_s": size / raw_time / 1e6,
-            "ratio": raw_time / structured}
+            "parse_only_mb_s": size / parse_only / 1e6, "ratio": raw_time / structured, "parse_only_ratio": raw_time / parse_only}
 
 
 def breakdown(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
@@ -107,7 +140,7 @@ def breakdown(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
         "encode_ms": lambda: _encode(batch),
         "serialize_ms": request.SerializeToString,
         "parse_ms": lambda: value_pb2.EvaluateRequest.FromString(data),
-        "decode_ms": lambda: [trajectory_from_proto(item.trajectory) for item in parsed.inputs],
+        "decode_ms": lambda: trajectory_batch_from_proto(parsed.trajectories),
         "memory_copy_ms": lambda: np.frombuffer(data, dtype=np.uint8).copy(),
     }
     timings = {}
@@ -129,6 +162,8 @@ def transport_ratio(console: Console, trajectories: int = 128, tokens: int = 409
     for column in ("call", "MB/s", "ratio"):
         table.add_column(column, justify="right")
     table.add_row("encode + gRPC + decode (Evaluate)", f"{result['structured_mb_s']:,.0f}", f"{result['ratio']:.2f}")
+    table.add_row("serialized request, parse only (protobuf floor)", f"{result['parse_only_mb_s']:,.0f}",
+                  f"{result['parse_only_ratio']:.2f}")
     table.add_row("raw bytes gRPC", f"{result['raw_mb_s']:,.0f}", "1.00")
     console.print(table)
     raw_ms = 1e3 * result["bytes"] / (result["raw_mb_s"] * 1e6)
@@ -137,6 +172,9 @@ def transport_ratio(console: Console, trajectories: int = 128, tokens: int = 409
         f"{result['serialize_ms']:.1f}, parse {result['parse_ms']:.1f}, decode {result['decode_ms']:.1f}; "
         f"the raw call {raw_ms:.1f}; one numpy copy of the payload {result['memory_copy_ms']:.1f}"
     )
+    # Each structured call fills fresh multi-MB buffers; glibc malloc hands them back to the kernel
+    # and page-faults them in again, which this machine's VM makes slow (tcmalloc halved the call).
+    console.print(f"allocator: {os.environ.get('LD_PRELOAD') or 'glibc malloc'}")
     return result
 
 
@@ -145,8 +183,11 @@ def main() -> None:
     parser.add_argument("--trajectories", type=int, default=128)
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     args = parser.parse_args()
-    transport_ratio(Console(width=160), args.trajectories, args.tokens, args.repeats)
+    result = transport_ratio(Console(width=160), args.trajectories, args.tokens, args.repeats)
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ _ARRAY_FIELDS = (
     "advantages",
     "critic_context_ids",
 )
-_ARRAY_DTYPES = {
+ARRAY_DTYPES = {
     "prompt_ids": np.int32,
     "token_ids": np.int32,
     "policy_mask": np.bool_,
@@ -49,6 +49,7 @@ _ARRAY_DTYPES = {
     "advantages": np.float32,
     "critic_context_ids": np.int32,
 }
+"""The dtype of every array field (the wire codec checks incoming batches against it)."""
 
 
 @dataclass
@@ -90,7 +91,7 @@ class Trajectory:
         for name in _ARRAY_FIELDS:
             value = getattr(self, name)
             if value is not None:
-                setattr(self, name, np.asarray(value, dtype=_ARRAY_DTYPES[name]))
+                setattr(self, name, np.asarray(value, dtype=ARRAY_DTYPES[name]))
         length = self.token_ids.shape[0]
         for name in ("policy_mask", "logprobs", "step_ids", "values", "advantages"):
             value = getattr(self, name)

@@ -28,7 +28,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from lecritique.config import load_spec
 from lecritique.config.runtime import ServiceRuntime
-from lecritique.rpc.codec import trajectory_from_proto
+from lecritique.rpc.codec import trajectory_batch_from_proto
 from lecritique.rpc.server import run_until_signal, start_server
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import common_pb2, policy_pb2, policy_pb2_grpc
@@ -99,7 +99,7 @@ class PolicyTrainerServicer(policy_pb2_grpc.PolicyTrainerServicer):
                     f"step {request.step} does not follow the last applied step {self.record.step}",
                 )
             try:
-                trajectories = [trajectory_from_proto(t) for t in request.trajectories]
+                trajectories = trajectory_batch_from_proto(request.trajectories)
             except ValueError as error:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
             if not trajectories:

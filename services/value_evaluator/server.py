@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from lecritique.config.runtime import ServiceRuntime
 from lecritique.critics.kinds import ServingContext, critic_kind
 from lecritique.critics.specs import CriticSpec
 from lecritique.critics.types import ActorInfo, CriticBackend, CriticQuery, Peer
-from lecritique.rpc.codec import from_tensor, to_tensor, trajectory_from_proto
+from lecritique.rpc.codec import fill_ragged, trajectory_batch_from_proto
 from lecritique.rpc.server import run_until_signal, start_server
 from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
 from lecritique.weights import WeightStore
@@ -90,16 +90,14 @@ class _Served:
 
 
 def critic_queries(request: value_pb2.EvaluateRequest) -> list[CriticQuery]:
-    """The library's view of the request's inputs: trajectories with their contexts and peers."""
-    queries = []
-    for item in request.inputs:
-        trajectory = trajectory_from_proto(item.trajectory)
-        context_ids = from_tensor(item.context_ids)
-        if context_ids is not None:
-            trajectory = replace(trajectory, critic_context_ids=context_ids)
-        peers = tuple(Peer(p.trajectory_id, p.summary, p.reward) for p in item.peers)
-        queries.append(CriticQuery(trajectory, item.context_text, peers))
-    return queries
+    """The library's view of the request: each trajectory with its input's context and peers."""
+    trajectories = trajectory_batch_from_proto(request.trajectories)
+    if len(trajectories) != len(request.inputs):
+        raise ValueError(f"EvaluateRequest has {len(request.inputs)} inputs for {len(trajectories)} trajectories")
+    return [
+        CriticQuery(trajectory, item.context_text, tuple(Peer(p.trajectory_id, p.summary, p.reward) for p in item.peers))
+        for trajectory, item in zip(trajectories, request.inputs, strict=True)
+    ]
 
 
 def policy_directory(spec: ExperimentSpec, store: WeightStore) -> Path:
@@ -197,36 +195,41 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
 
     def Evaluate(self, request, context):
         start = time.perf_counter()
+        try:
+            queries = critic_queries(request)
+        except ValueError as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         if self.input_log is not None:
-            self._audit(request)
+            self._audit(request, queries)
         actor = ActorInfo(request.actor_description, request.actor_reward_average)
         # This request is answered entirely by one version: a broadcast waits for it to finish.
         with self._weights.reading():
             served = self.served
             try:
-                result = served.backend.values(critic_queries(request), actor)
+                result = served.backend.values(queries, actor)
             except ValueError as error:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         EVALUATED.labels(self.experiment).inc(len(result.values))
         EVALUATE_SECONDS.labels(self.experiment).observe(time.perf_counter() - start)
         # An engine swapped in place reports the version that actually generated.
         version = served.version if result.version is None else result.version
-        return value_pb2.EvaluateResponse(
-            values=[to_tensor(v) for v in result.values], value_version=version, stats=result.stats
-        )
+        response = value_pb2.EvaluateResponse(value_version=version, stats=result.stats)
+        fill_ragged(response.values, result.values, "float32", "values")
+        return response
 
-    def _audit(self, request: value_pb2.EvaluateRequest) -> None:
+    def _audit(self, request: value_pb2.EvaluateRequest, queries: list[CriticQuery]) -> None:
         assert self.input_log is not None
         with self.input_log.open("a") as handle:
-            for item in request.inputs:
-                context_ids = from_tensor(item.context_ids)
+            for query in queries:
+                trajectory = query.trajectory
+                context_ids = trajectory.critic_context_ids
                 record = {
-                    "trajectory_id": item.trajectory.trajectory_id,
-                    "group_id": item.trajectory.group_id,
-                    "reward": item.trajectory.reward,
-                    "context_text": item.context_text,
+                    "trajectory_id": trajectory.trajectory_id,
+                    "group_id": trajectory.group_id,
+                    "reward": trajectory.reward,
+                    "context_text": query.context_text,
                     "context_ids": [] if context_ids is None else context_ids.tolist(),
-                    "peers": [{"trajectory_id": p.trajectory_id, "reward": p.reward} for p in item.peers],
+                    "peers": [{"trajectory_id": p.trajectory_id, "reward": p.reward} for p in query.peers],
                     "actor_description": request.actor_description,
                     "actor_reward_average": request.actor_reward_average,
                 }

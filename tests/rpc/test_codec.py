@@ -5,12 +5,13 @@ from lecritique.envs.base import EpisodeState, Task
 from lecritique.rpc.codec import (
     episode_from_proto,
     episode_to_proto,
+    fill_ragged,
+    fill_trajectory_batch,
     from_tensor,
     task_from_proto,
     task_to_proto,
     to_tensor,
-    trajectory_from_proto,
-    trajectory_to_proto,
+    trajectory_batch_from_proto,
 )
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import common_pb2
@@ -32,23 +33,77 @@ def test_unset_tensor_is_none_and_bad_tensors_are_named():
         from_tensor(common_pb2.Tensor(dtype="complex64", shape=[1], data=b"\0" * 8))
 
 
-def test_trajectory_round_trip():
-    trajectory = Trajectory(
-        trajectory_id="b0-1-2", task_id="t", group_id=1, prompt_ids=[1, 2], token_ids=[3, 4, 5],
-        policy_mask=[1, 0, 1], logprobs=[-1.0, 0.0, -2.0], step_ids=[0, 1, 1], reward=1.0, policy_version=3,
-        values=[0.1, 0.2, 0.3], value_version=4, critic_context_ids=[7], metadata={"turns": 2},
-    )
-    restored = trajectory_from_proto(trajectory_to_proto(trajectory))
-    assert restored.to_bytes() == trajectory.to_bytes()
+def _batch() -> list[Trajectory]:
+    return [
+        Trajectory(
+            trajectory_id="b0-1-2", task_id="t", group_id=1, prompt_ids=[1, 2], token_ids=[3, 4, 5],
+            policy_mask=[1, 0, 1], logprobs=[-1.0, 0.0, -2.0], step_ids=[0, 1, 1], reward=1.0, policy_version=3,
+            values=[0.1, 0.2, 0.3], value_version=4, critic_context_ids=[7], metadata={"turns": 2},
+        ),
+        # No values, no context, empty completion: None and length 0 are different things.
+        Trajectory("b0-1-3", "t", 1, [1, 2], [], [], [], [], 0.0, 3),
+        Trajectory(
+            "b0-2-0", "u", 2, [9], [8, 7], [1, 1], [-0.5, -0.25], [0, 0], 0.5, 3,
+            values=[0.4, 0.5], advantages=[1.0, 1.0], critic_context_ids=[],
+        ),
+    ]
 
 
-def test_missing_required_array_is_named():
-    message = trajectory_to_proto(
-        Trajectory("x", "t", 0, [1], [2], [1], [0.0], [0], 0.0, 0)
-    )
-    message.ClearField("token_ids")
-    with pytest.raises(ValueError, match="token_ids"):
-        trajectory_from_proto(message)
+def _encoded(trajectories: list[Trajectory]) -> common_pb2.TrajectoryBatch:
+    message = common_pb2.TrajectoryBatch()
+    fill_trajectory_batch(message, trajectories)
+    return common_pb2.TrajectoryBatch.FromString(message.SerializeToString())
+
+
+def test_trajectory_batch_round_trip_keeps_every_field_and_none():
+    batch = _batch()
+    restored = trajectory_batch_from_proto(_encoded(batch))
+    assert [t.to_bytes() for t in restored] == [t.to_bytes() for t in batch]
+    assert restored[1].values is None and restored[1].critic_context_ids is None
+    assert restored[2].critic_context_ids is not None and len(restored[2].critic_context_ids) == 0
+
+
+def test_trajectory_batch_is_one_bytes_field_per_array_column():
+    message = _encoded(_batch())
+    assert list(message.token_ids.lengths) == [3, 0, 2] and list(message.values.lengths) == [3, -1, 2]
+    assert message.token_ids.data == np.array([3, 4, 5, 8, 7], dtype=np.int32).tobytes()
+    assert not message.HasField("advantages") or list(message.advantages.lengths) == [-1, -1, 2]
+
+
+def test_decoded_arrays_are_writable_and_independent_of_the_message():
+    message = _encoded(_batch())
+    first, _, last = trajectory_batch_from_proto(message)
+    first.token_ids[0] = 99  # stages may edit arrays in place; the neighbour must not change
+    assert last.token_ids.tolist() == [8, 7] and np.frombuffer(message.token_ids.data, np.int32)[0] == 3
+
+
+def test_an_empty_batch_round_trips():
+    assert trajectory_batch_from_proto(_encoded([])) == []
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "message"),
+    [
+        (lambda m: m.ClearField("token_ids"), "'token_ids' is required; trajectories without it: \\['b0-1-2'"),
+        (lambda m: m.token_ids.lengths.__setitem__(1, -1), "'token_ids' is required; trajectories without it: \\['b0-1-3'"),
+        (lambda m: m.logprobs.lengths.pop(), "'logprobs' has 2 lengths for 3 trajectories"),
+        (lambda m: setattr(m.logprobs, "data", m.logprobs.data[:-4]), "'logprobs' needs 20 bytes"),
+        (lambda m: setattr(m.values, "dtype", "float64"), "'values' has dtype 'float64', expected 'float32'"),
+        (lambda m: m.step_ids.lengths.__setitem__(1, -2), "'step_ids' has a negative length"),
+        (lambda m: m.rewards.pop(), "'rewards' has 2 entries for 3 trajectory ids"),
+        (lambda m: m.policy_mask.lengths.__setitem__(1, 1) or m.policy_mask.lengths.__setitem__(2, 1), "'policy_mask' has shape"),
+    ],
+)
+def test_a_malformed_batch_is_named(corrupt, message):
+    encoded = _encoded(_batch())
+    corrupt(encoded)
+    with pytest.raises(ValueError, match=message):
+        trajectory_batch_from_proto(encoded)
+
+
+def test_only_one_dimensional_arrays_travel_in_a_batch():
+    with pytest.raises(ValueError, match="'values' holds an array of shape \\(2, 2\\)"):
+        fill_ragged(common_pb2.RaggedArray(), [np.zeros((2, 2))], "float32", "values")
 
 
 def test_task_and_episode_round_trip():

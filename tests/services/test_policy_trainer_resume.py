@@ -15,7 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from lecritique.launch.processes import ManagedProcess, child_environment, python_command
-from lecritique.rpc.codec import trajectory_to_proto
+from lecritique.rpc.codec import fill_trajectory_batch
 from lecritique.v1 import policy_pb2, policy_pb2_grpc
 from lecritique.weights import WeightStore
 
@@ -58,12 +58,25 @@ def _service(spec: Path, out: Path) -> ManagedProcess:
 def _train(process: ManagedProcess, step: int) -> policy_pb2.TrainResponse:
     rng = np.random.default_rng(step)
     request = policy_pb2.TrainRequest(step=step)
-    for index in range(6):
-        trajectory = make_trajectory(rng, index, prompt_len=3, num_tokens=5 + index % 3, advantage=float(rng.normal()))
-        trajectory_to_proto(trajectory, request.trajectories.add())
+    trajectories = [
+        make_trajectory(rng, index, prompt_len=3, num_tokens=5 + index % 3, advantage=float(rng.normal())) for index in range(6)
+    ]
+    fill_trajectory_batch(request.trajectories, trajectories)
     with grpc.insecure_channel(process.address) as channel:
         response: policy_pb2.TrainResponse = policy_pb2_grpc.PolicyTrainerStub(channel).Train(request, timeout=120)
     return response
+
+
+def _train_malformed(process: ManagedProcess) -> grpc.RpcError:
+    """Step 1 with one trajectory's logprobs a token short: refused before anything trains."""
+    request = policy_pb2.TrainRequest(step=1)
+    rng = np.random.default_rng(1)
+    fill_trajectory_batch(request.trajectories, [make_trajectory(rng, i, prompt_len=3, num_tokens=5, advantage=1.0) for i in range(2)])
+    request.trajectories.logprobs.lengths[0] -= 1
+    request.trajectories.logprobs.data = request.trajectories.logprobs.data[4:]
+    with grpc.insecure_channel(process.address) as channel, pytest.raises(grpc.RpcError) as error:
+        policy_pb2_grpc.PolicyTrainerStub(channel).Train(request, timeout=60)
+    return error.value
 
 
 def _published(out: Path) -> dict[str, torch.Tensor]:
@@ -79,6 +92,7 @@ def test_a_killed_trainer_resumes_adamw_state_and_step(tmp_path: Path, checkpoin
     reference_dir, resumed_dir = tmp_path / "reference", tmp_path / "resumed"
     reference = _service(spec, reference_dir)
     try:
+        refused = _train_malformed(reference)  # and the reference below trains as if it never came
         expected = [_train(reference, step) for step in (1, 2, 3)]
     finally:
         reference.stop()
@@ -97,6 +111,7 @@ def test_a_killed_trainer_resumes_adamw_state_and_step(tmp_path: Path, checkpoin
         third = _train(second, 3)
     finally:
         second.stop()
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT and "'logprobs' has shape" in refused.details()
     assert third.metrics["step"] == expected[2].metrics["step"] == 3.0
     assert third.metrics["loss"] == pytest.approx(expected[2].metrics["loss"], rel=1e-6)  # same weights before step 3
     differences = [float((weight - _published(reference_dir)[name]).abs().max()) for name, weight in _published(resumed_dir).items()]

@@ -24,12 +24,12 @@ from lecritique.rpc.client import ReplicaPool
 from lecritique.rpc.codec import (
     episode_from_proto,
     episode_to_proto,
-    fill_tensor,
+    fill_trajectory_batch,
+    ragged_from_proto,
     require_tensor,
     task_from_proto,
     task_to_proto,
     to_tensor,
-    trajectory_to_proto,
 )
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import (
@@ -143,12 +143,14 @@ class ValueEvaluatorClient:
         request = value_pb2.EvaluateRequest(actor_description=actor.description, actor_reward_average=actor.reward_average)
         for query, prompt in zip(queries, prompt_texts, strict=True):
             item = request.inputs.add(context_text=query.context_text, prompt_text=prompt)
-            trajectory_to_proto(query.trajectory, item.trajectory)
-            fill_tensor(item.context_ids, query.trajectory.critic_context_ids)
             for peer in query.peers:
                 item.peers.add(trajectory_id=peer.trajectory_id, summary=peer.summary, reward=peer.reward)
+        fill_trajectory_batch(request.trajectories, [query.trajectory for query in queries])
         response = self.pool.call("Evaluate", request)
-        values = [require_tensor(v, "values") for v in response.values]
+        answered = ragged_from_proto(response.values, "values", len(queries), "float32")
+        values = [value for value in answered if value is not None]
+        if len(values) != len(queries):
+            raise ValueError(f"the value evaluator answered {len(values)} value arrays for {len(queries)} trajectories")
         return values, int(response.value_version), {str(k): float(v) for k, v in response.stats.items()}
 
 
@@ -167,8 +169,7 @@ class PolicyTrainerClient:
 
     def train(self, step: int, trajectories: Sequence[Trajectory]) -> policy_pb2.TrainResponse:
         request = policy_pb2.TrainRequest(step=step)
-        for trajectory in trajectories:
-            trajectory_to_proto(trajectory, request.trajectories.add())
+        fill_trajectory_batch(request.trajectories, trajectories)
         response: policy_pb2.TrainResponse = self.pool.call("Train", request)
         return response
 

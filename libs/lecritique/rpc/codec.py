@@ -1,18 +1,22 @@
 """Conversions between numpy / :class:`~lecritique.trajectory.Trajectory` and protobuf messages.
 
 Arrays travel as ``Tensor{dtype, shape, data}`` with raw C-order bytes; an unset Tensor (empty
-dtype) stands for ``None``.
+dtype) stands for ``None``. Batches of trajectories travel column by column
+(``TrajectoryBatch``): each array field of every trajectory end to end in one ``RaggedArray``, so a
+128-trajectory batch is 8 large bytes fields instead of ~1000 small messages, whose per-field
+protobuf work cost several times the gRPC transfer itself (``bench/transport.py``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import numpy as np
 
 from lecritique.arrays import ALLOWED_DTYPES
 from lecritique.envs.base import EpisodeState, Task
-from lecritique.trajectory import Trajectory
+from lecritique.trajectory import ARRAY_DTYPES, Trajectory
 from lecritique.v1 import common_pb2, environment_pb2
 
 _DTYPE_NAMES = {np.dtype(name): name for name in ALLOWED_DTYPES}
@@ -56,45 +60,87 @@ def require_tensor(tensor: common_pb2.Tensor, field: str) -> np.ndarray:
     return array
 
 
-_TRAJECTORY_ARRAYS = (
-    "prompt_ids", "token_ids", "policy_mask", "logprobs", "step_ids", "values", "advantages", "critic_context_ids",
-)
+def fill_ragged(message: common_pb2.RaggedArray, arrays: Sequence[np.ndarray | None], dtype: str, field: str) -> None:
+    """Write 1-D ``arrays`` (None allowed) end to end into ``message`` as one bytes field.
+
+    Left unset when every element is None (the decoder reads that as None everywhere)."""
+    if all(array is None for array in arrays):
+        return
+    present = [np.ascontiguousarray(array, dtype=dtype) for array in arrays if array is not None]
+    for array in present:
+        if array.ndim != 1:
+            raise ValueError(f"field {field!r} holds an array of shape {array.shape}; only 1-D arrays travel in a batch")
+    message.dtype = dtype
+    message.lengths.extend(-1 if array is None else len(array) for array in arrays)
+    message.data = b"".join(array.data for array in present)
 
 
-def trajectory_to_proto(trajectory: Trajectory, message: common_pb2.Trajectory | None = None) -> common_pb2.Trajectory:
-    """Encode into ``message`` in place when given (e.g. ``request.items.add().trajectory``):
-    building sub-messages and assigning them would copy every array again."""
-    message = common_pb2.Trajectory() if message is None else message
-    message.trajectory_id = trajectory.trajectory_id
-    message.task_id = trajectory.task_id
-    message.group_id = trajectory.group_id
-    message.reward = trajectory.reward
-    message.policy_version = trajectory.policy_version
-    message.value_version = trajectory.value_version
-    message.metadata_json = json.dumps(trajectory.metadata, separators=(",", ":"))
-    for name in _TRAJECTORY_ARRAYS:
-        fill_tensor(getattr(message, name), getattr(trajectory, name))
-    return message
+def ragged_from_proto(message: common_pb2.RaggedArray, field: str, count: int, dtype: str) -> list[np.ndarray | None]:
+    """The ``count`` arrays of ``message`` (writable views into one copy of its data)."""
+    data = message.data  # each read of a bytes field copies it out of the message
+    if not message.lengths:
+        if data:
+            raise ValueError(f"field {field!r} has {len(data)} bytes of data but no lengths")
+        return [None] * count
+    if len(message.lengths) != count:
+        raise ValueError(f"field {field!r} has {len(message.lengths)} lengths for {count} trajectories")
+    if message.dtype != dtype:
+        raise ValueError(f"field {field!r} has dtype {message.dtype!r}, expected {dtype!r}")
+    lengths = np.asarray(message.lengths, dtype=np.int64)
+    if (lengths < -1).any():
+        raise ValueError(f"field {field!r} has a negative length other than -1 (None): {int(lengths.min())}")
+    expected = int(lengths[lengths > 0].sum()) * np.dtype(dtype).itemsize
+    if len(data) != expected:
+        raise ValueError(f"field {field!r} needs {expected} bytes for its lengths, got {len(data)}")
+    flat = np.frombuffer(bytearray(data), dtype=dtype)  # writable, like any array a stage builds
+    ends = np.cumsum(np.maximum(lengths, 0)).tolist()
+    return [None if length < 0 else flat[end - length:end] for length, end in zip(lengths.tolist(), ends, strict=True)]
 
 
-def trajectory_from_proto(message: common_pb2.Trajectory) -> Trajectory:
-    return Trajectory(
-        trajectory_id=message.trajectory_id,
-        task_id=message.task_id,
-        group_id=message.group_id,
-        prompt_ids=require_tensor(message.prompt_ids, "prompt_ids"),
-        token_ids=require_tensor(message.token_ids, "token_ids"),
-        policy_mask=require_tensor(message.policy_mask, "policy_mask"),
-        logprobs=require_tensor(message.logprobs, "logprobs"),
-        step_ids=require_tensor(message.step_ids, "step_ids"),
-        reward=message.reward,
-        policy_version=message.policy_version,
-        values=from_tensor(message.values),
-        value_version=message.value_version,
-        advantages=from_tensor(message.advantages),
-        critic_context_ids=from_tensor(message.critic_context_ids),
-        metadata=json.loads(message.metadata_json) if message.metadata_json else {},
-    )
+_TRAJECTORY_ARRAYS = {name: np.dtype(dtype).name for name, dtype in ARRAY_DTYPES.items()}
+_REQUIRED_ARRAYS = ("prompt_ids", "token_ids", "policy_mask", "logprobs", "step_ids")
+
+
+def fill_trajectory_batch(message: common_pb2.TrajectoryBatch, trajectories: Sequence[Trajectory]) -> None:
+    """Encode ``trajectories`` column by column into ``message`` in place (e.g. ``request.trajectories``)."""
+    message.trajectory_ids.extend(t.trajectory_id for t in trajectories)
+    message.task_ids.extend(t.task_id for t in trajectories)
+    message.group_ids.extend(t.group_id for t in trajectories)
+    message.rewards.extend(t.reward for t in trajectories)
+    message.policy_versions.extend(t.policy_version for t in trajectories)
+    message.value_versions.extend(t.value_version for t in trajectories)
+    message.metadata_json.extend(json.dumps(t.metadata, separators=(",", ":")) for t in trajectories)
+    for name, dtype in _TRAJECTORY_ARRAYS.items():
+        fill_ragged(getattr(message, name), [getattr(t, name) for t in trajectories], dtype, name)
+
+
+def trajectory_batch_from_proto(message: common_pb2.TrajectoryBatch) -> list[Trajectory]:
+    """Decode a batch; a malformed one raises ValueError naming the field (and trajectory)."""
+    count = len(message.trajectory_ids)
+    scalars = ("task_ids", "group_ids", "rewards", "policy_versions", "value_versions", "metadata_json")
+    for name in scalars:
+        if len(getattr(message, name)) != count:
+            raise ValueError(f"field {name!r} has {len(getattr(message, name))} entries for {count} trajectory ids")
+    columns = {
+        name: ragged_from_proto(getattr(message, name), name, count, dtype) for name, dtype in _TRAJECTORY_ARRAYS.items()
+    }
+    for name in _REQUIRED_ARRAYS:
+        missing = [message.trajectory_ids[i] for i, array in enumerate(columns[name]) if array is None]
+        if missing:
+            raise ValueError(f"field {name!r} is required; trajectories without it: {missing[:5]}")
+    return [
+        Trajectory(
+            trajectory_id=message.trajectory_ids[i],
+            task_id=message.task_ids[i],
+            group_id=message.group_ids[i],
+            reward=message.rewards[i],
+            policy_version=message.policy_versions[i],
+            value_version=message.value_versions[i],
+            metadata=json.loads(message.metadata_json[i]) if message.metadata_json[i] else {},
+            **{name: column[i] for name, column in columns.items()},  # type: ignore[arg-type]
+        )
+        for i in range(count)
+    ]
 
 
 def task_to_proto(task: Task) -> environment_pb2.Task:

@@ -16,39 +16,49 @@ class Tensor(_message.Message):
     data: bytes
     def __init__(self, dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
-class Trajectory(_message.Message):
-    __slots__ = ("trajectory_id", "task_id", "group_id", "prompt_ids", "token_ids", "policy_mask", "logprobs", "step_ids", "reward", "policy_version", "values", "value_version", "advantages", "critic_context_ids", "metadata_json")
-    TRAJECTORY_ID_FIELD_NUMBER: _ClassVar[int]
-    TASK_ID_FIELD_NUMBER: _ClassVar[int]
-    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+class RaggedArray(_message.Message):
+    __slots__ = ("dtype", "lengths", "data")
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    LENGTHS_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    dtype: str
+    lengths: _containers.RepeatedScalarFieldContainer[int]
+    data: bytes
+    def __init__(self, dtype: _Optional[str] = ..., lengths: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class TrajectoryBatch(_message.Message):
+    __slots__ = ("trajectory_ids", "task_ids", "group_ids", "rewards", "policy_versions", "value_versions", "metadata_json", "prompt_ids", "token_ids", "policy_mask", "logprobs", "step_ids", "values", "advantages", "critic_context_ids")
+    TRAJECTORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    TASK_IDS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    REWARDS_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
     PROMPT_IDS_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     POLICY_MASK_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     STEP_IDS_FIELD_NUMBER: _ClassVar[int]
-    REWARD_FIELD_NUMBER: _ClassVar[int]
-    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
-    VALUE_VERSION_FIELD_NUMBER: _ClassVar[int]
     ADVANTAGES_FIELD_NUMBER: _ClassVar[int]
     CRITIC_CONTEXT_IDS_FIELD_NUMBER: _ClassVar[int]
-    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
-    trajectory_id: str
-    task_id: str
-    group_id: int
-    prompt_ids: Tensor
-    token_ids: Tensor
-    policy_mask: Tensor
-    logprobs: Tensor
-    step_ids: Tensor
-    reward: float
-    policy_version: int
-    values: Tensor
-    value_version: int
-    advantages: Tensor
-    critic_context_ids: Tensor
-    metadata_json: str
-    def __init__(self, trajectory_id: _Optional[str] = ..., task_id: _Optional[str] = ..., group_id: _Optional[int] = ..., prompt_ids: _Optional[_Union[Tensor, _Mapping]] = ..., token_ids: _Optional[_Union[Tensor, _Mapping]] = ..., policy_mask: _Optional[_Union[Tensor, _Mapping]] = ..., logprobs: _Optional[_Union[Tensor, _Mapping]] = ..., step_ids: _Optional[_Union[Tensor, _Mapping]] = ..., reward: _Optional[float] = ..., policy_version: _Optional[int] = ..., values: _Optional[_Union[Tensor, _Mapping]] = ..., value_version: _Optional[int] = ..., advantages: _Optional[_Union[Tensor, _Mapping]] = ..., critic_context_ids: _Optional[_Union[Tensor, _Mapping]] = ..., metadata_json: _Optional[str] = ...) -> None: ...
+    trajectory_ids: _containers.RepeatedScalarFieldContainer[str]
+    task_ids: _containers.RepeatedScalarFieldContainer[str]
+    group_ids: _containers.RepeatedScalarFieldContainer[int]
+    rewards: _containers.RepeatedScalarFieldContainer[float]
+    policy_versions: _containers.RepeatedScalarFieldContainer[int]
+    value_versions: _containers.RepeatedScalarFieldContainer[int]
+    metadata_json: _containers.RepeatedScalarFieldContainer[str]
+    prompt_ids: RaggedArray
+    token_ids: RaggedArray
+    policy_mask: RaggedArray
+    logprobs: RaggedArray
+    step_ids: RaggedArray
+    values: RaggedArray
+    advantages: RaggedArray
+    critic_context_ids: RaggedArray
+    def __init__(self, trajectory_ids: _Optional[_Iterable[str]] = ..., task_ids: _Optional[_Iterable[str]] = ..., group_ids: _Optional[_Iterable[int]] = ..., rewards: _Optional[_Iterable[float]] = ..., policy_versions: _Optional[_Iterable[int]] = ..., value_versions: _Optional[_Iterable[int]] = ..., metadata_json: _Optional[_Iterable[str]] = ..., prompt_ids: _Optional[_Union[RaggedArray, _Mapping]] = ..., token_ids: _Optional[_Union[RaggedArray, _Mapping]] = ..., policy_mask: _Optional[_Union[RaggedArray, _Mapping]] = ..., logprobs: _Optional[_Union[RaggedArray, _Mapping]] = ..., step_ids: _Optional[_Union[RaggedArray, _Mapping]] = ..., values: _Optional[_Union[RaggedArray, _Mapping]] = ..., advantages: _Optional[_Union[RaggedArray, _Mapping]] = ..., critic_context_ids: _Optional[_Union[RaggedArray, _Mapping]] = ...) -> None: ...
 
 class ServiceInfoRequest(_message.Message):
     __slots__ = ()

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from lecritique.v1 import common_pb2 as lecritique_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1alecritique/v1/policy.proto\x12\rlecritique.v1\x1a\x1alecritique/v1/common.proto\"M\n\x0cTrainRequest\x12\x0c\n\x04step\x18\x01 \x01(\x03\x12/\n\x0ctrajectories\x18\x02 \x03(\x0b\x32\x19.lecritique.v1.Trajectory\"\xaf\x01\n\rTrainResponse\x12\x0c\n\x04step\x18\x01 \x01(\x03\x12\x16\n\x0epolicy_version\x18\x02 \x01(\x03\x12\x0c\n\x04path\x18\x03 \x01(\t\x12:\n\x07metrics\x18\x04 \x03(\x0b\x32).lecritique.v1.TrainResponse.MetricsEntry\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x1c\n\x1aPolicyTrainerStatusRequest\"N\n\x13PolicyTrainerStatus\x12\x11\n\tlast_step\x18\x01 \x01(\x03\x12\x16\n\x0epolicy_version\x18\x02 \x01(\x03\x12\x0c\n\x04path\x18\x03 \x01(\t2\xf3\x01\n\rPolicyTrainer\x12\x42\n\x05Train\x12\x1b.lecritique.v1.TrainRequest\x1a\x1c.lecritique.v1.TrainResponse\x12W\n\x06Status\x12).lecritique.v1.PolicyTrainerStatusRequest\x1a\".lecritique.v1.PolicyTrainerStatus\x12\x45\n\x04Info\x12!.lecritique.v1.ServiceInfoRequest\x1a\x1a.lecritique.v1.ServiceInfob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1alecritique/v1/policy.proto\x12\rlecritique.v1\x1a\x1alecritique/v1/common.proto\"X\n\x0cTrainRequest\x12\x0c\n\x04step\x18\x01 \x01(\x03\x12\x34\n\x0ctrajectories\x18\x03 \x01(\x0b\x32\x1e.lecritique.v1.TrajectoryBatchJ\x04\x08\x02\x10\x03\"\xaf\x01\n\rTrainResponse\x12\x0c\n\x04step\x18\x01 \x01(\x03\x12\x16\n\x0epolicy_version\x18\x02 \x01(\x03\x12\x0c\n\x04path\x18\x03 \x01(\t\x12:\n\x07metrics\x18\x04 \x03(\x0b\x32).lecritique.v1.TrainResponse.MetricsEntry\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x1c\n\x1aPolicyTrainerStatusRequest\"N\n\x13PolicyTrainerStatus\x12\x11\n\tlast_step\x18\x01 \x01(\x03\x12\x16\n\x0epolicy_version\x18\x02 \x01(\x03\x12\x0c\n\x04path\x18\x03 \x01(\t2\xf3\x01\n\rPolicyTrainer\x12\x42\n\x05Train\x12\x1b.lecritique.v1.TrainRequest\x1a\x1c.lecritique.v1.TrainResponse\x12W\n\x06Status\x12).lecritique.v1.PolicyTrainerStatusRequest\x1a\".lecritique.v1.PolicyTrainerStatus\x12\x45\n\x04Info\x12!.lecritique.v1.ServiceInfoRequest\x1a\x1a.lecritique.v1.ServiceInfob\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,15 +35,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TRAINRESPONSE_METRICSENTRY']._loaded_options = None
   _globals['_TRAINRESPONSE_METRICSENTRY']._serialized_options = b'8\001'
   _globals['_TRAINREQUEST']._serialized_start=73
-  _globals['_TRAINREQUEST']._serialized_end=150
-  _globals['_TRAINRESPONSE']._serialized_start=153
-  _globals['_TRAINRESPONSE']._serialized_end=328
-  _globals['_TRAINRESPONSE_METRICSENTRY']._serialized_start=282
-  _globals['_TRAINRESPONSE_METRICSENTRY']._serialized_end=328
-  _globals['_POLICYTRAINERSTATUSREQUEST']._serialized_start=330
-  _globals['_POLICYTRAINERSTATUSREQUEST']._serialized_end=358
-  _globals['_POLICYTRAINERSTATUS']._serialized_start=360
-  _globals['_POLICYTRAINERSTATUS']._serialized_end=438
-  _globals['_POLICYTRAINER']._serialized_start=441
-  _globals['_POLICYTRAINER']._serialized_end=684
+  _globals['_TRAINREQUEST']._serialized_end=161
+  _globals['_TRAINRESPONSE']._serialized_start=164
+  _globals['_TRAINRESPONSE']._serialized_end=339
+  _globals['_TRAINRESPONSE_METRICSENTRY']._serialized_start=293
+  _globals['_TRAINRESPONSE_METRICSENTRY']._serialized_end=339
+  _globals['_POLICYTRAINERSTATUSREQUEST']._serialized_start=341
+  _globals['_POLICYTRAINERSTATUSREQUEST']._serialized_end=369
+  _globals['_POLICYTRAINERSTATUS']._serialized_start=371
+  _globals['_POLICYTRAINERSTATUS']._serialized_end=449
+  _globals['_POLICYTRAINER']._serialized_start=452
+  _globals['_POLICYTRAINER']._serialized_end=695
 # @@protoc_insertion_point(module_scope)

@@ -2,7 +2,7 @@ from lecritique.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from collections.abc import Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -12,8 +12,8 @@ class TrainRequest(_message.Message):
     STEP_FIELD_NUMBER: _ClassVar[int]
     TRAJECTORIES_FIELD_NUMBER: _ClassVar[int]
     step: int
-    trajectories: _containers.RepeatedCompositeFieldContainer[_common_pb2.Trajectory]
-    def __init__(self, step: _Optional[int] = ..., trajectories: _Optional[_Iterable[_Union[_common_pb2.Trajectory, _Mapping]]] = ...) -> None: ...
+    trajectories: _common_pb2.TrajectoryBatch
+    def __init__(self, step: _Optional[int] = ..., trajectories: _Optional[_Union[_common_pb2.TrajectoryBatch, _Mapping]] = ...) -> None: ...
 
 class TrainResponse(_message.Message):
     __slots__ = ("step", "policy_version", "path", "metrics")

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from lecritique.v1 import common_pb2 as lecritique_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19lecritique/v1/value.proto\x12\rlecritique.v1\x1a\x1alecritique/v1/common.proto\"\xbe\x01\n\x0b\x43riticInput\x12-\n\ntrajectory\x18\x01 \x01(\x0b\x32\x19.lecritique.v1.Trajectory\x12\x14\n\x0c\x63ontext_text\x18\x02 \x01(\t\x12*\n\x0b\x63ontext_ids\x18\x03 \x01(\x0b\x32\x15.lecritique.v1.Tensor\x12\x13\n\x0bprompt_text\x18\x04 \x01(\t\x12)\n\x05peers\x18\x05 \x03(\x0b\x32\x1a.lecritique.v1.PeerSummary\"E\n\x0bPeerSummary\x12\x15\n\rtrajectory_id\x18\x01 \x01(\t\x12\x0f\n\x07summary\x18\x02 \x01(\t\x12\x0e\n\x06reward\x18\x03 \x01(\x01\"v\n\x0f\x45valuateRequest\x12*\n\x06inputs\x18\x01 \x03(\x0b\x32\x1a.lecritique.v1.CriticInput\x12\x19\n\x11\x61\x63tor_description\x18\x02 \x01(\t\x12\x1c\n\x14\x61\x63tor_reward_average\x18\x03 \x01(\x01\"\xb9\x01\n\x10\x45valuateResponse\x12%\n\x06values\x18\x01 \x03(\x0b\x32\x15.lecritique.v1.Tensor\x12\x15\n\rvalue_version\x18\x02 \x01(\x03\x12\x39\n\x05stats\x18\x03 \x03(\x0b\x32*.lecritique.v1.EvaluateResponse.StatsEntry\x1a,\n\nStatsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x1b\n\x19ValueTrainerStatusRequest\"\xfb\x01\n\x12ValueTrainerStatus\x12\x0f\n\x07updates\x18\x01 \x01(\x03\x12\x19\n\x11published_version\x18\x02 \x01(\x03\x12\x11\n\tlast_loss\x18\x03 \x01(\x01\x12\x1f\n\x17last_explained_variance\x18\x04 \x01(\x01\x12\x14\n\x0creplay_depth\x18\x05 \x01(\x03\x12?\n\x07metrics\x18\x06 \x03(\x0b\x32..lecritique.v1.ValueTrainerStatus.MetricsEntry\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x32\xa4\x01\n\x0eValueEvaluator\x12K\n\x08\x45valuate\x12\x1e.lecritique.v1.EvaluateRequest\x1a\x1f.lecritique.v1.EvaluateResponse\x12\x45\n\x04Info\x12!.lecritique.v1.ServiceInfoRequest\x1a\x1a.lecritique.v1.ServiceInfo2\xac\x01\n\x0cValueTrainer\x12U\n\x06Status\x12(.lecritique.v1.ValueTrainerStatusRequest\x1a!.lecritique.v1.ValueTrainerStatus\x12\x45\n\x04Info\x12!.lecritique.v1.ServiceInfoRequest\x1a\x1a.lecritique.v1.ServiceInfob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19lecritique/v1/value.proto\x12\rlecritique.v1\x1a\x1alecritique/v1/common.proto\"\x88\x01\n\x0b\x43riticInput\x12\x14\n\x0c\x63ontext_text\x18\x02 \x01(\t\x12\x13\n\x0bprompt_text\x18\x04 \x01(\t\x12)\n\x05peers\x18\x05 \x03(\x0b\x32\x1a.lecritique.v1.PeerSummaryJ\x04\x08\x01\x10\x02J\x04\x08\x03\x10\x04R\ntrajectoryR\x0b\x63ontext_ids\"E\n\x0bPeerSummary\x12\x15\n\rtrajectory_id\x18\x01 \x01(\t\x12\x0f\n\x07summary\x18\x02 \x01(\t\x12\x0e\n\x06reward\x18\x03 \x01(\x01\"\xac\x01\n\x0f\x45valuateRequest\x12*\n\x06inputs\x18\x01 \x03(\x0b\x32\x1a.lecritique.v1.CriticInput\x12\x34\n\x0ctrajectories\x18\x04 \x01(\x0b\x32\x1e.lecritique.v1.TrajectoryBatch\x12\x19\n\x11\x61\x63tor_description\x18\x02 \x01(\t\x12\x1c\n\x14\x61\x63tor_reward_average\x18\x03 \x01(\x01\"\xc4\x01\n\x10\x45valuateResponse\x12*\n\x06values\x18\x04 \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12\x15\n\rvalue_version\x18\x02 \x01(\x03\x12\x39\n\x05stats\x18\x03 \x03(\x0b\x32*.lecritique.v1.EvaluateResponse.StatsEntry\x1a,\n\nStatsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01J\x04\x08\x01\x10\x02\"\x1b\n\x19ValueTrainerStatusRequest\"\xfb\x01\n\x12ValueTrainerStatus\x12\x0f\n\x07updates\x18\x01 \x01(\x03\x12\x19\n\x11published_version\x18\x02 \x01(\x03\x12\x11\n\tlast_loss\x18\x03 \x01(\x01\x12\x1f\n\x17last_explained_variance\x18\x04 \x01(\x01\x12\x14\n\x0creplay_depth\x18\x05 \x01(\x03\x12?\n\x07metrics\x18\x06 \x03(\x0b\x32..lecritique.v1.ValueTrainerStatus.MetricsEntry\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x32\xa4\x01\n\x0eValueEvaluator\x12K\n\x08\x45valuate\x12\x1e.lecritique.v1.EvaluateRequest\x1a\x1f.lecritique.v1.EvaluateResponse\x12\x45\n\x04Info\x12!.lecritique.v1.ServiceInfoRequest\x1a\x1a.lecritique.v1.ServiceInfo2\xac\x01\n\x0cValueTrainer\x12U\n\x06Status\x12(.lecritique.v1.ValueTrainerStatusRequest\x1a!.lecritique.v1.ValueTrainerStatus\x12\x45\n\x04Info\x12!.lecritique.v1.ServiceInfoRequest\x1a\x1a.lecritique.v1.ServiceInfob\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,23 +37,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VALUETRAINERSTATUS_METRICSENTRY']._loaded_options = None
   _globals['_VALUETRAINERSTATUS_METRICSENTRY']._serialized_options = b'8\001'
   _globals['_CRITICINPUT']._serialized_start=73
-  _globals['_CRITICINPUT']._serialized_end=263
-  _globals['_PEERSUMMARY']._serialized_start=265
-  _globals['_PEERSUMMARY']._serialized_end=334
-  _globals['_EVALUATEREQUEST']._serialized_start=336
-  _globals['_EVALUATEREQUEST']._serialized_end=454
-  _globals['_EVALUATERESPONSE']._serialized_start=457
-  _globals['_EVALUATERESPONSE']._serialized_end=642
-  _globals['_EVALUATERESPONSE_STATSENTRY']._serialized_start=598
-  _globals['_EVALUATERESPONSE_STATSENTRY']._serialized_end=642
-  _globals['_VALUETRAINERSTATUSREQUEST']._serialized_start=644
-  _globals['_VALUETRAINERSTATUSREQUEST']._serialized_end=671
-  _globals['_VALUETRAINERSTATUS']._serialized_start=674
-  _globals['_VALUETRAINERSTATUS']._serialized_end=925
-  _globals['_VALUETRAINERSTATUS_METRICSENTRY']._serialized_start=879
-  _globals['_VALUETRAINERSTATUS_METRICSENTRY']._serialized_end=925
-  _globals['_VALUEEVALUATOR']._serialized_start=928
-  _globals['_VALUEEVALUATOR']._serialized_end=1092
-  _globals['_VALUETRAINER']._serialized_start=1095
-  _globals['_VALUETRAINER']._serialized_end=1267
+  _globals['_CRITICINPUT']._serialized_end=209
+  _globals['_PEERSUMMARY']._serialized_start=211
+  _globals['_PEERSUMMARY']._serialized_end=280
+  _globals['_EVALUATEREQUEST']._serialized_start=283
+  _globals['_EVALUATEREQUEST']._serialized_end=455
+  _globals['_EVALUATERESPONSE']._serialized_start=458
+  _globals['_EVALUATERESPONSE']._serialized_end=654
+  _globals['_EVALUATERESPONSE_STATSENTRY']._serialized_start=604
+  _globals['_EVALUATERESPONSE_STATSENTRY']._serialized_end=648
+  _globals['_VALUETRAINERSTATUSREQUEST']._serialized_start=656
+  _globals['_VALUETRAINERSTATUSREQUEST']._serialized_end=683
+  _globals['_VALUETRAINERSTATUS']._serialized_start=686
+  _globals['_VALUETRAINERSTATUS']._serialized_end=937
+  _globals['_VALUETRAINERSTATUS_METRICSENTRY']._serialized_start=891
+  _globals['_VALUETRAINERSTATUS_METRICSENTRY']._serialized_end=937
+  _globals['_VALUEEVALUATOR']._serialized_start=940
+  _globals['_VALUEEVALUATOR']._serialized_end=1104
+  _globals['_VALUETRAINER']._serialized_start=1107
+  _globals['_VALUETRAINER']._serialized_end=1279
 # @@protoc_insertion_point(module_scope)

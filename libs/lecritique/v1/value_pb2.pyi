@@ -8,18 +8,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CriticInput(_message.Message):
-    __slots__ = ("trajectory", "context_text", "context_ids", "prompt_text", "peers")
-    TRAJECTORY_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("context_text", "prompt_text", "peers")
     CONTEXT_TEXT_FIELD_NUMBER: _ClassVar[int]
-    CONTEXT_IDS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TEXT_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
-    trajectory: _common_pb2.Trajectory
     context_text: str
-    context_ids: _common_pb2.Tensor
     prompt_text: str
     peers: _containers.RepeatedCompositeFieldContainer[PeerSummary]
-    def __init__(self, trajectory: _Optional[_Union[_common_pb2.Trajectory, _Mapping]] = ..., context_text: _Optional[str] = ..., context_ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., prompt_text: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[PeerSummary, _Mapping]]] = ...) -> None: ...
+    def __init__(self, context_text: _Optional[str] = ..., prompt_text: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[PeerSummary, _Mapping]]] = ...) -> None: ...
 
 class PeerSummary(_message.Message):
     __slots__ = ("trajectory_id", "summary", "reward")
@@ -32,14 +28,16 @@ class PeerSummary(_message.Message):
     def __init__(self, trajectory_id: _Optional[str] = ..., summary: _Optional[str] = ..., reward: _Optional[float] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("inputs", "actor_description", "actor_reward_average")
+    __slots__ = ("inputs", "trajectories", "actor_description", "actor_reward_average")
     INPUTS_FIELD_NUMBER: _ClassVar[int]
+    TRAJECTORIES_FIELD_NUMBER: _ClassVar[int]
     ACTOR_DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     ACTOR_REWARD_AVERAGE_FIELD_NUMBER: _ClassVar[int]
     inputs: _containers.RepeatedCompositeFieldContainer[CriticInput]
+    trajectories: _common_pb2.TrajectoryBatch
     actor_description: str
     actor_reward_average: float
-    def __init__(self, inputs: _Optional[_Iterable[_Union[CriticInput, _Mapping]]] = ..., actor_description: _Optional[str] = ..., actor_reward_average: _Optional[float] = ...) -> None: ...
+    def __init__(self, inputs: _Optional[_Iterable[_Union[CriticInput, _Mapping]]] = ..., trajectories: _Optional[_Union[_common_pb2.TrajectoryBatch, _Mapping]] = ..., actor_description: _Optional[str] = ..., actor_reward_average: _Optional[float] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
     __slots__ = ("values", "value_version", "stats")
@@ -53,10 +51,10 @@ class EvaluateResponse(_message.Message):
     VALUES_FIELD_NUMBER: _ClassVar[int]
     VALUE_VERSION_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
-    values: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tensor]
+    values: _common_pb2.RaggedArray
     value_version: int
     stats: _containers.ScalarMap[str, float]
-    def __init__(self, values: _Optional[_Iterable[_Union[_common_pb2.Tensor, _Mapping]]] = ..., value_version: _Optional[int] = ..., stats: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    def __init__(self, values: _Optional[_Union[_common_pb2.RaggedArray, _Mapping]] = ..., value_version: _Optional[int] = ..., stats: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class ValueTrainerStatusRequest(_message.Message):
     __slots__ = ()
