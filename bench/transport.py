@@ -1,11 +1,12 @@
 """Transport overhead: a rollout batch through the codec and gRPC against raw bytes on the same channel.
 
-The structured call encodes trajectories into an ``EvaluateRequest`` (a ``TrajectoryBatch``: each
-array field of every trajectory end to end in one bytes field), sends it, and the server decodes
-every trajectory, as the value evaluator does. The raw call sends a ready ``bytes`` object of the
+The structured call encodes trajectories into an ``EvaluateRequest`` as the orchestrator's client
+does (a ``TrajectoryBatch``: each array field of every trajectory end to end in one bytes field,
+written straight onto the wire by ``lecritique.rpc.wire``), sends it, and the server parses it and
+decodes every trajectory, as the value evaluator does. The raw call sends a ready ``bytes`` object of the
 same serialized size to a method without (de)serialisation on the same server and channel. The
 server is its own process, as the evaluator is in a deployment: sharing the client's interpreter
-would add GIL hand-offs no deployment has. Calls alternate (ABBA) and medians are compared: the ratio is
+would add GIL hand-offs no deployment has. Call order rotates and medians are compared: the ratio is
 the fraction of the raw gRPC throughput left after encoding and decoding (goal >= 0.5).
 
     python bench/transport.py [--trajectories 128] [--tokens 4096] [--repeats 7] [--json out.json]
@@ -31,8 +32,10 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "libs")]
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from lecritique.rpc.codec import fill_trajectory_batch, trajectory_batch_from_proto  # noqa: E402
+from lecritique.orchestrator.clients import value_evaluator_stub  # noqa: E402
+from lecritique.rpc.codec import trajectory_batch_from_proto  # noqa: E402
 from lecritique.rpc.server import DEFAULT_MAX_MESSAGE_BYTES, channel_options, start_server  # noqa: E402
+from lecritique.rpc.wire import serialize_with_trajectories  # noqa: E402
 from lecritique.trajectory import Trajectory  # noqa: E402
 from lecritique.v1 import value_pb2, value_pb2_grpc  # noqa: E402
 
@@ -68,12 +71,12 @@ def rollout_batch(trajectories: int, tokens: int, prompt: int = 256) -> list[Tra
     ]
 
 
-def _encode(batch: list[Trajectory]) -> value_pb2.EvaluateRequest:
+def _encode(batch: list[Trajectory]) -> bytes:
+    """The Evaluate request on the wire, as ``ValueEvaluatorClient.evaluate`` sends it."""
     request = value_pb2.EvaluateRequest()
     for _ in batch:
         request.inputs.add()
-    fill_trajectory_batch(request.trajectories, batch)
-    return request
+    return serialize_with_trajectories(request, "trajectories", batch)
 
 
 def _serve(port: Any, stop: Any) -> None:
@@ -101,9 +104,9 @@ def measure(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
         raise RuntimeError("the transport bench's server process did not start")
     channel = grpc.insecure_channel(f"127.0.0.1:{port.value}", options=channel_options(DEFAULT_MAX_MESSAGE_BYTES))
     try:
-        evaluate = value_pb2_grpc.ValueEvaluatorStub(channel).Evaluate
+        evaluate = value_evaluator_stub(channel).Evaluate
         raw, parse = channel.unary_unary(RAW_METHOD), channel.unary_unary(PARSE_METHOD)
-        serialized = _encode(batch).SerializeToString()
+        serialized = _encode(batch)
         size = len(serialized)
         payload = np.random.default_rng(1).bytes(size)
         calls = {
@@ -133,12 +136,10 @@ def measure(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
 def breakdown(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
     """Milliseconds of each CPU stage of the structured call, outside gRPC (medians)."""
     batch = rollout_batch(trajectories, tokens)
-    request = _encode(batch)
-    data = request.SerializeToString()
+    data = _encode(batch)
     parsed = value_pb2.EvaluateRequest.FromString(data)
     stages = {
         "encode_ms": lambda: _encode(batch),
-        "serialize_ms": request.SerializeToString,
         "parse_ms": lambda: value_pb2.EvaluateRequest.FromString(data),
         "decode_ms": lambda: trajectory_batch_from_proto(parsed.trajectories),
         "memory_copy_ms": lambda: np.frombuffer(data, dtype=np.uint8).copy(),
@@ -168,8 +169,8 @@ def transport_ratio(console: Console, trajectories: int = 128, tokens: int = 409
     console.print(table)
     raw_ms = 1e3 * result["bytes"] / (result["raw_mb_s"] * 1e6)
     console.print(
-        f"where the structured call's time goes (ms): encode {result['encode_ms']:.1f}, protobuf serialize "
-        f"{result['serialize_ms']:.1f}, parse {result['parse_ms']:.1f}, decode {result['decode_ms']:.1f}; "
+        f"where the structured call's time goes (ms): encode onto the wire {result['encode_ms']:.1f}, "
+        f"parse {result['parse_ms']:.1f}, decode {result['decode_ms']:.1f}; "
         f"the raw call {raw_ms:.1f}; one numpy copy of the payload {result['memory_copy_ms']:.1f}"
     )
     # Each structured call fills fresh multi-MB buffers; glibc malloc hands them back to the kernel

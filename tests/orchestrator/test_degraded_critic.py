@@ -24,7 +24,7 @@ from lecritique.config import parse_spec
 from lecritique.critics.types import ActorInfo
 from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.batches import GeneratedBatch
-from lecritique.orchestrator.clients import ValueEvaluatorClient
+from lecritique.orchestrator.clients import ValueEvaluatorClient, value_evaluator_stub
 from lecritique.orchestrator.critic_stage import CriticStage, Scored
 from lecritique.orchestrator.episodes import EpisodeBatch
 from lecritique.orchestrator.loop import DegradedTooLong, Orchestrator
@@ -158,7 +158,7 @@ def _episodes() -> EpisodeBatch:
 
 
 def test_an_unreachable_evaluator_degrades_the_batch(monkeypatch):
-    pool = ReplicaPool("value-evaluator", [f"127.0.0.1:{_free_port()}"], value_pb2_grpc.ValueEvaluatorStub, deadline_seconds=2.0)
+    pool = ReplicaPool("value-evaluator", [f"127.0.0.1:{_free_port()}"], value_evaluator_stub, deadline_seconds=2.0)
     stage = _stage(ValueEvaluatorClient(pool))
     _plain_queries(monkeypatch)
     scored = stage.score(_episodes())
@@ -181,7 +181,7 @@ def test_a_hung_evaluator_is_treated_as_down_after_the_deadline(monkeypatch):
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        pool = ReplicaPool("value-evaluator", [f"127.0.0.1:{port}"], value_pb2_grpc.ValueEvaluatorStub, deadline_seconds=0.5)
+        pool = ReplicaPool("value-evaluator", [f"127.0.0.1:{port}"], value_evaluator_stub, deadline_seconds=0.5)
         stage = _stage(ValueEvaluatorClient(pool))
         _plain_queries(monkeypatch)
         assert stage.score(_episodes()).degraded == "evaluator DEADLINE_EXCEEDED"

@@ -24,13 +24,13 @@ from lecritique.rpc.client import ReplicaPool
 from lecritique.rpc.codec import (
     episode_from_proto,
     episode_to_proto,
-    fill_trajectory_batch,
     ragged_from_proto,
     require_tensor,
     task_from_proto,
     task_to_proto,
     to_tensor,
 )
+from lecritique.rpc.wire import bytes_request_stub, serialize_with_trajectories
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import (
     common_pb2,
@@ -132,6 +132,17 @@ class EnvironmentClient:
         return details
 
 
+value_evaluator_stub = bytes_request_stub(
+    value_pb2_grpc.ValueEvaluatorStub, "lecritique.v1.ValueEvaluator", {"Evaluate": value_pb2.EvaluateResponse}
+)
+"""The stub a :class:`ValueEvaluatorClient`'s pool needs: Evaluate takes the request serialised."""
+
+policy_trainer_stub = bytes_request_stub(
+    policy_pb2_grpc.PolicyTrainerStub, "lecritique.v1.PolicyTrainer", {"Train": policy_pb2.TrainResponse}
+)
+"""The stub a :class:`PolicyTrainerClient`'s pool needs: Train takes the request serialised."""
+
+
 class ValueEvaluatorClient:
     def __init__(self, pool: ReplicaPool[Any]) -> None:
         self.pool = pool
@@ -145,8 +156,8 @@ class ValueEvaluatorClient:
             item = request.inputs.add(context_text=query.context_text, prompt_text=prompt)
             for peer in query.peers:
                 item.peers.add(trajectory_id=peer.trajectory_id, summary=peer.summary, reward=peer.reward)
-        fill_trajectory_batch(request.trajectories, [query.trajectory for query in queries])
-        response = self.pool.call("Evaluate", request)
+        data = serialize_with_trajectories(request, "trajectories", [query.trajectory for query in queries])
+        response = self.pool.call("Evaluate", data)
         answered = ragged_from_proto(response.values, "values", len(queries), "float32")
         values = [value for value in answered if value is not None]
         if len(values) != len(queries):
@@ -168,9 +179,8 @@ class PolicyTrainerClient:
         self.pool = pool
 
     def train(self, step: int, trajectories: Sequence[Trajectory]) -> policy_pb2.TrainResponse:
-        request = policy_pb2.TrainRequest(step=step)
-        fill_trajectory_batch(request.trajectories, trajectories)
-        response: policy_pb2.TrainResponse = self.pool.call("Train", request)
+        data = serialize_with_trajectories(policy_pb2.TrainRequest(step=step), "trajectories", trajectories)
+        response: policy_pb2.TrainResponse = self.pool.call("Train", data)
         return response
 
     def status(self) -> policy_pb2.PolicyTrainerStatus:
@@ -211,10 +221,10 @@ class ServiceClients:
                 ReplicaPool("environment-verifier", environment, environment_pb2_grpc.EnvironmentVerifierStub, **retried)
             ),
             policy_trainer=PolicyTrainerClient(
-                ReplicaPool("policy-trainer", policy_trainer, policy_pb2_grpc.PolicyTrainerStub, **retried)
+                ReplicaPool("policy-trainer", policy_trainer, policy_trainer_stub, **retried)
             ),
             value_evaluator=ValueEvaluatorClient(
-                ReplicaPool("value-evaluator", value_evaluator, value_pb2_grpc.ValueEvaluatorStub, **options)
+                ReplicaPool("value-evaluator", value_evaluator, value_evaluator_stub, **options)
             )
             if value_evaluator
             else None,

@@ -60,19 +60,25 @@ def require_tensor(tensor: common_pb2.Tensor, field: str) -> np.ndarray:
     return array
 
 
-def fill_ragged(message: common_pb2.RaggedArray, arrays: Sequence[np.ndarray | None], dtype: str, field: str) -> None:
+def fill_ragged(
+    message: common_pb2.RaggedArray, arrays: Sequence[np.ndarray | None], dtype: str, field: str, *, data: bool = True
+) -> list[np.ndarray]:
     """Write 1-D ``arrays`` (None allowed) end to end into ``message`` as one bytes field.
 
-    Left unset when every element is None (the decoder reads that as None everywhere)."""
+    Left unset when every element is None (the decoder reads that as None everywhere). Returns the
+    present arrays in order; with ``data=False`` only dtype and lengths are written, for a caller
+    that puts the bytes on the wire itself (:mod:`lecritique.rpc.wire`)."""
     if all(array is None for array in arrays):
-        return
+        return []
     present = [np.ascontiguousarray(array, dtype=dtype) for array in arrays if array is not None]
     for array in present:
         if array.ndim != 1:
             raise ValueError(f"field {field!r} holds an array of shape {array.shape}; only 1-D arrays travel in a batch")
     message.dtype = dtype
     message.lengths.extend(-1 if array is None else len(array) for array in arrays)
-    message.data = b"".join(array.data for array in present)
+    if data:
+        message.data = b"".join(array.data for array in present)
+    return present
 
 
 def ragged_from_proto(message: common_pb2.RaggedArray, field: str, count: int, dtype: str) -> list[np.ndarray | None]:
@@ -101,8 +107,12 @@ _TRAJECTORY_ARRAYS = {name: np.dtype(dtype).name for name, dtype in ARRAY_DTYPES
 _REQUIRED_ARRAYS = ("prompt_ids", "token_ids", "policy_mask", "logprobs", "step_ids")
 
 
-def fill_trajectory_batch(message: common_pb2.TrajectoryBatch, trajectories: Sequence[Trajectory]) -> None:
-    """Encode ``trajectories`` column by column into ``message`` in place (e.g. ``request.trajectories``)."""
+def fill_trajectory_batch(
+    message: common_pb2.TrajectoryBatch, trajectories: Sequence[Trajectory], *, data: bool = True
+) -> dict[str, list[np.ndarray]]:
+    """Encode ``trajectories`` column by column into ``message`` in place (e.g. ``request.trajectories``).
+
+    Returns each array column's present arrays; ``data=False`` leaves their bytes out (see :func:`fill_ragged`)."""
     message.trajectory_ids.extend(t.trajectory_id for t in trajectories)
     message.task_ids.extend(t.task_id for t in trajectories)
     message.group_ids.extend(t.group_id for t in trajectories)
@@ -110,8 +120,10 @@ def fill_trajectory_batch(message: common_pb2.TrajectoryBatch, trajectories: Seq
     message.policy_versions.extend(t.policy_version for t in trajectories)
     message.value_versions.extend(t.value_version for t in trajectories)
     message.metadata_json.extend(json.dumps(t.metadata, separators=(",", ":")) for t in trajectories)
-    for name, dtype in _TRAJECTORY_ARRAYS.items():
-        fill_ragged(getattr(message, name), [getattr(t, name) for t in trajectories], dtype, name)
+    return {
+        name: fill_ragged(getattr(message, name), [getattr(t, name) for t in trajectories], dtype, name, data=data)
+        for name, dtype in _TRAJECTORY_ARRAYS.items()
+    }
 
 
 def trajectory_batch_from_proto(message: common_pb2.TrajectoryBatch) -> list[Trajectory]:
