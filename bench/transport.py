@@ -45,7 +45,7 @@ PARSE_METHOD = "/lecritique.bench.Raw/Parse"
 
 class _Sink(value_pb2_grpc.ValueEvaluatorServicer):
     def Evaluate(self, request: Any, context: Any) -> Any:
-        trajectory_batch_from_proto(request.trajectories)  # decode like the value evaluator
+        trajectory_batch_from_proto(request.trajectories, writable=False)  # decode like the value evaluator
         return value_pb2.EvaluateResponse(value_version=0)
 
 
@@ -141,7 +141,7 @@ def breakdown(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
     stages = {
         "encode_ms": lambda: _encode(batch),
         "parse_ms": lambda: value_pb2.EvaluateRequest.FromString(data),
-        "decode_ms": lambda: trajectory_batch_from_proto(parsed.trajectories),
+        "decode_ms": lambda: trajectory_batch_from_proto(parsed.trajectories, writable=False),
         "memory_copy_ms": lambda: np.frombuffer(data, dtype=np.uint8).copy(),
     }
     timings = {}

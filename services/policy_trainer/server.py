@@ -99,7 +99,8 @@ class PolicyTrainerServicer(policy_pb2_grpc.PolicyTrainerServicer):
                     f"step {request.step} does not follow the last applied step {self.record.step}",
                 )
             try:
-                trajectories = trajectory_batch_from_proto(request.trajectories)
+                # Collation copies into its own tensors: read-only views save a copy of the batch.
+                trajectories = trajectory_batch_from_proto(request.trajectories, writable=False)
             except ValueError as error:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
             if not trajectories:

@@ -91,7 +91,8 @@ class _Served:
 
 def critic_queries(request: value_pb2.EvaluateRequest) -> list[CriticQuery]:
     """The library's view of the request: each trajectory with its input's context and peers."""
-    trajectories = trajectory_batch_from_proto(request.trajectories)
+    # Critics only read a trajectory's arrays: read-only views save a copy of the batch.
+    trajectories = trajectory_batch_from_proto(request.trajectories, writable=False)
     if len(trajectories) != len(request.inputs):
         raise ValueError(f"EvaluateRequest has {len(request.inputs)} inputs for {len(trajectories)} trajectories")
     return [

@@ -77,6 +77,14 @@ def test_decoded_arrays_are_writable_and_independent_of_the_message():
     assert last.token_ids.tolist() == [8, 7] and np.frombuffer(message.token_ids.data, np.int32)[0] == 3
 
 
+def test_read_only_decoding_hands_out_the_same_arrays_and_refuses_writes():
+    message = _encoded(_batch())
+    writable, read_only = trajectory_batch_from_proto(message), trajectory_batch_from_proto(message, writable=False)
+    assert [t.to_bytes() for t in read_only] == [t.to_bytes() for t in writable]
+    with pytest.raises(ValueError, match="read-only"):
+        read_only[0].token_ids[0] = 99
+
+
 def test_an_empty_batch_round_trips():
     assert trajectory_batch_from_proto(_encoded([])) == []
 

@@ -81,8 +81,11 @@ def fill_ragged(
     return present
 
 
-def ragged_from_proto(message: common_pb2.RaggedArray, field: str, count: int, dtype: str) -> list[np.ndarray | None]:
-    """The ``count`` arrays of ``message`` (writable views into one copy of its data)."""
+def ragged_from_proto(
+    message: common_pb2.RaggedArray, field: str, count: int, dtype: str, *, writable: bool = True
+) -> list[np.ndarray | None]:
+    """The ``count`` arrays of ``message``: views into one writable copy of its data, or with
+    ``writable=False`` read-only views of the bytes read out of the message (one copy fewer)."""
     data = message.data  # each read of a bytes field copies it out of the message
     if not message.lengths:
         if data:
@@ -98,7 +101,7 @@ def ragged_from_proto(message: common_pb2.RaggedArray, field: str, count: int, d
     expected = int(lengths[lengths > 0].sum()) * np.dtype(dtype).itemsize
     if len(data) != expected:
         raise ValueError(f"field {field!r} needs {expected} bytes for its lengths, got {len(data)}")
-    flat = np.frombuffer(bytearray(data), dtype=dtype)  # writable, like any array a stage builds
+    flat = np.frombuffer(bytearray(data) if writable else data, dtype=dtype)
     ends = np.cumsum(np.maximum(lengths, 0)).tolist()
     return [None if length < 0 else flat[end - length:end] for length, end in zip(lengths.tolist(), ends, strict=True)]
 
@@ -126,29 +129,36 @@ def fill_trajectory_batch(
     }
 
 
-def trajectory_batch_from_proto(message: common_pb2.TrajectoryBatch) -> list[Trajectory]:
-    """Decode a batch; a malformed one raises ValueError naming the field (and trajectory)."""
+def trajectory_batch_from_proto(message: common_pb2.TrajectoryBatch, *, writable: bool = True) -> list[Trajectory]:
+    """Decode a batch; a malformed one raises ValueError naming the field (and trajectory).
+
+    ``writable=False`` hands out read-only arrays (see :func:`ragged_from_proto`), for a reader
+    that never writes into them: a write raises instead of going unnoticed."""
     count = len(message.trajectory_ids)
     scalars = ("task_ids", "group_ids", "rewards", "policy_versions", "value_versions", "metadata_json")
     for name in scalars:
         if len(getattr(message, name)) != count:
             raise ValueError(f"field {name!r} has {len(getattr(message, name))} entries for {count} trajectory ids")
     columns = {
-        name: ragged_from_proto(getattr(message, name), name, count, dtype) for name, dtype in _TRAJECTORY_ARRAYS.items()
+        name: ragged_from_proto(getattr(message, name), name, count, dtype, writable=writable)
+        for name, dtype in _TRAJECTORY_ARRAYS.items()
     }
     for name in _REQUIRED_ARRAYS:
         missing = [message.trajectory_ids[i] for i, array in enumerate(columns[name]) if array is None]
         if missing:
             raise ValueError(f"field {name!r} is required; trajectories without it: {missing[:5]}")
+    # Whole repeated fields at once: indexing a protobuf container element by element costs more.
+    ids, tasks, groups, rewards = list(message.trajectory_ids), list(message.task_ids), list(message.group_ids), list(message.rewards)
+    policy_versions, value_versions, metadata = list(message.policy_versions), list(message.value_versions), list(message.metadata_json)
     return [
         Trajectory(
-            trajectory_id=message.trajectory_ids[i],
-            task_id=message.task_ids[i],
-            group_id=message.group_ids[i],
-            reward=message.rewards[i],
-            policy_version=message.policy_versions[i],
-            value_version=message.value_versions[i],
-            metadata=json.loads(message.metadata_json[i]) if message.metadata_json[i] else {},
+            trajectory_id=ids[i],
+            task_id=tasks[i],
+            group_id=groups[i],
+            reward=rewards[i],
+            policy_version=policy_versions[i],
+            value_version=value_versions[i],
+            metadata=json.loads(metadata[i]) if metadata[i] else {},
             **{name: column[i] for name, column in columns.items()},  # type: ignore[arg-type]
         )
         for i in range(count)
