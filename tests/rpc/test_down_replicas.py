@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +50,22 @@ def hung_replica():
     process.wait()
 
 
+def _stop(pid: int) -> None:
+    """SIGSTOP, returning once every thread of the process is stopped: kill() only queues the
+    signal, and the replica once answered a call after it on a loaded CI machine."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError):  # a thread may exit meanwhile
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        if states and all(state == "T" for state in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not stop within 10 s")
+
+
 def test_a_hung_replica_is_treated_as_down_and_the_others_serve(hung_replica):
     process, hung = hung_replica
     live = start("live")
@@ -56,7 +74,7 @@ def test_a_hung_replica_is_treated_as_down_and_the_others_serve(hung_replica):
     )
     try:
         assert {pool.call("Info", common_pb2.ServiceInfoRequest()).experiment for _ in range(4)} == {"hung", "live"}
-        os.kill(process.pid, signal.SIGSTOP)
+        _stop(process.pid)
         answers = [pool.call("Info", common_pb2.ServiceInfoRequest()).experiment for _ in range(6)]
         assert answers == ["live"] * 6
     finally:
