@@ -119,7 +119,7 @@ def measure(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
         for index in range(repeats + 1):
             # The order rotates: each call inherits the allocator and socket state the one before
             # leaves, and that order effect moved the ratio by ~0.1 when the order was fixed.
-            for name in order[index % 3:] + order[:index % 3]:
+            for name in order[index % len(order):] + order[:index % len(order)]:
                 start = time.perf_counter()
                 calls[name]()
                 if index:  # the first round warms every path up

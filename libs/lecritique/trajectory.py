@@ -29,16 +29,8 @@ ENGINE_LOGPROBS_TEMPERATURE = 1.0
 def logprobs_temperature(trajectory: Trajectory) -> float:
     """The temperature recorded with a trajectory's logprobs (raw-model when none was recorded)."""
     return float(trajectory.metadata.get(LOGPROBS_TEMPERATURE_KEY, ENGINE_LOGPROBS_TEMPERATURE))
-_ARRAY_FIELDS = (
-    "prompt_ids",
-    "token_ids",
-    "policy_mask",
-    "logprobs",
-    "step_ids",
-    "values",
-    "advantages",
-    "critic_context_ids",
-)
+
+
 ARRAY_DTYPES = {
     "prompt_ids": np.int32,
     "token_ids": np.int32,
@@ -50,6 +42,7 @@ ARRAY_DTYPES = {
     "critic_context_ids": np.int32,
 }
 """The dtype of every array field (the wire codec checks incoming batches against it)."""
+_ARRAY_FIELDS = tuple(ARRAY_DTYPES)
 
 
 @dataclass
