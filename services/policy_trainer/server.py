@@ -29,7 +29,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from lecritique.config import load_spec
 from lecritique.config.runtime import ServiceRuntime
 from lecritique.rpc.codec import trajectory_batch_from_proto
-from lecritique.rpc.server import run_until_signal, start_server
+from lecritique.rpc.server import run_until_signal, start_rank_health, start_server
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from lecritique.weights import WeightStore
@@ -204,15 +204,12 @@ def serve(runtime: ServiceRuntime) -> None:
 
 
 def _serve_other_rank(runtime: ServiceRuntime, trainer: Any, after_step: Any) -> None:
-    """Follow rank 0's steps; the first rank of every other pod also answers gRPC health (its probes)."""
+    """Follow rank 0's steps until it stops; the first rank of every other pod also answers gRPC health (its probes)."""
+    from lecritique.training.distributed import leave_sigterm_to_rank_zero
     from lecritique.training.policy_worker import run_policy_worker
 
-    health = None
-    if int(os.environ.get("LOCAL_RANK", "0")) == 0:
-        health = start_server(
-            service="policy-trainer-worker", add_servicers=lambda server: None, service_names=[],
-            port=runtime.port, host=runtime.host,
-        )
+    leave_sigterm_to_rank_zero()
+    health = start_rank_health("policy-trainer", runtime.port, runtime.host)
     try:
         run_policy_worker(trainer, lambda: None, after_step=after_step)
     finally:
@@ -220,20 +217,32 @@ def _serve_other_rank(runtime: ServiceRuntime, trainer: Any, after_step: Any) ->
             health.stop()
 
 
+def _next_batch(servicer: PolicyTrainerServicer, current: dict[str, Any]) -> Any:
+    """Rank 0: the next Train call's batch, IDLE after a heartbeat's wait, None once stopping."""
+    from lecritique.training.distributed import HEARTBEAT_SECONDS, IDLE
+
+    try:
+        # The other ranks wait inside a collective meanwhile: tell them now and then that none is coming yet.
+        job = servicer.jobs.get(timeout=HEARTBEAT_SECONDS)
+    except queue.Empty:
+        return IDLE
+    if job is None:
+        return None
+    current["job"] = job
+    return job.trajectories
+
+
 def _serve_rank_zero(
     runtime: ServiceRuntime, servicer: PolicyTrainerServicer, trainer: Any, current: dict[str, Any],
     after_step: Any, distributed: bool,
 ) -> None:
+    from lecritique.training.distributed import Idle
     from lecritique.training.policy_worker import run_policy_worker
 
     experiment = runtime.experiment_id
 
-    def next_batch() -> list[Trajectory] | None:
-        job = servicer.jobs.get()
-        if job is None:
-            return None
-        current["job"] = job
-        return job.trajectories
+    def next_batch() -> list[Trajectory] | Idle | None:
+        return _next_batch(servicer, current)
 
     def on_step(_steps: int, metrics: dict[str, float]) -> None:
         job = current.pop("job")

@@ -10,27 +10,52 @@ Critic kinds: ``discriminative`` regresses its scalar head (:class:`CriticTraine
 ``generative`` is trained by REINFORCE on GenAC's reward 1 - (r - v)^2
 (:class:`GenerativeCriticTrainer`); ``frozen_llm`` has nothing to train, so the service idles
 (it answers Status with zero updates) and consumes no replay.
+
+A discriminative critic may train in ``critic.processes`` data-parallel ranks under ``torchrun``
+(``parallelism: ddp | fsdp2``; gloo on CPU, NCCL on GPU), like the policy trainer: rank 0 alone
+connects to Redis, samples the replay stream and broadcasts each batch
+(:func:`~lecritique.training.distributed.follow_batches`, with a heartbeat while the stream is
+dry); every rank computes the batch's targets (a pure function of it) and takes the step; every
+rank takes part in publishing (rank 0 writes; under FSDP2 the others help gather the shards).
+Rank 0 serves gRPC. A step that fails on any rank ends every rank (the others may be inside a
+collective); the restarted group resumes from the newest published version.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from prometheus_client import Counter, Gauge
 
 from lecritique.advantages.targets import critic_targets
 from lecritique.config import ExperimentSpec, load_spec
 from lecritique.config.runtime import ServiceRuntime
-from lecritique.critics.kinds import CriticLearner, critic_kind
+from lecritique.critics.kinds import CriticLearner, TrainerFactory, critic_kind
 from lecritique.critics.specs import CriticSpec, TrainedCriticSpec
 from lecritique.redis_connection import connect_redis
 from lecritique.replay import ReplayBuffer
-from lecritique.rpc.server import run_until_signal, start_server
+from lecritique.rpc.server import run_until_signal, start_rank_health, start_server
+from lecritique.training.distributed import (
+    HEARTBEAT_SECONDS,
+    IDLE,
+    DistributedContext,
+    Idle,
+    broadcast_object,
+    current_context,
+    follow_batches,
+    init_distributed_from_env,
+    leave_sigterm_to_rank_zero,
+)
+from lecritique.training.engine import HFTrainer
+from lecritique.training.weight_sync import WeightSync
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
 from lecritique.weights import WeightStore
@@ -46,12 +71,15 @@ PUBLISHED = Gauge("lecritique_value_published_version", "Newest published critic
 
 
 class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
-    def __init__(self, spec: ExperimentSpec, critic: CriticSpec, runtime: ServiceRuntime) -> None:
+    def __init__(
+        self, spec: ExperimentSpec, critic: CriticSpec, runtime: ServiceRuntime, context: DistributedContext | None = None
+    ) -> None:
         self.spec = spec
         self.critic = critic
         self.kind = critic_kind(critic)
         self.experiment = runtime.experiment_id
-        redis = connect_redis(runtime.redis_url)
+        self.context = context or current_context()
+        redis = connect_redis(runtime.redis_url) if self.context.is_main else None
         self.store = WeightStore(runtime.weights_dir, redis=redis, experiment=self.experiment)
         self.trainer: CriticLearner | None = None
         version = 0
@@ -59,18 +87,12 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         if factory is None:
             logger.info("the %s critic is never trained: value trainer idle", self.kind.name)
         else:
-            latest = self.store.latest("critic")
-            if latest is None:
-                policy_version, policy_path = self.store.wait_latest("policy")
-                self.trainer = factory.fresh(critic, policy_path, spec.seed)
-                version = self.store.publish("critic", self.trainer.save)
-                logger.info("initialised critic from policy version %d, published as critic version %d", policy_version, version)
-            else:
-                version, path = latest
-                self.trainer = factory.resume(critic, path, self._policy_dir, spec.seed)
-                logger.info("resuming from critic version %d", version)
+            self.trainer, version = self._start_learner(factory)
         self.version = version
-        self.replay = ReplayBuffer(redis, self.experiment, **critic.replay.model_dump(), decode=Trajectory.from_bytes)
+        self.replay = (
+            None if redis is None
+            else ReplayBuffer(redis, self.experiment, **critic.replay.model_dump(), decode=Trajectory.from_bytes)
+        )
         # A critic that is never trained has no batches; its Status still reports the replay depth.
         self.batch_size = spec.critic_batch_size
         # ``lambda_target: auto`` resolves to 0.4^(1/L) (Le Critique §7.2): logged, as it is a number only here.
@@ -84,33 +106,57 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         self._thread = threading.Thread(target=self._train_loop, name="critic-training", daemon=True)
         PUBLISHED.labels(self.experiment).set(version)
 
-    def _weight_sync(self) -> Any:
-        """How versions reach the evaluators: a broadcast (discriminative critics that ask for it) or the store."""
-        critic = self.critic
-        transport = getattr(critic, "weight_transport", None)
-        if self.trainer is None or not isinstance(critic, TrainedCriticSpec) or transport is None:
-            return None
-        if transport.kind != "broadcast":
-            return None
-        from lecritique.training.weight_sync import WeightSync
+    def _start_learner(self, factory: TrainerFactory[Any]) -> tuple[CriticLearner, int]:
+        """Every rank builds the learner from the version rank 0 chose: the newest critic, else a fresh one."""
+        choice: tuple[str, int, str] | None = None
+        if self.context.is_main:
+            latest = self.store.latest("critic")
+            if latest is None:
+                policy_version, policy_path = self.store.wait_latest("policy")
+                choice = ("fresh", policy_version, str(policy_path))
+            else:
+                choice = ("resume", latest[0], str(latest[1]))
+        how, version, path = broadcast_object(choice)
+        if how == "resume":
+            logger.info("resuming from critic version %d", version)
+            return factory.resume(self.critic, Path(path), self._policy_dir, self.spec.seed), version
+        trainer = factory.fresh(self.critic, Path(path), self.spec.seed)
+        if isinstance(trainer, HFTrainer):
+            published = trainer.publish(self.store, "critic")  # every rank: a collective under FSDP2
+        else:
+            published = self.store.publish("critic", trainer.save)
+        if self.context.is_main:
+            logger.info("initialised critic from policy version %d, published as critic version %s", version, published)
+        return trainer, published or 0
 
+    def _weight_sync(self) -> WeightSync | None:
+        """How versions of a critic trained by an :class:`HFTrainer` reach the evaluators: a broadcast or the store."""
+        if not isinstance(self.trainer, HFTrainer):
+            return None
         return WeightSync(
-            self.trainer, self.store, "critic", transport, receivers=critic.evaluator_replicas,
-            keep_last=critic.keep_versions,
+            self.trainer, self.store, "critic", getattr(self.critic, "weight_transport", None),
+            receivers=self.critic.evaluator_replicas, keep_last=getattr(self.critic, "keep_versions", None),
         )
 
     def _publish(self, trainer: CriticLearner, critic: TrainedCriticSpec) -> int:
+        """The next version (every rank calls it; the others get the version they had)."""
         if self.sync is not None:
-            version: int = self.sync.publish()
-            return version
+            version = self.sync.publish()
+            return self.version if version is None else version
         return self.store.publish("critic", trainer.save, keep_last=critic.keep_versions)
 
     def _policy_dir(self) -> Path:
         return Path(self.spec.policy.path) if self.spec.policy.path else self.store.wait_latest("policy")[1]
 
     def start(self) -> None:
+        """Rank 0: train in a thread next to the gRPC server."""
         if self.trainer is not None:
             self._thread.start()
+
+    def follow(self) -> None:
+        """The other ranks: train on rank 0's batches until it stops."""
+        if self.trainer is not None:
+            follow_batches(lambda: None, self._train)
 
     def stop(self) -> None:
         self._stop.set()
@@ -125,36 +171,53 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         return max(known) if known else None
 
     def _train_loop(self) -> None:
-        trainer, critic = self.trainer, self.critic
-        assert trainer is not None and isinstance(critic, TrainedCriticSpec), "started only for trained kinds"
+        follow_batches(self._next_batch, self._train)
+
+    def _next_batch(self) -> list[Trajectory] | Idle | None:
+        """Rank 0: a full batch from the replay stream; IDLE after a heartbeat's wait; None once stopping."""
+        assert self.replay is not None, "rank 0 holds the replay stream"
+        deadline = time.monotonic() + HEARTBEAT_SECONDS
         while not self._stop.is_set():
             try:
-                if len(self.replay) < self.batch_size:
-                    # Le Critique trains on full rollout-sized batches: wait for enough fresh data.
-                    self._stop.wait(0.1)
-                    continue
-                entries = self.replay.sample(self.batch_size, current_policy_version=self._policy_version())
-                if len(entries) < self.batch_size:
-                    self._stop.wait(0.1)
-                    continue
-                trajectories = [entry.payload for entry in entries]
-                metrics = trainer.train_step(trajectories, critic_targets(trajectories, self.lambda_target))
-                version = self.version
-                if (self.updates + 1) % critic.publish_every == 0:
-                    version = self._publish(trainer, critic)
+                # Le Critique trains on full rollout-sized batches: wait for enough fresh data.
+                if len(self.replay) >= self.batch_size:
+                    entries = self.replay.sample(self.batch_size, current_policy_version=self._policy_version())
+                    if len(entries) >= self.batch_size:
+                        return [entry.payload for entry in entries]
             except Exception:
-                logger.exception("critic update failed; retrying")
+                logger.exception("sampling the replay stream failed; retrying")
                 self._stop.wait(1.0)
-                continue
-            with self._lock:
-                self.updates += 1
-                self.version = version
-                self.last = metrics
-            UPDATES.labels(self.experiment).inc()
-            LOSS.labels(self.experiment).set(metrics["loss"])
-            if np.isfinite(metrics.get("explained_variance", float("nan"))):
-                TRAIN_EV.labels(self.experiment).set(metrics["explained_variance"])
-            PUBLISHED.labels(self.experiment).set(version)
+            if time.monotonic() >= deadline:
+                return IDLE
+            self._stop.wait(0.1)
+        return None
+
+    def _train(self, trajectories: list[Trajectory]) -> None:
+        """Every rank: one update on the batch, then a publish when one is due."""
+        trainer, critic = self.trainer, self.critic
+        assert trainer is not None and isinstance(critic, TrainedCriticSpec), "started only for trained kinds"
+        try:
+            metrics = trainer.train_step(trajectories, critic_targets(trajectories, self.lambda_target))
+            version = self.version
+            if (self.updates + 1) % critic.publish_every == 0:
+                version = self._publish(trainer, critic)
+        except Exception:
+            if self.context.enabled:
+                logger.exception("critic update failed on rank %d; stopping every rank", self.context.rank)
+                os._exit(1)
+            logger.exception("critic update failed; retrying")
+            self._stop.wait(1.0)
+            return
+        with self._lock:
+            self.updates += 1
+            self.version = version
+            self.last = metrics
+        UPDATES.labels(self.experiment).inc()
+        LOSS.labels(self.experiment).set(metrics["loss"])
+        if np.isfinite(metrics.get("explained_variance", float("nan"))):
+            TRAIN_EV.labels(self.experiment).set(metrics["explained_variance"])
+        PUBLISHED.labels(self.experiment).set(version)
+        if self.context.is_main:
             logger.info(
                 "critic update %d -> version %d (loss %.4f, explained variance %.4f)",
                 self.updates, version, metrics["loss"], metrics.get("explained_variance", float("nan")),
@@ -168,7 +231,7 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
                 published_version=self.version,
                 last_loss=last.get("loss", float("nan")),
                 last_explained_variance=last.get("explained_variance", float("nan")),
-                replay_depth=len(self.replay),
+                replay_depth=0 if self.replay is None else len(self.replay),
                 metrics={k: float(v) for k, v in last.items()},
             )
 
@@ -183,6 +246,7 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
                     "batch_size": self.batch_size,
                     "critic_kind": self.kind.name,
                     "loss": None if self.kind.trainer is None else self.kind.trainer.loss(self.critic),
+                    "processes": self.context.world_size,
                 }
             ),
         )
@@ -192,7 +256,12 @@ def serve(runtime: ServiceRuntime) -> None:
     spec = load_spec(runtime.spec_path)
     if spec.critic is None:
         raise SystemExit("value-trainer: the experiment spec has no critic section")
-    service = ValueTrainerService(spec, spec.critic, runtime)
+    context = init_distributed_from_env()
+    torch.manual_seed(spec.seed)  # a fresh critic's head is the same in every run of the spec
+    service = ValueTrainerService(spec, spec.critic, runtime, context)
+    if not context.is_main:
+        _serve_other_rank(runtime, service)
+        return
     running = start_server(
         service="value-trainer",
         add_servicers=lambda server: value_pb2_grpc.add_ValueTrainerServicer_to_server(service, server),
@@ -201,3 +270,16 @@ def serve(runtime: ServiceRuntime) -> None:
     )
     service.start()
     run_until_signal(running, on_stop=service.stop)
+
+
+def _serve_other_rank(runtime: ServiceRuntime, service: ValueTrainerService) -> None:
+    """Follow rank 0's batches until it stops; the first rank of every other pod also answers gRPC health (its probes)."""
+    leave_sigterm_to_rank_zero()
+    health = start_rank_health("value-trainer", runtime.port, runtime.host)
+    try:
+        service.follow()
+        logger.info("rank %d: rank 0 ended training", service.context.rank)
+    finally:
+        service.stop()
+        if health is not None:
+            health.stop()

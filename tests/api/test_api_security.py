@@ -144,6 +144,7 @@ def test_a_generative_critic_model_path_is_checked_too(alice: httpx.Client) -> N
         ({"rollout": {"replicas": 5}}, "rollout.replicas", "4"),
         ({"critic": {"kind": "discriminative", "evaluator_replicas": 9}}, "critic.evaluator_replicas", "4"),
         ({"placement": {"environment_verifier": {"replicas": 16}}}, "placement.environment_verifier.replicas", "4"),
+        ({"critic": {"kind": "discriminative", "processes": 5}}, "critic.processes", "4"),
         ({"orchestrator": {"steps": 1001}}, "orchestrator.steps", "1000"),
         ({"policy_trainer": {"processes": 2}, "rollout": {"replicas": 3}}, "placement", "4"),  # 2 + 3 + 1 + 1 GPUs
     ],
@@ -169,6 +170,7 @@ def test_running_experiments_quota_is_429_until_one_finishes(alice: httpx.Client
     [
         ('"rollout": {"replicas": 1000000}', "rollout.replicas"),
         ('"policy_trainer": {"processes": 100000}', "policy_trainer.processes"),
+        ('"critic": {"kind": "discriminative", "processes": 100000}', "critic.processes"),
         ('"orchestrator": {"steps": 1e30}', "orchestrator.steps"),
         ('"orchestrator": {"steps": 1000000000000000000000000000000}', "orchestrator.steps"),
         ('"rollout": {"sampling": {"max_tokens": 1000000000000}}', "rollout.sampling.max_tokens"),

@@ -153,3 +153,71 @@ def test_broadcast_groups_open_between_each_trainer_and_its_replicas_both_ways()
     assert _collective(objects, "value-evaluator") == (value_group, value_group)
     for component in ("environment-verifier", "orchestrator"):
         assert _collective(objects, component) == (set(), set()), component
+
+
+VALUE_TRAINER = f"{EXPERIMENT}-value-trainer"
+
+
+def _render_critic(values: dict[str, Any] | None = None, **critic: Any) -> list[dict[str, Any]]:
+    spec = parse_spec(spec_data(critic={"kind": "discriminative", "context": "reference", **critic}))
+    objects = render_experiment_objects(spec, EXPERIMENT, launcher_defaults(values))
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    return objects
+
+
+def _value_trainer(objects: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    [statefulset] = [o for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["name"] == VALUE_TRAINER]
+    [container] = statefulset["spec"]["template"]["spec"]["containers"]
+    return statefulset, container
+
+
+def test_a_critic_in_sixteen_processes_trains_on_two_value_trainer_pods_that_meet_at_pod_zero() -> None:
+    objects = _render_critic(processes=16, parallelism="fsdp2")  # the chart's valueTrainer.gpusPerNode: 8
+    statefulset, container = _value_trainer(objects)
+    assert statefulset["spec"]["replicas"] == 2 and statefulset["spec"]["podManagementPolicy"] == "Parallel"
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == container["resources"]["requests"]["nvidia.com/gpu"] == "8"
+    master = f"{VALUE_TRAINER}-0.{VALUE_TRAINER}-ranks.{NAMESPACE}.svc"
+    assert container["command"][:12] == [
+        "python", "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=8", "--node_rank=$(NODE_RANK)",
+        f"--master_addr={master}", f"--master_port={RENDEZVOUS_PORT}", "-m", "lecritique", "serve", "value-trainer",
+    ]
+    assert [item["name"] for item in container["env"]].count("NODE_RANK") == 1
+    ranks = one(objects, "Service", "-value-trainer-ranks")
+    assert statefulset["spec"]["serviceName"] == ranks["metadata"]["name"]
+    assert ranks["spec"]["publishNotReadyAddresses"] is True
+    assert one(objects, "Service", "-value-trainer")["spec"]["selector"][POD_NAME_LABEL] == f"{VALUE_TRAINER}-0"
+    # Its pods reach each other on any port; the policy trainer (one process here) opens nothing.
+    assert _collective(objects, "value-trainer") == ({"value-trainer"}, {"value-trainer"})
+    assert _collective(objects, "policy-trainer") == (set(), set())
+    assert not [o for o in objects if o["metadata"]["name"] == f"{TRAINER}-ranks"]
+
+
+def test_a_critic_in_two_processes_runs_standalone_torchrun_on_one_pod() -> None:
+    objects = _render_critic(processes=2)
+    statefulset, container = _value_trainer(objects)
+    assert statefulset["spec"]["replicas"] == 1
+    assert container["command"][:7] == [
+        "python", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "lecritique",
+    ]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert "NODE_RANK" not in [item["name"] for item in container.get("env", [])]
+    # One process: the plain service, as before.
+    _, plain = _value_trainer(_render_critic())
+    assert plain["command"][:3] == ["lecritique", "serve", "value-trainer"]
+
+
+def test_the_critics_processes_per_node_and_the_chart_value_set_the_pods() -> None:
+    statefulset, container = _value_trainer(_render_critic(processes=4, processes_per_node=2))
+    assert statefulset["spec"]["replicas"] == 2 and "--nproc_per_node=2" in container["command"]
+    values = {"valueTrainer": {"gpusPerNode": 4}}
+    assert launcher_defaults(values)["components"]["valueTrainer"]["gpusPerNode"] == 4
+    assert _value_trainer(_render_critic(values, processes=8))[0]["spec"]["replicas"] == 2
+    with pytest.raises(SpecError, match=r"^critic.processes: 12 processes do not fill pods of 8 \(critic.processes_per_node, else the chart's valueTrainer.gpusPerNode\)"):
+        _render_critic(processes=12)
+
+
+def test_only_a_discriminative_critic_trains_in_several_processes() -> None:
+    data = spec_data(critic={"kind": "generative", "processes": 2})
+    with pytest.raises(SpecError, match="critic.generative.processes"):
+        parse_spec(data)

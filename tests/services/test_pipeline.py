@@ -9,11 +9,13 @@ import time
 import urllib.request
 from collections import Counter, defaultdict
 
+import grpc
 import pytest
 
 from lecritique.launch.local import REPO_ROOT
 from lecritique.launch.processes import child_environment
 from lecritique.models.policy import load_tokenizer
+from lecritique.v1 import common_pb2, value_pb2_grpc
 from tests.services.conftest import pipeline_spec, read_metrics, run_experiment, running_services, write_spec
 
 pytestmark = pytest.mark.slow
@@ -68,11 +70,12 @@ def _wait_for_metric(port: int, name: str, at_least: float, timeout: float = 60.
 
 def test_pvf_tether_with_two_rollout_replicas(tiny_policy, tmp_path):
     """The privileged critic sees the solved grid, the policy never does, both rollout replicas
-    serve, and the critic version used by the orchestrator moves forward during the run."""
+    serve, and the critic version used by the orchestrator moves forward during the run. The
+    critic trains in two torchrun ranks (the local launcher runs the value trainer under torchrun)."""
     spec = pipeline_spec(
         tiny_policy,
         rollout={"replicas": 2},
-        critic={"context": "reference", "warmup_updates": 2},
+        critic={"context": "reference", "warmup_updates": 2, "processes": 2},
         orchestrator={"steps": 4},
     )
     prompt_log, input_log = tmp_path / "prompts.jsonl", tmp_path / "critic-inputs.jsonl"
@@ -86,6 +89,9 @@ def test_pvf_tether_with_two_rollout_replicas(tiny_policy, tmp_path):
         evaluator = next(p for p in launcher.services if p.name.startswith("value-evaluator"))
         first_version = read_metrics(tmp_path / "run")[0]["value_version"]
         served_version = _wait_for_metric(evaluator.metrics_port, "lecritique_value_evaluator_version", first_version + 1)
+        with grpc.insecure_channel(launcher.addresses()["value-trainer"][0]) as channel:
+            info = value_pb2_grpc.ValueTrainerStub(channel).Info(common_pb2.ServiceInfoRequest(), timeout=30)
+        assert json.loads(info.details_json)["processes"] == 2
     rows = read_metrics(tmp_path / "run")
     assert [row["step"] for row in rows] == [1, 2, 3, 4]
     assert all("tether_rho" in row for row in rows)

@@ -63,6 +63,10 @@ class CriticServingSpec(SpecBase):
         """Characters of one group peer's summary in this critic's queries."""
         return PEER_SUMMARY_CHARS
 
+    def trainer_processes(self) -> tuple[int, int | None]:
+        """torch.distributed processes of the value trainer in all, and per pod (None: the chart's node size)."""
+        return 1, None
+
 
 class TrainedCriticSpec(CriticServingSpec):
     """A critic with weights: trained from the replay stream, published as versions."""
@@ -90,6 +94,14 @@ class DiscriminativeCriticSpec(CriticTrainerConfig, TrainedCriticSpec):
     one. None: the policy's backbone with a fresh head (Appendix B.3)."""
     weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
     """How new critic versions reach the value evaluators: ``shared_volume`` or ``broadcast``."""
+    processes: int = Field(default=1, ge=1, le=64)
+    """torch.distributed processes of the value trainer in all (one per GPU), over one or more pods;
+    ``parallelism`` says how they share the critic (``ddp`` or ``fsdp2``)."""
+    processes_per_node: int | None = Field(default=None, ge=1, le=64)
+    """Processes per pod (torchrun --nproc_per_node); None: the chart's valueTrainer.gpusPerNode, or all on one pod."""
+
+    def trainer_processes(self) -> tuple[int, int | None]:
+        return self.processes, self.processes_per_node
 
 
 class GenerativeCriticSpec(GenerativeCriticConfig, TrainedCriticSpec):

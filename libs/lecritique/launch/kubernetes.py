@@ -7,7 +7,8 @@ Per experiment ``ID`` (a DNS label), in the release's namespace:
   name resolves to every ready pod's IP (the orchestrator's ``ReplicaPool`` round-robins over them);
   it also carries the ``metrics`` port the chart's ServiceMonitors scrape.
 * Deployments: environment-verifier, rollout, value-evaluator (stateless, scale with replicas).
-* StatefulSets (one pod each): value-trainer, policy-trainer (``torchrun`` when several processes).
+* StatefulSets: value-trainer, policy-trainer (one pod each; ``torchrun`` when several processes,
+  over several pods when they exceed one node's GPUs: :mod:`lecritique.launch.multinode`).
 * Job ``ID-orchestrator``: the experiment loop; it resumes from its checkpoint on the weight volume.
 
 Every object carries the release's labels plus ``app.kubernetes.io/component`` and
@@ -41,7 +42,7 @@ from lecritique.launch.kubernetes_names import (
 )
 from lecritique.launch.kubernetes_pods import RUN_AS_USER, multi_node_trainer, pod_template
 from lecritique.launch.kubernetes_policies import collective_peers, disruption_budget, network_policy
-from lecritique.launch.multinode import POD_NAME_LABEL, ranks_service, trainer_layout
+from lecritique.launch.multinode import POD_NAME_LABEL, TRAINERS, ranks_service, trainer_layout
 
 __all__ = ["EXPERIMENT_LABEL", "RUN_AS_USER", "object_name", "render_experiment_objects", "resolved_spec"]
 
@@ -60,9 +61,9 @@ def _replicas(spec: ExperimentSpec, component: Component, chart: ComponentDefaul
         placed = spec.placement.environment_verifier
         if isinstance(placed, ScalablePlacement) and placed.replicas is not None:
             return placed.replicas
-    if component == Component.policy_trainer:
-        return trainer_layout(spec, chart.gpus_per_node).pods
-    if component in (Component.value_trainer, Component.orchestrator):
+    if component in TRAINERS:
+        return trainer_layout(spec, component, chart.gpus_per_node).pods
+    if component == Component.orchestrator:
         return 1
     return chart.replicas
 
@@ -179,9 +180,11 @@ def render_experiment_objects(
         "data": {"spec.json": resolved.model_dump_json(indent=1)},
     }
     services = [_service(resolved, experiment_id, component, defaults) for component in components]
-    trainer = Component.policy_trainer
-    multi_node = multi_node_trainer(resolved, trainer, defaults.components.policy_trainer)
-    if multi_node:
+    multi_node = {
+        trainer for trainer in TRAINERS
+        if trainer in components and multi_node_trainer(resolved, trainer, defaults.components.of(trainer))
+    }
+    for trainer in sorted(multi_node, key=TRAINERS.index):
         name = object_name(experiment_id, trainer)
         services.append(ranks_service(object_metadata(defaults, experiment_id, name, trainer, resolved),
                                       selector_labels(defaults, experiment_id, trainer)))

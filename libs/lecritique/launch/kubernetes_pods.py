@@ -136,16 +136,16 @@ def container_command(
         "--state-dir", f"{WEIGHTS_MOUNT}/experiments/{experiment_id}/state",
         "--host", "0.0.0.0",
     ]
-    if component == Component.policy_trainer and spec.policy_trainer.processes > 1:
+    layout = trainer_layout(spec, component, defaults.components.of(component).gpus_per_node)
+    if layout.processes > 1:
         # Rank 0 serves gRPC; the other ranks (on this pod or on the StatefulSet's other pods) join its group.
-        layout = trainer_layout(spec, defaults.components.policy_trainer.gpus_per_node)
         return torchrun_command(layout, object_name(experiment_id, component), defaults.namespace, serve)
     return serve
 
 
 def multi_node_trainer(spec: ExperimentSpec, component: Component, chart: ComponentDefaults) -> bool:
-    """Whether this is a policy trainer spread over several pods (more processes than GPUs per node)."""
-    return component == Component.policy_trainer and trainer_layout(spec, chart.gpus_per_node).multi_node
+    """Whether this is a trainer spread over several pods (more processes than GPUs per node)."""
+    return trainer_layout(spec, component, chart.gpus_per_node).multi_node
 
 
 def _probes(component: Component, chart: ComponentDefaults) -> dict[str, Any]:

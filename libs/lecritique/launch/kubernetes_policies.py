@@ -7,7 +7,7 @@ metrics ingress, nothing else) is widened here only within one experiment:
 * the orchestrator may open gRPC connections to its own experiment's pods;
 * the value evaluator may reach the LLM endpoints its tenant's policy allows (``llm_egress``);
 * the pods of one torch.distributed group reach each other on any port, both ways (TCPStore
-  rendezvous, gloo/NCCL sockets on ephemeral ports): a policy trainer spread over several pods,
+  rendezvous, gloo/NCCL sockets on ephemeral ports): a trainer spread over several pods,
   and a trainer with the replicas it broadcasts weights to (``weight_transport: broadcast``;
   the replicas also connect to each other, since gloo and NCCL connect every pair of ranks).
   Only groups the spec forms get rules.
@@ -23,7 +23,7 @@ weights (StatefulSet pods come back under the same name).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Any
 
 from lecritique.config.experiment import ExperimentSpec
@@ -37,11 +37,12 @@ def _pods(defaults: ChartDefaults, experiment_id: str, component: Component | No
     return {"podSelector": {"matchLabels": labels}}
 
 
-def collective_peers(spec: ExperimentSpec, component: Component, multi_node_trainer: bool) -> list[Component]:
-    """The components whose pods share a torch.distributed group with ``component``'s (itself included)."""
-    groups: list[set[Component]] = []
-    if multi_node_trainer:
-        groups.append({Component.policy_trainer})
+def collective_peers(spec: ExperimentSpec, component: Component, multi_node_trainers: Set[Component]) -> list[Component]:
+    """The components whose pods share a torch.distributed group with ``component``'s (itself included).
+
+    ``multi_node_trainers``: the trainers whose ranks span several pods.
+    """
+    groups: list[set[Component]] = [{trainer} for trainer in multi_node_trainers]
     if spec.policy_trainer.weight_transport.kind == "broadcast":
         groups.append({Component.policy_trainer, Component.rollout})
     critic_transport = getattr(spec.critic, "weight_transport", None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from lecritique.config.experiment import ExperimentSpec, SpecError
 from lecritique.config.placement import GPU_RESOURCE, ComponentPlacement, is_extended_resource, parse_quantity
 from lecritique.launch.components import COMPONENTS, Component, ComponentDefaults
-from lecritique.launch.multinode import trainer_layout
+from lecritique.launch.multinode import trainer_layout, trainer_processes
 
 
 def merge_resources(
@@ -37,8 +37,9 @@ def merge_resources(
     for name, request in requests.items():
         if name in limits and parse_quantity(request) > parse_quantity(limits[name]):
             raise SpecError(f"{field}.requests.{name}: request {request} exceeds the limit {limits[name]}")
-    if component == Component.policy_trainer:
-        processes = trainer_layout(spec, chart.gpus_per_node).per_pod  # torchrun processes of one pod
+    found = trainer_processes(spec, component)
+    if found is not None:
+        processes = trainer_layout(spec, component, chart.gpus_per_node).per_pod  # torchrun processes of one pod
         placed_gpus = placed.resources is not None and (
             GPU_RESOURCE in placed.resources.limits or GPU_RESOURCE in placed.resources.requests
         )
@@ -48,7 +49,7 @@ def merge_resources(
         gpus = parse_quantity(limits.get(GPU_RESOURCE, "0"))
         if gpus > 0 and gpus != processes:
             raise SpecError(
-                f"{field}.limits.{GPU_RESOURCE}: {limits[GPU_RESOURCE]} GPUs but each policy-trainer pod runs {processes} "
-                "processes (policy_trainer.processes over its pods); torchrun runs one process per GPU"
+                f"{field}.limits.{GPU_RESOURCE}: {limits[GPU_RESOURCE]} GPUs but each {component.value} pod runs {processes} "
+                f"processes ({found[2]}.processes over its pods); torchrun runs one process per GPU"
             )
     return {"requests": requests, "limits": limits}

@@ -150,7 +150,9 @@ class LocalLauncher:
             self._service("policy-trainer", "policy-trainer", torchrun=spec.policy_trainer.processes),
         ]
         if spec.critic is not None:
-            first.append(self._service("value-trainer", "value-trainer"))
+            first.append(
+                self._service("value-trainer", "value-trainer", torchrun=spec.critic.trainer_processes()[0])
+            )
         for process in first:
             process.wait_ready(timeout)
         second = [self._service(f"rollout-{i}", "rollout") for i in range(spec.rollout.replicas)]

@@ -1,11 +1,12 @@
-"""A policy trainer over several pods: torchrun rendezvous across the pods of its StatefulSet.
+"""A trainer over several pods: torchrun rendezvous across the pods of its StatefulSet.
 
-When ``policy_trainer.processes`` exceeds the GPUs of one node (the spec's
-``processes_per_node``, else the chart's ``policyTrainer.gpusPerNode``), the trainer's
-StatefulSet gets ``processes / per_pod`` pods, each running
+Both trainers run torchrun ranks: the policy trainer (``policy_trainer.processes``) and the
+value trainer of a discriminative critic (``critic.processes``). When the processes exceed the
+GPUs of one node (the spec's ``processes_per_node``, else the chart's ``gpusPerNode`` of that
+trainer), the trainer's StatefulSet gets ``processes / per_pod`` pods, each running
 ``torchrun --nnodes=P --nproc_per_node=G --node_rank=<pod index>`` with pod 0 as the master
 (static rendezvous: pod 0 hosts the TCPStore on :data:`RENDEZVOUS_PORT`). Pods find pod 0 through
-a second headless Service, ``ID-policy-trainer-ranks``, the StatefulSet's governing Service,
+a second headless Service, ``ID-policy-trainer-ranks`` (``ID-value-trainer-ranks``), the StatefulSet's governing Service,
 which publishes not-ready addresses: the ranks must meet before any of them can be ready. Global
 rank 0 (on pod 0) serves gRPC, so the component's gRPC Service selects pod 0 alone; local rank 0
 of the other pods serves only the gRPC health service, for their probes.
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lecritique.config.experiment import ExperimentSpec, SpecError
+from lecritique.launch.components import COMPONENTS, Component
 
 RENDEZVOUS_PORT = 29500
 """torchrun's static rendezvous (TCPStore) port on pod 0."""
@@ -25,11 +27,13 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 """Label the StatefulSet controller puts on each pod: its name."""
 NODE_RANK_ENV = "NODE_RANK"
+TRAINERS = (Component.policy_trainer, Component.value_trainer)
+"""The components that run torchrun ranks."""
 
 
 @dataclass(frozen=True)
 class TrainerLayout:
-    """How a policy trainer's processes sit on pods."""
+    """How a trainer's processes sit on pods."""
 
     pods: int
     """Pods of the trainer's StatefulSet (torchrun nodes)."""
@@ -37,19 +41,40 @@ class TrainerLayout:
     """Processes (and GPUs) per pod."""
 
     @property
+    def processes(self) -> int:
+        return self.pods * self.per_pod
+
+    @property
     def multi_node(self) -> bool:
         return self.pods > 1
 
 
-def trainer_layout(spec: ExperimentSpec, gpus_per_node: int | None) -> TrainerLayout:
-    """Pods and processes per pod of the policy trainer; raises :class:`SpecError` if they do not divide."""
-    trainer = spec.policy_trainer
-    processes = trainer.processes
-    per_pod = min(trainer.processes_per_node or gpus_per_node or processes, processes)
+def trainer_processes(spec: ExperimentSpec, component: Component) -> tuple[int, int | None, str] | None:
+    """``(processes, processes per node set in the spec, the spec section)`` of a trainer; None for other components."""
+    if component == Component.policy_trainer:
+        trainer = spec.policy_trainer
+        return trainer.processes, trainer.processes_per_node, "policy_trainer"
+    if component == Component.value_trainer and spec.critic is not None:
+        processes, per_node = spec.critic.trainer_processes()
+        return processes, per_node, "critic"
+    return None
+
+
+def trainer_layout(spec: ExperimentSpec, component: Component, gpus_per_node: int | None) -> TrainerLayout:
+    """Pods and processes per pod of a trainer (one of each for other components).
+
+    Raises :class:`SpecError` if the processes do not fill whole pods.
+    """
+    found = trainer_processes(spec, component)
+    if found is None:
+        return TrainerLayout(1, 1)
+    processes, per_node, section = found
+    per_pod = min(per_node or gpus_per_node or processes, processes)
     if processes % per_pod:
         raise SpecError(
-            f"policy_trainer.processes: {processes} processes do not fill pods of {per_pod} "
-            "(policy_trainer.processes_per_node, else the chart's policyTrainer.gpusPerNode); use a multiple"
+            f"{section}.processes: {processes} processes do not fill pods of {per_pod} "
+            f"({section}.processes_per_node, else the chart's {COMPONENTS[component].values_key}.gpusPerNode); "
+            "use a multiple"
         )
     return TrainerLayout(processes // per_pod, per_pod)
 

@@ -137,6 +137,14 @@ def start_server(
     return running
 
 
+def start_rank_health(service: str, port: int, host: str) -> RunningServer | None:
+    """gRPC health alone, on the first local rank of a trainer pod that does not hold global rank 0
+    (its probes need an answer; the other ranks of the pod need none). None on other ranks."""
+    if int(os.environ.get("LOCAL_RANK", "0")) != 0:
+        return None
+    return start_server(service=f"{service}-worker", add_servicers=lambda server: None, service_names=[], port=port, host=host)
+
+
 def write_port_file(path: Path, grpc_port: int | None, metrics_port: int | None) -> None:
     """Announce the bound ports (processes may bind port 0) atomically for the launcher."""
     path.parent.mkdir(parents=True, exist_ok=True)

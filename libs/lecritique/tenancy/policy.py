@@ -166,6 +166,7 @@ def _replica_fields(data: dict[str, Any]) -> list[tuple[str, int]]:
         ("critic.evaluator_replicas", critic.get("evaluator_replicas")),
         ("placement.environment_verifier.replicas", placed.get("replicas")),
         ("policy_trainer.processes", data.get("policy_trainer", {}).get("processes")),
+        ("critic.processes", critic.get("processes")),
     ]
     return [(field, int(value)) for field, value in found if isinstance(value, int)]
 

@@ -28,8 +28,9 @@ from lecritique.training.checkpoint import TrainerCheckpoints
 from lecritique.training.config import PolicyTrainerConfig
 from lecritique.training.distributed import (
     DistributedContext,
-    broadcast_trajectories,
+    Idle,
     current_context,
+    follow_batches,
     init_distributed_from_env,
 )
 from lecritique.training.policy_trainer import PolicyTrainer
@@ -77,30 +78,29 @@ def read_batch_file(path: str | Path) -> list[list[Trajectory]]:
 
 def run_policy_worker(
     trainer: PolicyTrainer,
-    next_batch: Callable[[], list[Trajectory] | None],
+    next_batch: Callable[[], list[Trajectory] | Idle | None],
     on_step: Callable[[int, dict[str, float]], None] | None = None,
     after_step: Callable[[int, dict[str, float]], None] | None = None,
 ) -> list[dict[str, float]]:
-    """Train until rank 0's ``next_batch`` returns None (or an empty batch).
+    """Train until rank 0's ``next_batch`` returns None (or an empty batch); :data:`IDLE`: nothing yet.
 
-    ``next_batch`` is only called on rank 0. After each update ``after_step(step, metrics)``
-    runs on *every* rank (the place for collectives: publishing or checkpointing a sharded
-    model; it may add entries to ``metrics`` on rank 0), then ``on_step(step, metrics)`` on
-    rank 0 alone. Returns every step's metrics.
+    ``next_batch`` is only called on rank 0 (:func:`follow_batches`). After each update
+    ``after_step(step, metrics)`` runs on *every* rank (the place for collectives: publishing or
+    checkpointing a sharded model; it may add entries to ``metrics`` on rank 0), then
+    ``on_step(step, metrics)`` on rank 0 alone. Returns every step's metrics.
     """
     context = current_context()
     history: list[dict[str, float]] = []
-    while True:
-        batch = (next_batch() or []) if context.is_main else None
-        trajectories = broadcast_trajectories(batch)
-        if not trajectories:
-            break
+
+    def train(trajectories: list[Trajectory]) -> None:
         metrics = trainer.train_step(trajectories)
         if after_step is not None:
             after_step(trainer.steps, metrics)
         history.append(metrics)
         if context.is_main and on_step is not None:
             on_step(trainer.steps, metrics)
+
+    follow_batches(next_batch, train)
     return history
 
 
