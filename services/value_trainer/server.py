@@ -43,6 +43,7 @@ from lecritique.critics.specs import CriticSpec, TrainedCriticSpec
 from lecritique.redis_connection import connect_redis
 from lecritique.replay import ReplayBuffer
 from lecritique.rpc.server import run_until_signal, start_rank_health, start_server
+from lecritique.training.checkpoint import TrainerCheckpoints
 from lecritique.training.distributed import (
     HEARTBEAT_SECONDS,
     IDLE,
@@ -79,6 +80,7 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         self.kind = critic_kind(critic)
         self.experiment = runtime.experiment_id
         self.context = context or current_context()
+        self.checkpoints = _checkpoints(critic, runtime)
         redis = connect_redis(runtime.redis_url) if self.context.is_main else None
         self.store = WeightStore(runtime.weights_dir, redis=redis, experiment=self.experiment)
         self.trainer: CriticLearner | None = None
@@ -119,7 +121,9 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         how, version, path = broadcast_object(choice)
         if how == "resume":
             logger.info("resuming from critic version %d", version)
-            return factory.resume(self.critic, Path(path), self._policy_dir, self.spec.seed), version
+            learner = factory.resume(self.critic, Path(path), self._policy_dir, self.spec.seed)
+            self._restore(learner, version)
+            return learner, version
         trainer = factory.fresh(self.critic, Path(path), self.spec.seed)
         if isinstance(trainer, HFTrainer):
             published = trainer.publish(self.store, "critic")  # every rank: a collective under FSDP2
@@ -128,6 +132,23 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         if self.context.is_main:
             logger.info("initialised critic from policy version %d, published as critic version %s", version, published)
         return trainer, published or 0
+
+    def _restore(self, trainer: CriticLearner, version: int) -> None:
+        """Every rank: the newest checkpoint's training state. Its weights too when it is of the
+        version resumed or newer (a broadcast version may not be on the volume); else only the
+        AdamW state and step (a version was published after it: the moments are that stale)."""
+        found = self.checkpoints.latest() if self.checkpoints is not None else None
+        if found is None or not isinstance(trainer, HFTrainer):
+            return
+        meta, path = found
+        exact = int(meta.extra.get("version", -1)) >= version
+        assert self.checkpoints is not None
+        self.checkpoints.load(trainer, path, weights=exact)
+        if self.context.is_main:
+            logger.info(
+                "resumed the critic's %s of update %d (checkpoint of version %s) from %s",
+                "whole training state" if exact else "AdamW state", meta.step, meta.extra.get("version"), path,
+            )
 
     def _weight_sync(self) -> WeightSync | None:
         """How versions of a critic trained by an :class:`HFTrainer` reach the evaluators: a broadcast or the store."""
@@ -201,6 +222,9 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
             version = self.version
             if (self.updates + 1) % critic.publish_every == 0:
                 version = self._publish(trainer, critic)
+            if self.checkpoints is not None and isinstance(trainer, HFTrainer):
+                version = broadcast_object(version)  # rank 0 knows it; meta.json records it
+                self.checkpoints.save_if_due(trainer, extra={"version": version})
         except Exception:
             if self.context.enabled:
                 logger.exception("critic update failed on rank %d; stopping every rank", self.context.rank)
@@ -250,6 +274,15 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
                 }
             ),
         )
+
+
+def _checkpoints(critic: CriticSpec, runtime: ServiceRuntime) -> TrainerCheckpoints | None:
+    """The critic's DCP checkpoints in the run's state directory (None: the critic's spec asks for none)."""
+    every = getattr(critic, "checkpoint_every", None)
+    if every is None:
+        return None
+    state_dir = runtime.state_dir or runtime.weights_dir / "state"
+    return TrainerCheckpoints(state_dir / "critic_trainer_checkpoints", getattr(critic, "checkpoint_keep", 2), every)
 
 
 def serve(runtime: ServiceRuntime) -> None:

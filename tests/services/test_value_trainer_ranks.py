@@ -50,24 +50,27 @@ def _spec(policy: Path, path: Path, **critic: Any) -> Path:
     return path
 
 
-def _trajectories() -> list[Any]:
-    rng = np.random.default_rng(3)
+def _trajectories(seed: int = 3) -> list[Any]:
+    rng = np.random.default_rng(seed)
     return [
         make_trajectory(rng, index, prompt_len=int(rng.integers(2, 5)), num_tokens=int(rng.integers(3, 9)),
-                        reward=float(index % 2), critic_context_len=index % 3)
+                        reward=float((index + seed) % 2), critic_context_len=index % 3)
         for index in range(BATCH)
     ]
 
 
-def _run(root: Path, embedded_redis: Any, name: str, **critic: Any) -> dict[str, Any]:
-    """Start the service on a fresh stream of the 8 trajectories, wait for its two updates, stop it."""
+def _run(root: Path, embedded_redis: Any, name: str, seed: int = 3, **critic: Any) -> dict[str, Any]:
+    """Start the service on a stream of 8 trajectories, wait for its two updates, stop it.
+
+    A second call with the same ``root`` and ``name`` restarts it on the same weights and state.
+    """
     out = root / name
-    out.mkdir()
-    policy = save_tiny_llama(out / "policy", seed=7)
-    WeightStore(out / "weights").publish("policy", policy)
-    spec = _spec(policy, out / "spec.json", **critic)
+    if not out.exists():
+        out.mkdir()
+        WeightStore(out / "weights").publish("policy", save_tiny_llama(out / "policy", seed=7))
+    spec = _spec(out / "policy", out / "spec.json", **critic)
     redis = embedded_redis.client()
-    ReplayBuffer(redis, name, **REPLAY.model_dump()).push(_trajectories(), policy_version=0)
+    ReplayBuffer(redis, name, **REPLAY.model_dump()).push(_trajectories(seed), policy_version=0)
     args = [
         "lecritique", "serve", "value-trainer", "--spec", str(spec), "--experiment", name,
         "--weights-dir", str(out / "weights"), "--state-dir", str(out / "state"), "--port", "0",
@@ -95,6 +98,7 @@ def _run(root: Path, embedded_redis: Any, name: str, **critic: Any) -> dict[str,
     finally:
         code = process.stop(grace=60)
     log = (out / "value-trainer.log").read_text()
+    (out / "value-trainer.log").rename(out / f"value-trainer-{time.monotonic_ns()}.log")
     assert status.updates == 2, log[-4000:]
     return {"status": status, "info": info, "code": code, "log": log, "store": WeightStore(out / "weights")}
 
@@ -135,3 +139,36 @@ def test_two_ranks_publish_the_critic_one_process_publishes(
         torch.testing.assert_close(two[name], tensor, rtol=1e-3, atol=1e-5, msg=name)
         moved = max(moved, float((tensor - initial[name]).abs().max()))
     assert moved > 1e-3  # the two updates changed the critic: the comparison is not of untouched weights
+
+
+def test_a_two_rank_fsdp2_critic_resumes_its_adamw_state_in_one_process(tmp_path: Path, embedded_redis: Any) -> None:
+    """The checkpoint two FSDP2 ranks wrote (DCP shards) restores weights, AdamW moments and step
+    in one process: its next two updates equal an uninterrupted trainer's, and differ from a
+    trainer that restarted from the published weights alone (fresh moments)."""
+    from lecritique.advantages.targets import critic_targets
+    from lecritique.config import parse_spec
+    from lecritique.training.critic_trainer import CriticTrainer
+
+    _run(tmp_path, embedded_redis, "resume", processes=2, parallelism="fsdp2")
+    resumed = _run(tmp_path, embedded_redis, "resume", seed=4)  # one process, the next 8 trajectories
+    assert "resumed the critic's whole training state of update 2" in resumed["log"], resumed["log"][-3000:]
+    assert resumed["status"].published_version == 4
+
+    spec = parse_spec(json.loads((tmp_path / "resume" / "spec.json").read_text()))
+    store: WeightStore = resumed["store"]
+
+    def train(trainer: CriticTrainer, seeds: list[int]) -> dict[str, torch.Tensor]:
+        for seed in seeds:
+            batch = _trajectories(seed)
+            trainer.train_step(batch, critic_targets(batch, spec.estimator.critic_target_lambda()))
+        return {name: tensor.detach().clone() for name, tensor in trainer.model.state_dict().items()}
+
+    torch.manual_seed(spec.seed)  # the service's fresh head
+    uninterrupted = train(CriticTrainer.from_policy(store.path("policy", 0), spec.critic), [3, 3, 4, 4])
+    fresh_moments = train(CriticTrainer.load(store.path("critic", 2), spec.critic), [4, 4])
+    published = load_file(store.path("critic", 4) / "model.safetensors")
+    gap = 0.0
+    for name, tensor in published.items():
+        torch.testing.assert_close(tensor, uninterrupted[name], rtol=1e-3, atol=1e-5, msg=name)
+        gap = max(gap, float((fresh_moments[name] - uninterrupted[name]).abs().max()))
+    assert gap > 1e-4  # the moments matter: without them the same two updates land elsewhere

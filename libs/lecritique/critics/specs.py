@@ -99,6 +99,12 @@ class DiscriminativeCriticSpec(CriticTrainerConfig, TrainedCriticSpec):
     ``parallelism`` says how they share the critic (``ddp`` or ``fsdp2``)."""
     processes_per_node: int | None = Field(default=None, ge=1, le=64)
     """Processes per pod (torchrun --nproc_per_node); None: the chart's valueTrainer.gpusPerNode, or all on one pod."""
+    checkpoint_every: int | None = Field(default=1, ge=1, le=1_000_000)
+    """Save the critic's weights, AdamW state, step and RNG (DCP, sharded under FSDP2) every this
+    many updates, so a restarted value trainer resumes its optimiser; None: never (a restart
+    resumes the newest published weights with fresh AdamW moments)."""
+    checkpoint_keep: int = Field(default=2, ge=1, le=1_000)
+    """Checkpoints kept in the run's state directory (older ones are deleted)."""
 
     def trainer_processes(self) -> tuple[int, int | None]:
         return self.processes, self.processes_per_node
