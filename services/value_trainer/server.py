@@ -192,7 +192,13 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         return max(known) if known else None
 
     def _train_loop(self) -> None:
-        follow_batches(self._next_batch, self._train)
+        try:
+            follow_batches(self._next_batch, self._train)
+        except Exception:
+            # A broadcast failed (another rank died): a server whose training has stopped must not
+            # go on answering Status, so the whole group ends and is restarted.
+            logger.exception("critic training stopped")
+            os._exit(1)
 
     def _next_batch(self) -> list[Trajectory] | Idle | None:
         """Rank 0: a full batch from the replay stream; IDLE after a heartbeat's wait; None once stopping."""

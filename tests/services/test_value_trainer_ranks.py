@@ -108,15 +108,31 @@ def _critic(store: WeightStore, version: int) -> dict[str, torch.Tensor]:
 
 
 @pytest.fixture(scope="module")
-def single(tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any) -> dict[str, Any]:
-    return _run(tmp_path_factory.mktemp("critic-ranks"), embedded_redis, "one-process")
+def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("critic-ranks")
+
+
+@pytest.fixture(scope="module")
+def single(runs_root: Path, embedded_redis: Any) -> dict[str, Any]:
+    return _run(runs_root, embedded_redis, "one-process")
+
+
+_TWO_RANKS: dict[tuple[Path, str], dict[str, Any]] = {}
+
+
+def _two_ranks(root: Path, embedded_redis: Any, parallelism: str) -> dict[str, Any]:
+    """The two-rank run of ``parallelism`` (once per module and worker: the resume test continues it)."""
+    key = (root, parallelism)
+    if key not in _TWO_RANKS:
+        _TWO_RANKS[key] = _run(root, embedded_redis, f"two-{parallelism}", processes=2, parallelism=parallelism)
+    return _TWO_RANKS[key]
 
 
 @pytest.mark.parametrize("parallelism", ["ddp", "fsdp2"])
 def test_two_ranks_publish_the_critic_one_process_publishes(
-    single: dict[str, Any], tmp_path: Path, embedded_redis: Any, parallelism: str
+    single: dict[str, Any], runs_root: Path, embedded_redis: Any, parallelism: str
 ) -> None:
-    double = _run(tmp_path, embedded_redis, f"two-{parallelism}", processes=2, parallelism=parallelism)
+    double = _two_ranks(runs_root, embedded_redis, parallelism)
     assert double["info"]["processes"] == 2 and single["info"]["processes"] == 1
     # SIGTERM: rank 0 stopped and ended rank 1's loop; no rank was cut off inside a collective
     # (torchrun itself reports a signal with exit code 1, before its grace period ran out).
@@ -141,7 +157,7 @@ def test_two_ranks_publish_the_critic_one_process_publishes(
     assert moved > 1e-3  # the two updates changed the critic: the comparison is not of untouched weights
 
 
-def test_a_two_rank_fsdp2_critic_resumes_its_adamw_state_in_one_process(tmp_path: Path, embedded_redis: Any) -> None:
+def test_a_two_rank_fsdp2_critic_resumes_its_adamw_state_in_one_process(runs_root: Path, embedded_redis: Any) -> None:
     """The checkpoint two FSDP2 ranks wrote (DCP shards) restores weights, AdamW moments and step
     in one process: its next two updates equal an uninterrupted trainer's, and differ from a
     trainer that restarted from the published weights alone (fresh moments)."""
@@ -149,12 +165,12 @@ def test_a_two_rank_fsdp2_critic_resumes_its_adamw_state_in_one_process(tmp_path
     from lecritique.config import parse_spec
     from lecritique.training.critic_trainer import CriticTrainer
 
-    _run(tmp_path, embedded_redis, "resume", processes=2, parallelism="fsdp2")
-    resumed = _run(tmp_path, embedded_redis, "resume", seed=4)  # one process, the next 8 trajectories
+    _two_ranks(runs_root, embedded_redis, "fsdp2")
+    resumed = _run(runs_root, embedded_redis, "two-fsdp2", seed=4)  # one process, the next 8 trajectories
     assert "resumed the critic's whole training state of update 2" in resumed["log"], resumed["log"][-3000:]
     assert resumed["status"].published_version == 4
 
-    spec = parse_spec(json.loads((tmp_path / "resume" / "spec.json").read_text()))
+    spec = parse_spec(json.loads((runs_root / "two-fsdp2" / "spec.json").read_text()))
     store: WeightStore = resumed["store"]
 
     def train(trainer: CriticTrainer, seeds: list[int]) -> dict[str, torch.Tensor]:

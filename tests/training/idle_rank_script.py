@@ -2,7 +2,7 @@
 
 Usage: python idle_rank_script.py OUT_DIR heartbeat|silent
 
-The process group's collectives time out after 2 s. Rank 0 finds its first batch only after 5 s:
+The process group's collectives time out after 2 s. Rank 0 finds its first batch only after 4 s:
 with ``heartbeat`` it answers IDLE every 0.5 s meanwhile (what the trainer services do); with
 ``silent`` it blocks, as a service that waits for work without a heartbeat would.
 """
@@ -28,7 +28,7 @@ from lecritique.training.distributed import (
 )
 from lecritique.trajectory import Trajectory
 
-WAIT_SECONDS = 5.0
+WAIT_SECONDS = 4.0
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ def test_idle_messages_keep_waiting_ranks_alive_past_the_collective_timeout(tmp_
     assert result.returncode == 0, result.stderr[-4000:]
     rank0 = json.loads((tmp_path / "rank0.json").read_text())
     rank1 = json.loads((tmp_path / "rank1.json").read_text())
-    assert rank0["idle_messages"] >= 8  # 5 s of waiting, one IDLE every 0.5 s
+    assert rank0["idle_messages"] >= 6  # 4 s of waiting, one IDLE every 0.5 s
     # Both ranks trained the one batch, together (the all-reduce counted both ranks' 3 trajectories).
     assert rank0["trained"] == rank1["trained"] == [["t0", "t1", "t2", "6"]]
 
