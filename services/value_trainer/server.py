@@ -229,7 +229,7 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
             if (self.updates + 1) % critic.publish_every == 0:
                 version = self._publish(trainer, critic)
             if self.checkpoints is not None and isinstance(trainer, HFTrainer):
-                version = broadcast_object(version)  # rank 0 knows it; meta.json records it
+                # meta.json takes rank 0's extra, and rank 0 knows the version: no collective needed.
                 self.checkpoints.save_if_due(trainer, extra={"version": version})
         except Exception:
             if self.context.enabled:
