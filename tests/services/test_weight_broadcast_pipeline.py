@@ -37,6 +37,10 @@ def test_policy_and_critic_versions_reach_every_replica_by_broadcast(tiny_policy
         code = launcher.wait()
         assert code == 0, (tmp_path / "logs" / "orchestrator.log").read_text()[-4000:]
         addresses = launcher.addresses()
+        # Read before the services stop: a broadcast the stopping evaluator misses is (rightly)
+        # written to the store, so the store read after the stop may hold a later version.
+        store = WeightStore(tmp_path / "weights")
+        critic_stored = store.versions("critic")
         rollout_versions = [_info(a, rollout_pb2_grpc.RolloutStub).weights_version for a in addresses["rollout"]]
         evaluator = _info(addresses["value-evaluator"][0], value_pb2_grpc.ValueEvaluatorStub)
     rows = read_metrics(tmp_path)
@@ -44,14 +48,13 @@ def test_policy_and_critic_versions_reach_every_replica_by_broadcast(tiny_policy
     # Both replicas serve the newest policy, though only version 0 (the base) and version 1 (the
     # first publish of the broadcast, persisted) were ever written to the store.
     assert rollout_versions == [3, 3]
-    store = WeightStore(tmp_path / "weights")
     assert store.versions("policy") == [0, 1]
     policy_endpoint = read_endpoint(store.role_dir("policy"))
     assert policy_endpoint is not None and policy_endpoint.receivers == 2 and policy_endpoint.generation == 1
     # The critic went the same way to its evaluator: it serves a version the store never held.
     trainer_log = (tmp_path / "logs" / "value-trainer.log").read_text()
     assert "critic weights broadcast to 1 replicas" in trainer_log
-    assert evaluator.weights_version > max(store.versions("critic"))
+    assert evaluator.weights_version > max(critic_stored)
     details = json.loads(evaluator.details_json)
     assert details["critic_kind"] == "discriminative"
     for name in ("rollout-0", "rollout-1", "value-evaluator-0"):
