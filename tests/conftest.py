@@ -29,3 +29,22 @@ def redis_db(embedded_redis: EmbeddedRedis) -> Iterator[redis.Redis]:
     client.flushall()
     yield client
     client.close()
+
+
+def _expected_seconds(item: pytest.Item) -> float:
+    """What a test's ``slow`` marker says it takes: ``seconds=`` when given, 30 for a bare marker, else 0."""
+    marker = item.get_closest_marker("slow")
+    if marker is None:
+        return 0.0
+    return float(marker.kwargs.get("seconds", 30))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules with the longest tests first (a stable sort of whole modules, so module fixtures are
+    still set up once). Two xdist workers steal work from the tail of each other's queues: a
+    four-minute test collected last ran alone at the end and set the suite's wall time."""
+    by_module: dict[str, float] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        by_module[module] = max(by_module.get(module, 0.0), _expected_seconds(item))
+    items.sort(key=lambda item: -by_module[item.nodeid.split("::", 1)[0]])

@@ -59,7 +59,7 @@ def panel_queries(experiment: str) -> list[tuple[str, str]]:
     return queries
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=90)
 @pytest.mark.timeout(900)
 def test_dashboards_and_alerts_against_a_live_run(tmp_path: Path, embedded_redis) -> None:  # type: ignore[no-untyped-def]
     from lecritique.config import parse_spec

@@ -14,7 +14,7 @@ import pytest
 
 from tests.chaos.chaos_run import GROUP_SIZE, TASKS_PER_STEP, measurements, recovered, restarted, run_chaos
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=150)
 
 STEPS = 120
 REWARD_RISE = 0.07

@@ -51,7 +51,7 @@ def study_command(study: Path, out: Path, *extra: str, env: dict[str, str] | Non
     )
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=140)
 @pytest.mark.timeout(1500)
 def test_quick_study_runs_reports_probes_the_ceiling_and_resumes(tmp_path):
     study, out = write_study(tmp_path), tmp_path / "out"
@@ -80,7 +80,7 @@ def test_quick_study_runs_reports_probes_the_ceiling_and_resumes(tmp_path):
     assert "oracle ceiling" not in again.stdout, "a probe already measured is read back, not repeated"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=90)
 @pytest.mark.timeout(1500)
 def test_quick_study_through_a_real_api_process(tmp_path, embedded_redis):
     settings = {

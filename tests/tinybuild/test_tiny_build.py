@@ -147,7 +147,7 @@ def test_cli_build_tiny_writes_the_model(tmp_path: Path, monkeypatch: pytest.Mon
     assert list((tmp_path / "cache" / "tiny").iterdir()), "the build went through the cache"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=230)
 def test_sudoku_mini_warm_start_reaches_the_rl_starting_band(tmp_path: Path) -> None:
     """The real architecture and optimiser on sudoku-mini, stopped at a lower validation target
     than the default build (0.15 instead of 0.35: ~600 steps instead of ~1,300) and a smaller
