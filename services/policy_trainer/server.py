@@ -28,14 +28,15 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from lecritique.config import load_spec
 from lecritique.config.runtime import ServiceRuntime
-from lecritique.rpc.codec import trajectory_batch_from_proto
 from lecritique.rpc.server import run_until_signal, start_rank_health, start_server
+from lecritique.rpc.wire import add_servicer
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from lecritique.weights import WeightStore
 
 logger = logging.getLogger(__name__)
 
+TRAINER_SERVICE = policy_pb2.DESCRIPTOR.services_by_name["PolicyTrainer"]
 STEPS = Counter("lecritique_policy_updates_total", "Policy optimiser steps", ["experiment"])
 LOSS = Gauge("lecritique_policy_loss", "Policy loss of the last update", ["experiment"])
 TRAIN_SECONDS = Histogram(
@@ -88,7 +89,8 @@ class PolicyTrainerServicer(policy_pb2_grpc.PolicyTrainerServicer):
             metrics={k: float(v) for k, v in data.get("metrics", {}).items()},
         )
 
-    def Train(self, request, context):
+    def Train(self, wire_request, context):
+        request = wire_request.message
         with self.lock:  # one step at a time, in order
             if request.step == self.record.step and request.step > 0:
                 logger.info("step %d was already applied; answering from the record", request.step)
@@ -99,8 +101,8 @@ class PolicyTrainerServicer(policy_pb2_grpc.PolicyTrainerServicer):
                     f"step {request.step} does not follow the last applied step {self.record.step}",
                 )
             try:
-                # Collation copies into its own tensors: read-only views save a copy of the batch.
-                trajectories = trajectory_batch_from_proto(request.trajectories, writable=False)
+                # Collation copies into its own tensors: read-only views of the received bytes suffice.
+                trajectories = wire_request.trajectories()
             except ValueError as error:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
             if not trajectories:
@@ -280,8 +282,8 @@ def _serve_rank_zero(
     training.start()
     running = start_server(
         service="policy-trainer",
-        add_servicers=lambda server: policy_pb2_grpc.add_PolicyTrainerServicer_to_server(servicer, server),
-        service_names=[policy_pb2.DESCRIPTOR.services_by_name["PolicyTrainer"].full_name],
+        add_servicers=lambda server: add_servicer(server, servicer, TRAINER_SERVICE, {"Train": "trajectories"}),
+        service_names=[TRAINER_SERVICE.full_name],
         **runtime.server_options(),
     )
     run_until_signal(running, on_stop=lambda: servicer.jobs.put(None))

@@ -29,13 +29,15 @@ from lecritique.config.runtime import ServiceRuntime
 from lecritique.critics.kinds import ServingContext, critic_kind
 from lecritique.critics.specs import CriticSpec
 from lecritique.critics.types import ActorInfo, CriticBackend, CriticQuery, Peer
-from lecritique.rpc.codec import fill_ragged, trajectory_batch_from_proto
+from lecritique.rpc.codec import fill_ragged
 from lecritique.rpc.server import run_until_signal, start_server
+from lecritique.rpc.wire import WireRequest, add_servicer
 from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
 from lecritique.weights import WeightStore
 
 logger = logging.getLogger(__name__)
 
+EVALUATOR_SERVICE = value_pb2.DESCRIPTOR.services_by_name["ValueEvaluator"]
 # Audit log of every critic input (JSON lines): what privileged context each trajectory's critic saw.
 INPUT_LOG_ENV = "LECRITIQUE_VALUE_INPUT_LOG"
 
@@ -89,10 +91,11 @@ class _Served:
     backend: CriticBackend
 
 
-def critic_queries(request: value_pb2.EvaluateRequest) -> list[CriticQuery]:
+def critic_queries(wire_request: WireRequest[value_pb2.EvaluateRequest]) -> list[CriticQuery]:
     """The library's view of the request: each trajectory with its input's context and peers."""
-    # Critics only read a trajectory's arrays: read-only views save a copy of the batch.
-    trajectories = trajectory_batch_from_proto(request.trajectories, writable=False)
+    # Critics only read a trajectory's arrays: read-only views of the received bytes, no copy.
+    trajectories = wire_request.trajectories()
+    request = wire_request.message
     if len(trajectories) != len(request.inputs):
         raise ValueError(f"EvaluateRequest has {len(request.inputs)} inputs for {len(trajectories)} trajectories")
     return [
@@ -201,8 +204,8 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
         except ValueError as error:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         if self.input_log is not None:
-            self._audit(request, queries)
-        actor = ActorInfo(request.actor_description, request.actor_reward_average)
+            self._audit(request.message, queries)
+        actor = ActorInfo(request.message.actor_description, request.message.actor_reward_average)
         # This request is answered entirely by one version: a broadcast waits for it to finish.
         with self._weights.reading():
             served = self.served
@@ -257,8 +260,8 @@ def serve(runtime: ServiceRuntime) -> None:
         servicer.start_broadcast_receiver()
     running = start_server(
         service="value-evaluator",
-        add_servicers=lambda server: value_pb2_grpc.add_ValueEvaluatorServicer_to_server(servicer, server),
-        service_names=[value_pb2.DESCRIPTOR.services_by_name["ValueEvaluator"].full_name],
+        add_servicers=lambda server: add_servicer(server, servicer, EVALUATOR_SERVICE, {"Evaluate": "trajectories"}),
+        service_names=[EVALUATOR_SERVICE.full_name],
         **runtime.server_options(),
     )
     run_until_signal(running, on_stop=servicer.stop)

@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 
 from lecritique.rpc.codec import fill_trajectory_batch
+from lecritique.rpc.wire import WireRequest, parse_with_trajectories
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import value_pb2
 from services.value_evaluator.server import critic_queries
 
 
-def _request(count: int, inputs: int) -> value_pb2.EvaluateRequest:
+def _request(count: int, inputs: int) -> WireRequest[value_pb2.EvaluateRequest]:
     trajectories = [
         Trajectory(f"t{i}", "task", 0, [1, 2], np.arange(i + 1), np.ones(i + 1, bool), np.zeros(i + 1), np.zeros(i + 1), 1.0, 2,
                    critic_context_ids=[5, 6] if i else None)
@@ -22,7 +23,7 @@ def _request(count: int, inputs: int) -> value_pb2.EvaluateRequest:
         item = request.inputs.add(context_text=f"context {i}")
         item.peers.add(trajectory_id=f"peer of {i}", summary="s", reward=0.5)
     fill_trajectory_batch(request.trajectories, trajectories)
-    return value_pb2.EvaluateRequest.FromString(request.SerializeToString())
+    return parse_with_trajectories(request.SerializeToString(), value_pb2.EvaluateRequest, "trajectories")
 
 
 def test_each_trajectory_meets_its_input_context_and_peers():

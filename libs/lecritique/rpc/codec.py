@@ -10,7 +10,7 @@ protobuf work cost several times the gRPC transfer itself (``bench/transport.py`
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -82,11 +82,16 @@ def fill_ragged(
 
 
 def ragged_from_proto(
-    message: common_pb2.RaggedArray, field: str, count: int, dtype: str, *, writable: bool = True
+    message: common_pb2.RaggedArray, field: str, count: int, dtype: str, *, writable: bool = True,
+    data: bytes | memoryview | None = None,
 ) -> list[np.ndarray | None]:
     """The ``count`` arrays of ``message``: views into one writable copy of its data, or with
-    ``writable=False`` read-only views of the bytes read out of the message (one copy fewer)."""
-    data = message.data  # each read of a bytes field copies it out of the message
+    ``writable=False`` read-only views of the bytes read out of the message (one copy fewer).
+
+    ``data`` stands in for ``message.data`` when the bytes were kept outside the message
+    (:func:`lecritique.rpc.wire.parse_with_trajectories`); read-only views of it are aligned or copied."""
+    if data is None:
+        data = message.data  # each read of a bytes field copies it out of the message
     if not message.lengths:
         if data:
             raise ValueError(f"field {field!r} has {len(data)} bytes of data but no lengths")
@@ -102,6 +107,9 @@ def ragged_from_proto(
     if len(data) != expected:
         raise ValueError(f"field {field!r} needs {expected} bytes for its lengths, got {len(data)}")
     flat = np.frombuffer(bytearray(data) if writable else data, dtype=dtype)
+    if not flat.flags.aligned:  # a writer that did not align this column: arrays must be aligned
+        flat = flat.copy()
+        flat.flags.writeable = writable
     ends = np.cumsum(np.maximum(lengths, 0)).tolist()
     return [None if length < 0 else flat[end - length:end] for length, end in zip(lengths.tolist(), ends, strict=True)]
 
@@ -129,18 +137,23 @@ def fill_trajectory_batch(
     }
 
 
-def trajectory_batch_from_proto(message: common_pb2.TrajectoryBatch, *, writable: bool = True) -> list[Trajectory]:
+def trajectory_batch_from_proto(
+    message: common_pb2.TrajectoryBatch, *, writable: bool = True, data: Mapping[str, bytes | memoryview] | None = None
+) -> list[Trajectory]:
     """Decode a batch; a malformed one raises ValueError naming the field (and trajectory).
 
     ``writable=False`` hands out read-only arrays (see :func:`ragged_from_proto`), for a reader
-    that never writes into them: a write raises instead of going unnoticed."""
+    that never writes into them: a write raises instead of going unnoticed. ``data`` holds the
+    columns' bytes when they were kept outside ``message`` (a column missing there has none)."""
     count = len(message.trajectory_ids)
     scalars = ("task_ids", "group_ids", "rewards", "policy_versions", "value_versions", "metadata_json")
     for name in scalars:
         if len(getattr(message, name)) != count:
             raise ValueError(f"field {name!r} has {len(getattr(message, name))} entries for {count} trajectory ids")
     columns = {
-        name: ragged_from_proto(getattr(message, name), name, count, dtype, writable=writable)
+        name: ragged_from_proto(
+            getattr(message, name), name, count, dtype, writable=writable, data=None if data is None else data.get(name, b"")
+        )
         for name, dtype in _TRAJECTORY_ARRAYS.items()
     }
     for name in _REQUIRED_ARRAYS:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1alecritique/v1/common.proto\x12\rlecritique.v1\"4\n\x06Tensor\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\";\n\x0bRaggedArray\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\x0f\n\x07lengths\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\xa7\x04\n\x0fTrajectoryBatch\x12\x16\n\x0etrajectory_ids\x18\x01 \x03(\t\x12\x10\n\x08task_ids\x18\x02 \x03(\t\x12\x11\n\tgroup_ids\x18\x03 \x03(\x03\x12\x0f\n\x07rewards\x18\x04 \x03(\x01\x12\x17\n\x0fpolicy_versions\x18\x05 \x03(\x03\x12\x16\n\x0evalue_versions\x18\x06 \x03(\x03\x12\x15\n\rmetadata_json\x18\x07 \x03(\t\x12.\n\nprompt_ids\x18\x08 \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12-\n\ttoken_ids\x18\t \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12/\n\x0bpolicy_mask\x18\n \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12,\n\x08logprobs\x18\x0b \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12,\n\x08step_ids\x18\x0c \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12*\n\x06values\x18\r \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12.\n\nadvantages\x18\x0e \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12\x36\n\x12\x63ritic_context_ids\x18\x0f \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\"\x14\n\x12ServiceInfoRequest\"a\n\x0bServiceInfo\x12\x0f\n\x07service\x18\x01 \x01(\t\x12\x12\n\nexperiment\x18\x02 \x01(\t\x12\x17\n\x0fweights_version\x18\x03 \x01(\x03\x12\x14\n\x0c\x64\x65tails_json\x18\x04 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1alecritique/v1/common.proto\x12\rlecritique.v1\"4\n\x06Tensor\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\";\n\x0bRaggedArray\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\x0f\n\x07lengths\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\xba\x04\n\x0fTrajectoryBatch\x12\x16\n\x0etrajectory_ids\x18\x01 \x03(\t\x12\x10\n\x08task_ids\x18\x02 \x03(\t\x12\x11\n\tgroup_ids\x18\x03 \x03(\x03\x12\x0f\n\x07rewards\x18\x04 \x03(\x01\x12\x17\n\x0fpolicy_versions\x18\x05 \x03(\x03\x12\x16\n\x0evalue_versions\x18\x06 \x03(\x03\x12\x15\n\rmetadata_json\x18\x07 \x03(\t\x12.\n\nprompt_ids\x18\x08 \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12-\n\ttoken_ids\x18\t \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12/\n\x0bpolicy_mask\x18\n \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12,\n\x08logprobs\x18\x0b \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12,\n\x08step_ids\x18\x0c \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12*\n\x06values\x18\r \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12.\n\nadvantages\x18\x0e \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12\x36\n\x12\x63ritic_context_ids\x18\x0f \x01(\x0b\x32\x1a.lecritique.v1.RaggedArray\x12\x11\n\talignment\x18\x10 \x01(\x0c\"\x14\n\x12ServiceInfoRequest\"a\n\x0bServiceInfo\x12\x0f\n\x07service\x18\x01 \x01(\t\x12\x12\n\nexperiment\x18\x02 \x01(\t\x12\x17\n\x0fweights_version\x18\x03 \x01(\x03\x12\x14\n\x0c\x64\x65tails_json\x18\x04 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,9 +36,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RAGGEDARRAY']._serialized_start=99
   _globals['_RAGGEDARRAY']._serialized_end=158
   _globals['_TRAJECTORYBATCH']._serialized_start=161
-  _globals['_TRAJECTORYBATCH']._serialized_end=712
-  _globals['_SERVICEINFOREQUEST']._serialized_start=714
-  _globals['_SERVICEINFOREQUEST']._serialized_end=734
-  _globals['_SERVICEINFO']._serialized_start=736
-  _globals['_SERVICEINFO']._serialized_end=833
+  _globals['_TRAJECTORYBATCH']._serialized_end=731
+  _globals['_SERVICEINFOREQUEST']._serialized_start=733
+  _globals['_SERVICEINFOREQUEST']._serialized_end=753
+  _globals['_SERVICEINFO']._serialized_start=755
+  _globals['_SERVICEINFO']._serialized_end=852
 # @@protoc_insertion_point(module_scope)

@@ -27,7 +27,7 @@ class RaggedArray(_message.Message):
     def __init__(self, dtype: _Optional[str] = ..., lengths: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class TrajectoryBatch(_message.Message):
-    __slots__ = ("trajectory_ids", "task_ids", "group_ids", "rewards", "policy_versions", "value_versions", "metadata_json", "prompt_ids", "token_ids", "policy_mask", "logprobs", "step_ids", "values", "advantages", "critic_context_ids")
+    __slots__ = ("trajectory_ids", "task_ids", "group_ids", "rewards", "policy_versions", "value_versions", "metadata_json", "prompt_ids", "token_ids", "policy_mask", "logprobs", "step_ids", "values", "advantages", "critic_context_ids", "alignment")
     TRAJECTORY_IDS_FIELD_NUMBER: _ClassVar[int]
     TASK_IDS_FIELD_NUMBER: _ClassVar[int]
     GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class TrajectoryBatch(_message.Message):
     VALUES_FIELD_NUMBER: _ClassVar[int]
     ADVANTAGES_FIELD_NUMBER: _ClassVar[int]
     CRITIC_CONTEXT_IDS_FIELD_NUMBER: _ClassVar[int]
+    ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
     trajectory_ids: _containers.RepeatedScalarFieldContainer[str]
     task_ids: _containers.RepeatedScalarFieldContainer[str]
     group_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -58,7 +59,8 @@ class TrajectoryBatch(_message.Message):
     values: RaggedArray
     advantages: RaggedArray
     critic_context_ids: RaggedArray
-    def __init__(self, trajectory_ids: _Optional[_Iterable[str]] = ..., task_ids: _Optional[_Iterable[str]] = ..., group_ids: _Optional[_Iterable[int]] = ..., rewards: _Optional[_Iterable[float]] = ..., policy_versions: _Optional[_Iterable[int]] = ..., value_versions: _Optional[_Iterable[int]] = ..., metadata_json: _Optional[_Iterable[str]] = ..., prompt_ids: _Optional[_Union[RaggedArray, _Mapping]] = ..., token_ids: _Optional[_Union[RaggedArray, _Mapping]] = ..., policy_mask: _Optional[_Union[RaggedArray, _Mapping]] = ..., logprobs: _Optional[_Union[RaggedArray, _Mapping]] = ..., step_ids: _Optional[_Union[RaggedArray, _Mapping]] = ..., values: _Optional[_Union[RaggedArray, _Mapping]] = ..., advantages: _Optional[_Union[RaggedArray, _Mapping]] = ..., critic_context_ids: _Optional[_Union[RaggedArray, _Mapping]] = ...) -> None: ...
+    alignment: bytes
+    def __init__(self, trajectory_ids: _Optional[_Iterable[str]] = ..., task_ids: _Optional[_Iterable[str]] = ..., group_ids: _Optional[_Iterable[int]] = ..., rewards: _Optional[_Iterable[float]] = ..., policy_versions: _Optional[_Iterable[int]] = ..., value_versions: _Optional[_Iterable[int]] = ..., metadata_json: _Optional[_Iterable[str]] = ..., prompt_ids: _Optional[_Union[RaggedArray, _Mapping]] = ..., token_ids: _Optional[_Union[RaggedArray, _Mapping]] = ..., policy_mask: _Optional[_Union[RaggedArray, _Mapping]] = ..., logprobs: _Optional[_Union[RaggedArray, _Mapping]] = ..., step_ids: _Optional[_Union[RaggedArray, _Mapping]] = ..., values: _Optional[_Union[RaggedArray, _Mapping]] = ..., advantages: _Optional[_Union[RaggedArray, _Mapping]] = ..., critic_context_ids: _Optional[_Union[RaggedArray, _Mapping]] = ..., alignment: _Optional[bytes] = ...) -> None: ...
 
 class ServiceInfoRequest(_message.Message):
     __slots__ = ()
