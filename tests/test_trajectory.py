@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -59,3 +61,15 @@ def test_pack_array_rejects_object_dtype_and_truncation():
         unpack_array(packed[:-4])
     array, end = unpack_array(packed)
     assert end == len(packed) and array.tolist() == list(range(10))
+
+
+def test_from_checked_needs_every_field_and_keeps_what_it_is_given():
+    trajectory = make(values=np.zeros(4), advantages=np.ones(4), metadata={"k": 1})
+    values = {f.name: getattr(trajectory, f.name) for f in dataclasses.fields(Trajectory)}
+    rebuilt = Trajectory.from_checked(**values)
+    assert rebuilt.to_bytes() == trajectory.to_bytes() and rebuilt.token_ids is trajectory.token_ids
+    del values["advantages"]
+    with pytest.raises(TypeError, match=r"missing \['advantages'\]"):
+        Trajectory.from_checked(**values)
+    with pytest.raises(TypeError, match=r"unknown \['extra'\]"):
+        Trajectory.from_checked(**{f.name: getattr(trajectory, f.name) for f in dataclasses.fields(Trajectory)}, extra=1)

@@ -80,13 +80,26 @@ class Trajectory:
     metadata: dict[str, Any] = field(default_factory=dict)
     """Small JSON-serialisable extras (environment diagnostic, critic-context kind, ...)."""
 
+    @classmethod
+    def from_checked(cls, **values: Any) -> Trajectory:
+        """A trajectory from every field's value, as a decoder has already checked them in bulk:
+        each array of its field's dtype, each token-aligned array as long as ``token_ids``, a finite
+        reward. It skips ``__post_init__``, whose per-field checks cost the server more than
+        decoding the rest of a 128-trajectory batch (``bench/transport.py``)."""
+        if values.keys() != _FIELD_NAMES:
+            raise TypeError(f"from_checked needs every field; missing {sorted(_FIELD_NAMES - values.keys())}, "
+                            f"unknown {sorted(values.keys() - _FIELD_NAMES)}")
+        trajectory = cls.__new__(cls)
+        trajectory.__dict__.update(values)
+        return trajectory
+
     def __post_init__(self) -> None:
         for name in _ARRAY_FIELDS:
             value = getattr(self, name)
             if value is not None:
                 setattr(self, name, np.asarray(value, dtype=ARRAY_DTYPES[name]))
         length = self.token_ids.shape[0]
-        for name in ("policy_mask", "logprobs", "step_ids", "values", "advantages"):
+        for name in TOKEN_ALIGNED_FIELDS:
             value = getattr(self, name)
             if value is not None and value.shape != (length,):
                 raise ValueError(f"trajectory field {name!r} has shape {value.shape}, expected ({length},)")
@@ -126,3 +139,8 @@ class Trajectory:
         for name in header.pop("arrays"):
             arrays[name], offset = unpack_array(view, offset)
         return cls(**header, **arrays)
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(Trajectory))
+TOKEN_ALIGNED_FIELDS = ("policy_mask", "logprobs", "step_ids", "values", "advantages")
+"""The array fields that hold one entry per ``token_ids`` entry."""

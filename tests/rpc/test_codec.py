@@ -100,6 +100,8 @@ def test_an_empty_batch_round_trips():
         (lambda m: m.step_ids.lengths.__setitem__(1, -2), "'step_ids' has a negative length"),
         (lambda m: m.rewards.pop(), "'rewards' has 2 entries for 3 trajectory ids"),
         (lambda m: m.policy_mask.lengths.__setitem__(1, 1) or m.policy_mask.lengths.__setitem__(2, 1), "'policy_mask' has shape"),
+        (lambda m: m.rewards.__setitem__(2, float("nan")), "trajectory 'b0-2-0': field 'reward' is not finite: nan"),
+        (lambda m: m.rewards.__setitem__(0, float("inf")), "field 'reward' is not finite: inf"),
     ],
 )
 def test_a_malformed_batch_is_named(corrupt, message):

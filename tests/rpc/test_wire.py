@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from google.protobuf.message import DecodeError
 
 from lecritique.rpc.codec import fill_trajectory_batch, trajectory_batch_from_proto

@@ -16,7 +16,7 @@ import numpy as np
 
 from lecritique.arrays import ALLOWED_DTYPES
 from lecritique.envs.base import EpisodeState, Task
-from lecritique.trajectory import ARRAY_DTYPES, Trajectory
+from lecritique.trajectory import ARRAY_DTYPES, TOKEN_ALIGNED_FIELDS, Trajectory
 from lecritique.v1 import common_pb2, environment_pb2
 
 _DTYPE_NAMES = {np.dtype(name): name for name in ALLOWED_DTYPES}
@@ -77,7 +77,7 @@ def fill_ragged(
     message.dtype = dtype
     message.lengths.extend(-1 if array is None else len(array) for array in arrays)
     if data:
-        message.data = b"".join(array.data for array in present)
+        message.data = b"".join(present)
     return present
 
 
@@ -163,8 +163,9 @@ def trajectory_batch_from_proto(
     # Whole repeated fields at once: indexing a protobuf container element by element costs more.
     ids, tasks, groups, rewards = list(message.trajectory_ids), list(message.task_ids), list(message.group_ids), list(message.rewards)
     policy_versions, value_versions, metadata = list(message.policy_versions), list(message.value_versions), list(message.metadata_json)
+    _check_in_bulk(message, ids, rewards)
     return [
-        Trajectory(
+        Trajectory.from_checked(
             trajectory_id=ids[i],
             task_id=tasks[i],
             group_id=groups[i],
@@ -172,10 +173,28 @@ def trajectory_batch_from_proto(
             policy_version=policy_versions[i],
             value_version=value_versions[i],
             metadata=json.loads(metadata[i]) if metadata[i] else {},
-            **{name: column[i] for name, column in columns.items()},  # type: ignore[arg-type]
+            **{name: column[i] for name, column in columns.items()},
         )
         for i in range(count)
     ]
+
+
+def _check_in_bulk(message: common_pb2.TrajectoryBatch, ids: list[str], rewards: list[float]) -> None:
+    """What ``Trajectory.__post_init__`` checks, for the whole batch at once (the columns' dtypes
+    were checked by :func:`ragged_from_proto`)."""
+    tokens = np.asarray(message.token_ids.lengths, dtype=np.int64)
+    for name in TOKEN_ALIGNED_FIELDS:
+        lengths = np.asarray(getattr(message, name).lengths, dtype=np.int64)
+        if not len(lengths):  # None in every trajectory
+            continue
+        wrong = np.flatnonzero((lengths != -1) & (lengths != tokens))
+        if len(wrong):
+            i = int(wrong[0])
+            raise ValueError(f"trajectory {ids[i]!r}: field {name!r} has shape ({lengths[i]},), expected ({tokens[i]},)")
+    not_finite = np.flatnonzero(~np.isfinite(np.asarray(rewards, dtype=np.float64)))
+    if len(not_finite):
+        i = int(not_finite[0])
+        raise ValueError(f"trajectory {ids[i]!r}: field 'reward' is not finite: {rewards[i]}")
 
 
 def task_to_proto(task: Task) -> environment_pb2.Task:

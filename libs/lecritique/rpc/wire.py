@@ -77,7 +77,7 @@ def serialize_with_trajectories(message: Message, field: str, trajectories: Sequ
         column_head = _record_head(_BATCH_FIELDS[name], len(data_head) + size)
         head = _aligned_head(batch_field, position, column_head + data_head, size)
         parts.append(head)
-        parts.extend(array.data for array in arrays)
+        parts.extend(arrays)  # bytes.join reads C-contiguous arrays through the buffer protocol
         position += len(head) + size
     return b"".join(parts)
 
