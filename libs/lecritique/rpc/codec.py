@@ -77,7 +77,7 @@ def fill_ragged(
     message.dtype = dtype
     message.lengths.extend(-1 if array is None else len(array) for array in arrays)
     if data:
-        message.data = b"".join(present)
+        message.data = b"".join(array.data for array in present)
     return present
 
 
