@@ -155,3 +155,17 @@ def test_a_column_whose_bytes_do_not_match_its_lengths_is_refused_by_name():
     read = parse_with_trajectories(request.SerializeToString(), value_pb2.EvaluateRequest, "trajectories")
     with pytest.raises(ValueError, match="field 'logprobs' needs"):
         read.trajectories()
+
+
+def test_every_column_size_is_written_aligned_across_varint_boundaries():
+    """The batch record's length grows a byte at 128, 16384, ...: padding must still reach every
+    alignment (30 and 114 tokens put a column's record right at such a boundary)."""
+    for tokens in [*range(0, 3000), *range(16_000, 17_000)]:
+        trajectories = [Trajectory("a", "t", 0, [1], np.arange(tokens), np.ones(tokens, bool), np.zeros(tokens), np.zeros(tokens), 1.0, 0)]
+        data = serialize_with_trajectories(value_pb2.EvaluateRequest(), "trajectories", trajectories)
+        read = parse_with_trajectories(data, value_pb2.EvaluateRequest, "trajectories")
+        received = np.frombuffer(data, np.uint8)
+        for column in read.columns.values():
+            offset = np.frombuffer(column, np.uint8).ctypes.data - received.ctypes.data
+            assert offset % ALIGNMENT == 0, tokens
+        assert read.trajectories()[0].token_ids.tolist() == list(range(tokens))

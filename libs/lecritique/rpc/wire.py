@@ -84,13 +84,17 @@ def serialize_with_trajectories(message: Message, field: str, trajectories: Sequ
 
 def _aligned_head(batch_field: int, position: int, heads: bytes, size: int) -> bytes:
     """The batch record's head, a padding record and ``heads``, so that the data following them
-    starts at a multiple of :data:`ALIGNMENT` bytes into the message."""
-    for padding in range(ALIGNMENT):
+    starts at a multiple of :data:`ALIGNMENT` bytes into the message.
+
+    Each padding byte moves the data by one, except where the batch record's length varint grows
+    a byte (at 128, 16384, ...), which moves it by two and may step over the aligned position:
+    ``2 * ALIGNMENT`` paddings reach it after such a step too."""
+    for padding in range(2 * ALIGNMENT):
         pad = _record_head(_ALIGNMENT_FIELD, padding) + bytes(padding)
         head = _record_head(batch_field, len(pad) + len(heads) + size) + pad + heads
         if (position + len(head)) % ALIGNMENT == 0:
             return head
-    raise AssertionError("some padding of 0-7 bytes aligns the data")  # 8 consecutive positions cover every residue
+    raise AssertionError(f"no padding of 0-{2 * ALIGNMENT - 1} bytes aligns the data")  # unreachable, see above
 
 
 def bytes_request_stub(
