@@ -42,6 +42,7 @@ _COLUMN_FIELDS = {
     field.number: field.name for field in common_pb2.TrajectoryBatch.DESCRIPTOR.fields
     if field.message_type is common_pb2.RaggedArray.DESCRIPTOR
 }
+_DATA_ONLY = frozenset({_DATA_FIELD})
 ALIGNMENT = 8
 M = TypeVar("M", bound=Message)
 
@@ -155,10 +156,12 @@ def _records(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int,
 
 
 def _rewrite(
-    data: bytes, start: int, end: int, inner: Mapping[int, Callable[[int, int], bytes]], drop: frozenset[int] = frozenset()
+    data: bytes, start: int, end: int, inner: Mapping[int, Callable[[int, int], bytes]], drop: frozenset[int] = frozenset(),
+    on_drop: Callable[[int, int], None] | None = None,
 ) -> bytes:
     """The message in ``data[start:end]`` with each length-delimited field in ``inner`` replaced by
-    what its function returns for the value's span, and the fields in ``drop`` left out."""
+    what its function returns for the value's span, and the fields in ``drop`` left out (their
+    value's span handed to ``on_drop``, in order)."""
     pieces: list[Any] = []
     view = memoryview(data)
     kept = start
@@ -169,6 +172,8 @@ def _rewrite(
         if number in inner:
             body = inner[number](value, record_end)
             pieces.append(_record_head(number, len(body)) + body)
+        elif on_drop is not None:
+            on_drop(value, record_end)
         kept = record_end
     pieces.append(view[kept:end])
     return b"".join(pieces)
@@ -196,12 +201,10 @@ def parse_with_trajectories(data: bytes, message_type: type[M], field: str) -> W
     view = memoryview(data)
 
     def column(name: str) -> Callable[[int, int], bytes]:
-        def strip(start: int, end: int) -> bytes:
-            for number, wire_type, _, value, record_end in _records(data, start, end):
-                if number == _DATA_FIELD and wire_type == _LENGTH_DELIMITED:
-                    columns[name] = view[value:record_end]
-            return _rewrite(data, start, end, {}, drop=frozenset({_DATA_FIELD}))
-        return strip
+        def keep(start: int, end: int) -> None:
+            columns[name] = view[start:end]  # the last occurrence wins, as in protobuf
+
+        return lambda start, end: _rewrite(data, start, end, {}, drop=_DATA_ONLY, on_drop=keep)
 
     def batch(start: int, end: int) -> bytes:
         return _rewrite(
