@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from lecritique.config.errors import describe_errors
 from lecritique.config.experiment import ExperimentSpec, SpecError, SpecValueError, check_values
 from lecritique.launch.base import ExperimentLauncher, Observation, Submission
 from lecritique.tenancy.policy import gpu_violation, policy_violations, resolve_policy
@@ -68,12 +69,10 @@ def field_path(location: tuple[int | str, ...], data: Any) -> str:
 
 
 def validation_errors(error: ValidationError, data: Any) -> list[FieldError]:
-    errors = []
-    for item in error.errors():
-        field = field_path(tuple(item["loc"]), data)
-        message = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
-        errors.append(FieldError(field, message, item["type"]))
-    return errors
+    """One FieldError per problem; an unknown field's message has the nearest known name and the known ones."""
+    described = describe_errors(error, ExperimentSpec)
+    return [FieldError(field_path(tuple(item["loc"]), data), message, item["type"])
+            for item, (_, message) in zip(error.errors(), described, strict=True)]
 
 
 def _spec_error_field(error: SpecError) -> FieldError:

@@ -99,7 +99,7 @@ def test_submit_list_get_wait_and_the_clear_errors(api: ApiProcess) -> None:
         assert "critic.replay.capacity: Input should be greater than or equal to 1" in str(invalid.value)
     with LecritiqueClient(api.url, BOB) as bob, pytest.raises(NotFound, match="no such experiment"):
         bob.get(experiment.id)
-    with LecritiqueClient(api.url, "wrong") as stranger, pytest.raises(Unauthorized, match="set LECRITIQUE_API_TOKEN or run `lecritique login`"):
+    with LecritiqueClient(api.url, "wrong") as stranger, pytest.raises(Unauthorized, match="the token given is wrong"):
         stranger.list()
 
 
@@ -167,7 +167,7 @@ def test_the_commands(api: ApiProcess, tmp_path: Path, embedded_redis: Any) -> N
     other = cli(api, "experiments", "get", experiment, token=BOB)
     assert other.returncode == 4 and "experiment_id: no such experiment" in other.stderr  # another tenant's: not found either
     refused = cli(api, "experiments", "list", token="wrong")
-    assert refused.returncode == 3 and "run `lecritique login`" in refused.stderr
+    assert refused.returncode == 3 and "the token in LECRITIQUE_API_TOKEN is wrong" in refused.stderr
     relative = failing_spec("cli-relative")
     relative["environment"]["path"] = "problems.jsonl"
     spec.write_text(yaml.safe_dump(relative))

@@ -271,11 +271,22 @@ def test_token_hashes_go_into_a_secret_and_plain_tokens_are_refused() -> None:
     assert {"name": "tokens", "secret": {"secretName": "my-tokens"}} in volumes
 
 
+@pytest.mark.parametrize("component", ["rollout", "api", "redis", "valueTrainer"])
+def test_a_latest_image_tag_is_refused_naming_the_field_and_why(component: str) -> None:
+    """Not the schema's "'not' failed" (issue 30): the field, what is wrong and what to do."""
+    from helm_python import HelmRenderError
+
+    with pytest.raises(HelmRenderError) as caught:
+        render_templates({component: {"image": {"tag": "latest"}}})
+    message = str(caught.value)
+    assert f"{component}.image.tag: 'latest' is refused" in message and "pin a version" in message, message
+    assert "'not' failed" not in message
+
+
 @pytest.mark.parametrize(
     ("values", "path"),
     [
         ({"rollout": {"replicas": 0}}, "/rollout/replicas"),
-        ({"rollout": {"image": {"tag": "latest"}}}, "/rollout/image/tag"),
         ({"valueTrainer": {"resources": {"limits": {"nvidia.com/gpu": "lots"}}}}, "/valueTrainer/resources/limits/nvidia.com~1gpu"),
         ({"policyTrainer": {"nodeSelecter": {}}}, "/policyTrainer"),
         ({"weights": {"accessModes": ["ReadWriteOnce"]}}, "/weights/accessModes"),

@@ -62,7 +62,7 @@ def test_critic_eval_rejects_a_bad_spec_naming_the_field(tmp_path):
     result = critic_eval(spec, tmp_path)
     assert result.returncode == 2
     assert "continuations: Input should be greater than or equal to 1" in result.stderr
-    assert "critics.0.critic.generative.temprature: unknown field" in result.stderr
+    assert "critics.0.critic.temprature: unknown field 'temprature'; did you mean 'temperature'?" in result.stderr
     assert "critics.1: Value error, critic 'y': a frozen_llm critic has no weights; remove 'path'" in result.stderr
     assert not (tmp_path / "out").exists()
 

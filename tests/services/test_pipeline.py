@@ -173,5 +173,5 @@ def test_a_wrong_spec_field_fails_before_any_process_starts(tiny_policy, tmp_pat
         capture_output=True, text=True, env=child_environment(REPO_ROOT), timeout=120,
     )
     assert result.returncode == 2
-    assert "critic.discriminative.replay.capcity: unknown field" in result.stdout + result.stderr
+    assert "critic.replay.capcity: unknown field" in result.stdout + result.stderr
     assert not out.exists()

@@ -178,7 +178,7 @@ def test_the_spec_lists_trackers_by_kind() -> None:
     assert parse_spec(base).tracking == []
     with pytest.raises(ValueError, match="tracking.0"):
         parse_spec({**base, "tracking": [{"kind": "neptune"}]})
-    with pytest.raises(ValueError, match=r"tracking.0.wandb.projekt: unknown field"):
+    with pytest.raises(ValueError, match=r"tracking.0.projekt: unknown field 'projekt'; did you mean 'project'"):
         parse_spec({**base, "tracking": [{"kind": "wandb", "projekt": "x"}]})
     for config in (TensorBoardTrackerConfig, WandbTrackerConfig, MlflowTrackerConfig, TrackioTrackerConfig):
         assert all(field.description for field in config.model_fields.values()), config

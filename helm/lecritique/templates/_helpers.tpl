@@ -37,8 +37,12 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* Image reference of a values image block: (dict "image" .Values.rollout.image "root" $). */}}
+{{/* Image reference of a values image block: (dict "image" .Values.rollout.image "field" "rollout.image" "root" $).
+     A moving tag is refused here rather than by the schema, whose 'not' error does not say what is wrong. */}}
 {{- define "lecritique.image" -}}
+{{- if eq (toString .image.tag) "latest" -}}
+{{- fail (printf "%s.tag: 'latest' is refused: pods of one release could run different images; pin a version (e.g. %s) or leave it empty for the chart's appVersion" .field (toString .root.Chart.AppVersion)) -}}
+{{- end -}}
 {{- if .image.digest -}}
 {{- printf "%s@%s" .image.repository .image.digest -}}
 {{- else -}}

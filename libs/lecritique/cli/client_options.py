@@ -6,7 +6,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -23,20 +23,32 @@ EXIT_CODES = {401: 3, 403: 3, 404: 4, 422: 2, 503: 5}
 """Exit code per API answer (anything else: 1)."""
 
 
+def show_retry(problem: str, failed: int, tries: int, wait: float) -> None:
+    """Each failed try as it happens, so a stopped API is not seconds of silence."""
+    typer.echo(f"{problem}; try {failed}/{tries} failed, retrying in {wait:.1f} s", err=True)
+
+
 @contextmanager
 def api_client(api: str | None, token: str | None = None) -> Iterator[LecritiqueClient]:
     """A client for the command; API errors end the command with their message and exit code."""
     from lecritique.client import ApiError, LecritiqueClient
 
     try:
-        with LecritiqueClient(api, token) as client:
+        with LecritiqueClient(api, token, on_retry=show_retry) as client:
             yield client
-    except ApiError as error:
-        typer.secho(f"error: {error}", fg="red", err=True)
-        raise typer.Exit(EXIT_CODES.get(error.status or 0, 1)) from None
-    except (TimeoutError, ValueError, OSError) as error:
-        typer.secho(f"error: {error}", fg="red", err=True)
-        raise typer.Exit(1) from None
+    except (ApiError, TimeoutError, ValueError, OSError) as error:
+        exit_for(error)
+
+
+def exit_for(error: Exception) -> NoReturn:
+    """End the command with the error's message and its exit code (:data:`EXIT_CODES`)."""
+    from lecritique.client import ApiError, Unavailable
+
+    typer.secho(f"error: {error}", fg="red", err=True)
+    if isinstance(error, Unavailable) and "cannot reach the API" in str(error):
+        typer.echo("is the API running? `lecritique api serve --dev` starts one on this machine "
+                   "(docs/deployment.md, Local mode); --api or LECRITIQUE_API_URL names another", err=True)
+    raise typer.Exit(EXIT_CODES.get(error.status or 0, 1) if isinstance(error, ApiError) else 1) from None
 
 
 def _number(row: dict[str, Any] | None, key: str) -> str:

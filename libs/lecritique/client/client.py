@@ -25,7 +25,7 @@ import yaml
 
 from lecritique.client.models import Experiment
 from lecritique.client.settings import resolve_settings
-from lecritique.client.transport import RetryPolicy, Transport
+from lecritique.client.transport import RetryCallback, RetryPolicy, Transport
 
 
 def spec_document(spec: Mapping[str, Any] | str | Path | Any) -> dict[str, Any]:
@@ -49,11 +49,14 @@ def spec_document(spec: Mapping[str, Any] | str | Path | Any) -> dict[str, Any]:
 class LecritiqueClient:
     def __init__(
         self, api_url: str | None = None, token: str | None = None, *, timeout: float = 60.0,
-        retry: RetryPolicy | None = None, sleep: Callable[[float], None] = time.sleep,
+        retry: RetryPolicy | None = None, sleep: Callable[[float], None] = time.sleep, on_retry: RetryCallback | None = None,
     ) -> None:
+        """``on_retry`` sees each failed try before the wait that follows it (the commands print it)."""
         settings = resolve_settings(api_url, token)
         self.api_url = settings.api_url
-        self._transport = Transport(settings.api_url, settings.token, timeout=timeout, retry=retry, sleep=sleep)
+        self._transport = Transport(
+            settings.api_url, settings.token, timeout=timeout, retry=retry, sleep=sleep, token_source=settings.token_source, on_retry=on_retry,
+        )
         self._sleep = sleep
 
     def __enter__(self) -> LecritiqueClient:

@@ -57,9 +57,30 @@ class ClientSettings:
     """Base URL of the REST API."""
     token: str | None
     """Bearer token (None: requests go unauthenticated and get 401)."""
+    token_source: str = "argument"
+    """Where the token came from, named in the message when the API refuses it: ``argument``,
+    ``env`` (``LECRITIQUE_API_TOKEN``), ``config`` (the login file) or ``none``."""
 
 
 def resolve_settings(api_url: str | None = None, token: str | None = None) -> ClientSettings:
     stored = read_config()
     url = api_url or os.environ.get(URL_ENV) or stored.get("api_url") or DEFAULT_API_URL
-    return ClientSettings(url.rstrip("/"), token or os.environ.get(TOKEN_ENV) or stored.get("token") or None)
+    if token:
+        return ClientSettings(url.rstrip("/"), token, "argument")
+    if os.environ.get(TOKEN_ENV):
+        return ClientSettings(url.rstrip("/"), os.environ[TOKEN_ENV], "env")
+    if stored.get("token"):
+        return ClientSettings(url.rstrip("/"), stored["token"], "config")
+    return ClientSettings(url.rstrip("/"), None, "none")
+
+
+def refused_token_advice(source: str) -> str:
+    """What to fix when the API refuses the token that came from ``source`` (see :class:`ClientSettings`)."""
+    if source == "env":
+        return (f"the token in {TOKEN_ENV} is wrong: fix or unset {TOKEN_ENV} "
+                "(it takes precedence over the token `lecritique login` saved)")
+    if source == "config":
+        return f"the token `lecritique login` saved in {config_path()} is wrong: run `lecritique login` again"
+    if source == "none":
+        return f"no token was given: run `lecritique login` (or set {TOKEN_ENV})"
+    return "the token given is wrong: ask whoever runs the API for yours (`lecritique api hash-token` makes one)"

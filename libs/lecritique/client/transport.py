@@ -25,6 +25,10 @@ from lecritique.client.errors import (
     Unavailable,
     field_problems,
 )
+from lecritique.client.settings import refused_token_advice
+
+RetryCallback = Callable[[str, int, int, float], None]
+"""Called before each wait between tries: (the problem, the try that failed, tries in all, seconds to wait)."""
 
 
 @dataclass(frozen=True)
@@ -64,14 +68,15 @@ def _detail(response: httpx.Response) -> tuple[Any, str]:
     return body, detail if isinstance(detail, str) else response.reason_phrase
 
 
-def raise_for_status(response: httpx.Response) -> None:
-    """Raise the client error an API error answer means (nothing for 2xx/3xx)."""
+def raise_for_status(response: httpx.Response, token_source: str = "argument") -> None:
+    """Raise the client error an API error answer means (nothing for 2xx/3xx); a 401 says what to
+    fix for a token that came from ``token_source`` (:func:`~lecritique.client.settings.refused_token_advice`)."""
     if response.status_code < 400:
         return
     body, detail = _detail(response)
     code = response.status_code
     if code == 401:
-        raise Unauthorized(f"the API refused the token ({detail}): set LECRITIQUE_API_TOKEN or run `lecritique login`", code)
+        raise Unauthorized(f"the API refused the token ({detail}): {refused_token_advice(token_source)}", code)
     if code == 403:
         raise Forbidden(f"forbidden: {detail}", code)
     if code == 404:
@@ -89,10 +94,13 @@ class Transport:
     def __init__(
         self, api_url: str, token: str | None, *, timeout: float = 60.0, retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep, transport: httpx.BaseTransport | None = None,
+        token_source: str = "argument", on_retry: RetryCallback | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.api_url = api_url
         self.retry = retry or RetryPolicy()
+        self.token_source = token_source
+        self.on_retry = on_retry
         self._sleep = sleep
         self._http = httpx.Client(base_url=api_url, headers=headers, timeout=timeout, transport=transport)
 
@@ -104,15 +112,18 @@ class Transport:
             try:
                 response = self._http.request(method, path, **options)
             except httpx.TransportError as error:
-                problem = f"cannot reach the API at {self.api_url}: {error!r}"
+                problem = f"cannot reach the API at {self.api_url} ({type(error).__name__}: {error})"
             else:
                 if response.status_code != 503:
-                    raise_for_status(response)
+                    raise_for_status(response, self.token_source)
                     return response
                 problem = f"the API is unavailable (503): {_detail(response)[1]}"
                 delay = retry_after_seconds(response.headers.get("Retry-After")) or delay
             if attempt + 1 < self.retry.attempts:
-                self._sleep(min(delay, self.retry.max_delay))
+                wait = min(delay, self.retry.max_delay)
+                if self.on_retry is not None:
+                    self.on_retry(problem, attempt + 1, self.retry.attempts, wait)
+                self._sleep(wait)
         raise Unavailable(f"{problem} (gave up after {self.retry.attempts} tries)", 503)
 
     def close(self) -> None:

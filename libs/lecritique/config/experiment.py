@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
+from lecritique.config.errors import describe_errors, model_named
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
 from lecritique.config.placement import PlacementSpec
 from lecritique.critics.kinds import critic_kind
@@ -267,14 +268,10 @@ class ExperimentSpec(SpecModel):
         return self.batch_size
 
 
-def _format(error: ValidationError) -> str:
-    lines = []
-    for item in error.errors():
-        location = ".".join(str(part) for part in item["loc"] if not isinstance(part, int) or True)
-        if item["type"] == "extra_forbidden":
-            lines.append(f"{location}: unknown field")
-        else:
-            lines.append(f"{location or 'spec'}: {item['msg']}")
+def _format(error: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """Every problem on its own line, paths as the YAML spells them (``model``: the validated
+    class; by default the spec model the error's title names)."""
+    lines = [f"{path or 'spec'}: {message}" for path, message in describe_errors(error, model or model_named(error.title, ExperimentSpec))]
     return "invalid experiment spec:\n  " + "\n  ".join(lines)
 
 
