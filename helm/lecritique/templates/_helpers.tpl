@@ -37,16 +37,39 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* Image reference of a values image block: (dict "image" .Values.rollout.image "field" "rollout.image" "root" $).
-     A moving tag is refused here rather than by the schema, whose 'not' error does not say what is wrong. */}}
+{{/* Image reference of a values image block: (dict "image" .Values.rollout.image "name" "services" "field" "rollout.image" "root" $).
+A tag "latest" is refused here, naming the field, rather than by the schema, whose 'not' error does not say what is wrong.
+A lecritique image (one with a "name") whose block leaves repository empty is global.image.registry/NAME,
+and its tag is the block's, else global.image.tag, else the chart's appVersion; other images (Redis)
+name their own repository. A digest overrides the tag. */}}
 {{- define "lecritique.image" -}}
+{{- $repository := .image.repository -}}
+{{- $tag := default .root.Chart.AppVersion .image.tag -}}
+{{- if .name -}}
+{{- $global := (.root.Values.global | default dict).image | default dict -}}
+{{- /* Helm does not check `global` against values.schema.json: the same rules, here. */ -}}
+{{- if not (regexMatch "^[a-z0-9]+([._\\-/:][a-z0-9]+)*/?$" (toString $global.registry)) -}}
+{{- fail (printf "global.image.registry: %q is not a registry path such as registry.example.com/team" (toString $global.registry)) -}}
+{{- end -}}
+{{- if not (regexMatch "^([A-Za-z0-9_][A-Za-z0-9_.\\-]{0,127})?$" (toString ($global.tag | default ""))) -}}
+{{- fail (printf "global.image.tag: %q is not an image tag" (toString $global.tag)) -}}
+{{- end -}}
+{{- if eq (toString $global.tag) "latest" -}}
+{{- fail "global.image.tag: 'latest' is refused: pin a version" -}}
+{{- end -}}
+{{- if not $repository -}}
+{{- $registry := trimSuffix "/" (required "global.image.registry: the registry of the lecritique images" $global.registry) -}}
+{{- $repository = printf "%s/%s" $registry .name -}}
+{{- end -}}
+{{- $tag = .image.tag | default $global.tag | default .root.Chart.AppVersion -}}
+{{- end -}}
 {{- if eq (toString .image.tag) "latest" -}}
 {{- fail (printf "%s.tag: 'latest' is refused: pods of one release could run different images; pin a version (e.g. %s) or leave it empty for the chart's appVersion" .field (toString .root.Chart.AppVersion)) -}}
 {{- end -}}
 {{- if .image.digest -}}
-{{- printf "%s@%s" .image.repository .image.digest -}}
+{{- printf "%s@%s" $repository .image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .image.repository (default .root.Chart.AppVersion .image.tag) -}}
+{{- printf "%s:%s" $repository $tag -}}
 {{- end -}}
 {{- end -}}
 
