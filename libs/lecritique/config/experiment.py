@@ -25,8 +25,7 @@ from lecritique.engines.config import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig, environment_prompt_budget, environment_turn_limit
 from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
 from lecritique.tracking.config import TrackerConfig
-from lecritique.training.config import PolicyTrainerConfig
-from lecritique.weights.config import SharedVolumeTransport, WeightTransportConfig
+from lecritique.training.config import PolicyTrainerConfig, TrainerProcessesConfig
 
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?")
 """An experiment name (matched whole with ``fullmatch``: no trailing newline slips through)."""
@@ -137,19 +136,8 @@ class RolloutSpec(SpecModel):
     """Sampling parameters of policy turns."""
 
 
-class PolicyTrainerSpec(PolicyTrainerConfig):
-    """Policy optimisation (loss, AdamW) and its process layout."""
-
-    processes: int = Field(default=1, ge=1, le=64)
-    """torch.distributed processes of the policy trainer in all (one per GPU), over one or more pods."""
-    processes_per_node: int | None = Field(default=None, ge=1, le=64)
-    """Processes per pod (torchrun --nproc_per_node; one per GPU of a node); None: the chart's gpusPerNode, or all on one pod."""
-    checkpoint_every: int | None = Field(default=1, ge=1)
-    """Save weights, AdamW state, step and RNG (DCP) every this many steps, so a restart resumes them; None: never."""
-    checkpoint_keep: int = Field(default=2, ge=1)
-    """Checkpoints kept in the run's state directory (older ones are deleted)."""
-    weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
-    """How new policy versions reach the rollout replicas: ``shared_volume`` or ``broadcast``."""
+class PolicyTrainerSpec(PolicyTrainerConfig, TrainerProcessesConfig):
+    """Policy optimisation (loss, AdamW) and its process layout (:class:`TrainerProcessesConfig`)."""
 
 
 class OrchestratorSpec(SpecModel):
