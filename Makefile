@@ -62,6 +62,7 @@ test-fast: $(STAMP) prometheus-tools
 
 lint: $(STAMP)
 	$(PY) -m ruff check libs services tests bench
+	$(PY) -m ruff format --check libs services tests bench examples
 	$(PY) -m mypy
 
 # A real experiment end to end: tiny model (built once, cached), every service as a local process,

@@ -17,7 +17,7 @@ from lecritique.config import load_spec
 from lecritique.config.runtime import ServiceRuntime
 from lecritique.envs import Environment, build_environment
 from lecritique.rpc.codec import episode_from_proto, episode_to_proto, task_from_proto, task_to_proto
-from lecritique.rpc.server import run_until_signal, start_server
+from lecritique.rpc.server import StartedService, start_server
 from lecritique.v1 import common_pb2, environment_pb2, environment_pb2_grpc
 
 logger = logging.getLogger(__name__)
@@ -95,6 +95,11 @@ class EnvironmentVerifierServicer(environment_pb2_grpc.EnvironmentVerifierServic
 
 
 def serve(runtime: ServiceRuntime) -> None:
+    start(runtime).serve_until_signal()
+
+
+def start(runtime: ServiceRuntime) -> StartedService:
+    """The environment of the runtime's spec, serving on its port."""
     spec = load_spec(runtime.spec_path)
     environment = build_environment(spec.environment)
     servicer = EnvironmentVerifierServicer(environment, runtime.experiment_id)
@@ -104,4 +109,4 @@ def serve(runtime: ServiceRuntime) -> None:
         service_names=[environment_pb2.DESCRIPTOR.services_by_name["EnvironmentVerifier"].full_name],
         **runtime.server_options(),
     )
-    run_until_signal(running)
+    return StartedService(running)

@@ -28,7 +28,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from lecritique.config import load_spec
 from lecritique.config.runtime import ServiceRuntime
-from lecritique.rpc.server import run_until_signal, start_rank_health, start_server
+from lecritique.rpc.server import StartedService, start_rank_health, start_server
 from lecritique.rpc.wire import add_servicer
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import common_pb2, policy_pb2, policy_pb2_grpc
@@ -152,6 +152,14 @@ def _start_trainer(spec: Any, store: WeightStore, record: StepRecord, checkpoint
 
 
 def serve(runtime: ServiceRuntime) -> None:
+    started = start(runtime)
+    if started is not None:
+        started.serve_until_signal()
+
+
+def start(runtime: ServiceRuntime) -> StartedService | None:
+    """Rank 0 (or the only rank): the trainer serving gRPC, training in a thread. Other ranks
+    follow rank 0's steps here until it stops, then return None."""
     from lecritique.redis_connection import redis_client
     from lecritique.training.checkpoint import TrainerCheckpoints
     from lecritique.training.distributed import init_distributed_from_env
@@ -196,13 +204,13 @@ def serve(runtime: ServiceRuntime) -> None:
 
     if not context.is_main:
         _serve_other_rank(runtime, trainer, after_step)
-        return
+        return None
     if record.step == 0:
         latest = store.latest("policy")
         assert latest is not None
         record.data.update({"policy_version": latest[0], "path": str(latest[1])})
     servicer = PolicyTrainerServicer(store, record, runtime.experiment_id)
-    _serve_rank_zero(runtime, servicer, trainer, current, after_step, context.enabled)
+    return _start_rank_zero(runtime, servicer, trainer, current, after_step, context.enabled)
 
 
 def _serve_other_rank(runtime: ServiceRuntime, trainer: Any, after_step: Any) -> None:
@@ -234,10 +242,10 @@ def _next_batch(servicer: PolicyTrainerServicer, current: dict[str, Any]) -> Any
     return job.trajectories
 
 
-def _serve_rank_zero(
+def _start_rank_zero(
     runtime: ServiceRuntime, servicer: PolicyTrainerServicer, trainer: Any, current: dict[str, Any],
     after_step: Any, distributed: bool,
-) -> None:
+) -> StartedService:
     from lecritique.training.distributed import Idle
     from lecritique.training.policy_worker import run_policy_worker
 
@@ -286,5 +294,9 @@ def _serve_rank_zero(
         service_names=[TRAINER_SERVICE.full_name],
         **runtime.server_options(),
     )
-    run_until_signal(running, on_stop=lambda: servicer.jobs.put(None))
-    training.join(timeout=30)
+
+    def stop_training() -> None:
+        servicer.jobs.put(None)
+        training.join(timeout=30)
+
+    return StartedService(running, on_stop=stop_training)

@@ -24,7 +24,7 @@ from lecritique.config import load_spec
 from lecritique.config.runtime import ServiceRuntime
 from lecritique.engines import SamplingParams, build_engine
 from lecritique.rpc.codec import require_tensor, to_tensor
-from lecritique.rpc.server import run_until_signal, start_server
+from lecritique.rpc.server import StartedService, start_server
 from lecritique.v1 import common_pb2, rollout_pb2, rollout_pb2_grpc
 from lecritique.weights import WeightStore
 
@@ -172,6 +172,11 @@ def _newest_engine(spec: Any, store: WeightStore, attempts: int = 5) -> tuple[in
 
 
 def serve(runtime: ServiceRuntime) -> None:
+    start(runtime).serve_until_signal()
+
+
+def start(runtime: ServiceRuntime) -> StartedService:
+    """The newest policy on the spec's engine, serving on the runtime's port."""
     spec = load_spec(runtime.spec_path)
     store = WeightStore(runtime.weights_dir, experiment=runtime.experiment_id)
     version, path, config, engine = _newest_engine(spec, store)
@@ -202,4 +207,4 @@ def serve(runtime: ServiceRuntime) -> None:
             store.role_dir("policy"), lambda: dict(model_tensors(engine.model)), lambda: servicer.lock,
             servicer.broadcast_received,
         ).start()
-    run_until_signal(running, on_stop=servicer.receiver.stop if servicer.receiver is not None else None)
+    return StartedService(running, on_stop=servicer.receiver.stop if servicer.receiver is not None else None)

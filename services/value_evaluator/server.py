@@ -30,7 +30,7 @@ from lecritique.critics.kinds import ServingContext, critic_kind
 from lecritique.critics.specs import CriticSpec
 from lecritique.critics.types import ActorInfo, CriticBackend, CriticQuery, Peer
 from lecritique.rpc.codec import fill_ragged
-from lecritique.rpc.server import run_until_signal, start_server
+from lecritique.rpc.server import StartedService, start_server
 from lecritique.rpc.wire import WireRequest, add_servicer
 from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
 from lecritique.weights import WeightStore
@@ -247,6 +247,11 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
 
 
 def serve(runtime: ServiceRuntime) -> None:
+    start(runtime).serve_until_signal()
+
+
+def start(runtime: ServiceRuntime) -> StartedService:
+    """The spec's critic (its newest version, hot-swapped as new ones arrive), serving on the runtime's port."""
     spec = load_spec(runtime.spec_path)
     if spec.critic is None:
         raise SystemExit("value-evaluator: the experiment spec has no critic section")
@@ -264,4 +269,4 @@ def serve(runtime: ServiceRuntime) -> None:
         service_names=[EVALUATOR_SERVICE.full_name],
         **runtime.server_options(),
     )
-    run_until_signal(running, on_stop=servicer.stop)
+    return StartedService(running, on_stop=servicer.stop)

@@ -42,8 +42,9 @@ from lecritique.critics.kinds import CriticLearner, TrainerFactory, critic_kind
 from lecritique.critics.specs import CriticSpec, TrainedCriticSpec
 from lecritique.redis_connection import connect_redis
 from lecritique.replay import ReplayBuffer
-from lecritique.rpc.server import run_until_signal, start_rank_health, start_server
+from lecritique.rpc.server import StartedService, start_rank_health, start_server
 from lecritique.training.checkpoint import TrainerCheckpoints
+from lecritique.training.config import TrainerProcessesConfig
 from lecritique.training.distributed import (
     HEARTBEAT_SECONDS,
     IDLE,
@@ -72,92 +73,42 @@ PUBLISHED = Gauge("lecritique_value_published_version", "Newest published critic
 
 
 class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
+    """The critic's training loop and its gRPC answers, over parts :func:`build_value_trainer`
+    made (the Redis connection, the learner with its first published version, the weight sync):
+    constructing one connects, publishes and starts nothing."""
+
     def __init__(
-        self, spec: ExperimentSpec, critic: CriticSpec, runtime: ServiceRuntime, context: DistributedContext | None = None
+        self,
+        spec: ExperimentSpec,
+        critic: CriticSpec,
+        experiment: str,
+        context: DistributedContext,
+        store: WeightStore,
+        learned: tuple[CriticLearner | None, int],
+        replay: ReplayBuffer[Trajectory] | None,
+        checkpoints: TrainerCheckpoints | None = None,
+        sync: WeightSync | None = None,
     ) -> None:
         self.spec = spec
         self.critic = critic
         self.kind = critic_kind(critic)
-        self.experiment = runtime.experiment_id
-        self.context = context or current_context()
-        self.checkpoints = _checkpoints(critic, runtime)
-        redis = connect_redis(runtime.redis_url) if self.context.is_main else None
-        self.store = WeightStore(runtime.weights_dir, redis=redis, experiment=self.experiment)
-        self.trainer: CriticLearner | None = None
-        version = 0
-        factory = self.kind.trainer
-        if factory is None:
-            logger.info("the %s critic is never trained: value trainer idle", self.kind.name)
-        else:
-            self.trainer, version = self._start_learner(factory)
-        self.version = version
-        self.replay = (
-            None if redis is None
-            else ReplayBuffer(redis, self.experiment, **critic.replay.model_dump(), decode=Trajectory.from_bytes)
-        )
+        self.experiment = experiment
+        self.context = context
+        self.store = store
+        self.trainer, self.version = learned
+        self.replay = replay
+        self.checkpoints = checkpoints
+        self.sync = sync
         # A critic that is never trained has no batches; its Status still reports the replay depth.
         self.batch_size = spec.critic_batch_size
         # ``lambda_target: auto`` resolves to 0.4^(1/L) (Le Critique §7.2): logged, as it is a number only here.
         self.lambda_target = spec.estimator.critic_target_lambda()
-        logger.info("critic targets: lambda_target = %.6f", self.lambda_target)
-        self.sync = self._weight_sync()
         self.updates = 0
         self.last: dict[str, float] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._train_loop, name="critic-training", daemon=True)
-        PUBLISHED.labels(self.experiment).set(version)
 
-    def _start_learner(self, factory: TrainerFactory[Any]) -> tuple[CriticLearner, int]:
-        """Every rank builds the learner from the version rank 0 chose: the newest critic, else a fresh one."""
-        choice: tuple[str, int, str] | None = None
-        if self.context.is_main:
-            latest = self.store.latest("critic")
-            if latest is None:
-                policy_version, policy_path = self.store.wait_latest("policy")
-                choice = ("fresh", policy_version, str(policy_path))
-            else:
-                choice = ("resume", latest[0], str(latest[1]))
-        how, version, path = broadcast_object(choice)
-        if how == "resume":
-            logger.info("resuming from critic version %d", version)
-            learner = factory.resume(self.critic, Path(path), self._policy_dir, self.spec.seed)
-            self._restore(learner, version)
-            return learner, version
-        trainer = factory.fresh(self.critic, Path(path), self.spec.seed)
-        if isinstance(trainer, HFTrainer):
-            published = trainer.publish(self.store, "critic")  # every rank: a collective under FSDP2
-        else:
-            published = self.store.publish("critic", trainer.save)
-        if self.context.is_main:
-            logger.info("initialised critic from policy version %d, published as critic version %s", version, published)
-        return trainer, published or 0
-
-    def _restore(self, trainer: CriticLearner, version: int) -> None:
-        """Every rank: the newest checkpoint's training state. Its weights too when it is of the
-        version resumed or newer (a broadcast version may not be on the volume); else only the
-        AdamW state and step (a version was published after it: the moments are that stale)."""
-        found = self.checkpoints.latest() if self.checkpoints is not None else None
-        if found is None or not isinstance(trainer, HFTrainer):
-            return
-        meta, path = found
-        exact = int(meta.extra.get("version", -1)) >= version
-        assert self.checkpoints is not None
-        self.checkpoints.load(trainer, path, weights=exact)
-        if self.context.is_main:
-            logger.info(
-                "resumed the critic's %s of update %d (checkpoint of version %s) from %s",
-                "whole training state" if exact else "AdamW state", meta.step, meta.extra.get("version"), path,
-            )
-
-    def _weight_sync(self) -> WeightSync | None:
-        """How versions of a critic trained by an :class:`HFTrainer` reach the evaluators: a broadcast or the store."""
-        if not isinstance(self.trainer, HFTrainer):
-            return None
-        return WeightSync(
-            self.trainer, self.store, "critic", getattr(self.critic, "weight_transport", None),
-            receivers=self.critic.evaluator_replicas, keep_last=getattr(self.critic, "keep_versions", None),
-        )
 
     def _publish(self, trainer: CriticLearner, critic: TrainedCriticSpec) -> int:
         """The next version (every rank calls it; the others get the version they had)."""
@@ -165,9 +116,6 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
             version = self.sync.publish()
             return self.version if version is None else version
         return self.store.publish("critic", trainer.save, keep_last=critic.keep_versions)
-
-    def _policy_dir(self) -> Path:
-        return Path(self.spec.policy.path) if self.spec.policy.path else self.store.wait_latest("policy")[1]
 
     def start(self) -> None:
         """Rank 0: train in a thread next to the gRPC server."""
@@ -282,25 +230,117 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         )
 
 
+def build_value_trainer(
+    spec: ExperimentSpec, critic: CriticSpec, runtime: ServiceRuntime, context: DistributedContext | None = None
+) -> ValueTrainerService:
+    """Connect to Redis (rank 0), start the learner from the newest critic or publish a fresh one
+    as version 0, and set up how versions reach the evaluators (a broadcast or the store)."""
+    context = context or current_context()
+    kind = critic_kind(critic)
+    checkpoints = _checkpoints(critic, runtime)
+    redis = connect_redis(runtime.redis_url) if context.is_main else None
+    store = WeightStore(runtime.weights_dir, redis=redis, experiment=runtime.experiment_id)
+    learned: tuple[CriticLearner | None, int] = (None, 0)
+    if kind.trainer is None:
+        logger.info("the %s critic is never trained: value trainer idle", kind.name)
+    else:
+        learned = _start_learner(kind.trainer, spec, critic, store, context, checkpoints)
+    replay = (
+        None if redis is None
+        else ReplayBuffer(redis, runtime.experiment_id, **critic.replay.model_dump(), decode=Trajectory.from_bytes)
+    )
+    sync = None
+    if isinstance(learned[0], HFTrainer) and isinstance(critic, TrainerProcessesConfig):
+        sync = WeightSync(
+            learned[0], store, "critic", critic.weight_transport,
+            receivers=critic.evaluator_replicas, keep_last=critic.keep_versions,
+        )
+    service = ValueTrainerService(
+        spec, critic, runtime.experiment_id, context, store, learned, replay, checkpoints, sync
+    )
+    logger.info("critic targets: lambda_target = %.6f", service.lambda_target)
+    PUBLISHED.labels(runtime.experiment_id).set(service.version)
+    return service
+
+
+def _start_learner(
+    factory: TrainerFactory[Any], spec: ExperimentSpec, critic: CriticSpec, store: WeightStore,
+    context: DistributedContext, checkpoints: TrainerCheckpoints | None,
+) -> tuple[CriticLearner, int]:
+    """Every rank builds the learner from the version rank 0 chose: the newest critic, else a fresh one."""
+    choice: tuple[str, int, str] | None = None
+    if context.is_main:
+        latest = store.latest("critic")
+        if latest is None:
+            policy_version, policy_path = store.wait_latest("policy")
+            choice = ("fresh", policy_version, str(policy_path))
+        else:
+            choice = ("resume", latest[0], str(latest[1]))
+    how, version, path = broadcast_object(choice)
+    if how == "resume":
+        logger.info("resuming from critic version %d", version)
+
+        def policy_dir() -> Path:
+            return Path(spec.policy.path) if spec.policy.path else store.wait_latest("policy")[1]
+
+        learner = factory.resume(critic, Path(path), policy_dir, spec.seed)
+        _restore(learner, version, checkpoints, context)
+        return learner, version
+    trainer = factory.fresh(critic, Path(path), spec.seed)
+    if isinstance(trainer, HFTrainer):
+        published = trainer.publish(store, "critic")  # every rank: a collective under FSDP2
+    else:
+        published = store.publish("critic", trainer.save)
+    if context.is_main:
+        logger.info("initialised critic from policy version %d, published as critic version %s", version, published)
+    return trainer, published or 0
+
+
+def _restore(
+    trainer: CriticLearner, version: int, checkpoints: TrainerCheckpoints | None, context: DistributedContext
+) -> None:
+    """Every rank: the newest checkpoint's training state. Its weights too when it is of the
+    version resumed or newer (a broadcast version may not be on the volume); else only the
+    AdamW state and step (a version was published after it: the moments are that stale)."""
+    found = checkpoints.latest() if checkpoints is not None else None
+    if found is None or checkpoints is None or not isinstance(trainer, HFTrainer):
+        return
+    meta, path = found
+    exact = int(meta.extra.get("version", -1)) >= version
+    checkpoints.load(trainer, path, weights=exact)
+    if context.is_main:
+        logger.info(
+            "resumed the critic's %s of update %d (checkpoint of version %s) from %s",
+            "whole training state" if exact else "AdamW state", meta.step, meta.extra.get("version"), path,
+        )
+
+
 def _checkpoints(critic: CriticSpec, runtime: ServiceRuntime) -> TrainerCheckpoints | None:
     """The critic's DCP checkpoints in the run's state directory (None: the critic's spec asks for none)."""
-    every = getattr(critic, "checkpoint_every", None)
-    if every is None:
+    if not isinstance(critic, TrainerProcessesConfig) or critic.checkpoint_every is None:
         return None
     state_dir = runtime.state_dir or runtime.weights_dir / "state"
-    return TrainerCheckpoints(state_dir / "critic_trainer_checkpoints", getattr(critic, "checkpoint_keep", 2), every)
+    return TrainerCheckpoints(state_dir / "critic_trainer_checkpoints", critic.checkpoint_keep, critic.checkpoint_every)
 
 
 def serve(runtime: ServiceRuntime) -> None:
+    started = start(runtime)
+    if started is not None:
+        started.serve_until_signal()
+
+
+def start(runtime: ServiceRuntime) -> StartedService | None:
+    """Rank 0 (or the only rank): the critic's trainer serving gRPC, training in a thread. Other
+    ranks follow rank 0's batches here until it stops, then return None."""
     spec = load_spec(runtime.spec_path)
     if spec.critic is None:
         raise SystemExit("value-trainer: the experiment spec has no critic section")
     context = init_distributed_from_env()
     torch.manual_seed(spec.seed)  # a fresh critic's head is the same in every run of the spec
-    service = ValueTrainerService(spec, spec.critic, runtime, context)
+    service = build_value_trainer(spec, spec.critic, runtime, context)
     if not context.is_main:
         _serve_other_rank(runtime, service)
-        return
+        return None
     running = start_server(
         service="value-trainer",
         add_servicers=lambda server: value_pb2_grpc.add_ValueTrainerServicer_to_server(service, server),
@@ -308,7 +348,7 @@ def serve(runtime: ServiceRuntime) -> None:
         **runtime.server_options(),
     )
     service.start()
-    run_until_signal(running, on_stop=service.stop)
+    return StartedService(running, on_stop=service.stop)
 
 
 def _serve_other_rank(runtime: ServiceRuntime, service: ValueTrainerService) -> None:

@@ -81,3 +81,38 @@ def test_auto_lambda_resolves_from_the_rollout_and_survives_a_round_trip():
         parse_spec(spec(estimator={"name": "gae", "lambda_gae": "sometimes"}))
     with pytest.raises(SpecError, match="lambda_target"):
         parse_spec(spec(estimator={"name": "gae", "lambda_target": 1.5}))
+
+
+@pytest.mark.parametrize(
+    ("environment", "max_model_len", "max_tokens", "accepted"),
+    [
+        # examples/codeio before the fix: the context is the response budget, no prompt fits.
+        ({"kind": "codeio"}, 8192, 8192, False),
+        ({"kind": "codeio"}, 12287, 8192, False),  # 1 token short of Le Critique's 4096 + 8192
+        ({"kind": "codeio"}, 12288, 8192, True),
+        ({"kind": "sudoku", "size": 4}, 64, 64, False),
+        ({"kind": "sudoku", "size": 4}, 65, 64, True),
+    ],
+)
+def test_an_engine_context_must_hold_a_prompt_and_a_response(environment, max_model_len, max_tokens, accepted):
+    """The episode player ends an episode whose context cannot hold the next action (reward 0):
+    a spec whose vLLM context leaves no room beside the response budget would train on nothing."""
+    data = spec(
+        environment=environment, critic=None, estimator={"name": "mean"},
+        rollout={"engine": {"kind": "vllm", "max_model_len": max_model_len}, "sampling": {"max_tokens": max_tokens}},
+    )
+    if accepted:
+        assert parse_spec(data).rollout.engine.max_model_len == max_model_len
+        return
+    with pytest.raises(SpecError, match=r"rollout.engine.max_model_len \(\d+\) leaves no room .*rollout.sampling.max_tokens"):
+        parse_spec(data)
+
+
+def test_turn_segments_keep_every_turn_a_state_unless_capped():
+    """BabyAI's up-to-100 turns are 100 states of a turn-rule critic, not 16 merged ones."""
+    frozen = parse_spec(spec(estimator={"name": "lvrl"}, critic={"kind": "frozen_llm"}))
+    assert frozen.critic.segments.rule == "turn" and frozen.critic.segments.max_segments is None
+    generative = parse_spec(spec(critic={"kind": "generative", "segments": {"rule": "turn"}}, estimator={"name": "value"}))
+    assert generative.critic.segments.max_segments is None
+    sentences = parse_spec(spec(critic={"kind": "generative"}, estimator={"name": "value"}))
+    assert sentences.critic.segments.rule == "sentence" and sentences.critic.segments.max_segments == 16

@@ -27,7 +27,7 @@ from lecritique.pretrain.train import split_by_task, train_epoch
 from lecritique.training.checkpoint import TrainerCheckpoints
 from lecritique.training.critic_trainer import CriticTrainer
 from lecritique.weights import WeightStore
-from services.value_trainer.server import ValueTrainerService
+from services.value_trainer.server import build_value_trainer
 from tests.critics.conftest import text_trajectory
 from tests.services.conftest import write_spec
 
@@ -78,7 +78,7 @@ def test_a_later_runs_value_trainer_starts_from_the_pretrained_critic(ascii_mode
         redis_url=embedded_redis.url,
     )
     WeightStore(runtime.weights_dir, redis=redis_db, experiment="later").publish("policy", ascii_model)
-    service = ValueTrainerService(later, later.critic, runtime)
+    service = build_value_trainer(later, later.critic, runtime)
     version, published = service.store.latest("critic")
     assert version == 0
     saved, loaded = load_file(result.critic_dir / "model.safetensors"), load_file(published / "model.safetensors")

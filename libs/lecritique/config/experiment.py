@@ -23,11 +23,10 @@ from lecritique.critics.kinds import critic_kind
 from lecritique.critics.specs import CriticSpec, TrainedCriticSpec, default_critic_kind
 from lecritique.critics.types import GROUP_CONTEXT_KINDS
 from lecritique.engines.config import EngineConfig, HFEngineConfig
-from lecritique.envs import EnvironmentConfig, environment_turn_limit
+from lecritique.envs import EnvironmentConfig, environment_prompt_budget, environment_turn_limit
 from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
 from lecritique.tracking.config import TrackerConfig
-from lecritique.training.config import PolicyTrainerConfig
-from lecritique.weights.config import SharedVolumeTransport, WeightTransportConfig
+from lecritique.training.config import PolicyTrainerConfig, TrainerProcessesConfig
 
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?")
 """An experiment name (matched whole with ``fullmatch``: no trailing newline slips through)."""
@@ -138,19 +137,8 @@ class RolloutSpec(SpecModel):
     """Sampling parameters of policy turns."""
 
 
-class PolicyTrainerSpec(PolicyTrainerConfig):
-    """Policy optimisation (loss, AdamW) and its process layout."""
-
-    processes: int = Field(default=1, ge=1, le=64)
-    """torch.distributed processes of the policy trainer in all (one per GPU), over one or more pods."""
-    processes_per_node: int | None = Field(default=None, ge=1, le=64)
-    """Processes per pod (torchrun --nproc_per_node; one per GPU of a node); None: the chart's gpusPerNode, or all on one pod."""
-    checkpoint_every: int | None = Field(default=1, ge=1)
-    """Save weights, AdamW state, step and RNG (DCP) every this many steps, so a restart resumes them; None: never."""
-    checkpoint_keep: int = Field(default=2, ge=1)
-    """Checkpoints kept in the run's state directory (older ones are deleted)."""
-    weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
-    """How new policy versions reach the rollout replicas: ``shared_volume`` or ``broadcast``."""
+class PolicyTrainerSpec(PolicyTrainerConfig, TrainerProcessesConfig):
+    """Policy optimisation (loss, AdamW) and its process layout (:class:`TrainerProcessesConfig`)."""
 
 
 class OrchestratorSpec(SpecModel):
@@ -214,6 +202,24 @@ class ExperimentSpec(SpecModel):
             return estimator  # a missing rollout or environment reports its own error
         length = rollout.sampling.max_tokens * environment_turn_limit(environment)
         return estimator.model_copy(update={"max_length": length})
+
+    @field_validator("rollout")
+    @classmethod
+    def _room_for_a_response(cls, rollout: RolloutSpec, info: ValidationInfo) -> RolloutSpec:
+        """An engine whose context cannot hold a prompt and one action ends every episode at once (reward 0)."""
+        environment = info.data.get("environment")
+        engine = rollout.engine
+        if environment is None or engine.kind != "vllm":
+            return rollout  # the HF engine's context is the model's own, known only once it is loaded
+        prompt = environment_prompt_budget(environment)
+        if engine.max_model_len < prompt + rollout.sampling.max_tokens:
+            raise ValueError(
+                f"rollout.engine.max_model_len ({engine.max_model_len}) leaves no room for a response: it must hold "
+                f"the {environment.kind} prompt budget ({prompt} tokens) plus rollout.sampling.max_tokens "
+                f"({rollout.sampling.max_tokens}), i.e. be at least {prompt + rollout.sampling.max_tokens}; "
+                "else every episode ends before its first action with reward 0"
+            )
+        return rollout
 
     @field_validator("critic", mode="before")
     @classmethod

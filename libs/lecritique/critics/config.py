@@ -39,6 +39,10 @@ FROZEN_SYSTEM_PROMPT = (
 """Default system message of the frozen LLM critic (LVRL)."""
 
 
+DEFAULT_MAX_SEGMENTS = 16
+"""States per trajectory of the ``sentence`` and ``line`` rules when ``max_segments`` is unset."""
+
+
 class SpecBase(BaseModel):
     """Base of the critic settings: unknown fields are errors, attribute docstrings document fields."""
 
@@ -50,8 +54,17 @@ class SegmentsConfig(SpecBase):
 
     rule: SegmentRule = "sentence"
     """``sentence``, ``line`` or ``turn`` boundaries (see :mod:`lecritique.critics.segments`)."""
-    max_segments: int = Field(default=16, ge=1, le=4096)
-    """Most states scored per trajectory; beyond it neighbouring segments merge (cost bound)."""
+    max_segments: int | None = Field(default=None, ge=1, le=4096)
+    """Most states scored per trajectory; beyond it neighbouring segments merge (cost bound).
+    Unset: none for ``turn`` (each turn is a state; the environment's turn limit bounds them, and
+    BabyAI's 100 turns merged into 16 states would give 6 actions one value), 16 otherwise."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_cap(cls, data: object) -> object:
+        if isinstance(data, dict) and "max_segments" not in data and data.get("rule", "sentence") != "turn":
+            return {**data, "max_segments": DEFAULT_MAX_SEGMENTS}
+        return data
 
 
 class GenerativeCriticConfig(SpecBase):

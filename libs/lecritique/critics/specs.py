@@ -15,8 +15,7 @@ from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig, S
 from lecritique.critics.icc import INITIAL_REWARD_AVERAGE, REWARD_AVERAGE_DECAY
 from lecritique.critics.types import PEER_SUMMARY_CHARS, CriticContextKind
 from lecritique.replay.config import ReplayBounds
-from lecritique.training.config import CriticTrainerConfig, OptimizerConfig
-from lecritique.weights.config import SharedVolumeTransport, WeightTransportConfig
+from lecritique.training.config import CriticTrainerConfig, OptimizerConfig, TrainerProcessesConfig
 
 DEFAULT_KIND = "discriminative"
 """The kind of a critic section that names none."""
@@ -81,7 +80,7 @@ class TrainedCriticSpec(CriticServingSpec):
     """Critic versions kept in the weight store (older ones are pruned)."""
 
 
-class DiscriminativeCriticSpec(CriticTrainerConfig, TrainedCriticSpec):
+class DiscriminativeCriticSpec(CriticTrainerConfig, TrainerProcessesConfig, TrainedCriticSpec):
     """The scalar-head critic (backbone copied from the policy, head random; Appendix B.3)."""
 
     kind: Literal["discriminative"] = "discriminative"
@@ -92,19 +91,6 @@ class DiscriminativeCriticSpec(CriticTrainerConfig, TrainedCriticSpec):
     """A saved critic to start from (Le Critique §7.1, value pretraining reused across runs): a
     published critic version of an earlier run (``RUN/weights/critic/NNNNNNNN``) or a pretrained
     one. None: the policy's backbone with a fresh head (Appendix B.3)."""
-    weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
-    """How new critic versions reach the value evaluators: ``shared_volume`` or ``broadcast``."""
-    processes: int = Field(default=1, ge=1, le=64)
-    """torch.distributed processes of the value trainer in all (one per GPU), over one or more pods;
-    ``parallelism`` says how they share the critic (``ddp`` or ``fsdp2``)."""
-    processes_per_node: int | None = Field(default=None, ge=1, le=64)
-    """Processes per pod (torchrun --nproc_per_node); None: the chart's valueTrainer.gpusPerNode, or all on one pod."""
-    checkpoint_every: int | None = Field(default=1, ge=1, le=1_000_000)
-    """Save the critic's weights, AdamW state, step and RNG (DCP, sharded under FSDP2) every this
-    many updates, so a restarted value trainer resumes its optimiser; None: never (a restart
-    resumes the newest published weights with fresh AdamW moments)."""
-    checkpoint_keep: int = Field(default=2, ge=1, le=1_000)
-    """Checkpoints kept in the run's state directory (older ones are deleted)."""
 
     def trainer_processes(self) -> tuple[int, int | None]:
         return self.processes, self.processes_per_node

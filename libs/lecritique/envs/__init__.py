@@ -110,6 +110,14 @@ def environment_turn_limit(config: EnvironmentConfigBase) -> int:
     return int(build_environment(config).max_turns)
 
 
+def environment_prompt_budget(config: EnvironmentConfigBase) -> int:
+    """Tokens a first prompt of the environment ``config`` describes may take (without building it)."""
+    kind = getattr(config, "kind", None)
+    if kind not in _ENVIRONMENTS:
+        raise ValueError(f"unknown environment {kind!r}; known: {', '.join(environment_names())}")
+    return _ENVIRONMENTS[kind][1].prompt_budget_tokens
+
+
 def get_environment(name: str, **config: Any) -> Environment:
     """Build environment ``name`` from keyword settings (validated by its config model)."""
     if "kind" in config and config["kind"] != name:
@@ -136,6 +144,7 @@ __all__ = [
     "Task",
     "build_environment",
     "environment_names",
+    "environment_prompt_budget",
     "environment_turn_limit",
     "get_environment",
     "parse_environment_config",

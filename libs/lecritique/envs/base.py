@@ -83,6 +83,9 @@ class Environment(ABC):
     multi_turn: ClassVar[bool] = False
     privileged_kinds: ClassVar[tuple[str, ...]] = ()
     """Kinds of privileged context this environment's tasks carry in ``Task.privileged``."""
+    prompt_budget_tokens: ClassVar[int] = 1
+    """Tokens a first prompt may take, so an engine's context must hold this plus one action
+    (Le Critique Appendix D's input budgets where it gives one; else just a non-empty prompt)."""
     max_turns: int = 1
     """Turn limit of an episode."""
     max_action_chars: int = 256

@@ -128,6 +128,8 @@ def json_equal(left: Any, right: Any, tolerance: float) -> bool:
 class CodeIOEnvironment(Environment):
     name: ClassVar[str] = "codeio"
     privileged_kinds: ClassVar[tuple[str, ...]] = ("answer",)
+    prompt_budget_tokens: ClassVar[int] = 4096
+    """Le Critique Appendix D.1: 4,096 input tokens beside 8,192 generated ones."""
     max_action_chars: int = 16_384
 
     def __init__(self, config: CodeIOConfig | None = None) -> None:

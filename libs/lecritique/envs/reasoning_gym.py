@@ -96,6 +96,8 @@ def registered_datasets() -> list[str]:
 
 class ReasoningGymEnvironment(Environment):
     name: ClassVar[str] = "reasoning_gym"
+    prompt_budget_tokens: ClassVar[int] = 2048
+    """Le Critique Appendix D.1: an 8,192-token sequence limit with a 6,144-token completion cap."""
     privileged_kinds: ClassVar[tuple[str, ...]] = ("answer",)
     max_action_chars: int = 16_384
 

@@ -153,6 +153,28 @@ def write_port_file(path: Path, grpc_port: int | None, metrics_port: int | None)
     temporary.replace(path)
 
 
+@dataclass
+class StartedService:
+    """A service serving gRPC, started by its ``start(runtime)``: its ``serve`` blocks on it until
+    a signal (:func:`run_until_signal`); an in-process caller (the examples' tests) stops it."""
+
+    running: RunningServer
+    on_stop: Callable[[], None] | None = None
+    """Run after the server stopped: ends the service's threads."""
+
+    @property
+    def port(self) -> int:
+        return self.running.port
+
+    def stop(self, grace: float = 5.0) -> None:
+        self.running.stop(grace)
+        if self.on_stop is not None:
+            self.on_stop()
+
+    def serve_until_signal(self) -> None:
+        run_until_signal(self.running, self.on_stop)
+
+
 def run_until_signal(running: RunningServer, on_stop: Callable[[], None] | None = None) -> None:
     """Block until SIGTERM/SIGINT, then drain (health NOT_SERVING) and stop."""
     stopped = threading.Event()

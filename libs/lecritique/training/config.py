@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from lecritique.models.dtypes import DType
+from lecritique.weights.config import SharedVolumeTransport, WeightTransportConfig
 
 
 class OptimizerConfig(BaseModel):
@@ -99,6 +100,27 @@ class DataParallelConfig(BaseModel):
     """bf16 compute with float32 master weights and gradient reduction; ``auto``: bf16 on GPUs that support it, off on CPU."""
     activation_checkpointing: bool = False
     """Recompute each decoder layer's activations in the backward pass (less memory, one more forward)."""
+
+
+class TrainerProcessesConfig(BaseModel):
+    """A trainer service's processes, checkpoints and weight transport: one model for the policy
+    trainer (``policy_trainer``) and the discriminative critic's value trainer (``critic``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    processes: int = Field(default=1, ge=1, le=64)
+    """torch.distributed processes of the trainer in all (one per GPU), over one or more pods;
+    ``parallelism`` says how they share the model (``ddp`` or ``fsdp2``)."""
+    processes_per_node: int | None = Field(default=None, ge=1, le=64)
+    """Processes per pod (torchrun --nproc_per_node; one per GPU of a node); None: the chart's gpusPerNode, or all on one pod."""
+    checkpoint_every: int | None = Field(default=1, ge=1, le=1_000_000)
+    """Save weights, AdamW state, step and RNG (DCP, sharded under FSDP2) every this many updates,
+    so a restarted trainer resumes its optimiser; None: never (a restart resumes the newest
+    published weights with fresh AdamW moments)."""
+    checkpoint_keep: int = Field(default=2, ge=1, le=1_000)
+    """Checkpoints kept in the run's state directory (older ones are deleted)."""
+    weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
+    """How new versions reach their readers (rollout replicas, value evaluators): ``shared_volume`` or ``broadcast``."""
 
 
 class PolicyTrainerConfig(DataParallelConfig):
