@@ -39,25 +39,12 @@ def run(
     quiet_third_party(verbose)
     from rich.console import Console
 
-    from lecritique.launch.local import LocalLauncher, finished_step, resolve_policy
-    from lecritique.reporting import write_report
+    from lecritique.launch.local import LocalLauncher, resolve_policy
 
     # Messages are not wrapped inside their text (the terminal wraps; a log or the API's error field keeps them whole).
     console = Console(soft_wrap=True)
     experiment = _checked_spec(spec, console)
-    if force and out.exists():
-        import shutil
-
-        console.print(f"--force: deleting {out} and starting again")
-        shutil.rmtree(out)
-    done = finished_step(out, experiment.orchestrator.steps)
-    if done is not None:
-        if not (out / "report.md").exists() and (out / "metrics.jsonl").exists():
-            write_report(out, title=experiment.name)
-        console.print(
-            f"{out} already holds a finished run (step {done} of {experiment.orchestrator.steps}); nothing started. "
-            f"report: {out / 'report.md'}. --force starts it again from scratch; a larger orchestrator.steps continues it."
-        )
+    if _left_alone(out, experiment, force, console):
         return
     if experiment.policy.tiny is not None:
         # build_tiny shows its own progress bar (a first build takes a few minutes; later runs hit the cache).
@@ -71,18 +58,7 @@ def run(
 
     signal.signal(signal.SIGTERM, terminate)
     try:
-        with console.status("starting services") as status:
-
-            def stage(text: str) -> None:
-                # A terminal shows the current stage in place; a log or a pipe gets one line per stage.
-                if console.is_terminal:
-                    status.update(text)
-                else:
-                    console.print(text)
-
-            launcher.start_services(on_stage=stage)
-            stage("starting the orchestrator")
-            launcher.start_orchestrator()
+        _start(launcher, console)
         code = _follow(launcher, experiment.orchestrator.steps, console, resumed_at=launcher.completed_step())
     except KeyboardInterrupt:
         console.print("interrupted: stopping every service")
@@ -95,13 +71,59 @@ def run(
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         launcher.stop()
+    _report_and_exit(out, experiment.name, code, started, console)
+
+
+def _report_and_exit(out: Path, title: str, code: int, started: bool, console: Any) -> None:
+    """Write the report of what the run recorded; exit with the orchestrator's code if it failed."""
+    from lecritique.reporting import write_report
+
     if (out / "metrics.jsonl").exists():
-        png, md = write_report(out, title=experiment.name)
+        png, md = write_report(out, title=title)
         console.print(f"report: {md} and {png}")
     if code != 0:
         if started:
             console.print(f"[red]orchestrator exited with code {code}; see {out / 'logs'}")
         raise typer.Exit(code or 1)
+
+
+def _left_alone(out: Path, experiment: ExperimentSpec, force: bool, console: Any) -> bool:
+    """--force: delete OUT. Else, when OUT holds a finished run, say so (the report is written if
+    missing) and return True: nothing is to be started."""
+    from lecritique.launch.local import finished_step
+    from lecritique.reporting import write_report
+
+    if force and out.exists():
+        import shutil
+
+        console.print(f"--force: deleting {out} and starting again")
+        shutil.rmtree(out)
+    done = finished_step(out, experiment.orchestrator.steps)
+    if done is None:
+        return False
+    if not (out / "report.md").exists() and (out / "metrics.jsonl").exists():
+        write_report(out, title=experiment.name)
+    console.print(
+        f"{out} already holds a finished run (step {done} of {experiment.orchestrator.steps}); nothing started. "
+        f"report: {out / 'report.md'}. --force starts it again from scratch; a larger orchestrator.steps continues it."
+    )
+    return True
+
+
+def _start(launcher: Any, console: Any) -> None:
+    """Every service, then the orchestrator; a terminal shows the current stage in place, a log or
+    a pipe gets one line per stage."""
+    with console.status("starting services") as status:
+
+        def stage(text: str) -> None:
+            if console.is_terminal:
+                status.update(text)
+            else:
+                console.print(text)
+
+        launcher.start_services(on_stage=stage)
+        stage("starting the orchestrator")
+        launcher.start_orchestrator()
 
 
 def _checked_spec(spec: Path, console: Any) -> ExperimentSpec:
