@@ -54,6 +54,11 @@ def _cli_command(words: list[str]) -> tuple[Any, list[str], list[str]]:
     path: list[str] = []
     rest = list(words)
     while hasattr(command, "commands") and rest:  # a group (typer vendors its own click: no isinstance)
+        if rest[0].startswith("-"):  # the group's own option (`lecritique --verbose run ...`)
+            group_options = {name for parameter in command.params for name in parameter.opts}
+            assert rest[0] in group_options, f"`lecritique {' '.join(path)}` has no option {rest[0]} (known: {sorted(group_options)})"
+            path.append(rest.pop(0))
+            continue
         names = rest[0].split("|")  # a synopsis may list alternatives: `experiments list|get|...`
         found = [command.commands.get(name) for name in names]
         missing = [name for name, sub in zip(names, found, strict=True) if sub is None]
