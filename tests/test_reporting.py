@@ -50,6 +50,14 @@ def test_a_run_without_evaluations_or_critic_still_reports(tmp_path):
     assert "held-out" not in text and "| TETHER rho, final | n/a |" in text
 
 
+def test_one_evaluation_is_one_row(tmp_path):
+    """Not the step-25 row twice, as 'first' and 'last' (issue 30)."""
+    rows = [{"step": s, "reward_mean": 0.5, "seconds": float(s)} | ({"eval_success": 0.25} if s == 25 else {}) for s in range(1, 31)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _, md = write_report(tmp_path)
+    assert md.read_text().count("| held-out greedy success, step 25 | 0.250 |") == 1
+
+
 def test_a_directory_without_metrics_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
         load_metrics(tmp_path)

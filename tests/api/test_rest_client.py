@@ -175,6 +175,18 @@ def test_the_commands(api: ApiProcess, tmp_path: Path, embedded_redis: Any) -> N
     assert warned.returncode == 0 and "environment.path 'problems.jsonl' is relative" in warned.stderr
 
 
+def test_a_failed_runs_error_keeps_each_message_on_one_line(api: ApiProcess) -> None:
+    """The run's console is not wrapped at 80 columns, so the stored error has no newline inside a message (issue 30)."""
+    spec = failing_spec("long-path")
+    path = "/nonexistent/" + "a-long-directory-name/" * 4 + "problems.jsonl"
+    spec["environment"]["path"] = path
+    with LecritiqueClient(api.url, ALICE) as alice:
+        experiment = alice.submit(spec)
+        final = alice.wait(experiment.id, poll_seconds=0.5, timeout=120)
+    assert final.status == "failed" and final.error is not None
+    assert f"dataset {path} does not exist" in final.error.splitlines(), final.error
+
+
 def test_login_checks_the_token_and_saves_it_for_the_owner_only(api: ApiProcess, tmp_path: Path) -> None:
     config = tmp_path / "config" / "client.json"
     wrong = cli(api, "login", "--token-stdin", stdin="wrong\n", token=None, config=config)

@@ -25,6 +25,8 @@ from lecritique.client import LecritiqueClient, RetryPolicy, Unavailable
 from tests.helm_support import ROOT
 
 GOOD = "good-token"
+EXPERIMENT = {"id": "exp-0123456789", "name": "sudoku-mini-pvf", "tenant": "t", "status": "running", "launcher": "local",
+              "created_at": 1.0, "updated_at": 1.0, "step": 7}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +36,7 @@ def api_url() -> Iterator[str]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.headers.get("Authorization") == f"Bearer {GOOD}":
-                status, body = 200, {"experiments": []}
+                status, body = 200, {"experiments": [EXPERIMENT]}
             else:
                 status, body = 401, {"detail": [{"field": "Authorization", "message": "unknown token", "type": "unauthorized"}]}
             data = json.dumps(body).encode()
@@ -127,3 +129,12 @@ def test_a_stopped_api_shows_the_first_retry_at_once(tmp_path: Path) -> None:
     finally:
         process.kill()
         process.wait()
+
+
+def test_experiments_list_prints_a_header(api_url: str, tmp_path: Path) -> None:
+    listed = lecritique(environment(api_url, tmp_path / "client.json", token=GOOD), "experiments", "list")
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.splitlines()
+    assert header.split() == ["ID", "STATUS", "STEP", "SUBMITTED", "NAME"]
+    assert row.startswith("exp-0123456789  running") and row.endswith("sudoku-mini-pvf")
+    assert header.index("STEP") + len("STEP") == row.index(" 7 ") + 2  # right-aligned under its header

@@ -7,14 +7,18 @@ The API is a service (``services/api``), not part of the library: ``serve`` name
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lecritique.tenancy.tokens import hash_token, is_tenant_name, new_token
+
+if TYPE_CHECKING:
+    from lecritique.redis_connection import EmbeddedRedis
 
 API_FACTORY = "services.api.app:create_app_from_env"
 """The API service's application factory, as uvicorn names it."""
@@ -24,9 +28,15 @@ api_app = typer.Typer(name="api", help="The REST API (submit, inspect and cancel
 
 @api_app.command("serve")
 def serve(
-    redis_url: Annotated[str, typer.Option(envvar=["LECRITIQUE_API_REDIS_URL", "REDIS_URL"], help="Redis for experiment records.")],
+    redis_url: Annotated[
+        str | None, typer.Option(envvar=["LECRITIQUE_API_REDIS_URL", "REDIS_URL"], help="Redis for experiment records (--dev: an embedded one).")
+    ] = None,
+    dev: Annotated[
+        bool, typer.Option("--dev", help="This machine only: start an embedded Redis (as `lecritique run` does), make a token "
+                           "for tenant 'dev' (printed once) and use the local launcher.")
+    ] = False,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
+    port: Annotated[int, typer.Option(envvar="LECRITIQUE_API_PORT", help="HTTP port.")] = 8000,
     launcher: Annotated[str, typer.Option(envvar="LECRITIQUE_API_LAUNCHER", help="local or kubernetes.")] = "local",
     tokens_file: Annotated[
         Path | None, typer.Option(envvar="LECRITIQUE_API_TOKENS_FILE", help="JSON of tenant -> sha256:<hex> token hash.")
@@ -44,6 +54,15 @@ def serve(
 
     if launcher not in ("local", "kubernetes"):
         raise typer.BadParameter(f"launcher must be 'local' or 'kubernetes', got {launcher!r}")
+    redis = None
+    if dev:
+        if launcher != "local":
+            raise typer.BadParameter("--dev runs experiments on this machine: it needs --launcher local")
+        redis_url, redis, token = _dev_setup(runs_dir, host, port)
+    elif not redis_url:
+        typer.secho("error: the API needs a Redis: give --redis-url (or LECRITIQUE_API_REDIS_URL), or run "
+                    "`lecritique api serve --dev` for an embedded one on this machine (docs/deployment.md, Local mode)", fg="red", err=True)
+        raise typer.Exit(2)
     options = {
         "LECRITIQUE_API_REDIS_URL": redis_url,
         "LECRITIQUE_API_LAUNCHER": launcher,
@@ -52,8 +71,41 @@ def serve(
         "LECRITIQUE_API_LAUNCHER_DEFAULTS": str(launcher_defaults) if launcher_defaults else "",
         "LECRITIQUE_API_RECONCILE_SECONDS": str(reconcile_seconds),
     }
+    if dev:
+        tokens = json.loads(os.environ.get("LECRITIQUE_API_TOKENS") or "{}")
+        options["LECRITIQUE_API_TOKENS"] = json.dumps({**tokens, DEV_TENANT: hash_token(token)})
     os.environ.update(options)
-    uvicorn.run(API_FACTORY, factory=True, host=host, port=port, log_level=log_level.lower())
+    try:
+        uvicorn.run(API_FACTORY, factory=True, host=host, port=port, log_level=log_level.lower())
+    finally:
+        if redis is not None:
+            redis.stop()
+
+
+DEV_TENANT = "dev"
+"""The tenant ``serve --dev`` makes a token for."""
+
+
+def _dev_setup(runs_dir: Path, host: str, port: int) -> tuple[str, EmbeddedRedis, str]:
+    """An embedded Redis with a random password (data under the runs folder, so records survive a
+    restart) and a fresh token; prints what a client needs. Returns (Redis URL, server, token)."""
+    from lecritique.launch.local import protect_with_password
+    from lecritique.redis_connection import start_embedded_redis
+
+    data = runs_dir.resolve() / ".api-redis"
+    server = start_embedded_redis(data)
+    url = protect_with_password(server)
+    token = new_token()
+    api_url = f"http://{host}:{port}"
+    lines = [
+        f"lecritique API (dev): {api_url}, local launcher, runs in {runs_dir.resolve()}, embedded Redis (data in {data})",
+        f"token of tenant {DEV_TENANT!r}, printed this once and stored nowhere (a restart makes a new one); in another shell:",
+        f"export LECRITIQUE_API_URL={api_url}",
+        f"export LECRITIQUE_API_TOKEN={token}",
+    ]
+    typer.echo("\n".join(lines))
+    sys.stdout.flush()
+    return url, server, token
 
 
 @api_app.command("hash-token")
@@ -61,7 +113,8 @@ def hash_token_command(
     tenant: Annotated[str, typer.Argument(help="Tenant the token belongs to.")],
     stdin: Annotated[bool, typer.Option("--stdin", help="Hash the token read from stdin instead of making a new one.")] = False,
 ) -> None:
-    """Make a bearer token and print it with the hash to configure (only the hash is stored)."""
+    """Make a bearer token and print it with the hash to configure (only the hash is stored): as a
+    Helm value, a --tokens-file entry and the LECRITIQUE_API_TOKENS variable."""
     token = sys.stdin.readline().strip() if stdin else new_token()
     if not token:
         raise typer.BadParameter("empty token on stdin")
@@ -72,3 +125,6 @@ def hash_token_command(
         typer.echo(f"token (give it to {tenant}; it is not stored anywhere): {token}")
     typer.echo(f"hash: {digest}")
     typer.echo(f"helm: --set api.auth.tokens.{tenant}={digest}")
+    entry = json.dumps({tenant: digest})
+    typer.echo(f"tokens file (lecritique api serve --tokens-file FILE; a JSON object, one entry per tenant): {entry}")
+    typer.echo(f"or the variable: export LECRITIQUE_API_TOKENS='{entry}'")

@@ -21,12 +21,17 @@ def list_experiments(
     limit: Annotated[int, typer.Option(help="Most experiments to show.")] = 50,
     offset: Annotated[int, typer.Option(help="Skip this many (newest first).")] = 0,
 ) -> None:
-    """Your experiments, newest first: id, status, step, name, submission time."""
+    """Your experiments, newest first: id, status, step, submission time, name (a header line first)."""
     with api_client(api) as client:
-        for experiment in client.list(limit=limit, offset=offset):
-            created = datetime.datetime.fromtimestamp(experiment.created_at).strftime("%Y-%m-%d %H:%M")
-            step = "-" if experiment.step is None else str(experiment.step)
-            typer.echo(f"{experiment.id}  {experiment.status:<10}  {step:>6}  {experiment.name}  {created}")
+        experiments = client.list(limit=limit, offset=offset)
+    if not experiments:
+        typer.echo("no experiments" + (f" after the first {offset}" if offset else "") + ": `lecritique submit SPEC` starts one", err=True)
+        return
+    typer.echo(f"{'ID':<14}  {'STATUS':<10}  {'STEP':>6}  {'SUBMITTED':<16}  NAME")
+    for experiment in experiments:
+        created = datetime.datetime.fromtimestamp(experiment.created_at).strftime("%Y-%m-%d %H:%M")
+        step = "-" if experiment.step is None else str(experiment.step)
+        typer.echo(f"{experiment.id:<14}  {experiment.status:<10}  {step:>6}  {created:<16}  {experiment.name}")
 
 
 @experiments_app.command("get")

@@ -6,6 +6,8 @@ Sub-command modules import heavy dependencies (torch, grpc) inside their command
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from lecritique import __version__
@@ -21,6 +23,7 @@ from lecritique.cli.run import run
 from lecritique.cli.serve import serve
 from lecritique.cli.study import study
 from lecritique.cli.submit import submit
+from lecritique.launch.quiet import quiet_third_party
 
 app = typer.Typer(
     name="lecritique",
@@ -31,8 +34,13 @@ app = typer.Typer(
 
 
 @app.callback()
-def main() -> None:
+def main(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Keep third-party progress bars and load reports (Hugging Face) in the output.")
+    ] = False,
+) -> None:
     """lecritique command line."""
+    quiet_third_party(verbose)
 
 
 app.add_typer(models_app, name="models")

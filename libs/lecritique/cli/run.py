@@ -23,48 +23,107 @@ def run(
         str | None, typer.Option("--experiment", help="Experiment id (Redis keys, metric labels); default: the spec's name.")
     ] = None,
     log_level: Annotated[str, typer.Option(help="Logging level of this launcher.")] = "WARNING",
+    force: Annotated[bool, typer.Option("--force", help="Start again from scratch: delete OUT's contents first (a finished run too).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Keep Hugging Face's progress bars and load reports in the logs.")] = False,
 ) -> None:
     """Start every service on loopback, run the experiment, stop everything, write the report.
 
+    An existing OUT is resumed; one whose run already finished is left as it is (exit 0, no
+    service started) unless --force, or a larger orchestrator.steps, asks for more.
     SIGTERM and Ctrl-C stop the experiment cleanly; further signals are ignored until every
     service has stopped, so no process is left behind.
     """
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s run %(levelname)s %(name)s: %(message)s")
+    from lecritique.launch.quiet import quiet_third_party
+
+    quiet_third_party(verbose)
     from rich.console import Console
 
     from lecritique.launch.local import LocalLauncher, resolve_policy
-    from lecritique.reporting import write_report
 
-    console = Console()
+    # Messages are not wrapped inside their text (the terminal wraps; a log or the API's error field keeps them whole).
+    console = Console(soft_wrap=True)
     experiment = _checked_spec(spec, console)
+    if _left_alone(out, experiment, force, console):
+        return
     if experiment.policy.tiny is not None:
         # build_tiny shows its own progress bar (a first build takes a few minutes; later runs hit the cache).
         console.print(f"tiny policy model {experiment.policy.tiny!r}: built once, then taken from the cache")
     experiment = resolve_policy(experiment, cache_dir)
     launcher = LocalLauncher(experiment, out, redis_url=redis_url, experiment_id=experiment_id)
-    code = 1
+    code, started = 1, True
 
     def terminate(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, terminate)
     try:
-        with console.status("starting services"):
-            launcher.start_services()
-        launcher.start_orchestrator()
-        code = _follow(launcher, experiment.orchestrator.steps, console)
+        _start(launcher, console)
+        code = _follow(launcher, experiment.orchestrator.steps, console, resumed_at=launcher.completed_step())
     except KeyboardInterrupt:
         console.print("interrupted: stopping every service")
+    except (RuntimeError, TimeoutError) as error:
+        # A service that exits or hangs while starting: its log's tail says why, not a traceback of the launcher.
+        console.print(f"[red]{error}")
+        console.print(f"every service's log: {out / 'logs'}")
+        started = False
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         launcher.stop()
+    _report_and_exit(out, experiment.name, code, started, console)
+
+
+def _report_and_exit(out: Path, title: str, code: int, started: bool, console: Any) -> None:
+    """Write the report of what the run recorded; exit with the orchestrator's code if it failed."""
+    from lecritique.reporting import write_report
+
     if (out / "metrics.jsonl").exists():
-        png, md = write_report(out, title=experiment.name)
+        png, md = write_report(out, title=title)
         console.print(f"report: {md} and {png}")
     if code != 0:
-        console.print(f"[red]orchestrator exited with code {code}; see {out / 'logs'}")
+        if started:
+            console.print(f"[red]orchestrator exited with code {code}; see {out / 'logs'}")
         raise typer.Exit(code or 1)
+
+
+def _left_alone(out: Path, experiment: ExperimentSpec, force: bool, console: Any) -> bool:
+    """--force: delete OUT. Else, when OUT holds a finished run, say so (the report is written if
+    missing) and return True: nothing is to be started."""
+    from lecritique.launch.local import finished_step
+    from lecritique.reporting import write_report
+
+    if force and out.exists():
+        import shutil
+
+        console.print(f"--force: deleting {out} and starting again")
+        shutil.rmtree(out)
+    done = finished_step(out, experiment.orchestrator.steps)
+    if done is None:
+        return False
+    if not (out / "report.md").exists() and (out / "metrics.jsonl").exists():
+        write_report(out, title=experiment.name)
+    console.print(
+        f"{out} already holds a finished run (step {done} of {experiment.orchestrator.steps}); nothing started. "
+        f"report: {out / 'report.md'}. --force starts it again from scratch; a larger orchestrator.steps continues it."
+    )
+    return True
+
+
+def _start(launcher: Any, console: Any) -> None:
+    """Every service, then the orchestrator; a terminal shows the current stage in place, a log or
+    a pipe gets one line per stage."""
+    with console.status("starting services") as status:
+
+        def stage(text: str) -> None:
+            if console.is_terminal:
+                status.update(text)
+            else:
+                console.print(text)
+
+        launcher.start_services(on_stage=stage)
+        stage("starting the orchestrator")
+        launcher.start_orchestrator()
 
 
 def _checked_spec(spec: Path, console: Any) -> ExperimentSpec:
@@ -86,8 +145,10 @@ def _checked_spec(spec: Path, console: Any) -> ExperimentSpec:
     return experiment
 
 
-def _follow(launcher: Any, steps: int, console: Any) -> int:
+def _follow(launcher: Any, steps: int, console: Any, resumed_at: int = 0) -> int:
     """Show the policy steps as they finish; returns the orchestrator's exit code."""
+    if not console.is_terminal:
+        return _follow_plain(launcher, steps, console, resumed_at)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (
@@ -95,7 +156,8 @@ def _follow(launcher: Any, steps: int, console: Any) -> int:
         TextColumn("{task.fields[summary]}"),
     )
     with Progress(*columns, console=console) as progress:
-        task = progress.add_task("policy steps", total=steps, summary="warming up the critic")
+        first = "warming up the critic" if resumed_at == 0 else f"resuming after step {resumed_at}"
+        task = progress.add_task("policy steps", total=steps, completed=resumed_at, summary=first)
 
         def on_metrics(row: dict[str, Any]) -> None:
             def fmt(key: str) -> str:
@@ -108,4 +170,23 @@ def _follow(launcher: Any, steps: int, console: Any) -> int:
             )
 
         code: int = launcher.wait(on_metrics)
+    return code
+
+
+def _fmt(row: dict[str, Any], key: str) -> str:
+    value = row.get(key)
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+def _follow_plain(launcher: Any, steps: int, console: Any, resumed_at: int) -> int:
+    """Outside a terminal (a log, a pipe, the API's local launcher): one line per policy step."""
+    console.print("warming up the critic, then the policy steps" if resumed_at == 0 else f"resuming after step {resumed_at}")
+
+    def on_metrics(row: dict[str, Any]) -> None:
+        console.print(
+            f"step {row['step']}/{steps}  reward {_fmt(row, 'reward_mean')}  EV {_fmt(row, 'value_explained_variance')}"
+            f"  rho {_fmt(row, 'tether_rho')}"
+        )
+
+    code: int = launcher.wait(on_metrics)
     return code

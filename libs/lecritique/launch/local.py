@@ -43,6 +43,19 @@ def resolve_policy(spec: ExperimentSpec, cache_dir: Path | None = None) -> Exper
     )
 
 
+def finished_step(out_dir: Path, steps: int) -> int | None:
+    """The step a finished run in ``out_dir`` reached, or None when there is none or it is not done
+    (no checkpoint, a step still pending, or fewer than ``steps`` steps completed)."""
+    checkpoint = Path(out_dir) / "orchestrator"
+    try:
+        completed = int(json.loads((checkpoint / "state.json").read_text())["completed_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if (checkpoint / "pending.bin").exists() or completed < steps:
+        return None
+    return completed
+
+
 def protect_with_password(server: Any) -> str:
     """Give a freshly started embedded Redis a random password; returns the URL that carries it.
 
@@ -134,17 +147,29 @@ class LocalLauncher:
         self.services.append(process)
         return process
 
-    def start_services(self, timeout: float = 600.0) -> dict[str, list[str]]:
-        """Start Redis and every service; returns each service's addresses once all are healthy."""
+    def completed_step(self) -> int:
+        """The last policy step an earlier run in this directory completed (0: a fresh run)."""
+        try:
+            return int(json.loads((self.out_dir / "orchestrator" / "state.json").read_text())["completed_step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0
+
+    def start_services(self, timeout: float = 600.0, on_stage: Callable[[str], None] | None = None) -> dict[str, list[str]]:
+        """Start Redis and every service; returns each service's addresses once all are healthy.
+        ``on_stage`` hears each stage as it begins (the command prints them)."""
+        stage = on_stage or (lambda text: None)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.spec_path.write_text(self.spec.model_dump_json(indent=1))
         if self.redis_url is None:
             from lecritique.redis_connection import start_embedded_redis
 
+            stage(f"starting the embedded Redis (data in {self.out_dir / 'redis'})")
             self.redis = start_embedded_redis(self.out_dir / "redis")
             self.redis_url = protect_with_password(self.redis)
             self._redis_password = self.redis_url.split("@", 1)[0].rsplit(":", 1)[1]
         spec = self.spec
+        names = ["environment", "policy-trainer"] + (["value-trainer"] if spec.critic is not None else [])
+        stage(f"starting {', '.join(names)} (the trainers load the models)")
         first = [
             self._service("environment", "environment"),
             self._service("policy-trainer", "policy-trainer", torchrun=spec.policy_trainer.processes),
@@ -155,6 +180,10 @@ class LocalLauncher:
             )
         for process in first:
             process.wait_ready(timeout)
+        second_names = [f"rollout-{i}" for i in range(spec.rollout.replicas)] + (
+            [f"value-evaluator-{i}" for i in range(spec.critic.evaluator_replicas)] if spec.critic is not None else []
+        )
+        stage(f"starting {', '.join(second_names)} (they load the published weights)")
         second = [self._service(f"rollout-{i}", "rollout") for i in range(spec.rollout.replicas)]
         if spec.critic is not None:
             second += [

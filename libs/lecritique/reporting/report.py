@@ -175,12 +175,9 @@ def write_report(run_dir: Path, title: str | None = None) -> tuple[Path, Path]:
     _plot(rows, png, title or run_dir.name)
 
     eval_steps, eval_success = _series(rows, "eval_success")
-    eval_rows = (
-        f"| held-out greedy success, step {int(eval_steps[0])} | {_fmt(float(eval_success[0]))} |\n"
-        f"| held-out greedy success, step {int(eval_steps[-1])} | {_fmt(float(eval_success[-1]))} |\n"
-        if eval_success.size
-        else ""
-    )
+    # One evaluation is one row: the first and the last are the same one.
+    evaluations = sorted({0, eval_success.size - 1}) if eval_success.size else []
+    eval_rows = "".join(f"| held-out greedy success, step {int(eval_steps[i])} | {_fmt(float(eval_success[i]))} |\n" for i in evaluations)
     md = run_dir / "report.md"
     md.write_text(
         f"# {title or run_dir.name}\n\n"
