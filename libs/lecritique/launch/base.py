@@ -42,6 +42,9 @@ class Submission:
     """Owner."""
     policy: TenantPolicy
     """The owner's allow-lists and quotas."""
+    dataset_roots: tuple[str, ...] = ()
+    """Folders the experiment's datasets must lie in, checked again where a file is opened
+    (``LECRITIQUE_DATASET_ROOTS``); empty: unconfined."""
 
 
 @dataclass(frozen=True)
