@@ -21,7 +21,7 @@ class TensorBoardTrackerConfig(_TrackerConfigBase):
     kind: Literal["tensorboard"] = "tensorboard"
     """Selects TensorBoard."""
     log_dir: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "tracker_dir"})
-    """Folder of the event files (None: ``tensorboard/`` in the run directory)."""
+    """Folder of the event files, relative to the run directory (None: ``tensorboard/`` there)."""
 
 
 class WandbTrackerConfig(_TrackerConfigBase):
@@ -36,7 +36,7 @@ class WandbTrackerConfig(_TrackerConfigBase):
     mode: Literal["online", "offline", "disabled"] | None = Field(default=None, json_schema_extra={"x-tenant-rule": "wandb_mode"})
     """online, offline (``wandb sync`` later) or disabled; None: ``WANDB_MODE`` or online."""
     dir: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "tracker_dir"})
-    """Folder W&B writes its run files to (None: the run directory)."""
+    """Folder W&B writes its run files to, relative to the run directory (None: the run directory)."""
     group: str | None = None
     """Group runs together (e.g. the seeds of one study)."""
     tags: tuple[str, ...] = ()
@@ -62,7 +62,8 @@ class TrackioTrackerConfig(_TrackerConfigBase):
     project: str = "lecritique"
     """trackio project."""
     dir: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "tracker_dir", "x-unset-is-outside-run-dir": True})
-    """Folder of trackio's store (None: ``TRACKIO_DIR`` or trackio's default); read when trackio is first imported."""
+    """Folder of trackio's store, relative to the run directory (None: ``TRACKIO_DIR`` or trackio's
+    default); read when trackio is first imported."""
 
 
 TrackerConfig = Annotated[
