@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from lecritique.config.experiment import ExperimentSpec, SpecError, SpecValueError, check_values
-from lecritique.launch.base import ExperimentLauncher, Observation, Submission
+from lecritique.launch.base import ExperimentLauncher, Observation, OutsideRoots, Submission
 from lecritique.tenancy.policy import gpu_violation, resolve_policy
 from lecritique.tenancy.spec_rules import spec_violations, tenant_dataset_roots
 from services.api.records import ExperimentRecord, RecordStore, fingerprint
@@ -147,6 +147,8 @@ class ExperimentService:
         )
         try:
             usage = self.launcher.check(submission)
+        except OutsideRoots as error:
+            raise PolicyDenied([_spec_error_field(error)]) from None
         except SpecError as error:
             raise InvalidSpec([_spec_error_field(error)]) from None
         over = gpu_violation(usage.gpus, policy)

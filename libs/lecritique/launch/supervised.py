@@ -24,8 +24,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Literal
 
-from lecritique.config.experiment import SpecError
-from lecritique.launch.base import LogNotFound, Observation, Submission, Usage
+from lecritique.launch.base import LogNotFound, Observation, OutsideRoots, Submission, Usage
 from lecritique.launch.process_tree import alive, kill_tree, process_start_ticks
 from lecritique.tenancy.policy import path_under
 from lecritique.tenancy.spec_rules import DATASET_ROOTS_ENV, marked_values
@@ -82,7 +81,7 @@ class LocalProcessLauncher:
             real_roots = [os.path.realpath(root) for root in roots]
             for field, path in marked_values(submission.spec, rule):
                 if roots and not path_under(os.path.realpath(path), real_roots):
-                    raise SpecError(f"{field}: resolves outside the allowed {rule.split('_')[0]} roots {roots}")
+                    raise OutsideRoots(f"{field}: resolves outside the allowed {rule.split('_')[0]} roots {roots}")
         return Usage(gpus=0)
 
     def environment(self, submission: Submission) -> dict[str, str]:
