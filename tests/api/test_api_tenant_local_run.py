@@ -42,7 +42,7 @@ def _spec(path: Path, policy: Path) -> dict[str, Any]:
     }
 
 
-@pytest.mark.slow(seconds=240)
+@pytest.mark.slow(seconds=300)
 @pytest.mark.timeout(900)
 def test_an_allowed_verifier_and_dataset_root_work_end_to_end(tmp_path: Path, embedded_redis: Any, redis_db: Any) -> None:
     policy = quick_policy()
