@@ -35,11 +35,19 @@ committed tree cannot hold): ``kubectl -n lecritique create secret generic lecri
 --from-literal=api-password=... --from-literal=experiments-password=...``."""
 
 
-def with_redis_secret(values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` with ``redis.auth.existingSecret`` set to :data:`REDIS_SECRET`."""
+TOKENS_SECRET = "lecritique-api-tokens"
+"""The tenants' token hashes, created by the operator (a committed tree must not hold any: the chart
+refuses to install without hashes of the operator's own): ``lecritique api hash-token <tenant>``,
+then ``kubectl -n lecritique create secret generic lecritique-api-tokens --from-file=tokens.json``."""
+
+
+def with_operator_secrets(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with ``redis.auth.existingSecret`` :data:`REDIS_SECRET` and ``api.auth.existingSecret`` :data:`TOKENS_SECRET`."""
     redis = dict(values.get("redis") or {})
     redis["auth"] = {**(redis.get("auth") or {}), "existingSecret": REDIS_SECRET}
-    return {**values, "redis": redis}
+    api = dict(values.get("api") or {})
+    api["auth"] = {**(api.get("auth") or {}), "existingSecret": TOKENS_SECRET}
+    return {**values, "redis": redis, "api": api}
 
 
 def render_chart(values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -96,9 +104,9 @@ def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
 
 def generate() -> dict[Path, str]:
     """Every file of the kustomize tree: path -> text."""
-    base_objects = render_chart(with_redis_secret({}))
+    base_objects = render_chart(with_operator_secrets({}))
     gpu_values = yaml.safe_load(GPU_VALUES.read_text())
-    gpu_objects = render_chart(with_redis_secret(gpu_values))
+    gpu_objects = render_chart(with_operator_secrets(gpu_values))
     is_monitor = lambda obj: obj["apiVersion"].startswith("monitoring.coreos.com/")  # noqa: E731
 
     files: dict[Path, str] = {}

@@ -21,17 +21,33 @@ RELEASE = "demo"
 NAMESPACE = "ml"
 
 
+OPERATOR_TOKEN_HASH = "sha256:" + "5e" * 32
+"""A token hash of the operator's own, as every real install passes one (the chart refuses to install without)."""
+
+
 def gpu_values() -> dict[str, Any]:
     return dict(yaml.safe_load(GPU_VALUES_FILE.read_text()))
 
 
-def render_templates(values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE) -> dict[str, str]:
-    """Template path -> rendered text."""
+def with_operator_token(values: dict[str, Any] | None) -> dict[str, Any]:
+    """``values`` plus ``api.auth.tokens.ops``, unless they already name tokens or an existing Secret."""
+    values = dict(values or {})
+    api = dict(values.get("api") or {})
+    auth = dict(api.get("auth") or {})
+    if not auth.get("tokens") and not auth.get("existingSecret"):
+        auth["tokens"] = {"ops": OPERATOR_TOKEN_HASH}
+    return {**values, "api": {**api, "auth": auth}}
+
+
+def render_templates(
+    values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE, operator_token: bool = True
+) -> dict[str, str]:
+    """Template path -> rendered text (with :func:`with_operator_token` unless ``operator_token`` is False)."""
     from helm_python import Chart
 
     chart = Chart.load(str(CHART))
     try:
-        return dict(chart.render(values or {}, name=release, namespace=namespace))
+        return dict(chart.render(with_operator_token(values) if operator_token else values or {}, name=release, namespace=namespace))
     finally:
         chart.close()
 

@@ -112,7 +112,7 @@ def create_app(settings: ApiSettings, *, launcher: ExperimentLauncher | None = N
         logger.warning("no API tokens configured: every /v1 request will get 401")
     service = ExperimentService(
         RecordStore(client), launcher or make_launcher(settings), policies=settings.tenant_policies, models_root=settings.models_root,
-        pending_grace_seconds=settings.pending_grace_seconds,
+        datasets_root=settings.datasets_root, pending_grace_seconds=settings.pending_grace_seconds,
     )
     app = FastAPI(
         title="lecritique",

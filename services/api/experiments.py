@@ -12,8 +12,9 @@ from pydantic import ValidationError
 
 from lecritique.config.errors import describe_errors
 from lecritique.config.experiment import ExperimentSpec, SpecError, SpecValueError, check_values
-from lecritique.launch.base import ExperimentLauncher, Observation, Submission
-from lecritique.tenancy.policy import gpu_violation, policy_violations, resolve_policy
+from lecritique.launch.base import ExperimentLauncher, Observation, OutsideRoots, Submission
+from lecritique.tenancy.policy import gpu_violation, resolve_policy
+from lecritique.tenancy.spec_rules import spec_violations, tenant_dataset_roots
 from services.api.records import ExperimentRecord, RecordStore, fingerprint
 
 logger = logging.getLogger(__name__)
@@ -90,13 +91,14 @@ def new_experiment_id() -> str:
 class ExperimentService:
     def __init__(
         self, store: RecordStore, launcher: ExperimentLauncher, *, policies: dict[str, dict[str, Any]] | None = None,
-        models_root: str = "/weights/models", pending_grace_seconds: float = 60.0,
+        models_root: str = "/weights/models", datasets_root: str = "/weights/datasets", pending_grace_seconds: float = 60.0,
     ) -> None:
         self.pending_grace_seconds = pending_grace_seconds
         self.store = store
         self.launcher = launcher
         self.policies = policies or {}
         self.models_root = models_root
+        self.datasets_root = datasets_root
 
     # ---- submit ----------------------------------------------------------------------------
     def submit(self, tenant: str, body: Any, idempotency_key: str | None = None) -> tuple[ExperimentRecord, bool]:
@@ -129,17 +131,23 @@ class ExperimentService:
     def _check(self, tenant: str, spec: ExperimentSpec, experiment_id: str) -> Submission:
         """The tenant's policy, then the launcher's own checks and the GPU quota."""
         policy = resolve_policy(self.policies, tenant)
-        violations = policy_violations(
-            spec.model_dump(mode="json"), tenant, policy, models_root=self.models_root, secrets_are=self.launcher.secrets_are
+        violations = spec_violations(
+            spec, tenant, policy, models_root=self.models_root, datasets_root=self.datasets_root,
+            secrets_are=self.launcher.secrets_are,
         )
         denied = [FieldError(v.field, v.message, "policy_denied") for v in violations if v.kind == "forbidden"]
         if denied:
             raise PolicyDenied(denied)
         if violations:
             raise InvalidSpec([FieldError(v.field, v.message, "quota_exceeded") for v in violations])
-        submission = Submission(experiment_id=experiment_id, spec=spec, tenant=tenant, policy=policy)
+        submission = Submission(
+            experiment_id=experiment_id, spec=spec, tenant=tenant, policy=policy,
+            dataset_roots=tuple(tenant_dataset_roots(tenant, policy, self.datasets_root)),
+        )
         try:
             usage = self.launcher.check(submission)
+        except OutsideRoots as error:
+            raise PolicyDenied([_spec_error_field(error)]) from None
         except SpecError as error:
             raise InvalidSpec([_spec_error_field(error)]) from None
         over = gpu_violation(usage.gpus, policy)

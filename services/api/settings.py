@@ -32,6 +32,8 @@ class ApiSettings(BaseModel):
     """Tenant (or ``*`` for every tenant) -> its :class:`~lecritique.tenancy.policy.TenantPolicy` fields (JSON)."""
     models_root: str = "/weights/models"
     """Each tenant may use models under ``<models_root>/<tenant>`` (plus its policy's ``model_roots``)."""
+    datasets_root: str = "/weights/datasets"
+    """Each tenant may read datasets under ``<datasets_root>/<tenant>`` (plus its policy's ``dataset_roots``)."""
     max_body_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
     """Largest request body accepted; larger ones get 413."""
     runs_dir: Path = Path("runs")

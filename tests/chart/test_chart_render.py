@@ -22,9 +22,11 @@ from tests.helm_support import (
     pod_specs,
     render_objects,
     render_templates,
+    with_operator_token,
 )
 
-VALUE_SETS = {"default": {}, "gpu-pools": gpu_values()}
+VALUE_SETS = {"default": with_operator_token({}), "gpu-pools": with_operator_token(gpu_values())}
+"""The shipped values files, each with a token hash of the operator's own (without, the chart refuses: tests/chart/test_chart_tokens.py)."""
 COMPONENT_VALUE_KEYS = ["orchestrator", "rollout", "environmentVerifier", "valueEvaluator", "valueTrainer", "policyTrainer"]
 COMPONENT_LABELS = ["orchestrator", "rollout", "environment-verifier", "value-evaluator", "value-trainer", "policy-trainer"]
 GRPC_COMPONENTS = [c for c in COMPONENT_LABELS if c != "orchestrator"]

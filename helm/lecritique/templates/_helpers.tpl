@@ -86,6 +86,26 @@ name their own repository. A digest overrides the tag. */}}
 {{- end -}}
 {{/* The API's Redis URL: user `api`, its password spliced in from LECRITIQUE_REDIS_PASSWORD by Kubernetes. */}}
 {{- define "lecritique.apiRedisUrl" -}}redis://api:$(LECRITIQUE_REDIS_PASSWORD)@{{ include "lecritique.redisName" . }}:6379/0{{- end -}}
+{{/* Hashes of tokens published in the lecritique repository (lecritique.tenancy.tokens.PUBLISHED_HASHES). */}}
+{{- define "lecritique.publishedTokenHashes" -}}
+sha256:f778a22ac59820388e330d83a53325a8766b72cdcde788f22e35bceeec42f21e
+{{- end -}}
+
+{{/* The operator's own tokens, or a Secret of them: a chart installed without either, or with a
+     published example hash, would answer 401 to everyone or accept a token anyone can read. */}}
+{{- define "lecritique.checkTokens" -}}
+{{- $make := "make one per tenant with `lecritique api hash-token <tenant>` and install with --set api.auth.tokens.<tenant>=sha256:<hex> (or set api.auth.existingSecret to a Secret holding tokens.json)" -}}
+{{- if and (not .Values.api.auth.existingSecret) (not .Values.api.auth.tokens) -}}
+{{- fail (printf "api.auth.tokens is empty: the API needs a bearer token of the operator's own; %s" $make) -}}
+{{- end -}}
+{{- $published := splitList " " (include "lecritique.publishedTokenHashes" .) -}}
+{{- range $tenant, $digest := .Values.api.auth.tokens -}}
+{{- if has $digest $published -}}
+{{- fail (printf "api.auth.tokens.%s is the hash of an example token published in the lecritique repository (anyone could use it); %s" $tenant $make) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "lecritique.tokensSecret" -}}
 {{- default (printf "%s-api-tokens" (include "lecritique.fullname" .)) .Values.api.auth.existingSecret -}}
 {{- end -}}

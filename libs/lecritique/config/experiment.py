@@ -89,7 +89,7 @@ def check_values(value: Any, where: str = "") -> None:
 
 
 class PolicyModelSpec(SpecModel):
-    path: str | None = None
+    path: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "model_path"})
     """Hugging Face model directory of the initial policy."""
     tiny: str | None = None
     """Or: a tiny CPU model built (and cached) by ``lecritique models build-tiny --task`` this name."""

@@ -70,7 +70,7 @@ class SegmentsConfig(SpecBase):
 class GenerativeCriticConfig(SpecBase):
     """A critic that keeps its LM head, reasons, then states an integer score 0-10 (GenAC §5)."""
 
-    model_path: str | None = None
+    model_path: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "model_path"})
     """Causal-LM directory of the critic's initial weights (None: the initial policy's, LM head kept)."""
     engine: EngineConfig = Field(default_factory=lambda: HFEngineConfig(kind="hf"))
     """Inference backend the value evaluator generates with (``hf`` or ``vllm``); model path set per version."""
@@ -124,7 +124,7 @@ class LocalLLMConfig(SpecBase):
 
     kind: Literal["local"] = "local"
     """Discriminator."""
-    model_path: str | None = None
+    model_path: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "model_path"})
     """Causal-LM directory (None: a frozen copy of the initial policy)."""
     engine: EngineConfig = Field(default_factory=lambda: HFEngineConfig(kind="hf"))
     """Inference backend (``hf`` or ``vllm``); its model path is set from ``model_path``."""
@@ -135,13 +135,13 @@ class OpenAIEndpointConfig(SpecBase):
 
     kind: Literal["openai"] = "openai"
     """Discriminator."""
-    base_url: str
+    base_url: str = Field(json_schema_extra={"x-tenant-rule": "llm_endpoint"})
     """Base URL up to ``/v1``, e.g. ``https://api.openai.com/v1`` or ``http://llm:8000/v1``."""
     model: str
     """Model name sent with every request."""
-    api_key_env: str | None = "OPENAI_API_KEY"
+    api_key_env: str | None = Field(default="OPENAI_API_KEY", json_schema_extra={"x-tenant-rule": "env_name"})
     """Environment variable holding the API key; None: no key."""
-    api_key_secret: str | None = None
+    api_key_secret: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "secret_name"})
     """Kubernetes Secret the kubernetes launcher mounts as ``api_key_env`` in the value evaluator
     (None: the pod's environment provides it, e.g. the chart's ``valueEvaluator.env``)."""
     api_key_secret_key: str = "api-key"

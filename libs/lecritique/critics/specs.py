@@ -87,7 +87,7 @@ class DiscriminativeCriticSpec(CriticTrainerConfig, TrainerProcessesConfig, Trai
     """Critic kind served by the value evaluator."""
     optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
     """AdamW settings of the critic (Table 2: lr 1e-5, weight decay 0.01)."""
-    model_path: str | None = None
+    model_path: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "model_path"})
     """A saved critic to start from (Le Critique §7.1, value pretraining reused across runs): a
     published critic version of an earlier run (``RUN/weights/critic/NNNNNNNN``) or a pretrained
     one. None: the policy's backbone with a fresh head (Appendix B.3)."""

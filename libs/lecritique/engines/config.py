@@ -18,7 +18,7 @@ class HFEngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: Literal["hf"] = "hf"
     """Discriminator."""
-    model_path: str | None = None
+    model_path: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "model_path"})
     """Hugging Face model directory of the initial policy weights (filled in at launch when None)."""
     dtype: DType = "float32"
     """Parameter dtype."""
@@ -36,7 +36,7 @@ class VLLMEngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: Literal["vllm"] = "vllm"
     """Discriminator."""
-    model_path: str | None = None
+    model_path: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "model_path"})
     """Hugging Face model directory of the initial policy weights (filled in at launch when None)."""
     dtype: DType = "float32"
     """Parameter and activation dtype (float32 on CPU so logprobs match the trainer's)."""

@@ -71,7 +71,7 @@ SplitConfig = Annotated[HashSplitConfig | ColumnSplitConfig, Field(discriminator
 class DatasetConfig(EnvironmentConfigBase):
     kind: Literal["dataset"] = "dataset"
     """Selects the bring-your-own-dataset environment."""
-    path: str
+    path: str = Field(json_schema_extra={"x-tenant-rule": "dataset_path"})
     """File (.jsonl, .csv, .parquet) or save_to_disk directory; relative paths start at the spec file's folder."""
     format: DatasetFormat = "auto"
     """jsonl, csv, parquet or hf_disk; auto: from the suffix (a directory is hf_disk)."""

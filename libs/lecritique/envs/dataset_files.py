@@ -8,6 +8,7 @@ line for text formats), so that a bad value is reported as ``data.csv row 17 (li
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -39,21 +40,52 @@ class Row:
 
 
 ROOTS_ENV = "LECRITIQUE_DATASET_ROOTS"
-"""Folders (``:``-separated) datasets must lie in, when set: a shared REST API sets it so that a
-tenant's spec cannot read other files of the machine (error messages quote a file's first cells)."""
+"""Folders (``:``-separated) datasets must lie in, when set: the REST API's launchers set the
+tenant's dataset roots here so that a spec cannot read other files of the machine (error messages
+quote a file's first cells)."""
+
+
+def _roots() -> list[Path]:
+    return [Path(root).resolve() for root in os.environ.get(ROOTS_ENV, "").split(os.pathsep) if root.strip()]
+
+
+def _refuse(path: Path, roots: list[Path], where: str = "") -> DatasetError:
+    return DatasetError(f"dataset {path}{where} is outside the allowed folders ({ROOTS_ENV}: {', '.join(map(str, roots))})")
 
 
 def check_allowed(path: Path) -> None:
     """Refuse ``path`` when ``LECRITIQUE_DATASET_ROOTS`` is set and no root contains it (symlinks resolved)."""
-    roots = [Path(root).resolve() for root in os.environ.get(ROOTS_ENV, "").split(os.pathsep) if root.strip()]
+    roots = _roots()
     if roots and not any(path.resolve().is_relative_to(root) for root in roots):
-        raise DatasetError(f"dataset {path} is outside the allowed folders ({ROOTS_ENV}: {', '.join(map(str, roots))})")
+        raise _refuse(path, roots)
 
 
-def detect_format(path: Path, declared: DatasetFormat) -> DatasetFormat:
+@contextlib.contextmanager
+def opened(path: Path) -> Iterator[Path]:
+    """The path to read ``path`` through: itself when no roots are set; else ``/proc/self/fd/N`` of a
+    descriptor whose real target was checked against the roots after opening it, so that a file
+    swapped for a symbolic link after any earlier check is never followed out of the roots."""
+    roots = _roots()
+    if not roots:
+        yield path
+        return
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as error:
+        raise DatasetError(f"dataset {path} cannot be opened: {error.strerror}") from None
+    try:
+        target = Path(os.readlink(f"/proc/self/fd/{descriptor}"))
+        if not any(target.is_relative_to(root) for root in roots):
+            raise _refuse(path, roots, f" (opened as {target})")
+        yield Path(f"/proc/self/fd/{descriptor}")
+    finally:
+        os.close(descriptor)
+
+
+def detect_format(path: Path, declared: DatasetFormat, source: Path | None = None) -> DatasetFormat:
     if declared != "auto":
         return declared
-    if path.is_dir():
+    if (source or path).is_dir():
         return "hf_disk"
     detected = _SUFFIXES.get(path.suffix.lower())
     if detected is None:
@@ -62,23 +94,24 @@ def detect_format(path: Path, declared: DatasetFormat) -> DatasetFormat:
 
 
 def read_rows(path: Path, declared: DatasetFormat = "auto", hf_splits: tuple[str, ...] = ()) -> list[Row]:
-    """Every row of the dataset at ``path``."""
+    """Every row of the dataset at ``path`` (confined to ``LECRITIQUE_DATASET_ROOTS`` when set, where it is opened)."""
     check_allowed(path)
     if not path.exists():
         raise DatasetError(f"dataset {path} does not exist")
-    kind = detect_format(path, declared)
-    if kind == "jsonl":
-        return list(_jsonl_rows(path))
-    if kind == "csv":
-        return list(_csv_rows(path))
-    if kind == "parquet":
-        return _numbered(_parquet_records(path))
-    return _numbered(_hf_records(path, hf_splits))
+    with opened(path) as source:
+        kind = detect_format(path, declared, source)
+        if kind == "jsonl":
+            return list(_jsonl_rows(path, source))
+        if kind == "csv":
+            return list(_csv_rows(path, source))
+        if kind == "parquet":
+            return _numbered(_parquet_records(path, source))
+        return _numbered(_hf_records(path, hf_splits, source))
 
 
-def _jsonl_rows(path: Path) -> Iterator[Row]:
+def _jsonl_rows(path: Path, source: Path) -> Iterator[Row]:
     number = 0
-    with path.open(encoding="utf-8") as handle:
+    with source.open(encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -93,8 +126,8 @@ def _jsonl_rows(path: Path) -> Iterator[Row]:
             yield Row(number, where, values)
 
 
-def _csv_rows(path: Path) -> Iterator[Row]:
-    with path.open(encoding="utf-8", newline="") as handle:
+def _csv_rows(path: Path, source: Path) -> Iterator[Row]:
+    with source.open(encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
         if not reader.fieldnames:
             raise DatasetError(f"{path}: empty CSV file (no header row)")
@@ -110,19 +143,19 @@ def _numbered(records: list[dict[str, Any]]) -> list[Row]:
     return [Row(number, f"row {number}", values) for number, values in enumerate(records, start=1)]
 
 
-def _parquet_records(path: Path) -> list[dict[str, Any]]:
+def _parquet_records(path: Path, source: Path) -> list[dict[str, Any]]:
     try:
         import pyarrow.parquet as parquet
     except ImportError:
         raise DatasetError("reading Parquet needs pyarrow: pip install 'lecritique[data]'") from None
     try:
-        records: list[dict[str, Any]] = parquet.read_table(path).to_pylist()
+        records: list[dict[str, Any]] = parquet.read_table(str(source)).to_pylist()
     except Exception as error:  # pyarrow raises its own error types for corrupt files
         raise DatasetError(f"{path}: not a readable Parquet file: {error}") from None
     return records
 
 
-def _hf_records(path: Path, splits: tuple[str, ...]) -> list[dict[str, Any]]:
+def _hf_records(path: Path, splits: tuple[str, ...], source: Path) -> list[dict[str, Any]]:
     # Never reach the hub: a dataset must already be on disk (``Dataset.save_to_disk``).
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -131,7 +164,7 @@ def _hf_records(path: Path, splits: tuple[str, ...]) -> list[dict[str, Any]]:
     except ImportError:
         raise DatasetError("reading a Hugging Face dataset directory needs datasets: pip install 'lecritique[data]'") from None
     try:
-        loaded = datasets.load_from_disk(str(path))
+        loaded = datasets.load_from_disk(str(source))
     except (FileNotFoundError, ValueError) as error:
         raise DatasetError(f"{path}: not a directory written by save_to_disk: {error}") from None
     if isinstance(loaded, datasets.DatasetDict):

@@ -60,6 +60,10 @@ _LOG_TAIL_CHARS = 300
 _REAP_SECONDS = 5.0
 
 
+DEFAULT_PACKAGES = ("numpy", "sympy", "mpmath", "yaml", "dateutil", "six")
+"""Site-packages modules sandboxed code may import unless a spec names others."""
+
+
 class SandboxConfig(BaseModel):
     """Limits and isolation of one sandboxed call."""
 
@@ -79,7 +83,7 @@ class SandboxConfig(BaseModel):
     """RLIMIT_NPROC for the sandbox uid (counts all its processes and threads)."""
     open_files: int = Field(default=64, ge=16)
     """RLIMIT_NOFILE."""
-    packages: tuple[str, ...] = ("numpy", "sympy", "mpmath", "yaml", "dateutil", "six")
+    packages: tuple[str, ...] = Field(default=DEFAULT_PACKAGES, json_schema_extra={"x-tenant-rule": "sandbox_package"})
     """Top-level modules of the interpreter's site-packages the code may import (read-only)."""
     namespaces: Literal["auto", "require", "off"] = "auto"
     """Namespaces and the private root when the kernel allows them (auto), always, or never."""

@@ -90,7 +90,7 @@ class RegexVerifierConfig(_VerifierBase):
 class PythonVerifierConfig(_VerifierBase):
     kind: Literal["python"] = "python"
     """Your own function, imported in the environment-verifier process."""
-    entry_point: str
+    entry_point: str = Field(json_schema_extra={"x-tenant-rule": "verifier_entry_point"})
     """``package.module:function``; called as ``function(answer, reference, row)`` and returning a
     bool, a reward in [0, 1], or ``(reward, diagnostic)``. The module must be importable there."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from lecritique.config.experiment import ExperimentSpec
+from lecritique.config.experiment import ExperimentSpec, SpecError
 from lecritique.tenancy.policy import TenantPolicy
 
 LaunchState = Literal["running", "succeeded", "failed", "cancelled"]
@@ -42,6 +42,9 @@ class Submission:
     """Owner."""
     policy: TenantPolicy
     """The owner's allow-lists and quotas."""
+    dataset_roots: tuple[str, ...] = ()
+    """Folders the experiment's datasets must lie in, checked again where a file is opened
+    (``LECRITIQUE_DATASET_ROOTS``); empty: unconfined."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,11 @@ class Usage:
 
     gpus: int = 0
     """GPUs over every pod (0 for local processes)."""
+
+
+class OutsideRoots(SpecError):
+    """A path of the spec resolves (symbolic links followed) outside what the tenant's policy allows:
+    refused like the policy's own checks (403), not as a malformed spec."""
 
 
 class LogNotFound(LookupError):

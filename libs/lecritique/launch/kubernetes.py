@@ -43,6 +43,7 @@ from lecritique.launch.kubernetes_names import (
 from lecritique.launch.kubernetes_pods import RUN_AS_USER, multi_node_trainer, pod_template
 from lecritique.launch.kubernetes_policies import collective_peers, disruption_budget, network_policy
 from lecritique.launch.multinode import POD_NAME_LABEL, TRAINERS, ranks_service, trainer_layout
+from lecritique.tenancy.spec_rules import DATASET_ROOTS_ENV
 
 __all__ = ["EXPERIMENT_LABEL", "RUN_AS_USER", "object_name", "render_experiment_objects", "resolved_spec"]
 
@@ -146,26 +147,35 @@ def _workload(
     return {"apiVersion": "apps/v1", "kind": info.workload, "metadata": metadata, "spec": body}
 
 
+def _confine_datasets(workload: dict[str, Any], roots: tuple[str, ...]) -> None:
+    """Set the tenant's dataset roots on the environment verifier, over any the chart's env sets:
+    :mod:`lecritique.envs.dataset_files` checks them again where it opens the file."""
+    container = workload["spec"]["template"]["spec"]["containers"][0]
+    env = [item for item in container["env"] if item["name"] != DATASET_ROOTS_ENV]
+    container["env"] = [*env, {"name": DATASET_ROOTS_ENV, "value": ":".join(roots)}]
+
+
 def render_experiment_objects(
     spec: ExperimentSpec,
     experiment_id: str,
     chart_defaults: ChartDefaults | Mapping[str, Any],
     *,
     llm_egress: list[dict[str, Any]] | None = None,
+    tracker_egress: list[dict[str, Any]] | None = None,
+    dataset_roots: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object of one experiment, in creation order (network policies first, so no
     pod ever runs unconfined; then config, services, disruption budgets, workloads).
 
-    ``llm_egress``: NetworkPolicy egress rules of the value evaluator (the tenant's LLM endpoints).
+    ``llm_egress`` / ``tracker_egress``: egress rules of the value evaluator / the orchestrator (the
+    tenant's LLM endpoints / tracker servers); ``dataset_roots``: see :func:`_confine_datasets`.
 
     Raises :class:`SpecError` naming the field when the spec's placement cannot be scheduled as
     written (a request above its limit, GPUs not matching the policy trainer's processes), and
     ``ValueError`` for an experiment id that is not a short DNS label.
     """
     if not EXPERIMENT_ID.fullmatch(experiment_id):
-        raise ValueError(
-            f"experiment id {experiment_id!r} must be a DNS label of at most 20 characters (a-z, 0-9, '-')"
-        )
+        raise ValueError(f"experiment id {experiment_id!r} must be a DNS label of at most 20 characters (a-z, 0-9, '-')")
     defaults = (
         chart_defaults
         if isinstance(chart_defaults, ChartDefaults)
@@ -189,13 +199,16 @@ def render_experiment_objects(
         services.append(ranks_service(object_metadata(defaults, experiment_id, name, trainer, resolved),
                                       selector_labels(defaults, experiment_id, trainer)))
     workloads = [_workload(resolved, experiment_id, component, defaults) for component in components]
+    if dataset_roots:
+        _confine_datasets(workloads[components.index(Component.environment_verifier)], dataset_roots)
     policies, budgets = [], []
     for component, workload in zip(components, workloads, strict=True):
         metadata = object_metadata(
             defaults, experiment_id, object_name(experiment_id, component), component, resolved
         )
         peers = collective_peers(resolved, component, multi_node)
-        policies.append(network_policy(experiment_id, component, defaults, metadata, llm_egress or [], peers))
+        egress = {Component.value_evaluator: llm_egress or [], Component.orchestrator: tracker_egress or []}.get(component, [])
+        policies.append(network_policy(experiment_id, component, defaults, metadata, egress, peers))
         budgets.append(
             disruption_budget(
                 experiment_id, component, int(workload["spec"].get("replicas", 1)), defaults, metadata

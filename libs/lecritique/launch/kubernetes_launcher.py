@@ -128,6 +128,8 @@ class KubernetesLauncher:
             submission.experiment_id,
             self.defaults,
             llm_egress=list(submission.policy.llm_egress),
+            tracker_egress=list(submission.policy.tracker_egress),
+            dataset_roots=submission.dataset_roots,
         )
 
     def check(self, submission: Submission) -> Usage:

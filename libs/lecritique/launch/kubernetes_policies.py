@@ -5,7 +5,8 @@ metrics ingress, nothing else) is widened here only within one experiment:
 
 * every service pod accepts gRPC from its own experiment's orchestrator, and from nothing else;
 * the orchestrator may open gRPC connections to its own experiment's pods;
-* the value evaluator may reach the LLM endpoints its tenant's policy allows (``llm_egress``);
+* the value evaluator may reach the LLM endpoints its tenant's policy allows (``llm_egress``), and the
+  orchestrator, which feeds the experiment trackers, the tracker servers it allows (``tracker_egress``);
 * the pods of one torch.distributed group reach each other on any port, both ways (TCPStore
   rendezvous, gloo/NCCL sockets on ephemeral ports): a trainer spread over several pods,
   and a trainer with the replicas it broadcasts weights to (``weight_transport: broadcast``;
@@ -57,10 +58,13 @@ def network_policy(
     component: Component,
     defaults: ChartDefaults,
     metadata: dict[str, Any],
-    llm_egress: list[dict[str, Any]],
+    allowed_egress: list[dict[str, Any]],
     collective: Sequence[Component] = (),
 ) -> dict[str, Any] | None:
     """The experiment-scoped rules of one component (None: it needs nothing beyond the chart's baseline).
+
+    ``allowed_egress``: the tenant's egress rules for this component (``llm_egress`` for the value
+    evaluator, ``tracker_egress`` for the orchestrator; none for the others).
 
     ``collective``: components (from :func:`collective_peers`) reached on any port, both ways.
     """
@@ -75,8 +79,7 @@ def network_policy(
         ingress.append({"from": [_pods(defaults, experiment_id, Component.orchestrator)], "ports": grpc})
     if component == Component.orchestrator:
         egress.append({"to": [_pods(defaults, experiment_id)], "ports": grpc})
-    if component == Component.value_evaluator:
-        egress.extend(llm_egress)
+    egress.extend(allowed_egress)
     if not ingress and not egress:
         return None
     spec: dict[str, Any] = {

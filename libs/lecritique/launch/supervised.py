@@ -24,10 +24,10 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Literal
 
-from lecritique.config.experiment import SpecError
-from lecritique.launch.base import LogNotFound, Observation, Submission, Usage
+from lecritique.launch.base import LogNotFound, Observation, OutsideRoots, Submission, Usage
 from lecritique.launch.process_tree import alive, kill_tree, process_start_ticks
-from lecritique.tenancy.policy import model_path_fields, path_under
+from lecritique.tenancy.policy import path_under
+from lecritique.tenancy.spec_rules import DATASET_ROOTS_ENV, marked_values
 
 logger = logging.getLogger(__name__)
 
@@ -74,12 +74,14 @@ class LocalProcessLauncher:
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
     def check(self, submission: Submission) -> Usage:
-        """Model paths must stay under the allowed roots once symbolic links are resolved too."""
-        roots = [os.path.join(self.models_root, submission.tenant), *submission.policy.model_roots]
-        real_roots = [os.path.realpath(root) for root in roots]
-        for field, path in model_path_fields(submission.spec.model_dump(mode="json")):
-            if not path_under(os.path.realpath(path), real_roots):
-                raise SpecError(f"{field}: resolves outside the allowed model roots {roots}")
+        """Model and dataset paths must stay under the allowed roots once symbolic links are resolved too
+        (datasets are checked once more where the file is opened: ``LECRITIQUE_DATASET_ROOTS``)."""
+        model_roots = [os.path.join(self.models_root, submission.tenant), *submission.policy.model_roots]
+        for rule, roots in (("model_path", model_roots), ("dataset_path", list(submission.dataset_roots))):
+            real_roots = [os.path.realpath(root) for root in roots]
+            for field, path in marked_values(submission.spec, rule):
+                if roots and not path_under(os.path.realpath(path), real_roots):
+                    raise OutsideRoots(f"{field}: resolves outside the allowed {rule.split('_')[0]} roots {roots}")
         return Usage(gpus=0)
 
     def environment(self, submission: Submission) -> dict[str, str]:
@@ -94,6 +96,8 @@ class LocalProcessLauncher:
             env["PYTHONPATH"] = os.pathsep.join(paths)
         env["PYTHONUNBUFFERED"] = "1"
         env["REDIS_URL"] = self.redis_url
+        if submission.dataset_roots:
+            env[DATASET_ROOTS_ENV] = os.pathsep.join(submission.dataset_roots)
         critic = submission.spec.critic
         llm = getattr(critic, "llm", None) if critic is not None else None
         key_env = getattr(llm, "api_key_env", None)

@@ -4,7 +4,10 @@ A spec is a tenant's wish; the server's policy bounds it. By default a tenant ma
 beyond its own prefix: Kubernetes Secrets named ``<tenant>-*`` (or, for the local launcher,
 API-process environment variables named ``<TENANT>_*``), models under ``<models_root>/<tenant>``,
 and no LLM endpoint at all. An operator widens this per tenant (or for every tenant, under the
-key ``*``) in the chart's ``api.tenantPolicies`` / ``LECRITIQUE_API_TENANT_POLICIES``.
+key ``*``) in the chart's ``api.tenantPolicies`` / ``LECRITIQUE_API_TENANT_POLICIES``. The same
+policy bounds what a spec names: python verifier entry points (none by default), dataset paths
+(``<datasets_root>/<tenant>``), tracker folders (the run directory) and tracker servers (none);
+the rules are in :mod:`lecritique.tenancy.spec_rules`.
 
 Environment variable names that the platform sets itself (``REDIS_URL``, ``LECRITIQUE_*``,
 ``PATH``, ...) are never accepted as ``api_key_env``: the key would overwrite them.
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -64,6 +67,18 @@ class TenantPolicy(BaseModel):
     llm_egress: tuple[dict[str, Any], ...] = ()
     """NetworkPolicy egress rules (Kubernetes form) given to the value-evaluator pods of this tenant's
     experiments: the addresses of ``llm_endpoints``. Kubernetes launcher only."""
+    verifier_entry_points: tuple[str, ...] = ()
+    """Exact ``module:function`` names the tenant's ``python`` dataset verifiers may call (default: none)."""
+    dataset_roots: tuple[str, ...] = ()
+    """Absolute directories under which the tenant's dataset paths may lie, besides ``<datasets_root>/<tenant>``."""
+    tracker_endpoints: tuple[str, ...] = ()
+    """Base URLs of tracker servers the tenant's experiments may send to (an MLflow ``tracking_uri``;
+    ``https://api.wandb.ai`` for W&B ``mode: online``); default: none, only files in the run directory."""
+    tracker_egress: tuple[dict[str, Any], ...] = ()
+    """NetworkPolicy egress rules (Kubernetes form) given to the orchestrator pods of this tenant's
+    experiments, which feed the trackers: the addresses of ``tracker_endpoints``. Kubernetes launcher only."""
+    sandbox_packages: tuple[str, ...] = ()
+    """Site-packages modules the tenant's sandboxed code may import besides the sandbox's defaults."""
     max_running_experiments: int = Field(default=4, ge=0, le=10_000)
     """Experiments not yet finished at once; more get 429."""
     max_replicas: int = Field(default=8, ge=1, le=1024)
@@ -92,9 +107,13 @@ def validate_policies(policies: Mapping[str, Mapping[str, Any]]) -> None:
             policy = resolve_policy(policies, tenant)
         except ValueError as error:
             raise ValueError(f"tenant policy {tenant!r}: {error}") from None
-        for root in policy.model_roots:
-            if not _is_clean_absolute(root):
-                raise ValueError(f"tenant policy {tenant!r}: model root {root!r} must be an absolute, normalised path")
+        for kind, roots in (("model", policy.model_roots), ("dataset", policy.dataset_roots)):
+            for root in roots:
+                if not _is_clean_absolute(root):
+                    raise ValueError(f"tenant policy {tenant!r}: {kind} root {root!r} must be an absolute, normalised path")
+        for url in (*policy.llm_endpoints, *policy.tracker_endpoints):
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"tenant policy {tenant!r}: endpoint {url!r} must be an http(s) base URL")
 
 
 def env_prefix(tenant: str) -> str:
@@ -140,24 +159,6 @@ def endpoint_allowed(url: str, allowed: tuple[str, ...]) -> bool:
     return False
 
 
-def _walk(value: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
-    """(dotted path, key, value) of every mapping entry in a dumped spec."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            here = f"{path}.{key}" if path else str(key)
-            yield here, str(key), item
-            yield from _walk(item, here)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _walk(item, f"{path}.{index}")
-
-
-def model_path_fields(spec_data: dict[str, Any]) -> list[tuple[str, str]]:
-    """(dotted path, value) of every model directory a dumped spec names."""
-    return [(field, value) for field, key, value in _walk(spec_data)
-            if isinstance(value, str) and (key == "model_path" or field == "policy.path")]
-
-
 def _replica_fields(data: dict[str, Any]) -> list[tuple[str, int]]:
     critic = data.get("critic") or {}
     placed = (data.get("placement") or {}).get("environment_verifier") or {}
@@ -171,26 +172,13 @@ def _replica_fields(data: dict[str, Any]) -> list[tuple[str, int]]:
     return [(field, int(value)) for field, value in found if isinstance(value, int)]
 
 
-def policy_violations(
-    spec_data: dict[str, Any], tenant: str, policy: TenantPolicy, *, models_root: str,
-    secrets_are: Literal["kubernetes", "environment"],
-) -> list[Violation]:
-    """Everything in a validated spec (``spec.model_dump(mode="json")``) this tenant may not do."""
+def quota_violations(spec_data: dict[str, Any], policy: TenantPolicy) -> list[Violation]:
+    """Replicas and steps over the tenant's quotas in a dumped spec (``spec.model_dump(mode="json")``).
+
+    What the spec names (paths, modules, URLs, Secrets) is checked by
+    :func:`lecritique.tenancy.spec_rules.spec_violations`, which calls this too.
+    """
     found: list[Violation] = []
-    roots = [posixpath.join(models_root, tenant), *policy.model_roots]
-    for field, value in model_path_fields(spec_data):
-        if not path_under(value, roots):
-            found.append(Violation(field, f"model paths must lie under {roots}", "forbidden"))
-    for field, key, value in _walk(spec_data):
-        if not isinstance(value, str):
-            continue
-        if key == "api_key_secret" and secrets_are == "kubernetes":
-            if not (value.startswith(f"{tenant}-") or value in policy.secrets):
-                found.append(Violation(field, f"Secrets this tenant may use: {tenant}-* and {list(policy.secrets)}", "forbidden"))
-        elif key == "api_key_env":
-            found.extend(_api_key_env(field, value, tenant, policy, secrets_are))
-        elif key == "base_url" and not endpoint_allowed(value, policy.llm_endpoints):
-            found.append(Violation(field, f"LLM endpoints this tenant may call: {list(policy.llm_endpoints)}", "forbidden"))
     for field, replicas in _replica_fields(spec_data):
         if replicas > policy.max_replicas:
             found.append(Violation(field, f"{replicas} exceeds this tenant's limit of {policy.max_replicas}", "limit"))
@@ -198,15 +186,6 @@ def policy_violations(
     if isinstance(steps, int) and steps > policy.max_steps:
         found.append(Violation("orchestrator.steps", f"{steps} exceeds this tenant's limit of {policy.max_steps}", "limit"))
     return found
-
-
-def _api_key_env(field: str, name: str, tenant: str, policy: TenantPolicy, secrets_are: str) -> list[Violation]:
-    if not ENV_NAME.fullmatch(name) or is_reserved_env(name):
-        return [Violation(field, "must be an upper-case variable name that the platform does not set itself "
-                                 "(REDIS_URL, PATH, LECRITIQUE_*, PYTHON*, ... are reserved)", "forbidden")]
-    if secrets_are == "environment" and not (name.startswith(env_prefix(tenant)) or name in policy.secrets):
-        return [Violation(field, f"variables this tenant may use: {env_prefix(tenant)}* and {list(policy.secrets)}", "forbidden")]
-    return []
 
 
 def gpu_violation(gpus: int, policy: TenantPolicy) -> Violation | None:

@@ -11,6 +11,10 @@ import re
 import secrets
 
 HASH = re.compile(r"sha256:[0-9a-f]{64}")
+PUBLISHED_TOKENS = ("lecritique-example-token",)
+"""Example tokens printed in this repository (docs, example values files); anyone can read them."""
+PUBLISHED_HASHES = ("sha256:f778a22ac59820388e330d83a53325a8766b72cdcde788f22e35bceeec42f21e",)
+"""Their hashes, refused by the API and by the Helm chart (``lecritique.publishedTokenHashes``)."""
 TENANT = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 """A tenant name (matched whole, ``fullmatch``): 1-63 of a-z 0-9 _ . - starting alphanumeric."""
 
@@ -39,5 +43,8 @@ def parse_token_hashes(mapping: object, source: str) -> dict[str, str]:
             raise ValueError(f"{source}: tenant name {str(tenant)[:80]!r} must be 1-63 of a-z 0-9 _ . - (starting alphanumeric)")
         if not isinstance(digest, str) or not HASH.fullmatch(digest):
             raise ValueError(f"{source}: tokens.{tenant} must be 'sha256:' and 64 hex digits (a hash, never the token)")
+        if digest in PUBLISHED_HASHES:
+            raise ValueError(f"{source}: tokens.{tenant} is the hash of a token published in the lecritique repository; "
+                             f"make a real one with `lecritique api hash-token {tenant}`")
         checked[tenant] = digest
     return checked

@@ -27,6 +27,11 @@ class TrackerContext:
     spec: Mapping[str, Any] = field(default_factory=dict)
     """The resolved spec as JSON, logged as the run's configuration."""
 
+    def folder(self, configured: str) -> Path:
+        """A tracker folder from the spec: relative ones lie in the run directory (the only place the
+        REST API lets a tenant's trackers write), absolute ones (local runs) stay where they are."""
+        return self.run_dir / Path(configured).expanduser()
+
     @property
     def _state_path(self) -> Path:
         return self.run_dir / "tracking" / "state.json"

@@ -20,8 +20,8 @@ class TensorBoardTrackerConfig(_TrackerConfigBase):
 
     kind: Literal["tensorboard"] = "tensorboard"
     """Selects TensorBoard."""
-    log_dir: str | None = None
-    """Folder of the event files (None: ``tensorboard/`` in the run directory)."""
+    log_dir: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "tracker_dir"})
+    """Folder of the event files, relative to the run directory (None: ``tensorboard/`` there)."""
 
 
 class WandbTrackerConfig(_TrackerConfigBase):
@@ -33,10 +33,10 @@ class WandbTrackerConfig(_TrackerConfigBase):
     """W&B project."""
     entity: str | None = None
     """W&B team or user (None: the account's default)."""
-    mode: Literal["online", "offline", "disabled"] | None = None
+    mode: Literal["online", "offline", "disabled"] | None = Field(default=None, json_schema_extra={"x-tenant-rule": "wandb_mode"})
     """online, offline (``wandb sync`` later) or disabled; None: ``WANDB_MODE`` or online."""
-    dir: str | None = None
-    """Folder W&B writes its run files to (None: the run directory)."""
+    dir: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "tracker_dir"})
+    """Folder W&B writes its run files to, relative to the run directory (None: the run directory)."""
     group: str | None = None
     """Group runs together (e.g. the seeds of one study)."""
     tags: tuple[str, ...] = ()
@@ -48,7 +48,7 @@ class MlflowTrackerConfig(_TrackerConfigBase):
 
     kind: Literal["mlflow"] = "mlflow"
     """Selects MLflow."""
-    tracking_uri: str | None = None
+    tracking_uri: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "tracker_uri"})
     """http(s)://server, databricks, or file:///path (None: ``MLFLOW_TRACKING_URI``, else ``mlruns/`` in the run directory)."""
     experiment_name: str | None = None
     """MLflow experiment the run goes into (None: the spec's name)."""
@@ -61,8 +61,9 @@ class TrackioTrackerConfig(_TrackerConfigBase):
     """Selects trackio."""
     project: str = "lecritique"
     """trackio project."""
-    dir: str | None = None
-    """Folder of trackio's store (None: ``TRACKIO_DIR`` or trackio's default); read when trackio is first imported."""
+    dir: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "tracker_dir", "x-unset-is-outside-run-dir": True})
+    """Folder of trackio's store, relative to the run directory (None: ``TRACKIO_DIR`` or trackio's
+    default); read when trackio is first imported."""
 
 
 TrackerConfig = Annotated[

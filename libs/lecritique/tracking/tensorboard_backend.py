@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from lecritique.tracking.base import FinalReport, TrackerContext, missing_package
@@ -16,7 +15,7 @@ class TensorBoardTracker:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
             raise missing_package("tensorboard", "tensorboard", "tensorboard") from None
-        self.log_dir = Path(config.log_dir) if config.log_dir else context.run_dir / "tensorboard"
+        self.log_dir = context.folder(config.log_dir) if config.log_dir else context.run_dir / "tensorboard"
         self._writer: Any = SummaryWriter(log_dir=str(self.log_dir))
 
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:

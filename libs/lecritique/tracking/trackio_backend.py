@@ -15,9 +15,10 @@ from lecritique.tracking.config import TrackioTrackerConfig
 class TrackioTracker:
     def __init__(self, config: TrackioTrackerConfig, context: TrackerContext) -> None:
         if config.dir is not None:
-            if "trackio" in sys.modules and os.environ.get("TRACKIO_DIR") != config.dir:
+            folder = str(context.folder(config.dir))
+            if "trackio" in sys.modules and os.environ.get("TRACKIO_DIR") != folder:
                 raise ValueError("trackio.dir must be set before trackio is imported (it reads TRACKIO_DIR once)")
-            os.environ["TRACKIO_DIR"] = config.dir
+            os.environ["TRACKIO_DIR"] = folder
         try:
             import trackio
         except ImportError:

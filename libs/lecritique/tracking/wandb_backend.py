@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from lecritique.tracking.base import FinalReport, TrackerContext, missing_package
@@ -21,7 +20,7 @@ class WandbTracker:
         state = context.load_state("wandb")
         # A fresh id per run directory: the same spec run twice must not append to one W&B run.
         run_id = state.get("run_id") or f"{context.experiment_id[:48]}-{secrets.token_hex(4)}"
-        directory = Path(config.dir) if config.dir else context.run_dir
+        directory = context.folder(config.dir) if config.dir else context.run_dir
         directory.mkdir(parents=True, exist_ok=True)
         self._run: Any = wandb.init(
             project=config.project, entity=config.entity, mode=config.mode, dir=str(directory),

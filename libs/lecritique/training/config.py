@@ -73,7 +73,7 @@ class DistillationConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    teacher: str
+    teacher: str = Field(json_schema_extra={"x-tenant-rule": "model_path"})
     """Causal-LM directory of the teacher; it must share the policy's tokenizer (same vocabulary)."""
     gate: GateKind = "value_decrease"
     """Which actions get teacher supervision: value_decrease (LVOPD), trajectory_failure, none."""
