@@ -16,6 +16,7 @@ import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
+from lecritique.config.critic_budget import check_update_budget
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
 from lecritique.config.placement import PlacementSpec
 from lecritique.critics.kinds import critic_kind
@@ -253,6 +254,7 @@ class ExperimentSpec(SpecModel):
                     f"critic batch ({critic_batch} trajectories) exceeds critic.replay.capacity "
                     f"({self.critic.replay.capacity}); raise the capacity or set critic.batch_size"
                 )
+            check_update_budget(self)
         return self
 
     @property

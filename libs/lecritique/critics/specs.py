@@ -79,6 +79,11 @@ class TrainedCriticSpec(CriticServingSpec):
     """Publish critic weights every this many updates (large models: publishing costs a checkpoint)."""
     keep_versions: int = Field(default=8, ge=2, le=10_000)
     """Critic versions kept in the weight store (older ones are pruned)."""
+    updates_per_step: int = Field(default=0, ge=0, le=1_000_000)
+    """0: the critic trains asynchronously, as fast as its data allows (Le Critique B.1). k > 0:
+    the batch of policy step t is scored by a critic version at least k updates newer than the one
+    that scored step t-1; the orchestrator waits for it (value-plane wait). What the replay can feed
+    bounds k (``docs/critics.md``, "Critic budget"): a k it can never meet is refused."""
 
 
 class DiscriminativeCriticSpec(CriticTrainerConfig, TrainedCriticSpec):
