@@ -6,13 +6,26 @@ fields in what it says (``docs/critics.md``, "Critic budget").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from lecritique.critics.specs import TrainedCriticSpec
 from lecritique.replay.budget import UpdateBudget, update_budget
 
-if TYPE_CHECKING:
-    from lecritique.config.experiment import ExperimentSpec
+
+class ExperimentSpec(Protocol):
+    """What the check reads of :class:`lecritique.config.experiment.ExperimentSpec` (which calls it)."""
+
+    @property
+    def critic(self) -> Any: ...
+
+    @property
+    def orchestrator(self) -> Any: ...
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @property
+    def critic_batch_size(self) -> int: ...
 
 
 def spec_update_budget(spec: ExperimentSpec) -> UpdateBudget | None:
