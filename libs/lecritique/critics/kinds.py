@@ -116,9 +116,12 @@ def _discriminative_backend(critic: DiscriminativeCriticSpec, weights: Path | No
 def _discriminative_fresh(critic: DiscriminativeCriticSpec, policy_dir: Path, seed: int) -> CriticLearner:
     from lecritique.training.critic_trainer import CriticTrainer
 
-    if critic.model_path is not None:  # a critic of an earlier run, or a pretrained one (§7.1)
-        return CriticTrainer.load(critic.model_path, critic)
-    return CriticTrainer.from_policy(policy_dir, critic)
+    if critic.model_path is not None:  # a critic of an earlier run, a pretrained one (§7.1), or another LM
+        return CriticTrainer.from_model_path(critic.model_path, policy_dir, critic)
+    if critic.tiny is None and critic.init == "policy":
+        return CriticTrainer.from_policy(policy_dir, critic)
+    layers, hidden = (critic.tiny.layers, critic.tiny.hidden) if critic.tiny is not None else (None, None)
+    return CriticTrainer.shaped(policy_dir, critic, layers=layers, hidden=hidden, init=critic.init, seed=seed)
 
 
 def _discriminative_resume(

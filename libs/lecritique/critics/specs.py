@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig, SpecBase
 from lecritique.critics.icc import INITIAL_REWARD_AVERAGE, REWARD_AVERAGE_DECAY
@@ -86,6 +86,15 @@ class TrainedCriticSpec(CriticServingSpec):
     bounds k (``docs/critics.md``, "Critic budget"): a k it can never meet is refused."""
 
 
+class TinyCriticShape(SpecBase):
+    """The critic's own depth and width, for a tiny (Llama) policy; unset fields keep the policy's."""
+
+    layers: int | None = Field(default=None, ge=1, le=256)
+    """Decoder layers (None: the policy's)."""
+    hidden: int | None = Field(default=None, ge=8, le=65_536)
+    """Width of the residual stream (None: the policy's); the MLP scales with it, the head count stays."""
+
+
 class DiscriminativeCriticSpec(CriticTrainerConfig, TrainedCriticSpec):
     """The scalar-head critic (backbone copied from the policy, head random; Appendix B.3)."""
 
@@ -96,7 +105,13 @@ class DiscriminativeCriticSpec(CriticTrainerConfig, TrainedCriticSpec):
     model_path: str | None = None
     """A saved critic to start from (Le Critique §7.1, value pretraining reused across runs): a
     published critic version of an earlier run (``RUN/weights/critic/NNNNNNNN``) or a pretrained
-    one. None: the policy's backbone with a fresh head (Appendix B.3)."""
+    one, or any causal LM whose tokenizer is the policy's (its backbone, a fresh head). None: the
+    policy's backbone with a fresh head (Appendix B.3)."""
+    tiny: TinyCriticShape | None = None
+    """The critic's own shape for a tiny (Llama) policy (None: the policy's shape); see ``init``."""
+    init: Literal["policy", "fresh"] = "policy"
+    """``policy``: start from the policy's weights (with ``tiny``, every tensor whose shape matches:
+    the embeddings and the first layers; needs the policy's width); ``fresh``: random weights."""
     weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
     """How new critic versions reach the value evaluators: ``shared_volume`` or ``broadcast``."""
     processes: int = Field(default=1, ge=1, le=64)
@@ -113,6 +128,14 @@ class DiscriminativeCriticSpec(CriticTrainerConfig, TrainedCriticSpec):
 
     def trainer_processes(self) -> tuple[int, int | None]:
         return self.processes, self.processes_per_node
+
+    @model_validator(mode="after")
+    def _one_source_of_weights(self) -> DiscriminativeCriticSpec:
+        if self.model_path is not None and self.tiny is not None:
+            raise ValueError("critic.tiny: a critic started from critic.model_path has that model's shape; set one of the two")
+        if self.model_path is not None and self.init == "fresh":
+            raise ValueError("critic.init: 'fresh' discards the weights of critic.model_path; drop one of the two")
+        return self
 
 
 class GenerativeCriticSpec(GenerativeCriticConfig, TrainedCriticSpec):

@@ -43,11 +43,13 @@ from lecritique.advantages import (
 from lecritique.config.critic_budget import update_budget_warnings
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.critics.specs import TrainedCriticSpec
+from lecritique.critics.types import ActorInfo
 from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.batches import BatchSource, GeneratedBatch
 from lecritique.orchestrator.clients import ServiceClients
 from lecritique.orchestrator.critic_stage import CriticStage
 from lecritique.orchestrator.heldout import held_out_success
+from lecritique.orchestrator.probe import CriticProbe
 from lecritique.orchestrator.redis_retry import retry_redis
 from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
 from lecritique.orchestrator.telemetry import StepLog, Telemetry
@@ -99,8 +101,21 @@ class Orchestrator:
         self.batches = BatchSource(spec, clients.environment, player, self.critic, self._stop)
         # Held-out evaluation runs in the policy loop while the rollout stage generates.
         self._eval_player = dataclasses.replace(player, tokenizer=copy.deepcopy(player.tokenizer))
+        self.probe = self._probe()
         self._started = time.monotonic()
         self._elapsed_before = 0.0
+
+    def _probe(self) -> CriticProbe | None:
+        """The in-run critic probe (``critic_probe``); it plays with the held-out evaluation's player."""
+        settings, critic, evaluator = self.spec.critic_probe, self.spec.critic, self.clients.value_evaluator
+        if settings is None or critic is None or evaluator is None:
+            return None
+        stage = self.critic
+        return CriticProbe(
+            settings, critic, self._eval_player, self.clients.environment, evaluator,
+            lambda: ActorInfo(stage.actor_description, stage.reward_average.value),
+            group_size=self.spec.rollout.group_size, seed=self.spec.seed,
+        )
 
     def run(self, on_step: OnStep | None = None) -> OrchestratorState:
         spec = self.spec
@@ -331,6 +346,10 @@ class Orchestrator:
             )
             self.telemetry.held_out(held_out["eval_success"])
             metrics.update(held_out)
+        if self.probe is not None and self.probe.due(pending.step):
+            probed = self.probe.run(pending.step)
+            self.telemetry.probed(pending.step, probed)
+            metrics.update(probed)
         # A crash between appending the row and committing the checkpoint must not log the step twice.
         if not (recovering and self.log.has_step(pending.step)):
             self.log.append(metrics)
