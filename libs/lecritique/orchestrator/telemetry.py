@@ -120,11 +120,15 @@ class Telemetry:
             return
         labels = (self.experiment_id,)
         PROBE_STEP.labels(*labels).set(step)
-        for gauge, key in ((PROBE_CEILING, "probe_ceiling"), (PROBE_EV, "probe_critic_ev")):
-            if probe.get(key) is not None:
-                gauge.labels(*labels).set(probe[key])
-        if probe.get("probe_ceiling_fraction") is not None:
-            PROBE_FRACTION.labels(self.experiment_id, self.critic_context).set(probe["probe_ceiling_fraction"])
+
+        def value(key: str) -> float:
+            # NaN when undefined (no positive ceiling to reach): a comparison with it never fires an alert.
+            found = probe.get(key)
+            return float("nan") if found is None else float(found)
+
+        PROBE_CEILING.labels(*labels).set(value("probe_ceiling"))
+        PROBE_EV.labels(*labels).set(value("probe_critic_ev"))
+        PROBE_FRACTION.labels(self.experiment_id, self.critic_context).set(value("probe_ceiling_fraction"))
 
     def step(self, metrics: dict[str, Any]) -> None:
         """The series of one step's row."""
