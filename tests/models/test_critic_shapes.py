@@ -12,7 +12,7 @@ import torch
 
 from lecritique.config import SpecError, parse_spec
 from lecritique.critics.kinds import critic_kind
-from lecritique.models.critic import CriticShapeError
+from lecritique.models.critic import CriticShapeError, load_critic
 from lecritique.models.policy import load_policy
 from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
 from lecritique.trajectory import Trajectory
@@ -102,3 +102,12 @@ def test_model_path_may_be_any_model_with_the_policys_tokenizer(policy_dir, tmp_
     saved.save(tmp_path / "critic")
     again = build(policy_dir, model_path=str(tmp_path / "critic")).engine.model  # a saved critic keeps its head
     assert torch.equal(again.state_dict()["score.weight"], saved.engine.model.state_dict()["score.weight"])
+
+
+def test_critic_eval_measures_the_critic_a_run_would_start_from(policy_dir, tmp_path):
+    spec = critic_spec(tiny={"layers": 3})
+    untrained = critic_kind(spec).untrained_weights(spec, policy_dir, tmp_path / "untrained")
+    assert load_critic(untrained).config.num_hidden_layers == 3
+    lm = write_random_tiny_policy(tmp_path / "lm", ALPHABET, seed=5)
+    backbone = critic_spec(model_path=str(lm))
+    assert load_critic(critic_kind(backbone).untrained_weights(backbone, policy_dir, tmp_path / "b")).config.num_labels == 1

@@ -133,9 +133,12 @@ def _discriminative_resume(
 
 
 def _discriminative_untrained(critic: DiscriminativeCriticSpec, policy_dir: Path, scratch: Path) -> Path:
-    """The critic a run starts from: its ``model_path``, else a random head on the policy's
-    backbone, saved (the critic-eval spec's seed makes it repeatable)."""
-    if critic.model_path is not None:
+    """The critic a run starts from: its ``model_path`` when that is a saved critic, else the critic
+    the value trainer would build (a random head on a backbone, a shaped critic), saved (the
+    critic-eval spec's seed makes it repeatable)."""
+    from lecritique.models.critic import is_saved_critic
+
+    if critic.model_path is not None and is_saved_critic(critic.model_path):
         return Path(critic.model_path)
     _discriminative_fresh(critic, policy_dir, 0).save(scratch)
     return scratch

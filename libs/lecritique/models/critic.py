@@ -163,12 +163,15 @@ def same_tokenizer(path: str | Path, policy_dir: str | Path) -> str | None:
     return None
 
 
-def critic_or_backbone(path: str | Path, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
-    """A saved critic (one label) as it is, or any other model's backbone with a fresh scalar head."""
+def is_saved_critic(path: str | Path) -> bool:
+    """Whether ``path`` holds a critic (a one-label token-classification model), not another model."""
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(str(path))
     architectures = config.architectures or []
-    if getattr(config, "num_labels", None) == 1 and any(a.endswith("ForTokenClassification") for a in architectures):
-        return load_critic(path, dtype)
-    return critic_from_policy(path, dtype)
+    return getattr(config, "num_labels", None) == 1 and any(a.endswith("ForTokenClassification") for a in architectures)
+
+
+def critic_or_backbone(path: str | Path, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
+    """A saved critic (one label) as it is, or any other model's backbone with a fresh scalar head."""
+    return load_critic(path, dtype) if is_saved_critic(path) else critic_from_policy(path, dtype)
