@@ -116,11 +116,22 @@ def critic_dashboard() -> dict[str, Any]:
         _panel("Critic explained variance per bucket", [
             (f"lecritique_value_ev{{{EXP}}}", "{{experiment}} bucket {{bucket}}"),
         ], unit="none", description="On each policy batch, over the tokens of each TETHER bucket: why rho differs by bucket.", width=8),
+        _panel("Critic EV / Monte-Carlo ceiling (critic_probe)", [
+            (f"lecritique_critic_ceiling_fraction{{{EXP}}}", "{{experiment}} {{critic_context}} EV / ceiling"),
+            (f"max by (experiment) (lecritique_critic_probe_ceiling{{{EXP}}})", "{{experiment}} ceiling"),
+            (f"max by (experiment) (lecritique_critic_probe_ev{{{EXP}}})", "{{experiment}} critic EV"),
+        ], unit="none", description="Every critic_probe.every steps: held-out states of the current policy, Monte-Carlo "
+           "continuations each. The ceiling is Var(E[R|s]) / Var(R), what a perfect critic explains; the critic's EV is "
+           "MSE-based on the same continuations. Only runs with critic_probe in their spec show it.", width=24),
         _row("Critic training"),
         _panel("Critic loss", [(f"max by (experiment) (lecritique_value_loss{{{EXP}}})", "{{experiment}}")], unit="none", width=8),
         _panel("Critic updates per second", [
             (f"sum by (experiment) (rate(lecritique_value_updates_total{{{EXP}}}[$__rate_interval]))", "{{experiment}}"),
         ], unit="ops", width=8),
+        _panel("Critic updates per policy step", [
+            (f"max by (experiment) (lecritique_critic_updates_per_step{{{EXP}}})", "{{experiment}}"),
+        ], unit="none", description="Updates between the critic versions that scored consecutive policy batches "
+           "(critic.updates_per_step waits for at least that many).", width=8),
         _panel("Critic hot swaps (per hour)", [
             (f"sum by (experiment) (increase(lecritique_value_evaluator_swaps_total{{{EXP}}}[1h]))", "{{experiment}}"),
         ], unit="short", width=8),

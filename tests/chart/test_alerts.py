@@ -112,6 +112,18 @@ CASES: list[tuple[str, list[dict[str, str]], list[tuple[str, str, list[dict[str,
         ("10m", "LecritiqueExplainedVarianceLow", []),
         ("35m", "LecritiqueExplainedVarianceLow", [{"experiment": "exp-bad", "critic_context": "reference"}]),
     ]),
+    ("critic far below its ceiling", [
+        # A probe every 20 minutes (its step gauge moves), the fraction gauge holds each probe's value.
+        _series("lecritique_critic_ceiling_fraction", {"experiment": "exp-low", "critic_context": "reference"}, "0.1x80"),
+        _series("lecritique_critic_probe_step", {"experiment": "exp-low"}, "5x19 10x19 15x19 20x19"),
+        _series("lecritique_critic_ceiling_fraction", {"experiment": "exp-up", "critic_context": "none"}, "0.1x39 0.5x40"),
+        _series("lecritique_critic_probe_step", {"experiment": "exp-up"}, "5x19 10x19 15x19 20x19"),
+        _series("lecritique_critic_ceiling_fraction", {"experiment": "exp-once", "critic_context": "none"}, "0.1x80"),
+        _series("lecritique_critic_probe_step", {"experiment": "exp-once"}, "5x80"),      # one probe is not a trend
+    ], [
+        ("35m", "LecritiqueCriticFarBelowCeiling", []),     # two probes so far
+        ("45m", "LecritiqueCriticFarBelowCeiling", [{"experiment": "exp-low", "critic_context": "reference"}]),
+    ]),
     ("replay saturated", [
         _series("lecritique_replay_evictions_total", {"experiment": "exp-old", "reason": "age"}, "0+60x40"),
         _series("lecritique_replay_evictions_total", {"experiment": "exp-old", "reason": "capacity"}, "0+40x40"),

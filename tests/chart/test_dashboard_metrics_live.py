@@ -67,7 +67,9 @@ def test_dashboards_and_alerts_against_a_live_run(tmp_path: Path, embedded_redis
     from lecritique.launch.processes import ManagedProcess, python_command
 
     experiment_id = "exp-live-metrics"
-    spec = parse_spec(tiny_spec_data(experiment_id, steps=12, policy_path=quick_policy()))
+    # A small critic probe every 2 steps, so the probe's gauges (dashboard panel, alert rule) are live too.
+    probe = {"critic_probe": {"every": 2, "states": 4, "continuations": 2}}
+    spec = parse_spec({**tiny_spec_data(experiment_id, steps=12, policy_path=quick_policy()), **probe})
     launcher = LocalLauncher(spec, tmp_path / "run", redis_url=embedded_redis.url, experiment_id=experiment_id)
     scraped: set[str] = set()
     prometheus: PrometheusServer | None = None

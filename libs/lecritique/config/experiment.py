@@ -16,9 +16,11 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
+from lecritique.config.critic_budget import check_update_budget
 from lecritique.config.errors import describe_errors, model_named
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
 from lecritique.config.placement import PlacementSpec
+from lecritique.config.probe import CriticProbeSpec
 from lecritique.critics.kinds import critic_kind
 from lecritique.critics.specs import CriticSpec, TrainedCriticSpec, default_critic_kind
 from lecritique.critics.types import GROUP_CONTEXT_KINDS
@@ -185,6 +187,8 @@ class ExperimentSpec(SpecModel):
     """Kubernetes node pools, tolerations and resources per component (ignored by local runs)."""
     tracking: list[TrackerConfig] = Field(default_factory=list)
     """Experiment trackers (tensorboard, wandb, mlflow, trackio) sent every step's metrics and the final report."""
+    critic_probe: CriticProbeSpec | None = None
+    """The critic's EV against the Monte-Carlo ceiling on held-out states during the run (None: off)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -248,6 +252,11 @@ class ExperimentSpec(SpecModel):
             raise ValueError("policy_trainer.distillation.gate 'value_decrease' needs a critic: add a 'critic' section")
         if self.policy_trainer.weight_transport.kind == "broadcast" and self.rollout.engine.kind != "hf":
             raise ValueError("policy_trainer.weight_transport 'broadcast' needs rollout.engine.kind 'hf' (vLLM loads from the volume)")
+        if self.critic_probe is not None and (self.critic is None or critic_kind(self.critic).hindsight(self.critic)):
+            raise ValueError(
+                "critic_probe: needs a critic that scores each state from its prefix (add a 'critic' section; "
+                "a frozen_llm critic needs critic.hindsight: false)"
+            )
         if self.critic is not None:
             refusal = critic_kind(self.critic).inadmissible(self.critic, self.estimator.name)
             if refusal is not None:
@@ -260,6 +269,7 @@ class ExperimentSpec(SpecModel):
                     f"critic batch ({critic_batch} trajectories) exceeds critic.replay.capacity "
                     f"({self.critic.replay.capacity}); raise the capacity or set critic.batch_size"
                 )
+            check_update_budget(self)
         return self
 
     @property

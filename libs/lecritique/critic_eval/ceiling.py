@@ -23,26 +23,10 @@ from typing import Any
 
 import numpy as np
 
+# The arithmetic is shared with the orchestrator's in-run critic probe (moved, unchanged).
+from lecritique.advantages.ceiling import ceiling_of, critic_ev, variance_terms
 
-def variance_terms(rewards: np.ndarray) -> tuple[float, float, float]:
-    """(between, within, total) of a [states, K] reward array, as in the module docstring."""
-    k = rewards.shape[1]
-    within = float(rewards.var(axis=1, ddof=1).mean())
-    between = float(rewards.mean(axis=1).var(ddof=1)) - within / k
-    return between, within, between + within
-
-
-def ceiling_of(rewards: np.ndarray) -> float:
-    between, _, total = variance_terms(rewards)
-    return between / total if total > 0 else float("nan")
-
-
-def critic_ev(rewards: np.ndarray, values: np.ndarray) -> float:
-    """EV of per-state values against every continuation's return (the module docstring's EV)."""
-    _, _, total = variance_terms(rewards)
-    if total <= 0:
-        return float("nan")
-    return 1.0 - float(((rewards - values[:, None]) ** 2).mean()) / total
+__all__ = ["bucket_labels", "ceiling_of", "ceiling_rows", "critic_ev", "variance_terms"]
 
 
 def bucket_labels(edges: Sequence[int]) -> list[str]:

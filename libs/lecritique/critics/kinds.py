@@ -116,9 +116,12 @@ def _discriminative_backend(critic: DiscriminativeCriticSpec, weights: Path | No
 def _discriminative_fresh(critic: DiscriminativeCriticSpec, policy_dir: Path, seed: int) -> CriticLearner:
     from lecritique.training.critic_trainer import CriticTrainer
 
-    if critic.model_path is not None:  # a critic of an earlier run, or a pretrained one (§7.1)
-        return CriticTrainer.load(critic.model_path, critic)
-    return CriticTrainer.from_policy(policy_dir, critic)
+    if critic.model_path is not None:  # a critic of an earlier run, a pretrained one (§7.1), or another LM
+        return CriticTrainer.from_model_path(critic.model_path, policy_dir, critic)
+    if critic.tiny is None and critic.init == "policy":
+        return CriticTrainer.from_policy(policy_dir, critic)
+    layers, hidden = (critic.tiny.layers, critic.tiny.hidden) if critic.tiny is not None else (None, None)
+    return CriticTrainer.shaped(policy_dir, critic, layers=layers, hidden=hidden, init=critic.init, seed=seed)
 
 
 def _discriminative_resume(
@@ -130,9 +133,12 @@ def _discriminative_resume(
 
 
 def _discriminative_untrained(critic: DiscriminativeCriticSpec, policy_dir: Path, scratch: Path) -> Path:
-    """The critic a run starts from: its ``model_path``, else a random head on the policy's
-    backbone, saved (the critic-eval spec's seed makes it repeatable)."""
-    if critic.model_path is not None:
+    """The critic a run starts from: its ``model_path`` when that is a saved critic, else the critic
+    the value trainer would build (a random head on a backbone, a shaped critic), saved (the
+    critic-eval spec's seed makes it repeatable)."""
+    from lecritique.models.critic import is_saved_critic
+
+    if critic.model_path is not None and is_saved_critic(critic.model_path):
         return Path(critic.model_path)
     _discriminative_fresh(critic, policy_dir, 0).save(scratch)
     return scratch

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig, SpecBase
 from lecritique.critics.icc import INITIAL_REWARD_AVERAGE, REWARD_AVERAGE_DECAY
@@ -78,6 +78,20 @@ class TrainedCriticSpec(CriticServingSpec):
     """Publish critic weights every this many updates (large models: publishing costs a checkpoint)."""
     keep_versions: int = Field(default=8, ge=2, le=10_000)
     """Critic versions kept in the weight store (older ones are pruned)."""
+    updates_per_step: int = Field(default=0, ge=0, le=1_000_000)
+    """0: the critic trains asynchronously, as fast as its data allows (Le Critique B.1). k > 0:
+    the batch of policy step t is scored by a critic version at least k updates newer than the one
+    that scored step t-1; the orchestrator waits for it (value-plane wait). What the replay can feed
+    bounds k (``docs/critics.md``, "Critic budget"): a k it can never meet is refused."""
+
+
+class TinyCriticShape(SpecBase):
+    """The critic's own depth and width, for a tiny (Llama) policy; unset fields keep the policy's."""
+
+    layers: int | None = Field(default=None, ge=1, le=256)
+    """Decoder layers (None: the policy's)."""
+    hidden: int | None = Field(default=None, ge=8, le=65_536)
+    """Width of the residual stream (None: the policy's); the MLP scales with it, the head count stays."""
 
 
 class DiscriminativeCriticSpec(CriticTrainerConfig, TrainerProcessesConfig, TrainedCriticSpec):
@@ -90,10 +104,24 @@ class DiscriminativeCriticSpec(CriticTrainerConfig, TrainerProcessesConfig, Trai
     model_path: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "model_path"})
     """A saved critic to start from (Le Critique §7.1, value pretraining reused across runs): a
     published critic version of an earlier run (``RUN/weights/critic/NNNNNNNN``) or a pretrained
-    one. None: the policy's backbone with a fresh head (Appendix B.3)."""
+    one, or any causal LM whose tokenizer is the policy's (its backbone, a fresh head). None: the
+    policy's backbone with a fresh head (Appendix B.3)."""
+    tiny: TinyCriticShape | None = None
+    """The critic's own shape for a tiny (Llama) policy (None: the policy's shape); see ``init``."""
+    init: Literal["policy", "fresh"] = "policy"
+    """``policy``: start from the policy's weights (with ``tiny``, every tensor whose shape matches:
+    the embeddings and the first layers; needs the policy's width); ``fresh``: random weights."""
 
     def trainer_processes(self) -> tuple[int, int | None]:
         return self.processes, self.processes_per_node
+
+    @model_validator(mode="after")
+    def _one_source_of_weights(self) -> DiscriminativeCriticSpec:
+        if self.model_path is not None and self.tiny is not None:
+            raise ValueError("critic.tiny: a critic started from critic.model_path has that model's shape; set one of the two")
+        if self.model_path is not None and self.init == "fresh":
+            raise ValueError("critic.init: 'fresh' discards the weights of critic.model_path; drop one of the two")
+        return self
 
 
 class GenerativeCriticSpec(GenerativeCriticConfig, TrainedCriticSpec):

@@ -94,3 +94,84 @@ def critic_values(
             positions = state_value_positions(len(prefix), len(tokens))
             results.append(outputs_cpu[index, positions].astype(np.float32))
     return results
+
+
+class CriticShapeError(ValueError):
+    """A critic shape or start that cannot be built from this policy; the message names the spec field."""
+
+
+def shaped_critic(
+    policy_dir: str | Path,
+    *,
+    layers: int | None = None,
+    hidden: int | None = None,
+    init: str = "policy",
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> PreTrainedModel:
+    """A critic of its own depth and width for a tiny (Llama) policy, started from the policy or fresh.
+
+    ``init="policy"`` copies every backbone tensor of the policy whose name and shape the critic
+    has (embeddings, final norm, the first ``min(layers, policy layers)`` layers), so it needs the
+    policy's width; the rest, and the head, are random (``seed``). ``init="fresh"``: all random.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(str(policy_dir))
+    if (layers is not None or hidden is not None) and config.model_type != "llama":
+        raise CriticShapeError(
+            f"critic.tiny: the policy in {policy_dir} is a {config.model_type!r} model, not a tiny Llama; "
+            "give an HF policy a critic of another size with critic.model_path (same tokenizer)"
+        )
+    heads = int(config.num_attention_heads)
+    width = hidden or int(config.hidden_size)
+    if width % heads:
+        raise CriticShapeError(f"critic.tiny.hidden: {width} is not divisible by the policy's {heads} attention heads")
+    if init == "policy" and width != int(config.hidden_size):
+        raise CriticShapeError(
+            f"critic.init: 'policy' copies the policy's weights, which needs critic.tiny.hidden = the policy's "
+            f"hidden size {config.hidden_size} (got {width}); set critic.init: fresh for another width"
+        )
+    scale = width / int(config.hidden_size)
+    shaped = config.__class__.from_dict({
+        **config.to_dict(), "num_hidden_layers": layers or int(config.num_hidden_layers), "hidden_size": width,
+        "intermediate_size": round(int(config.intermediate_size) * scale), "head_dim": width // heads,
+        "num_labels": 1, "architectures": None,
+    })
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model: PreTrainedModel = AutoModelForTokenClassification.from_config(shaped, dtype=dtype)  # type: ignore[no-untyped-call]
+    if init == "policy":
+        policy = AutoModelForCausalLM.from_pretrained(str(policy_dir), dtype=dtype)
+        own = model.model.state_dict()
+        copied = {k: v for k, v in policy.model.state_dict().items() if k in own and own[k].shape == v.shape}
+        model.model.load_state_dict(copied, strict=False)
+        logger.info("critic %s: %d of %d backbone tensors copied from policy %s", shaped.num_hidden_layers, len(copied), len(own), policy_dir)
+    return model
+
+
+def same_tokenizer(path: str | Path, policy_dir: str | Path) -> str | None:
+    """Why the tokenizer saved in ``path`` is not the policy's (None: it is, token for token)."""
+    from transformers import AutoTokenizer
+
+    theirs, ours = AutoTokenizer.from_pretrained(str(path)), AutoTokenizer.from_pretrained(str(policy_dir))
+    if theirs.get_vocab() != ours.get_vocab():
+        return f"its vocabulary ({len(theirs)} tokens) is not the policy's ({len(ours)} tokens)"
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        if getattr(theirs, name) != getattr(ours, name):
+            return f"its {name} is {getattr(theirs, name)}, the policy's {getattr(ours, name)}"
+    return None
+
+
+def is_saved_critic(path: str | Path) -> bool:
+    """Whether ``path`` holds a critic (a one-label token-classification model), not another model."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(str(path))
+    architectures = config.architectures or []
+    return getattr(config, "num_labels", None) == 1 and any(a.endswith("ForTokenClassification") for a in architectures)
+
+
+def critic_or_backbone(path: str | Path, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
+    """A saved critic (one label) as it is, or any other model's backbone with a fresh scalar head."""
+    return load_critic(path, dtype) if is_saved_critic(path) else critic_from_policy(path, dtype)

@@ -82,7 +82,7 @@ class BatchSource:
 
     def evaluate(self, rolled: RolledOut) -> GeneratedBatch:
         started = time.perf_counter()
-        scored = self.critic.score(rolled.episodes)
+        scored = self.critic.score(rolled.episodes, rolled.cursor)
         window = (started, time.perf_counter())
         return GeneratedBatch(rolled.cursor, rolled.episodes, scored, rolled.rollout_seconds, window, time.time())
 

@@ -164,6 +164,10 @@ class ValueEvaluatorClient:
             raise ValueError(f"the value evaluator answered {len(values)} value arrays for {len(queries)} trajectories")
         return values, int(response.value_version), {str(k): float(v) for k, v in response.stats.items()}
 
+    def served_version(self) -> int:
+        """The critic version one replica serves now (its Info)."""
+        return int(self.pool.call("Info", common_pb2.ServiceInfoRequest()).weights_version)
+
 
 class ValueTrainerClient:
     def __init__(self, pool: ReplicaPool[Any]) -> None:

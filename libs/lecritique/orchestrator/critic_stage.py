@@ -27,6 +27,7 @@ from lecritique.critics.specs import ActorConditioning, CriticSpec
 from lecritique.critics.types import ActorInfo
 from lecritique.orchestrator.clients import ValueEvaluatorClient
 from lecritique.orchestrator.episodes import EpisodeBatch
+from lecritique.orchestrator.update_gate import UpdateGate
 from lecritique.rpc.client import NoReplicaAvailable
 from lecritique.trajectory import Trajectory
 
@@ -51,14 +52,24 @@ class Scored:
     """The actor's reward average and its batch count once this batch is folded in (checkpointed)."""
     degraded: str | None = None
     """Why the value plane could not score this batch (None: it did); a degraded batch has no values."""
+    update_wait: tuple[float, str | None] = (0.0, None)
+    """``critic.updates_per_step``: seconds spent waiting for the critic's updates, and why the wait
+    stopped short of them (None: it did not)."""
 
 
 class CriticStage:
     def __init__(
-        self, critic: CriticSpec | None, evaluator: ValueEvaluatorClient | None, tokenizer: object, policy_path: str | Path | None
+        self,
+        critic: CriticSpec | None,
+        evaluator: ValueEvaluatorClient | None,
+        tokenizer: object,
+        policy_path: str | Path | None,
+        gate: UpdateGate | None = None,
     ) -> None:
         self.critic = critic
         self.evaluator = evaluator
+        self.gate = gate
+        """Waits for ``critic.updates_per_step`` updates before each batch (None: asynchronous critic)."""
         # The evaluation stage encodes critic contexts while the rollout stage encodes prompts:
         # it gets a tokenizer of its own (a Rust-backed tokenizer must not be shared across threads).
         self.tokenizer = tokenizer
@@ -68,6 +79,8 @@ class CriticStage:
         self.newest_version = -1
         """The newest critic version that scored a batch: an evaluator that comes back serving an
         older one (e.g. restarted before the trainer's last publish reached it) is not used yet."""
+        self.newest_cursor = -1
+        """The batch cursor that version scored."""
 
     def restore(self, average: float | None, batches: int, newest_version: int = -1) -> None:
         """Continue from a checkpointed reward average (None: none yet, keep the prior) and the
@@ -77,36 +90,51 @@ class CriticStage:
             self.reward_average.batches = batches
         self.newest_version = max(self.newest_version, newest_version)
 
-    def score(self, episodes: EpisodeBatch) -> Scored:
-        scored = self._values(episodes)
+    def score(self, episodes: EpisodeBatch, cursor: int = -1) -> Scored:
+        scored = self._values(episodes, cursor)
         # Folded in after evaluation: no critic input ever contains its own batch's rewards.
         self.reward_average.update(float(np.mean([t.reward for t in episodes.trajectories])))
         scored.reward_average_after = (self.reward_average.value, self.reward_average.batches)
         return scored
 
-    def _values(self, episodes: EpisodeBatch) -> Scored:
+    def _values(self, episodes: EpisodeBatch, cursor: int) -> Scored:
         trajectories = episodes.trajectories
         if self.evaluator is None or self.critic is None:
             return Scored(trajectories, -1, 0.0, {}, (0.0, 0))
+        evaluator = self.evaluator
         actor = ActorInfo(self.actor_description, self.reward_average.value)
         attempts = [attempt_of(r, t) for r, t in zip(episodes.records, trajectories, strict=True)]
         queries = critic_queries(self.critic, attempts, self.tokenizer, actor)
         start = time.perf_counter()
+        target = self.gate.target(self.newest_version) if self.gate is not None else None
+        deadline = self.gate.deadline() if self.gate is not None else 0.0
+        short: str | None = None
         try:
-            values, version, stats = self.evaluator.evaluate(queries, episodes.prompt_texts, actor)
+            while True:
+                if self.gate is not None and target is not None:
+                    short = self.gate.wait(target, deadline, self.newest_cursor)
+                waited = time.perf_counter() - start if target is not None else 0.0
+                values, version, stats = evaluator.evaluate(queries, episodes.prompt_texts, actor)
+                # Another replica may still serve an older version than the one the gate saw.
+                if target is None or short is not None or version >= target:
+                    break
         except (grpc.RpcError, NoReplicaAvailable) as error:
             if isinstance(error, grpc.RpcError) and error.code() in _REQUEST_BUGS:
                 raise
             reason = error.code().name if isinstance(error, grpc.RpcError) else error.code.name
             logger.warning("value plane degraded (%s): scoring batch without the critic", reason)
             return self._degraded(trajectories, f"evaluator {reason}", time.perf_counter() - start)
-        seconds = time.perf_counter() - start
+        seconds = time.perf_counter() - start - waited
         if version < self.newest_version:
             logger.warning("evaluator answered with critic version %d < %d already used", version, self.newest_version)
             return self._degraded(trajectories, f"critic version {version} older than {self.newest_version}", seconds)
-        self.newest_version = version
+        self.newest_version, self.newest_cursor = version, cursor
+        if short is not None:
+            logger.warning("batch %d scored by critic version %d < %d wanted by critic.updates_per_step: %s",
+                           cursor, version, target, short)
         evaluated = [replace(q.trajectory, values=v, value_version=version) for q, v in zip(queries, values, strict=True)]
-        return Scored(evaluated, version, seconds, {**stats, "reward_average": actor.reward_average}, (0.0, 0))
+        stats = {**stats, "reward_average": actor.reward_average}
+        return Scored(evaluated, version, seconds, stats, (0.0, 0), update_wait=(waited, short))
 
     @staticmethod
     def _degraded(trajectories: list[Trajectory], reason: str, seconds: float) -> Scored:

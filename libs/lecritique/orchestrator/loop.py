@@ -40,16 +40,20 @@ from lecritique.advantages import (
     critic_free_advantages,
     explained_variance,
 )
+from lecritique.config.critic_budget import update_budget_warnings
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.critics.specs import TrainedCriticSpec
+from lecritique.critics.types import ActorInfo
 from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.batches import BatchSource, GeneratedBatch
 from lecritique.orchestrator.clients import ServiceClients
 from lecritique.orchestrator.critic_stage import CriticStage
 from lecritique.orchestrator.heldout import held_out_success
+from lecritique.orchestrator.probe import CriticProbe
 from lecritique.orchestrator.redis_retry import retry_redis
 from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
 from lecritique.orchestrator.telemetry import StepLog, Telemetry
+from lecritique.orchestrator.update_gate import update_gate
 from lecritique.replay import ReplayBuffer
 from lecritique.rpc.client import NoReplicaAvailable
 from lecritique.trajectory import Trajectory
@@ -86,12 +90,32 @@ class Orchestrator:
         # Resolved settings (e.g. GAE's lambda under ``auto``) are the estimator's metrics before any fit.
         logger.info("estimator %s: %s", spec.estimator.name, self.estimator.metrics())
         self._stop = threading.Event()
-        self.critic = CriticStage(spec.critic, clients.value_evaluator, copy.deepcopy(player.tokenizer), spec.policy.path)
+        for warning in update_budget_warnings(spec):
+            logger.warning("%s", warning)
+        trainer = clients.value_trainer
+        gate = update_gate(
+            spec.critic, spec.critic_batch_size, clients.value_evaluator, trainer.status if trainer is not None else None,
+            spec.orchestrator.rpc_deadline_seconds,
+        )
+        self.critic = CriticStage(spec.critic, clients.value_evaluator, copy.deepcopy(player.tokenizer), spec.policy.path, gate)
         self.batches = BatchSource(spec, clients.environment, player, self.critic, self._stop)
         # Held-out evaluation runs in the policy loop while the rollout stage generates.
         self._eval_player = dataclasses.replace(player, tokenizer=copy.deepcopy(player.tokenizer))
+        self.probe = self._probe()
         self._started = time.monotonic()
         self._elapsed_before = 0.0
+
+    def _probe(self) -> CriticProbe | None:
+        """The in-run critic probe (``critic_probe``); it plays with the held-out evaluation's player."""
+        settings, critic, evaluator = self.spec.critic_probe, self.spec.critic, self.clients.value_evaluator
+        if settings is None or critic is None or evaluator is None:
+            return None
+        stage = self.critic
+        return CriticProbe(
+            settings, critic, self._eval_player, self.clients.environment, evaluator,
+            lambda: ActorInfo(stage.actor_description, stage.reward_average.value),
+            group_size=self.spec.rollout.group_size, seed=self.spec.seed,
+        )
 
     def run(self, on_step: OnStep | None = None) -> OrchestratorState:
         spec = self.spec
@@ -155,6 +179,7 @@ class Orchestrator:
                 break
             if batch.scored.degraded is None:
                 self._push_replay(batch.scored.trajectories)
+            self._consumed(batch)
             state = self._past(state, batch)
             self.checkpoints.save(state)
             logger.info("warmup batch %d pushed (critic version %d)", batch.cursor, batch.scored.value_version)
@@ -178,6 +203,7 @@ class Orchestrator:
         evaluated, dropped = self._fresh(batch, state)
         if not evaluated:
             logger.warning("step %d: every rollout of batch %d was stale; sampling again", step, batch.cursor)
+            self._consumed(batch)
             return self._past(state, batch, dropped_stale_total=state.dropped_stale_total + dropped)
         degraded_streak = self._degraded_streak(state, batch, step)
         advantage_batch = AdvantageBatch.from_trajectories(evaluated)
@@ -185,8 +211,10 @@ class Orchestrator:
         with_advantages = [replace(t, advantages=advantages[row, : len(t.token_ids)]) for row, t in enumerate(evaluated)]
         if batch.scored.degraded is None:  # only batches that carry values feed the critic
             self._push_replay(with_advantages)
+        self._consumed(batch)
         metrics = {
             **self._batch_metrics(step, batch, advantage_batch, dropped, wait_end - step_start),
+            **self._update_metrics(state, batch),
             **estimator_metrics,
         }
         # The policy loop waits on the value plane only while it is blocked on a batch whose
@@ -270,6 +298,23 @@ class Orchestrator:
             **{f"critic_{key}": value for key, value in batch.scored.stats.items()},
         }
 
+    def _update_metrics(self, state: OrchestratorState, batch: GeneratedBatch) -> dict[str, Any]:
+        """``critic_updates_per_step``: critic updates between the versions that scored the previous
+        step's batch and this one's (versions count publishes; None without a trained critic's version),
+        and how long the evaluation stage waited for them (``critic.updates_per_step``)."""
+        critic = self.spec.critic
+        achieved = None
+        known = state.newest_value_version >= 0 and batch.scored.degraded is None
+        if isinstance(critic, TrainedCriticSpec) and known:
+            achieved = (batch.scored.value_version - state.newest_value_version) * critic.publish_every
+        waited, short = batch.scored.update_wait
+        return {"critic_updates_per_step": achieved, "critic_update_wait_seconds": waited, "critic_update_short": short}
+
+    def _consumed(self, batch: GeneratedBatch) -> None:
+        """Tell the evaluation stage's update gate the batch is in the replay (or never will be)."""
+        if self.critic.gate is not None:
+            self.critic.gate.consumed_through(batch.cursor)
+
     def _train(self, pending: PendingStep, step_start: float) -> OrchestratorState:
         """Record the step as pending, train on it, then finish it."""
         train_start = time.perf_counter()
@@ -301,6 +346,10 @@ class Orchestrator:
             )
             self.telemetry.held_out(held_out["eval_success"])
             metrics.update(held_out)
+        if self.probe is not None and self.probe.due(pending.step):
+            probed = self.probe.run(pending.step)
+            self.telemetry.probed(pending.step, probed)
+            metrics.update(probed)
         # A crash between appending the row and committing the checkpoint must not log the step twice.
         if not (recovering and self.log.has_step(pending.step)):
             self.log.append(metrics)

@@ -45,6 +45,23 @@ CRITIC_DEGRADED = Gauge(
     ["experiment"],
 )
 DEGRADED_STEPS = Counter("lecritique_degraded_steps_total", "Policy steps taken without the critic", ["experiment"])
+CRITIC_UPDATES = Gauge(
+    "lecritique_critic_updates_per_step",
+    "Critic updates between the versions that scored the last two policy batches (critic.updates_per_step)",
+    ["experiment"],
+)
+PROBE_FRACTION = Gauge(
+    "lecritique_critic_ceiling_fraction",
+    "Critic EV / Monte-Carlo ceiling on held-out states at the last critic probe (critic_probe)",
+    ["experiment", "critic_context"],
+)
+PROBE_CEILING = Gauge(
+    "lecritique_critic_probe_ceiling", "Monte-Carlo ceiling Var(E[R|s]) / Var(R) at the last critic probe", ["experiment"]
+)
+PROBE_EV = Gauge(
+    "lecritique_critic_probe_ev", "Critic EV (MSE-based) on the held-out states of the last critic probe", ["experiment"]
+)
+PROBE_STEP = Gauge("lecritique_critic_probe_step", "Policy step of the last critic probe", ["experiment"])
 TOKENS = Counter("lecritique_rollout_tokens_total", "Policy tokens generated", ["experiment"])
 ESTIMATOR_GAUGES = {
     key: Gauge(f"lecritique_{key}", text, ["experiment", "bucket"]) for key, text in estimator_gauges().items()
@@ -97,6 +114,22 @@ class Telemetry:
     def held_out(self, success: float) -> None:
         EVAL_SUCCESS.labels(self.experiment_id).set(success)
 
+    def probed(self, step: int, probe: dict[str, Any]) -> None:
+        """The series of a critic probe (nothing when it was skipped)."""
+        if not probe:
+            return
+        labels = (self.experiment_id,)
+        PROBE_STEP.labels(*labels).set(step)
+
+        def value(key: str) -> float:
+            # NaN when undefined (no positive ceiling to reach): a comparison with it never fires an alert.
+            found = probe.get(key)
+            return float("nan") if found is None else float(found)
+
+        PROBE_CEILING.labels(*labels).set(value("probe_ceiling"))
+        PROBE_EV.labels(*labels).set(value("probe_critic_ev"))
+        PROBE_FRACTION.labels(self.experiment_id, self.critic_context).set(value("probe_ceiling_fraction"))
+
     def step(self, metrics: dict[str, Any]) -> None:
         """The series of one step's row."""
         labels = (self.experiment_id,)
@@ -114,6 +147,8 @@ class Telemetry:
         DEGRADED_STEPS.labels(*labels).inc(degraded)
         if not degraded:  # a degraded step has no critic version
             VALUE_VERSION.labels(*labels).set(metrics["value_version"])
+        if metrics.get("critic_updates_per_step") is not None:
+            CRITIC_UPDATES.labels(*labels).set(metrics["critic_updates_per_step"])
         STEP_SECONDS.labels(*labels).observe(metrics["step_seconds"])
         VALUE_WAIT.labels(*labels).inc(metrics["value_wait_seconds"])
         TOKENS.labels(*labels).inc(metrics["policy_tokens"])

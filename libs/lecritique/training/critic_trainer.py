@@ -31,7 +31,15 @@ from transformers import PreTrainedModel
 
 from lecritique.advantages import explained_variance
 from lecritique.advantages.losses import value_loss
-from lecritique.models.critic import critic_from_policy, load_critic, value_outputs
+from lecritique.models.critic import (
+    CriticShapeError,
+    critic_from_policy,
+    critic_or_backbone,
+    load_critic,
+    same_tokenizer,
+    shaped_critic,
+    value_outputs,
+)
 from lecritique.models.dtypes import torch_dtype
 from lecritique.training.collate import (
     CriticBatch,
@@ -79,6 +87,23 @@ class CriticTrainer(HFTrainer):
         """Resume from a critic saved with :meth:`save`."""
         config = config or CriticTrainerConfig()
         return cls(load_critic(critic_dir, dtype=torch_dtype(config.dtype)), config, tokenizer_source=critic_dir)
+
+    @classmethod
+    def from_model_path(cls, path: str | Path, policy_dir: str | Path, config: CriticTrainerConfig) -> CriticTrainer:
+        """``critic.model_path``: a saved critic, or any model's backbone with a fresh head; its
+        tokenizer must be the policy's (the critic reads the policy's token ids)."""
+        differs = same_tokenizer(path, policy_dir)
+        if differs is not None:
+            raise CriticShapeError(f"critic.model_path: {path} cannot read the policy's tokens: {differs}")
+        return cls(critic_or_backbone(path, torch_dtype(config.dtype)), config, tokenizer_source=path)
+
+    @classmethod
+    def shaped(
+        cls, policy_dir: str | Path, config: CriticTrainerConfig, *, layers: int | None, hidden: int | None, init: str, seed: int
+    ) -> CriticTrainer:
+        """A critic of its own shape (``critic.tiny``), started from the policy or fresh (``critic.init``)."""
+        model = shaped_critic(policy_dir, layers=layers, hidden=hidden, init=init, seed=seed, dtype=torch_dtype(config.dtype))
+        return cls(model, config, tokenizer_source=policy_dir)
 
     def _values_from_outputs(self, outputs: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(outputs) if self.config.loss == "bce" else outputs
