@@ -4,7 +4,14 @@ import math
 
 import numpy as np
 
-from lecritique.critic_eval.ceiling import best_critic, bucket_labels, ceiling_of, ceiling_rows, critic_ev, variance_terms
+from lecritique.critic_eval.ceiling import (
+    best_critic,
+    bucket_labels,
+    ceiling_of,
+    ceiling_rows,
+    critic_ev,
+    variance_terms,
+)
 
 
 def bernoulli_states(rng, values, k):
