@@ -51,7 +51,7 @@ def verdict(result: CriticEvalResult) -> str:
         ((m["ev_var"], name) for name, m in result.metrics.items() if math.isfinite(m.get("ev_var", float("nan")))), reverse=True
     )
     if not scored:
-        reasons = {notes.get("ev_var") for notes in result.notes.values()} - {None}
+        reasons = {notes["ev_var"] for notes in result.notes.values() if "ev_var" in notes}
         return f"Verdict (ev_var): none, {'; '.join(sorted(reasons)) or 'no critic has a finite ev_var'}."
     best_value, best = scored[0]
     others = "; ".join(f"{name} {value:.3f}" for value, name in scored[1:])
@@ -82,13 +82,18 @@ def ceiling_table(result: CriticEvalResult) -> str:
         cells += [_cell(critics.get(n, {}).get("ev_mse"), critics.get(n, {}).get("ev_note")) for n in names]
         cells += [_cell(critics.get(n, {}).get("fraction"), critics.get(n, {}).get("fraction_note")) for n in names]
         lines.append("| " + " | ".join(cells) + " |")
-    overall = next((row for row in result.ceiling if row["label"] == "all"), result.ceiling[0])
     return (
         "\n\nOracle ceiling per response position (critic_eval.ceiling; t = response tokens since the episode's "
         "first policy token; ev_mse = 1 − MSE(R, V)/Var(R) against every continuation's return, not the ev_var above; "
         f"no ratio where the ceiling's 95% interval reaches {MIN_CEILING}):\n\n" + "\n".join(lines)
-        + f"\n\nVerdict (all positions, ev_mse / ceiling): {best_critic(overall)}."
+        + f"\n\n{ceiling_verdict(result)}"
     )
+
+
+def ceiling_verdict(result: CriticEvalResult) -> str:
+    """The ceiling table's verdict line (all positions)."""
+    overall = next((row for row in result.ceiling if row["label"] == "all"), result.ceiling[0])
+    return f"Verdict (all positions, ev_mse / ceiling): {best_critic(overall)}."
 
 
 def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> dict[str, Path]:
