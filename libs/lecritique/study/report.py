@@ -39,6 +39,10 @@ def _pm(cell: Mapping[str, float], digits: int = 3, why: str = "no data") -> str
     return f"{_fmt(cell['mean'], digits)} ± {_fmt(cell['std'], digits)}"
 
 
+def _signed(value: float) -> str:
+    return f"{value:+.3f}" if math.isfinite(value) else "n/a"
+
+
 def _ci(cell: Mapping[str, float], low: str, high: str, why: str) -> str:
     return f"n/a ({why})" if not math.isfinite(cell[low]) else f"[{cell[low]:+.3f}, {cell[high]:+.3f}]"
 
@@ -137,11 +141,11 @@ def _comparison_table(study: StudySpec, summary: Mapping[str, Any]) -> str:
     for pair, figures in differences.items():
         for fig in COMPARED:
             cell = figures[fig]
-            one = "1 seed" if cell["n"] == 1 else "no data" if cell["n"] == 0 else "fewer than 5 seeds"
+            one = "1 seed" if cell["n"] == 1 else "not in both variants" if cell["n"] == 0 else "fewer than 5 seeds"
             if cell.get("p_holm", float("nan")) < 0.05:
                 significant.append(f"{pair} on {FIGURE_NAMES[fig]} ({cell['mean']:+.3f})")
             lines.append(
-                f"| {pair} | {FIGURE_NAMES[fig]} | {_fmt(cell['mean'])} | {_ci(cell, 't_low', 't_high', one)} "
+                f"| {pair} | {FIGURE_NAMES[fig]} | {_signed(cell['mean'])} | {_ci(cell, 't_low', 't_high', one)} "
                 f"| {_fmt(cell.get('p', float('nan')))} | {_fmt(cell.get('p_holm', float('nan')))} "
                 f"| {_ci(cell, 'boot_low', 'boot_high', one)} | {cell['n']} |\n"
             )
@@ -176,7 +180,9 @@ def _ceiling_table(ceiling: Mapping[str, Any]) -> str:
             lines.append(_ceiling_row(variant, label, seeds))
     verdict = _ceiling_verdict(by_variant)
     missing = "".join(f"\nNo probe for {note}." for note in notes)
-    return "".join(lines) + f"\nVerdict (all positions, mean over probed seeds): {verdict}.\n{missing}"
+    stale = sorted({r["note_version"] for seeds in by_variant.values() for _, r in seeds if r.get("note_version")})
+    caveat = "".join(f"\nProbed critic: {note}.\n" for note in stale)
+    return "".join(lines) + f"\nVerdict (all positions, mean over probed seeds): {verdict}.\n{missing}{caveat}"
 
 
 def _ceiling_row(variant: str, label: str, seeds: list[tuple[str, Mapping[str, Any]]]) -> str:
