@@ -4,7 +4,15 @@ import math
 
 import numpy as np
 
-from lecritique.study.summary import aggregate, curve, holm, paired_difference, run_figures, run_summary, t_test_p
+from lecritique.study.summary import (
+    aggregate,
+    curve,
+    holm,
+    paired_difference,
+    run_figures,
+    run_summary,
+    t_test_p,
+)
 
 
 def rows(rewards, ev=None, rho=None, success=None, versions=None):

@@ -24,6 +24,7 @@ from lecritique.study.config import CeilingSpec, PlannedRun, StudySpec
 from lecritique.study.runner import KEPT, is_finished, run_dir
 from lecritique.weights.store import WeightStore, version_dirname
 
+
 def last_step_version(folder: Path) -> int | None:
     """The critic version (``value_version``) the run's last policy step used; None without one."""
     try:

@@ -72,13 +72,14 @@ def probe_fractions(ceiling: Mapping[str, Any], variant: str) -> dict[str, float
         overall = next((b for b in result.get("buckets", []) if b["label"] == "all"), None)
         values.append(fraction_of(overall)[0] if overall else float("nan"))
     cell = mean_std(values)
-    half = t975(cell["n"] - 1) * cell["std"] / math.sqrt(cell["n"]) if cell["n"] > 1 else float("nan")
+    n = int(cell["n"])
+    half = t975(n - 1) * cell["std"] / math.sqrt(n) if n > 1 else float("nan")
     return {**cell, "half": half, "probed": len(values)}
 
 
 def _kinds(settings: Mapping[str, Any], variant: str) -> tuple[str | None, str]:
     """(critic context or None without a critic, estimator name) of a variant's first run."""
-    spec = next((s for key, s in settings.items() if key.split("/")[0] == variant), {})
+    spec: Mapping[str, Any] = next((s for key, s in settings.items() if key.split("/")[0] == variant), {})
     critic = spec.get("critic")
     context = None if critic is None else str(critic.get("context", critic.get("kind", "critic")))
     return context, str(spec.get("estimator", {}).get("name", ""))

@@ -102,7 +102,7 @@ def run_study(
 def run_pretrain(study: StudySpec, study_dir: Path, runs: list[PlannedRun], out: Path, console: Console, *, quick: bool) -> None:
     """Every pretrain stage some planned run uses, once, on the study's starting policy; a stage
     whose summary is written is skipped, an interrupted one resumes (``critic pretrain`` is)."""
-    used = {str(Path(r.spec.critic.model_path)) for r in runs if r.spec.critic is not None and getattr(r.spec.critic, "model_path", None)}
+    used = {str(path) for r in runs if (path := getattr(r.spec.critic, "model_path", None))}
     shared = runs[0].spec.policy
     for stage in study.pretrain:
         folder = pretrain_dir(out, stage.name)
