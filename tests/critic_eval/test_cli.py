@@ -129,11 +129,19 @@ def fake_run(tiny_policy, folder, *, critic_versions=(3, 5)):
     return folder
 
 
-def test_spec_from_a_run_folder_takes_its_newest_policy_and_critic(tiny_policy, tmp_path):
+@pytest.fixture(scope="module")
+def platform_policy():
+    """A few SFT steps (seconds): these tests check the plumbing from a run folder, not critics."""
+    from tests.helm_support import quick_policy
+
+    return quick_policy()
+
+
+def test_spec_from_a_run_folder_takes_its_newest_policy_and_critic(platform_policy, tmp_path):
     from lecritique.config.experiment import SpecError
     from lecritique.critic_eval.from_run import spec_from_run
 
-    run = fake_run(tiny_policy, tmp_path / "run")
+    run = fake_run(platform_policy, tmp_path / "run")
     spec = spec_from_run(run, states=8)
     assert spec.policy.path.endswith("policy/00000002") and spec.critics[0].path.endswith("critic/00000005")
     assert spec.critics[0].name == "pvf" and spec.critics[0].critic.context == "reference"
@@ -145,8 +153,8 @@ def test_spec_from_a_run_folder_takes_its_newest_policy_and_critic(tiny_policy, 
         spec_from_run(tmp_path)
 
 
-def test_critic_eval_of_a_run_folder(tiny_policy, tmp_path):
-    run = fake_run(tiny_policy, tmp_path / "run", critic_versions=(1,))
+def test_critic_eval_of_a_run_folder(platform_policy, tmp_path):
+    run = fake_run(platform_policy, tmp_path / "run", critic_versions=(1,))
     result = subprocess.run(
         [sys.executable, "-m", "lecritique", "critic-eval", "--run", str(run), "--out", str(tmp_path / "out"), "--no-progress",
          "--tasks", "4", "--states", "8", "--continuations", "3"],
