@@ -76,7 +76,7 @@ def _summary(row: dict[str, Any]) -> str:
         value = row.get(key)
         return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
 
-    return f"reward {fmt('reward_mean')}  EV {fmt('value_explained_variance')}  rho {fmt('tether_rho')}"
+    return f"reward {fmt('reward_mean')}  ev_var {fmt('value_explained_variance')}  rho {fmt('tether_rho')}"
 
 
 class StudyProgress:
