@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install prometheus-tools container-tools images test test-fast lint demo chaos study bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
+.PHONY: install prometheus-tools container-tools images test test-fast lint demo chaos study study-levers bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -83,6 +83,12 @@ chaos: $(STAMP)
 study: $(STAMP)
 	$(PY) -m lecritique study examples/studies/arithmetic.yaml --out runs/study-arithmetic
 	$(PY) -m lecritique study examples/studies/sudoku-mini.yaml --out runs/study-sudoku
+
+# The critic's levers (issue #26; docs/study.md): updates per step 0/2/8 for VF and PVF, capacity x1/x4,
+# a pretrained PVF, TETHER-PVF and MEAN; 5 seeds. Then publish its tables into docs/study.md:
+#   lecritique study examples/studies/critic-levers.yaml --out runs/study-levers --report-only --doc docs/study.md
+study-levers: $(STAMP)
+	$(PY) -m lecritique study examples/studies/critic-levers.yaml --out runs/study-levers
 
 bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-rollout bench-weights
 

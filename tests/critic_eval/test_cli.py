@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from lecritique.launch.local import REPO_ROOT
@@ -95,3 +96,71 @@ def test_token_states_inside_responses_and_the_ceiling_table(tiny_policy, tmp_pa
     assert rows["all"]["states"] == 24 == sum(rows[label]["states"] for label in ("t=0", "t=1-2", "t>=3"))
     assert set(rows["all"]["critics"]) == {"vf", "pvf"}
     assert "Oracle ceiling per response position" in (tmp_path / "out" / "critic_eval.md").read_text()
+
+
+def test_an_experiment_spec_is_answered_with_what_to_do(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "lecritique", "critic-eval", str(REPO_ROOT / "examples" / "sudoku-mini-pvf.yaml"), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, env=child_environment(REPO_ROOT, threads=2), timeout=120,
+    )
+    assert result.returncode == 2
+    assert "is an experiment spec" in result.stderr and "lecritique critic-eval --run RUN_DIR" in result.stderr
+    assert "unknown field" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def fake_run(tiny_policy, folder, *, critic_versions=(3, 5)):
+    """A run folder as ``lecritique run`` leaves it: spec.json, policy and critic versions."""
+    import shutil
+
+    from lecritique.config.experiment import parse_spec
+    from lecritique.critics.kinds import critic_kind
+
+    spec = parse_spec({
+        "name": "r", "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]}, "policy": {"path": str(tiny_policy)},
+        "rollout": {"group_size": 2, "tasks_per_step": 4, "sampling": {"max_tokens": 8}}, "estimator": {"name": "value"},
+        "critic": {"context": "reference"}, "orchestrator": {"steps": 2},
+    })
+    folder.mkdir(parents=True)
+    (folder / "spec.json").write_text(spec.model_dump_json(exclude_none=True))
+    shutil.copytree(tiny_policy, folder / "weights" / "policy" / "00000002")
+    for version in critic_versions:
+        critic_kind(spec.critic).untrained_weights(spec.critic, tiny_policy, folder / "weights" / "critic" / f"{version:08d}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def platform_policy():
+    """A few SFT steps (seconds): these tests check the plumbing from a run folder, not critics."""
+    from tests.helm_support import quick_policy
+
+    return quick_policy()
+
+
+def test_spec_from_a_run_folder_takes_its_newest_policy_and_critic(platform_policy, tmp_path):
+    from lecritique.config.experiment import SpecError
+    from lecritique.critic_eval.from_run import spec_from_run
+
+    run = fake_run(platform_policy, tmp_path / "run")
+    spec = spec_from_run(run, states=8)
+    assert spec.policy.path.endswith("policy/00000002") and spec.critics[0].path.endswith("critic/00000005")
+    assert spec.critics[0].name == "pvf" and spec.critics[0].critic.context == "reference"
+    assert spec.split == "eval" and spec.segments.rule == "token" and spec.states == 8
+    assert spec_from_run(run, critic_version=3).critics[0].path.endswith("critic/00000003")
+    with pytest.raises(SpecError, match=r"critic version 4 is not in .* \(kept: \[3, 5\]\)"):
+        spec_from_run(run, critic_version=4)
+    with pytest.raises(SpecError, match="no spec.json"):
+        spec_from_run(tmp_path)
+
+
+def test_critic_eval_of_a_run_folder(platform_policy, tmp_path):
+    run = fake_run(platform_policy, tmp_path / "run", critic_versions=(1,))
+    result = subprocess.run(
+        [sys.executable, "-m", "lecritique", "critic-eval", "--run", str(run), "--out", str(tmp_path / "out"), "--no-progress",
+         "--tasks", "4", "--states", "8", "--continuations", "3"],
+        capture_output=True, text=True, env=child_environment(REPO_ROOT, threads=2), timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Verdict (ev_var)" in result.stdout and "Verdict (all positions, ev_mse / ceiling)" in result.stdout
+    data = json.loads((tmp_path / "out" / "critic_eval.json").read_text())
+    assert data["spec"]["critics"][0]["path"].endswith("critic/00000001") and len(data["states"]) == 8

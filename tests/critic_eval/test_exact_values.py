@@ -9,6 +9,7 @@ from lecritique.advantages import explained_variance, top1_ranking_accuracy, val
 from lecritique.critic_eval import CriticEvalSpec, run_critic_eval
 from lecritique.critic_eval.report import write_report
 from lecritique.critic_eval.run import build_critic
+from lecritique.critic_eval.scores import ranking_counts
 from lecritique.engines import HFEngineConfig, SamplingParams
 from lecritique.engines.hf import HFEngine
 from lecritique.episodes import EpisodePlayer
@@ -114,16 +115,20 @@ def test_reported_metrics_are_those_of_the_recorded_values(evaluation):
         predicted = np.array([s.critic_values[name] for s in result.states])
         metrics = result.metrics[name]
         assert metrics["value_mse"] == pytest.approx(value_mse(predicted, mc))
-        assert metrics["explained_variance"] == pytest.approx(explained_variance(predicted, mc))
+        assert metrics["ev_var"] == pytest.approx(explained_variance(predicted, mc))
         truth = np.array([[c.mc_value for c in p.candidates] for p in result.probes])
         guess = np.array([[c.critic_values[name] for c in p.candidates] for p in result.probes])
-        assert metrics["top1_k2"] == pytest.approx(top1_ranking_accuracy(guess[:, :2], truth[:, :2]))
-        assert metrics["top1_k4"] == pytest.approx(top1_ranking_accuracy(guess, truth))
+        for k in (2, 4):
+            counts = ranking_counts(guess[:, :k], truth[:, :k])
+            assert metrics[f"top1_k{k}"] == pytest.approx(counts["top1"], nan_ok=True)
+            assert metrics[f"mc_ties_k{k}"] + counts["decided"] == len(result.probes)
+            # Ties left out: the hit count is the old (ties-are-misses) accuracy over the decided probes.
+            assert counts["top1"] * counts["decided"] == pytest.approx(top1_ranking_accuracy(guess[:, :k], truth[:, :k]) * len(result.probes))
         assert metrics["ranking_probes"] == len(result.probes)
     # The Markov model writes no "k: p" lines: the frozen critic falls back to the group's peers.
     assert result.metrics["lvrl"]["stat_fallback_states"] == result.metrics["lvrl"]["stat_states"] > 0
     # An untrained scalar head barely varies: it explains none of the variance.
-    assert result.metrics["vf"]["explained_variance"] < 0.2
+    assert result.metrics["vf"]["ev_var"] < 0.2
 
 
 def test_report_files(evaluation):
@@ -132,6 +137,6 @@ def test_report_files(evaluation):
     assert set(data["metrics"]) == {"vf", "lvrl"}
     assert len(data["states"]) == 24 and len(data["ranking_probes"]) == len(result.probes)
     table = paths["markdown"].read_text()
-    assert "| critic | scored on | value MSE | explained variance | top-1 @ k=2 | top-1 @ k=4 |" in table
+    assert "| critic | scored on | value MSE | ev_var (vs MC values) | top-1 @ k=2 | top-1 @ k=4 |" in table
     assert table.count("\n| vf |") == 1 and table.count("\n| lvrl |") == 1
     assert paths["plot"].stat().st_size > 10_000 and paths["plot"].read_bytes()[:4] == b"\x89PNG"

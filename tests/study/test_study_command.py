@@ -71,7 +71,10 @@ def test_quick_study_runs_reports_probes_the_ceiling_and_resumes(tmp_path):
     labels = [row["label"] for row in data["ceiling"]["pvf/seed0"]["buckets"]]
     assert labels == ["all", "t=0", "t=1-2", "t>=3"]
     markdown = (out / "study.md").read_text()
-    assert "| pvf (reference) |" in markdown and "| mean | final_reward |" in markdown and "Oracle ceiling" in markdown
+    assert "| pvf (reference) |" in markdown and "| mean vs pvf | final reward |" in markdown and "Oracle ceiling" in markdown
+    assert "quick: checks the machinery, not results" in markdown and "± n/a (1 seed)" in markdown
+    probe = data["ceiling"]["pvf/seed0"]
+    assert probe["critic_version"] == data["runs"]["pvf"]["0"]["figures"]["critic_updates"], "the last step's critic, not the newest"
     assert (out / "study.png").read_bytes()[:4] == b"\x89PNG"
 
     again = study_command(study, out)

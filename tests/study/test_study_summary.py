@@ -4,7 +4,15 @@ import math
 
 import numpy as np
 
-from lecritique.study.summary import aggregate, curve, paired_difference, run_figures, run_summary
+from lecritique.study.summary import (
+    aggregate,
+    curve,
+    holm,
+    paired_difference,
+    run_figures,
+    run_summary,
+    t_test_p,
+)
 
 
 def rows(rewards, ev=None, rho=None, success=None, versions=None):
@@ -27,7 +35,7 @@ def test_run_figures_follow_the_stated_definitions():
         window=2,
     )
     assert math.isclose(figures["final_reward"], 0.5)
-    assert math.isclose(figures["ev_second_half"], 0.4)  # steps 3 and 4 (after half of 4 steps)
+    assert math.isclose(figures["ev_var_second_half"], 0.4)  # steps 3 and 4 (after half of 4 steps)
     assert figures["rho_first"] == 0.0 and figures["rho_final"] == 0.3
     assert figures["final_eval_success"] == 0.5
     assert math.isclose(figures["steps_per_minute"], 30.0)  # 3 steps in 6 s
@@ -36,7 +44,7 @@ def test_run_figures_follow_the_stated_definitions():
 
 def test_a_critic_free_run_has_no_ev_and_no_rho():
     figures = run_figures(rows([0.1, 0.2]), window=50)
-    assert math.isnan(figures["ev_second_half"]) and math.isnan(figures["rho_final"])
+    assert math.isnan(figures["ev_var_second_half"]) and math.isnan(figures["rho_final"])
     assert math.isnan(figures["critic_updates"]), "value_version -1: no critic"
     assert math.isclose(figures["final_reward"], 0.15)
 
@@ -58,12 +66,12 @@ def test_aggregate_pairs_by_seed_against_the_reference():
         "ref": {0: run_summary(rows([0.1] * 4), 2), 1: run_summary(rows([0.3] * 4), 2)},
         "new": {0: run_summary(rows([0.2] * 4), 2), 1: run_summary(rows([0.5] * 4), 2), 2: run_summary(rows([0.9] * 4), 2)},
     }
-    summary = aggregate(runs, "ref", bootstrap_samples=200)
+    summary = aggregate(runs, [("new", "ref")], bootstrap_samples=200)
     assert math.isclose(summary["variants"]["new"]["final_reward"]["mean"], (0.2 + 0.5 + 0.9) / 3)
     assert summary["variants"]["ref"]["final_reward"]["n"] == 2
-    difference = summary["differences"]["new"]["final_reward"]
+    difference = summary["differences"]["new vs ref"]["final_reward"]
     assert difference["n"] == 2 and math.isclose(difference["mean"], 0.15)
-    assert "ref" not in summary["differences"]
+    assert list(summary["differences"]) == ["new vs ref"]
 
 
 def test_curve_is_mean_and_std_over_seeds_on_common_steps():
@@ -71,3 +79,31 @@ def test_curve_is_mean_and_std_over_seeds_on_common_steps():
     steps, mean, std = curve(by_seed, "reward_mean")
     assert list(steps) == [1, 2] and list(mean) == [0.5, 0.5]
     assert np.allclose(std, [math.sqrt(0.5)] * 2)
+
+
+def test_only_declared_comparisons_get_intervals_with_holm_adjusted_p_values():
+    runs = {
+        name: {seed: run_summary(rows([base + 0.01 * seed + (0.05 if name == "a" else 0.0) * (seed % 2 + 1)] * 4), 2) for seed in range(5)}
+        for name, base in (("a", 0.3), ("b", 0.1), ("c", 0.2))
+    }
+    summary = aggregate(runs, [("a", "b"), ("c", "b")], bootstrap_samples=300)
+    assert list(summary["differences"]) == ["a vs b", "c vs b"], "no interval for the undeclared a vs c"
+    cells = [summary["differences"][pair]["final_reward"] for pair in ("a vs b", "c vs b")]
+    assert all(math.isfinite(c["boot_low"]) for c in cells), "5 seeds: the bootstrap is given"
+    ordered = sorted(c["p"] for c in cells)
+    assert sorted(c["p_holm"] for c in cells) == [min(1.0, 2 * ordered[0]), max(min(1.0, 2 * ordered[0]), ordered[1])]
+
+
+def test_t_test_p_values_and_holm_match_known_values():
+    assert math.isclose(t_test_p(2.776, 4), 0.05, abs_tol=1e-4) and math.isclose(t_test_p(4.303, 2), 0.05, abs_tol=1e-4)
+    assert math.isclose(t_test_p(1.0, 1), 0.5, abs_tol=1e-9)
+    assert holm([0.01, 0.04, 0.03, float("nan")])[:3] == [0.03, 0.06, 0.06]
+
+
+def test_updates_per_step_come_from_the_metrics_field_and_say_when_not_recorded():
+    recorded = rows([0.1] * 4)
+    for row, k in zip(recorded, [4, 4, 5, 3], strict=True):
+        row["critic_updates_per_step"] = k
+    figures = run_figures(recorded, window=2, trajectories_per_step=64)
+    assert figures["updates_per_step"] == 4.0 and figures["trajectories_per_update"] == 16.0
+    assert math.isnan(run_figures(rows([0.1] * 4), window=2, trajectories_per_step=64)["updates_per_step"])

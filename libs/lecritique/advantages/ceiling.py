@@ -36,7 +36,7 @@ def ceiling_of(rewards: np.ndarray) -> float:
 
 
 def critic_ev(rewards: np.ndarray, values: np.ndarray) -> float:
-    """EV of per-state values against every continuation's return (the module docstring's EV)."""
+    """``ev_mse`` of per-state values against every continuation's return (the module docstring's EV)."""
     _, _, total = variance_terms(rewards)
     if total <= 0:
         return float("nan")

@@ -16,7 +16,10 @@ def study(
     quick: Annotated[bool, typer.Option("--quick", help="The spec's quick profile: 1 seed, few steps, 2 variants.")] = False,
     api: ApiOption = None,
     ceiling: Annotated[bool, typer.Option(help="Probe the oracle ceiling on the critic variants' final checkpoints.")] = True,
-    report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: report the runs already in --out.")] = False,
+    report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: report the runs in --out (or its study.json alone).")] = False,
+    doc: Annotated[
+        Path | None, typer.Option(help="Also put this study's tables into DOC's generated block, its data into DOC's .json, its figure beside it.")
+    ] = None,
 ) -> None:
     """Run every (variant, seed) experiment, resumably, then write study.json, study.md, study.png.
 
@@ -31,6 +34,11 @@ def study(
     console = Console()
     try:
         run_study(spec, out, quick=quick, api=api, console=console, ceiling=ceiling, report_only=report_only)
+        if doc is not None:
+            from lecritique.study.docs import publish
+
+            written = publish(out, doc)
+            console.print(f"published into {written['md']} ({written['json']}, {written['png']})")
     except SpecError as error:
         console.print(f"[red]{error}")
         raise typer.Exit(2) from None

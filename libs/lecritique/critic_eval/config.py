@@ -126,8 +126,27 @@ def load_critic_eval_spec(path: str | Path) -> CriticEvalSpec:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as error:
         raise SpecError(f"cannot read critic-eval spec {path}: {error}") from None
+    _refuse_experiment_spec(path, data)
     try:
         return CriticEvalSpec.model_validate(data)
     except ValidationError as error:
         # The experiment spec's error layout: one line per offending field, named by its path.
         raise SpecError(_format(error).replace("experiment spec", "critic-eval spec")) from None
+
+
+EXPERIMENT_ONLY = ("rollout", "estimator", "orchestrator", "critic", "policy_trainer", "name")
+"""Top-level fields of an experiment spec that a critic-eval spec never has."""
+
+
+def _refuse_experiment_spec(path: Path, data: object) -> None:
+    """An experiment spec given to critic-eval is answered with what to do, not a list of unknown fields."""
+    if not isinstance(data, dict) or "critics" in data:
+        return
+    found = [key for key in EXPERIMENT_ONLY if key in data]
+    if len(found) >= 2:
+        raise SpecError(
+            f"{path} is an experiment spec (it has {', '.join(found)}), not a critic-eval spec. To measure the "
+            f"critic of a run of it: lecritique critic-eval --run RUN_DIR --out DIR (RUN_DIR: the run's --out folder). "
+            "To compare critics on a fixed policy, write a critic-eval spec (policy, environment, critics: [...]; "
+            "see examples/critics/critic-eval-sudoku-mini.yml and docs/critics.md)."
+        )

@@ -12,8 +12,8 @@
 4. Every critic scores every state through the same backend the value evaluator serves, with
    the same contexts (privileged context, group peers, In-Context Conditioning).
 
-Metrics per critic: value MSE and explained variance against the Monte-Carlo values, top-1
-ranking accuracy per k. ``mc_noise_mse`` (the mean estimated variance of the Monte-Carlo
+Metrics per critic (:mod:`.scores`): value MSE and ``ev_var`` against the Monte-Carlo values,
+top-1 ranking accuracy per k with ties counted apart, and the reason for every n/a. ``mc_noise_mse`` (the mean estimated variance of the Monte-Carlo
 estimates, p(1-p)/(M-1)) is the MSE a perfect critic would still show against them.
 """
 
@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 from rich.progress import Progress
 
-from lecritique.advantages import explained_variance, top1_ranking_accuracy, value_mse
 from lecritique.critic_eval.ceiling import ceiling_rows
 from lecritique.critic_eval.config import CriticEvalSpec
+from lecritique.critic_eval.scores import critic_row
 from lecritique.critics.inputs import attempt_of, critic_queries, shown_on
 from lecritique.critics.segments import segment_starts
 from lecritique.critics.specs import CriticSpec
@@ -60,7 +60,9 @@ class EvaluatedState:
     mc_rewards: list[float]
     critic_values: dict[str, float] = field(default_factory=dict)
     position: int = 0
-    """Policy tokens of its turn before it (0: the turn's prompt end, before the response)."""
+    """Response (policy) tokens of the episode before it, every turn counted (0: before the first)."""
+    turn_position: int = 0
+    """Policy tokens of its own turn before it (0: the turn's prompt end); differs on multi-turn tasks."""
 
 
 @dataclass
@@ -82,7 +84,7 @@ class RankingProbe:
 @dataclass
 class CriticEvalResult:
     metrics: dict[str, dict[str, float]]
-    """Per critic: value_mse, explained_variance, top1_k{k}, plus the backend's summed statistics."""
+    """Per critic: value_mse, ev_var, top1_k{k} (with mc_ties_k{k}, critic_ties_k{k}), the backend's summed statistics."""
     states: list[EvaluatedState]
     probes: list[RankingProbe]
     mc_noise_mse: float
@@ -95,6 +97,8 @@ class CriticEvalResult:
     """Per critic: ``prefix`` (V(h_t) from the cut prefix) or ``hindsight`` (from the whole episode)."""
     ceiling: list[dict[str, Any]] = field(default_factory=list)
     """The oracle ceiling and each critic's EV / ceiling per response-position bucket (:mod:`.ceiling`)."""
+    notes: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per critic: why a metric is n/a (metric name -> reason)."""
 
 
 def _states_of(record: EpisodeRecord, tokenizer: Any, spec: CriticEvalSpec, capped: bool = True) -> np.ndarray:
@@ -104,7 +108,12 @@ def _states_of(record: EpisodeRecord, tokenizer: Any, spec: CriticEvalSpec, capp
 
 
 def response_position(record: EpisodeRecord, token_index: int) -> int:
-    """Policy tokens of the state's turn emitted before ``token_index``."""
+    """Policy tokens of the episode before ``token_index``, counted from its first policy token."""
+    return int(np.asarray(record.policy_mask, dtype=bool)[:token_index].sum())
+
+
+def turn_position(record: EpisodeRecord, token_index: int) -> int:
+    """Policy tokens of the state's own turn emitted before ``token_index``."""
     mask = np.asarray(record.policy_mask, dtype=bool)[:token_index]
     steps = np.asarray(record.step_ids)
     return int((mask & (steps[:token_index] == steps[token_index])).sum())
@@ -263,12 +272,14 @@ def run_critic_eval(
     mc_values = np.array([np.mean(rewards) for rewards in mc])
     m = spec.continuations
     noise = float(np.mean([v * (1 - v) / (m - 1) for v in mc_values])) if m > 1 else float("nan")
-    metrics = {name: _metrics(spec, score, mc_values, candidate_values, ranking) for name, score in scores.items()}
+    rows = {name: _metrics(spec, score, mc_values, candidate_values, ranking) for name, score in scores.items()}
+    metrics = {name: row for name, (row, _) in rows.items()}
+    notes = {name: why for name, (_, why) in rows.items() if why}
     states = _evaluated_states(points, mc, mc_values, scores, tokenizer)
     probes = _probe_records(tokenizer, base, ranking, candidate_values, scores)
     scored_on = {c.name: c.scored_on(spec.segments) for c in spec.critics}
     ceiling = _ceiling(spec, mc, states, scores) if m > 1 else []
-    return CriticEvalResult(metrics, states, probes, noise, success, icc_average, icc_rewards, scored_on, ceiling)
+    return CriticEvalResult(metrics, states, probes, noise, success, icc_average, icc_rewards, scored_on, ceiling, notes)
 
 
 def _evaluated_states(
@@ -283,6 +294,7 @@ def _evaluated_states(
             mc_rewards=list(rewards),
             critic_values={name: score.states[n] for name, score in scores.items()},
             position=response_position(point.record, point.token_index),
+            turn_position=turn_position(point.record, point.token_index),
         )
         for n, (point, value, rewards) in enumerate(zip(points, mc_values, mc, strict=True))
     ]
@@ -294,24 +306,23 @@ def _ceiling(
     """The oracle ceiling and each critic's EV / ceiling per position bucket (:mod:`.ceiling`)."""
     return ceiling_rows(
         np.array(mc, dtype=float), np.array([state.position for state in states]),
-        {name: np.array(score.states) for name, score in scores.items()}, spec.position_edges, seed=spec.seed,
+        {name: np.array(score.states) for name, score in scores.items()}, spec.position_edges,
+        episodes=np.array([state.episode for state in states]),
+        turn_positions=np.array([state.turn_position for state in states]), seed=spec.seed,
     )
 
 
 def _metrics(
     spec: CriticEvalSpec, score: _Scores, mc_values: np.ndarray, candidate_values: list[float], ranking: _Ranking
-) -> dict[str, float]:
-    """One critic's row: value MSE, explained variance, top-1 ranking accuracy per k, its statistics."""
-    predicted = np.array(score.states)
-    row = {"value_mse": value_mse(predicted, mc_values), "explained_variance": explained_variance(predicted, mc_values)}
-    row["ranking_probes"] = float(len(ranking.probes))
+) -> tuple[dict[str, float], dict[str, str]]:
+    """One critic's row (:mod:`.scores`) with its statistics, and the reason for every n/a in it."""
     truth = np.array(candidate_values).reshape(len(ranking.probes), ranking.k)
     guess = np.array(score.candidates).reshape(len(ranking.probes), ranking.k)
-    for k in spec.ranking_k:
-        # NaN (shown as n/a) when no probe state yielded enough candidates.
-        row[f"top1_k{k}"] = top1_ranking_accuracy(guess[:, :k], truth[:, :k])
+    row, notes = critic_row(
+        np.array(score.states), mc_values, guess, truth, spec.ranking_k, ranking_states=spec.ranking_states
+    )
     row.update({f"stat_{key}": value for key, value in score.stats.items()})
-    return row
+    return row, notes
 
 
 def _probe_records(

@@ -8,7 +8,17 @@ the value trainer's update on them to a held-out EV plateau (:mod:`.train`), ``e
 summary (:mod:`.report`); see ``docs/critics.md``.
 """
 
+from typing import Any
+
 from lecritique.pretrain.config import PretrainConfig, parse_pretrain_config, pretrained_critic
-from lecritique.pretrain.run import CRITIC_DIR, PretrainResult, pretrain
+
+
+def __getattr__(name: str) -> Any:
+    # The training half imports torch; a study spec that only declares a pretrain stage must not.
+    if name in ("CRITIC_DIR", "PretrainResult", "pretrain"):
+        from lecritique.pretrain import run
+
+        return getattr(run, name)
+    raise AttributeError(name)
 
 __all__ = ["CRITIC_DIR", "PretrainConfig", "PretrainResult", "parse_pretrain_config", "pretrain", "pretrained_critic"]

@@ -1,7 +1,11 @@
-"""The oracle ceiling of every critic variant, on its run's final policy and critic (``critic-eval``).
+"""The oracle ceiling of every critic variant, on its run's final policy and the critic version
+its last policy step used (``critic-eval``).
 
 States are held-out (eval split) prefixes at every response position (segment rule ``token``),
 drawn from episodes of the final policy; the ceiling estimator is :mod:`lecritique.critic_eval.ceiling`.
+The value trainer goes on publishing after the last step (and prunes old versions), so the
+runner keeps a hard-linked copy of the version each step used (``runner.keep_scoring_critic``); the
+newest version would be a critic no policy step ever saw.
 """
 
 from __future__ import annotations
@@ -13,38 +17,56 @@ from typing import Any
 from rich.console import Console
 
 from lecritique.config.experiment import ExperimentSpec
-from lecritique.critic_eval.config import CriticEvalSpec, EvaluatedCritic
-from lecritique.critics.config import SegmentsConfig
+from lecritique.critic_eval.config import CriticEvalSpec
+from lecritique.critic_eval.from_run import probe_spec as critic_eval_probe
+from lecritique.reporting.report import load_metrics
 from lecritique.study.config import CeilingSpec, PlannedRun, StudySpec
-from lecritique.study.runner import is_finished, run_dir
-from lecritique.weights.store import WeightStore
+from lecritique.study.runner import KEPT, is_finished, run_dir
+from lecritique.weights.store import WeightStore, version_dirname
 
 
-def probe_spec(spec: ExperimentSpec, name: str, folder: Path, ceiling: CeilingSpec, seed: int) -> CriticEvalSpec | None:
-    """The critic-eval spec of a finished run's final checkpoints (None: no critic or no weights)."""
+def last_step_version(folder: Path) -> int | None:
+    """The critic version (``value_version``) the run's last policy step used; None without one."""
+    try:
+        rows = load_metrics(folder)
+    except FileNotFoundError:
+        return None
+    version = rows[-1].get("value_version") if rows else None
+    return int(version) if isinstance(version, int | float) and version >= 0 else None
+
+
+def last_step_critic(folder: Path) -> tuple[int | None, Path | None, str | None]:
+    """(version, weights, why not): the critic the last step used, kept by the runner or still in the store."""
+    version = last_step_version(folder)
+    if version is None:
+        return None, None, "no step recorded a critic version"
+    for candidate in (folder / KEPT / version_dirname(version), folder / "weights" / "critic" / version_dirname(version)):
+        if candidate.is_dir():
+            return version, candidate, None
+    return version, None, f"critic version {version} (the last step's) was pruned (critic.keep_versions) and not kept"
+
+
+def probe_spec(spec: ExperimentSpec, name: str, folder: Path, ceiling: CeilingSpec, seed: int) -> tuple[CriticEvalSpec | None, dict[str, Any]]:
+    """The critic-eval spec of a finished run's final policy and last-step critic, and what it was
+    built from (or, with None, why there is no probe)."""
     if spec.critic is None:
-        return None
-    store = WeightStore(folder / "weights")
-    policy, critic = store.latest("policy"), store.latest("critic")
+        return None, {"note": "no critic"}
+    policy = WeightStore(folder / "weights").latest("policy")
+    version, critic, why = last_step_critic(folder)
     if policy is None or critic is None:
-        return None
-    return CriticEvalSpec.model_validate({
-        "policy": {"path": str(policy[1]), "template": spec.policy.template},
-        "environment": spec.environment.model_dump(mode="json"),
-        "sampling": spec.rollout.sampling.model_dump(mode="json"),
-        "split": "eval", "tasks": ceiling.tasks, "group_size": ceiling.group_size,
-        "states": ceiling.states, "continuations": ceiling.continuations,
-        "ranking_states": 0, "position_edges": ceiling.position_edges,
-        "segments": SegmentsConfig(rule="token", max_segments=4096).model_dump(mode="json"),
-        "critics": [EvaluatedCritic(name=name, critic=spec.critic, path=str(critic[1])).model_dump(mode="json")],
-        "seed": seed,
-    })
+        return None, {"note": why or "no policy weights", "critic_version": version}
+    settings = {
+        "tasks": ceiling.tasks, "group_size": ceiling.group_size, "states": ceiling.states,
+        "continuations": ceiling.continuations, "ranking_states": 0, "position_edges": ceiling.position_edges, "seed": seed,
+    }
+    return critic_eval_probe(spec, str(policy[1]), str(critic), name, **settings), {"critic_version": version, "policy_version": policy[0]}
 
 
 def probe_ceilings(study: StudySpec, runs: list[PlannedRun], out: Path, console: Console) -> dict[str, Any]:
     """``{"<variant>/seed<s>": {"buckets": [...]}}`` for the finished critic runs of the probed seeds.
 
     Each probe's critic-eval files stay in ``<run>/ceiling/``; a probe already there is read back.
+    A run whose last-step critic is gone gets ``{"note": why}`` and no buckets.
     """
     from lecritique.critic_eval.run import evaluate
 
@@ -52,24 +74,27 @@ def probe_ceilings(study: StudySpec, runs: list[PlannedRun], out: Path, console:
     results: dict[str, Any] = {}
     for run in runs:
         folder = run_dir(out, run)
-        if run.seed not in seeds or not is_finished(folder, run.spec):
-            continue
-        spec = probe_spec(run.spec, run.variant, folder, study.ceiling, run.seed)
-        if spec is None:
+        if run.seed not in seeds or not is_finished(folder, run.spec) or run.spec.critic is None:
             continue
         saved = folder / "ceiling" / "critic_eval.json"
+        spec, source = probe_spec(run.spec, run.variant, folder, study.ceiling, run.seed)
         if not saved.exists():
-            console.print(f"{run.key}: oracle ceiling on the final checkpoints")
+            if spec is None:
+                results[run.key] = {"buckets": [], **source}
+                continue
+            console.print(f"{run.key}: oracle ceiling on the final policy and critic version {source['critic_version']}")
             evaluate(spec, folder / "ceiling", show_progress=False)
-        rows = json.loads(saved.read_text())["ceiling"]
-        results[run.key] = {"buckets": [flatten(row, run.variant) for row in rows], "spec": spec.model_dump(mode="json")}
+        data = json.loads(saved.read_text())
+        rows = data["ceiling"]
+        results[run.key] = {"buckets": [flatten(row, run.variant) for row in rows], "spec": data.get("spec"), **source}
     return results
 
 
 def flatten(row: dict[str, Any], critic: str) -> dict[str, Any]:
-    """A bucket row with the one critic's EV and fraction at top level."""
+    """A bucket row with the one critic's ``ev_mse``, fraction and their notes at top level."""
     scored = row.get("critics", {}).get(critic, {})
     nan = float("nan")
+    kept = {key: scored[key] for key in ("ev_note", "fraction_note") if key in scored}
     return {key: value for key, value in row.items() if key != "critics"} | {
-        "critic_ev": scored.get("ev", nan), "fraction": scored.get("fraction", nan)
+        "ev_mse": scored.get("ev_mse", nan), "fraction": scored.get("fraction", nan), **kept
     }

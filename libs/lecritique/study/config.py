@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
 from lecritique.config.experiment import ExperimentSpec, SpecError, _format, parse_spec
+from lecritique.pretrain.config import PretrainConfig
 
 
 class VariantSpec(SpecModel):
@@ -47,6 +48,22 @@ class CeilingSpec(SpecModel):
     """Response-position bucket edges: [1, 3] gives t = 0 (prompt), 1-2, 3+."""
     seeds: list[int] | None = None
     """Seeds whose final checkpoints are probed; None: the study's first seed only (it is costly)."""
+
+
+PRETRAINED = "pretrained"
+"""``critic.model_path: pretrained`` (the study's one pretrain stage) or ``pretrained:NAME`` in a variant."""
+
+
+class PretrainStage(SpecModel):
+    """A critic pretrained once, before the variants, on the study's own starting policy
+    (``lecritique critic pretrain``); variants name it as ``critic.model_path: pretrained[:NAME]``."""
+
+    name: str = Field(default="pretrained", pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=40)
+    """The stage's name (its folder ``OUT/pretrain/NAME``)."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Merged into the base spec as a variant's are: the critic pretrained (e.g. ``critic: {context: none}``)."""
+    budget: PretrainConfig = Field(default_factory=PretrainConfig)
+    """The pretraining budget (tasks per policy, epochs, patience, batch size; stated in study.md)."""
 
 
 class QuickProfile(SpecModel):
@@ -85,6 +102,11 @@ class StudySpec(SpecModel):
     """The oracle-ceiling probe."""
     quick: QuickProfile = Field(default_factory=QuickProfile)
     """What ``--quick`` runs."""
+    comparisons: list[tuple[str, str]] | None = None
+    """The paired comparisons (a, b) that get intervals, declared before running (Holm-corrected per
+    figure); None: every variant against the reference."""
+    pretrain: list[PretrainStage] = Field(default_factory=list)
+    """Critics pretrained once before the variants (resumable); variants use them by ``model_path``."""
 
     @field_validator("seeds")
     @classmethod
@@ -102,7 +124,26 @@ class StudySpec(SpecModel):
             raise ValueError(f"reference {self.reference!r} is not a variant ({', '.join(names)})")
         if self.quick.variants is not None and not set(self.quick.variants) <= set(names):
             raise ValueError(f"quick.variants {self.quick.variants} must name variants ({', '.join(names)})")
+        for index, (a, b) in enumerate(self.comparisons or []):
+            if a == b or a not in names or b not in names:
+                raise ValueError(f"comparisons.{index}: [{a}, {b}] must name two different variants ({', '.join(names)})")
+        stages = [stage.name for stage in self.pretrain]
+        if len(set(stages)) != len(stages):
+            raise ValueError(f"pretrain: stage names must be unique, got {stages}")
+        for variant in self.variants:
+            wanted = pretrained_stage(variant.overrides, stages)
+            if wanted is not None and wanted not in stages:
+                raise ValueError(
+                    f"variant {variant.name!r}: critic.model_path names pretrain stage {wanted!r}, but the study's "
+                    f"pretrain stages are {stages or 'none (add a pretrain: section)'}"
+                )
         return self
+
+    def compared(self) -> list[tuple[str, str]]:
+        """The declared comparisons, or every variant against the reference."""
+        if self.comparisons is not None:
+            return [(a, b) for a, b in self.comparisons]
+        return [(v.name, self.reference) for v in self.variants if v.name != self.reference]
 
 
 @dataclass(frozen=True)
@@ -116,6 +157,22 @@ class PlannedRun:
     @property
     def key(self) -> str:
         return f"{self.variant}/seed{self.seed}"
+
+
+def pretrained_stage(document: dict[str, Any], stages: list[str]) -> str | None:
+    """The pretrain stage a spec (or overrides) names in ``critic.model_path``, else None."""
+    critic = document.get("critic")
+    path = critic.get("model_path") if isinstance(critic, dict) else None
+    if not isinstance(path, str) or not (path == PRETRAINED or path.startswith(PRETRAINED + ":")):
+        return None
+    if path == PRETRAINED:
+        return stages[0] if len(stages) == 1 else PRETRAINED
+    return path.split(":", 1)[1]
+
+
+def pretrain_dir(out: Path, stage: str) -> Path:
+    """Where a pretrain stage's ``lecritique critic pretrain`` output lives in the study folder."""
+    return out / "pretrain" / stage
 
 
 def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -156,9 +213,12 @@ def apply_quick(study: StudySpec) -> StudySpec:
     return study.model_copy(update={"variants": variants, "seeds": study.seeds[:1], "ceiling": ceiling, "final_window": 2})
 
 
-def plan_runs(study: StudySpec, study_dir: Path, *, quick: bool = False) -> list[PlannedRun]:
-    """Every (variant, seed) experiment, validated; raises :class:`SpecError` naming the bad one."""
+def plan_runs(study: StudySpec, study_dir: Path, *, quick: bool = False, out: Path | None = None) -> list[PlannedRun]:
+    """Every (variant, seed) experiment, validated; raises :class:`SpecError` naming the bad one.
+
+    A ``critic.model_path`` naming a pretrain stage becomes that stage's critic in ``out``."""
     base, spec_dir = base_document(study, study_dir)
+    stages = [stage.name for stage in study.pretrain]
     runs = []
     # Seed-major: an interrupted study has every variant of its first seeds, not some variants only.
     for seed in study.seeds:
@@ -166,6 +226,9 @@ def plan_runs(study: StudySpec, study_dir: Path, *, quick: bool = False) -> list
             document = merge(base, variant.overrides)
             document["name"] = f"{study.name}-{variant.name}-s{seed}"
             document["seed"] = seed
+            stage = pretrained_stage(document, stages)
+            if stage is not None:
+                document["critic"]["model_path"] = str(pretrain_dir(out or Path("study-out"), stage).resolve() / "critic")
             if quick:
                 document = merge(document, _quick_overrides(study.quick, "critic" in document))
             try:
@@ -174,6 +237,19 @@ def plan_runs(study: StudySpec, study_dir: Path, *, quick: bool = False) -> list
                 raise SpecError(f"variant {variant.name!r}, seed {seed}: {error}") from None
             runs.append(PlannedRun(variant.name, seed, spec))
     return runs
+
+
+def plan_pretrain(study: StudySpec, study_dir: Path, stage: PretrainStage) -> ExperimentSpec:
+    """The experiment spec whose critic a stage pretrains: the base with the stage's overrides."""
+    base, spec_dir = base_document(study, study_dir)
+    document = merge(base, stage.overrides)
+    document["name"] = f"{study.name}-pretrain-{stage.name}"
+    if isinstance(document.get("critic"), dict):
+        document["critic"].pop("model_path", None)
+    try:
+        return parse_spec(document, spec_dir=spec_dir)
+    except SpecError as error:
+        raise SpecError(f"pretrain stage {stage.name!r}: {error}") from None
 
 
 def _quick_overrides(quick: QuickProfile, has_critic: bool) -> dict[str, Any]:

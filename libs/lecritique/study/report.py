@@ -1,139 +1,307 @@
-"""study.json, study.md and study.png from the run summaries (and the ceiling probe, when measured)."""
+"""study.json, study.md and study.png; md and png are a pure function of study.json's document
+(``rewrite_report``; ``docs/study.md``'s tables are generated from ``docs/study.json`` this way).
+
+Every n/a says why; an EV is named for what it is (``ev_var``: in-run, variance-based, training
+batches; ``ev_mse``: the ceiling probe's, MSE-based, held-out states); no ratio over a ceiling whose
+95% interval reaches ``MIN_CEILING``; one verdict line per table; a quick study says it is one.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lecritique.study.config import StudySpec
-from lecritique.study.summary import COMPARED, SERIES, curve
+import numpy as np
 
-TITLES = {
-    "reward_mean": "training reward",
-    "eval_success": "held-out greedy success",
-    "value_explained_variance": "critic EV",
-    "tether_rho": "TETHER rho",
+from lecritique.critic_eval.ceiling import MIN_CEILING, Z95
+from lecritique.study.config import StudySpec
+from lecritique.study.figures import write_png
+from lecritique.study.summary import COMPARED, aggregate, mean_std, t975
+
+QUICK_BANNER = "> **quick: checks the machinery, not results.** One seed, a few steps, a tiny ceiling probe; nothing here ranks critics.\n\n"
+FIGURE_NAMES = {
+    "final_reward": "final reward", "final_eval_success": "final held-out success", "ev_var_second_half": "ev_var, second half",
 }
 
 
 def _fmt(value: float, digits: int = 3) -> str:
-    return "n/a" if not math.isfinite(value) else f"{value:.{digits}f}"
+    return f"{value:.{digits}f}" if math.isfinite(value) else "n/a"
 
 
-def _pm(cell: dict[str, float], digits: int = 3) -> str:
-    if cell["n"] == 0:
-        return "n/a"
+def _pm(cell: Mapping[str, float], digits: int = 3, why: str = "no data") -> str:
+    if cell["n"] == 0 or not math.isfinite(cell["mean"]):
+        return f"n/a ({why})"
+    if cell["n"] == 1:
+        return f"{_fmt(cell['mean'], digits)} ± n/a (1 seed)"
     return f"{_fmt(cell['mean'], digits)} ± {_fmt(cell['std'], digits)}"
 
 
-def _ci(cell: dict[str, float], low: str, high: str) -> str:
-    return "n/a" if not math.isfinite(cell[low]) else f"[{cell[low]:+.3f}, {cell[high]:+.3f}]"
+def _signed(value: float) -> str:
+    return f"{value:+.3f}" if math.isfinite(value) else "n/a"
 
 
-def write_png(study: StudySpec, runs: dict[str, dict[int, dict[str, Any]]], png: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(2, 2, figsize=(12, 7.5), squeeze=False)
-    colors = {variant.name: f"C{i}" for i, variant in enumerate(study.variants)}  # one colour per variant everywhere
-    for axis, key in zip(axes.flat, SERIES, strict=True):
-        for name, by_seed in runs.items():
-            steps, mean, std = curve(by_seed, key)
-            if steps.size == 0:
-                continue
-            style = {"marker": "o", "markersize": 3} if key == "eval_success" else {}
-            axis.plot(steps, mean, label=name, linewidth=1.6, color=colors.get(name), **style)
-            axis.fill_between(steps, mean - std, mean + std, color=colors.get(name), alpha=0.18)
-        axis.set_title(f"{TITLES[key]} (mean ± std over seeds)", fontsize=10)
-        axis.set_xlabel("policy step")
-        axis.grid(alpha=0.3)
-        if axis.lines:
-            axis.legend(fontsize=8)
-    figure.suptitle(f"study {study.name}: seeds {study.seeds}")
-    figure.tight_layout()
-    figure.savefig(png, dpi=100)
-    plt.close(figure)
+def _ci(cell: Mapping[str, float], low: str, high: str, why: str) -> str:
+    return f"n/a ({why})" if not math.isfinite(cell[low]) else f"[{cell[low]:+.3f}, {cell[high]:+.3f}]"
 
 
-def _variant_table(study: StudySpec, summary: dict[str, Any]) -> str:
+def ratio_allowed(bucket: Mapping[str, Any]) -> bool:
+    """A critic's EV / ceiling is shown only where the ceiling's 95% interval lies above MIN_CEILING."""
+    ceiling, se = bucket.get("ceiling", float("nan")), bucket.get("ceiling_se", float("nan"))
+    return bool(math.isfinite(ceiling) and math.isfinite(se) and ceiling - Z95 * se > MIN_CEILING)
+
+
+def fraction_of(bucket: Mapping[str, Any]) -> tuple[float, str]:
+    """(EV / ceiling, why n/a) of a flattened probe bucket (study.json rows of any age)."""
+    ev = bucket.get("ev_mse", bucket.get("critic_ev", float("nan")))
+    if not math.isfinite(bucket.get("ceiling", float("nan"))):
+        return float("nan"), bucket.get("ceiling_note", "no ceiling")
+    if not ratio_allowed(bucket):
+        return float("nan"), "ceiling too small"
+    return (ev / bucket["ceiling"], "") if math.isfinite(ev) else (float("nan"), bucket.get("ev_note", "no EV"))
+
+
+def probe_fractions(ceiling: Mapping[str, Any], variant: str) -> dict[str, float]:
+    """EV / ceiling (all positions) of every probed seed of ``variant``, and its 95% half-width."""
+    values = []
+    for key, result in ceiling.items():
+        if key.split("/")[0] != variant:
+            continue
+        overall = next((b for b in result.get("buckets", []) if b["label"] == "all"), None)
+        values.append(fraction_of(overall)[0] if overall else float("nan"))
+    cell = mean_std(values)
+    n = int(cell["n"])
+    half = t975(n - 1) * cell["std"] / math.sqrt(n) if n > 1 else float("nan")
+    return {**cell, "half": half, "probed": len(values)}
+
+
+def _kinds(settings: Mapping[str, Any], variant: str) -> tuple[str | None, str]:
+    """(critic context or None without a critic, estimator name) of a variant's first run."""
+    spec: Mapping[str, Any] = next((s for key, s in settings.items() if key.split("/")[0] == variant), {})
+    critic = spec.get("critic")
+    context = None if critic is None else str(critic.get("context", critic.get("kind", "critic")))
+    return context, str(spec.get("estimator", {}).get("name", ""))
+
+
+def _variant_row(study: StudySpec, document: Mapping[str, Any], name: str, figures: Mapping[str, Any]) -> str:
+    context, estimator = _kinds(document["settings"], name)
+    no_critic = "no critic" if context is None else "not recorded"
+    rho = "n/a (not TETHER)" if estimator != "tether" else f"{_fmt(figures['rho_first']['mean'])} → {_fmt(figures['rho_final']['mean'])}"
+    fraction = probe_fractions(document.get("ceiling", {}), name)
+    fraction_cell = (
+        "n/a (no critic)" if context is None else
+        "n/a (not probed)" if fraction["probed"] == 0 else
+        _pm(fraction, 2, "ceiling too small or no probe") + f" ({fraction['n']} of {fraction['probed']} seeds)"
+    )
+    per_update = "n/a (no critic)" if context is None else _pm(figures["trajectories_per_update"], 1, "not recorded")
+    return (
+        f"| {name}{' (reference)' if name == study.reference else ''} | {_pm(figures['final_reward'])} "
+        f"| {_pm(figures['final_eval_success'])} | {_pm(figures['ev_var_second_half'], 3, no_critic if context is None else 'no EV')} "
+        f"| {fraction_cell} | {_pm(figures['updates_per_step'], 2, no_critic)} | {per_update} | {rho} "
+        f"| {_pm(figures['critic_updates'], 0, no_critic)} | {_pm(figures['steps_per_minute'], 1)} | {figures['final_reward']['n']} |\n"
+    )
+
+
+def _variant_table(study: StudySpec, document: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
     lines = [
-        f"| variant | final reward (last {study.final_window} steps) | final held-out success | EV, second half "
-        "| rho first → final | critic updates | policy steps / min | seeds |\n|---|---|---|---|---|---|---|---|\n"
+        f"| variant | final reward (last {study.final_window} steps) | final held-out success | ev_var, second half (in-run) "
+        "| ev_mse / ceiling (held-out, all positions) | critic updates / step | fresh trajectories / update "
+        "| rho first → final | critic updates | policy steps / min | seeds |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
     ]
-    for name, figures in summary["variants"].items():
-        rho = f"{_fmt(figures['rho_first']['mean'])} → {_fmt(figures['rho_final']['mean'])}"
+    lines += [_variant_row(study, document, name, figures) for name, figures in summary["variants"].items()]
+    return "".join(lines) + "\n" + _variant_verdict(document, summary) + "\n"
+
+
+def _variant_verdict(document: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
+    rewards = sorted(((f["final_reward"]["mean"], n) for n, f in summary["variants"].items() if f["final_reward"]["n"]), reverse=True)
+    fractions = sorted(
+        ((cell["mean"], n) for n in summary["variants"] if math.isfinite((cell := probe_fractions(document.get("ceiling", {}), n))["mean"])),
+        reverse=True,
+    )
+    reward = "; ".join(f"{n} {v:.3f}" for v, n in rewards) or "none"
+    critic = ", ".join(f"{n} {v:.2f}" for v, n in fractions) or "n/a (no probe with a clear ceiling)"
+    return (
+        f"Verdict: final reward, highest first: {reward} (differences: see the comparisons below). "
+        f"Critics, ev_mse / ceiling on held-out states, highest first: {critic}.\n"
+    )
+
+
+def _comparison_table(study: StudySpec, summary: Mapping[str, Any]) -> str:
+    differences = summary["differences"]
+    if not differences:
+        return ""
+    lines = [
+        f"\nDeclared comparisons ({len(differences)}; a − b per seed): mean difference, 95% Student-t interval on the "
+        "per-seed differences, its p-value and the Holm-adjusted p-value (per figure, over the declared comparisons; "
+        "significant: adjusted p < 0.05), and a percentile bootstrap over seeds from 5 seeds on:\n\n"
+        "| comparison | figure | mean difference | t 95% CI | p | p (Holm) | bootstrap 95% CI | seeds |\n|---|---|---|---|---|---|---|---|\n"
+    ]
+    significant = []
+    for pair, figures in differences.items():
+        for fig in COMPARED:
+            cell = figures[fig]
+            one = "1 seed" if cell["n"] == 1 else "not in both variants" if cell["n"] == 0 else "fewer than 5 seeds"
+            if cell.get("p_holm", float("nan")) < 0.05:
+                significant.append(f"{pair} on {FIGURE_NAMES[fig]} ({cell['mean']:+.3f})")
+            lines.append(
+                f"| {pair} | {FIGURE_NAMES[fig]} | {_signed(cell['mean'])} | {_ci(cell, 't_low', 't_high', one)} "
+                f"| {_fmt(cell.get('p', float('nan')))} | {_fmt(cell.get('p_holm', float('nan')))} "
+                f"| {_ci(cell, 'boot_low', 'boot_high', one)} | {cell['n']} |\n"
+            )
+    verdict = "; ".join(significant) if significant else "no declared comparison differs after the Holm correction"
+    return "".join(lines) + f"\nVerdict: {verdict}.\n"
+
+
+def _per_seed(values: list[str]) -> str:
+    return " / ".join(values) if values else "n/a"
+
+
+def _ceiling_table(ceiling: Mapping[str, Any]) -> str:
+    if not ceiling:
+        return ""
+    by_variant: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for key, result in ceiling.items():
+        by_variant.setdefault(key.split("/")[0], []).append((key.split("/")[1], result))
+    lines = [
+        "\nOracle ceiling (final policy and the critic version of the last step, held-out states at every response "
+        "position; t = response tokens since the episode's first policy token; estimator "
+        "lecritique.critic_eval.ceiling). Per probed seed: ceiling Var(E[R|s])/Var(R) ± bootstrap s.e. (by episode; "
+        "\"by state\" marks probes measured before that fix, whose s.e. is too small), the critic's ev_mse (1 − MSE/Var(R) against "
+        f"every continuation's return) and ev_mse / ceiling (n/a where the ceiling's 95% interval reaches {MIN_CEILING}):\n\n"
+        "| variant | positions | seeds | states | ceiling ± s.e. | ev_mse | ev_mse / ceiling | mean ev_mse / ceiling |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+    ]
+    notes = []
+    for variant, seeds in by_variant.items():
+        notes += [f"{variant}/{seed}: {r['note']}" for seed, r in seeds if not r.get("buckets") and r.get("note")]
+        labels = [b["label"] for b in next((r["buckets"] for _, r in seeds if r.get("buckets")), [])]
+        for label in labels:
+            lines.append(_ceiling_row(variant, label, seeds))
+    verdict = _ceiling_verdict(by_variant)
+    missing = "".join(f"\nNo probe for {note}." for note in notes)
+    stale = sorted({r["note_version"] for seeds in by_variant.values() for _, r in seeds if r.get("note_version")})
+    caveat = "".join(f"\nProbed critic: {note}.\n" for note in stale)
+    return "".join(lines) + f"\nVerdict (all positions, mean over probed seeds): {verdict}.\n{missing}{caveat}"
+
+
+def _ceiling_row(variant: str, label: str, seeds: list[tuple[str, Mapping[str, Any]]]) -> str:
+    buckets = [(seed, next((b for b in r.get("buckets", []) if b["label"] == label), None)) for seed, r in seeds]
+    present = [(seed, b) for seed, b in buckets if b is not None]
+    by = {b.get("se_resampled_by", "state") for _, b in present}
+    ceilings = [f"{_fmt(b['ceiling'], 2)} ± {_fmt(b['ceiling_se'], 2)}" for _, b in present]
+    evs = [_fmt(b.get("ev_mse", b.get("critic_ev", float("nan")))) for _, b in present]
+    fractions = [fraction_of(b) for _, b in present]
+    shown = [_fmt(f, 2) if math.isfinite(f) else f"n/a ({why})" for f, why in fractions]
+    finite = [f for f, _ in fractions if math.isfinite(f)]
+    mean = _fmt(float(np.mean(finite)), 2) + ("" if len(finite) == len(fractions) else f" ({len(finite)} of {len(fractions)})") if finite else "n/a"
+    return (
+        f"| {variant} | {label} | {_per_seed([s.removeprefix('seed') for s, _ in present])} | {_per_seed([str(b['states']) for _, b in present])} "
+        f"| {_per_seed(ceilings)}{' (by state)' if by == {'state'} else ''} | {_per_seed(evs)} | {_per_seed(shown)} | {mean} |\n"
+    )
+
+
+def _ceiling_verdict(by_variant: Mapping[str, list[tuple[str, Mapping[str, Any]]]]) -> str:
+    scored = []
+    for variant, seeds in by_variant.items():
+        overall = [b for _, r in seeds for b in r.get("buckets", []) if b["label"] == "all"]
+        fractions = [f for f in (fraction_of(b)[0] for b in overall) if math.isfinite(f)]
+        if fractions:
+            ceiling = float(np.mean([b["ceiling"] for b in overall]))
+            se = float(np.mean([b["ceiling_se"] for b in overall]))
+            scored.append((float(np.mean(fractions)), variant, ceiling, se))
+    if not scored:
+        return "none: no probe has a ceiling clearly above 0"
+    scored.sort(reverse=True)
+    best, name, ceiling, se = scored[0]
+    others = "; ".join(f"{n} {f:.2f}" for f, n, _, _ in scored[1:])
+    head = "tie" if any(abs(f - best) < 0.005 for f, *_ in scored[1:]) else f"best: {name}"
+    return f"{head}, {best:.2f} of the ceiling (ceiling {ceiling:.2f} ± {se:.2f} s.e.)" + (f"; {others}" if others else "")
+
+
+def _pretrain_section(pretrain: Mapping[str, Any]) -> str:
+    if not pretrain:
+        return ""
+    lines = ["\nPretrain stages (`lecritique critic pretrain` on the study's starting policy, once, before the variants):\n\n"]
+    for name, stage in pretrain.items():
+        budget, result = stage["budget"], stage.get("result")
+        spent = (
+            f"{result['train_trajectories']} train / {result['held_out_trajectories']} held-out trajectories, "
+            f"held-out EV {result['initial_held_out_ev']:.3f} → {result['best_held_out_ev']:.3f} (epoch {result['best_epoch']} of {result['epochs']}, stopped: {result['stopped']})"
+            if result else "not run"
+        )
         lines.append(
-            f"| {name}{' (reference)' if name == study.reference else ''} | {_pm(figures['final_reward'])} "
-            f"| {_pm(figures['final_eval_success'])} | {_pm(figures['ev_second_half'])} | {rho} "
-            f"| {_pm(figures['critic_updates'], 0)} | {_pm(figures['steps_per_minute'], 1)} | {figures['final_reward']['n']} |\n"
+            f"- `{name}`: budget {budget['tasks_per_policy']} tasks, at most {budget['max_epochs']} epochs, patience "
+            f"{budget['patience']}; {spent}\n"
         )
     return "".join(lines)
 
 
-def _difference_table(study: StudySpec, summary: dict[str, Any]) -> str:
-    if not summary["differences"]:
-        return ""
-    lines = [
-        f"\nPaired differences against `{study.reference}` (per seed, variant − reference; 95% CI: Student t on "
-        "the per-seed differences, and a percentile bootstrap over seeds from 5 seeds on; n/a with one seed):\n\n"
-        "| variant | figure | mean difference | t CI | bootstrap CI | seeds |\n|---|---|---|---|---|---|\n"
-    ]
-    for name, figures in summary["differences"].items():
-        for fig in COMPARED:
-            cell = figures[fig]
-            lines.append(
-                f"| {name} | {fig} | {_fmt(cell['mean'])} | {_ci(cell, 't_low', 't_high')} "
-                f"| {_ci(cell, 'boot_low', 'boot_high')} | {cell['n']} |\n"
-            )
-    return "".join(lines)
+def render_tables(document: Mapping[str, Any]) -> str:
+    """The generated part of study.md (banner, tables, verdicts) from a study.json document."""
+    study = StudySpec.model_validate(document["study"])
+    runs = {name: {int(seed): s for seed, s in by_seed.items()} for name, by_seed in document["runs"].items()}
+    summary = aggregate(runs, [p for p in study.compared() if p[0] in runs and p[1] in runs], bootstrap_samples=study.bootstrap_samples)
+    banner = QUICK_BANNER if document.get("quick") else ""
+    return (
+        banner + _variant_table(study, document, summary) + _comparison_table(study, summary)
+        + _ceiling_table(document.get("ceiling", {})) + _pretrain_section(document.get("pretrain", {}))
+    )
 
 
-def _ceiling_table(ceiling: dict[str, Any]) -> str:
-    if not ceiling:
-        return ""
-    lines = [
-        "\nOracle ceiling (final policy and critic, held-out states at token positions; estimator: "
-        "lecritique.critic_eval.ceiling; ± is a bootstrap s.e. over states):\n\n"
-        "| variant, seed | positions | states | ceiling Var(E[R|s])/Var(R) "
-        "| MC noise (within/K) | critic EV | critic EV / ceiling |\n|---|---|---|---|---|---|---|\n"
-    ]
-    for key, result in ceiling.items():
-        for bucket in result["buckets"]:
-            lines.append(
-                f"| {key} | {bucket['label']} | {bucket['states']} | {_fmt(bucket['ceiling'])} ± "
-                f"{_fmt(bucket['ceiling_se'])} | {_fmt(bucket['mc_noise'], 4)} | {_fmt(bucket['critic_ev'])} "
-                f"| {_fmt(bucket['fraction'], 2)} |\n"
-            )
-    return "".join(lines)
+def render_markdown(document: Mapping[str, Any], png_name: str = "study.png") -> str:
+    """The whole study.md of a study.json document."""
+    study = StudySpec.model_validate(document["study"])
+    unfinished = document.get("unfinished", [])
+    descriptions = "".join(f"- `{v.name}`: {v.description or v.overrides}\n" for v in study.variants if v.name in document["runs"])
+    partial = (
+        f"**Partial study**: {len(unfinished)} of {len(document['settings'])} runs missing or unfinished "
+        f"({', '.join(unfinished)}); run the same `lecritique study` command again to resume.\n\n"
+        if unfinished else ""
+    )
+    return (
+        f"# Study `{study.name}`\n\n{partial}Seeds {study.seeds}; reference `{study.reference}`.\n\n{descriptions}\n"
+        f"![curves]({png_name})\n\n" + render_tables(document)
+    )
+
+
+def draw(document: Mapping[str, Any], png: Path) -> None:
+    """study.png of a study.json document (:mod:`.figures`)."""
+    study = StudySpec.model_validate(document["study"])
+    ceiling = document.get("ceiling", {})
+    names = [v.name for v in study.variants if v.name in document["runs"]]
+    fractions = {n: probe_fractions(ceiling, n) for n in names if _kinds(document["settings"], n)[0] is not None}
+    updates = {
+        n: float(np.nanmean([s["figures"].get("updates_per_step", float("nan")) for s in document["runs"][n].values()] or [float("nan")]))
+        if any(math.isfinite(s["figures"].get("updates_per_step", float("nan"))) for s in document["runs"][n].values()) else float("nan")
+        for n in names
+    }
+    contexts = {n: {"none": "vf", "reference": "pvf"}.get(str(_kinds(document["settings"], n)[0]), "") for n in names}
+    quick = " (quick: checks the machinery, not results)" if document.get("quick") else ""
+    write_png(f"study {study.name}: seeds {study.seeds}{quick}", names, {n: document["runs"][n] for n in names}, fractions, updates, contexts, png)
 
 
 def write_study_report(
     study: StudySpec, out: Path, runs: dict[str, dict[int, dict[str, Any]]], summary: dict[str, Any],
     *, settings: dict[str, Any], ceiling: dict[str, Any] | None = None, unfinished: list[str] | None = None,
+    quick: bool = False, pretrain: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
-    """Write study.json, study.md and study.png into ``out``; returns their paths."""
+    """Write study.json, then study.md and study.png from it; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out / "study.json", "md": out / "study.md", "png": out / "study.png"}
     document = {
-        "study": study.model_dump(mode="json"), "settings": settings, "summary": summary,
+        "study": study.model_dump(mode="json"), "settings": settings, "summary": summary, "quick": quick,
         "runs": {name: {str(seed): s for seed, s in by_seed.items()} for name, by_seed in runs.items()},
-        "ceiling": ceiling or {}, "unfinished": unfinished or [],
+        "ceiling": ceiling or {}, "unfinished": unfinished or [], "pretrain": pretrain or {},
     }
-    paths["json"].write_text(json.dumps(document, indent=1, allow_nan=True))
-    write_png(study, runs, paths["png"])
-    descriptions = "".join(f"- `{v.name}`: {v.description or v.overrides}\n" for v in study.variants if v.name in runs)
-    partial = (
-        f"**Partial study**: {len(unfinished)} of {len(settings)} runs missing or unfinished "
-        f"({', '.join(unfinished)}); run the same `lecritique study` command again to resume.\n\n"
-        if unfinished else ""
-    )
-    paths["md"].write_text(
-        f"# Study `{study.name}`\n\n{partial}Seeds {study.seeds}; reference `{study.reference}`.\n\n{descriptions}\n"
-        "![curves](study.png)\n\n" + _variant_table(study, summary) + _difference_table(study, summary)
-        + _ceiling_table(ceiling or {})
-    )
+    (out / "study.json").write_text(json.dumps(document, indent=1, allow_nan=True))
+    return rewrite_report(out)
+
+
+def rewrite_report(out: Path) -> dict[str, Path]:
+    """study.md and study.png from ``out/study.json`` alone."""
+    paths = {"json": out / "study.json", "md": out / "study.md", "png": out / "study.png"}
+    document = json.loads(paths["json"].read_text())
+    paths["md"].write_text(render_markdown(document))
+    draw(document, paths["png"])
     return paths

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,8 +23,34 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.reporting.report import load_metrics
 from lecritique.study.config import PlannedRun
+from lecritique.weights.store import version_dirname
 
 OnRow = Callable[[dict[str, Any]], None]
+
+
+KEPT = "last_step_critic"
+"""Inside a run folder: the critic version the latest policy step used (hard links)."""
+
+
+def keep_scoring_critic(folder: Path, version: int) -> None:
+    """Hard-link ``weights/critic/<version>`` into ``KEPT/<version>`` and drop older copies; a
+    version already pruned is skipped (the probe then says so)."""
+    source = folder / "weights" / "critic" / version_dirname(version)
+    kept = folder / KEPT
+    target = kept / version_dirname(version)
+    if version < 0 or target.is_dir() or not source.is_dir():
+        return
+    partial = kept / f".{target.name}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        shutil.copytree(source, partial, copy_function=os.link)
+    except (FileNotFoundError, shutil.Error):
+        shutil.rmtree(partial, ignore_errors=True)  # pruned while linking
+        return
+    partial.rename(target)
+    for old in kept.iterdir():
+        if old != target:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def run_dir(out: Path, run: PlannedRun) -> Path:
@@ -48,7 +76,7 @@ def _summary(row: dict[str, Any]) -> str:
         value = row.get(key)
         return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
 
-    return f"reward {fmt('reward_mean')}  EV {fmt('value_explained_variance')}  rho {fmt('tether_rho')}"
+    return f"reward {fmt('reward_mean')}  ev_var {fmt('value_explained_variance')}  rho {fmt('tether_rho')}"
 
 
 class StudyProgress:
@@ -95,10 +123,15 @@ def run_local(spec: ExperimentSpec, folder: Path, on_row: OnRow) -> None:
     from lecritique.launch.local import LocalLauncher
 
     launcher = LocalLauncher(spec, folder)
+
+    def on_step(row: dict[str, Any]) -> None:
+        keep_scoring_critic(folder, int(row.get("value_version", -1)))
+        on_row(row)
+
     try:
         launcher.start_services()
         launcher.start_orchestrator()
-        code = launcher.wait(on_row)
+        code = launcher.wait(on_step)
     finally:
         launcher.stop()
     if code != 0:

@@ -4,13 +4,20 @@ Definitions (stated in study.md too):
 - final reward: mean training reward of the last ``window`` steps of a run, then mean and
   sample std (ddof 1) across seeds (Le Critique Fig. 7);
 - final held-out success: the last ``eval_success`` of a run;
-- EV, second half: mean critic explained variance over the steps after half the run;
+- ev_var, second half: mean in-run critic explained variance (1 - Var(R - V) / Var(R) on the
+  training batches, the metrics' ``value_explained_variance``) over the steps after half the run;
+  not the ceiling probe's MSE-based ``ev_mse``;
+- critic updates per step: the mean of the metrics field ``critic_updates_per_step`` (updates the
+  critic made between the versions that scored consecutive steps) where the run recorded it;
+- fresh trajectories per update: trajectories a policy step produces (tasks x group size) over
+  the critic updates per step;
 - policy steps per minute: steps between the first and last row over the wall time between them
   (the critic warm-up before the first step is excluded);
-- paired difference: per seed, variant minus reference; the mean over seeds with a 95% CI from
-  Student's t on the per-seed differences (n - 1 degrees of freedom) and a percentile bootstrap
-  over seeds (from 5 seeds on: with fewer, resamples are too few to mean anything). With one
-  seed there is no interval (NaN).
+- paired difference of a declared comparison (a, b): per seed, a minus b; the mean over seeds
+  with a 95% CI from Student's t on the per-seed differences (n - 1 degrees of freedom), its
+  two-sided p-value, and a percentile bootstrap over seeds (from 5 seeds on: with fewer, resamples
+  are too few to mean anything). With one seed there is no interval (NaN). Per figure the
+  p-values of all declared comparisons are Holm-corrected (family-wise error 0.05).
 """
 
 from __future__ import annotations
@@ -24,10 +31,11 @@ import numpy as np
 SERIES = ("reward_mean", "eval_success", "value_explained_variance", "tether_rho")
 """Per-step metrics kept per run (study.json) and drawn per variant (study.png)."""
 FIGURES = (
-    "final_reward", "final_eval_success", "ev_second_half", "rho_first", "rho_final", "critic_updates", "steps_per_minute",
+    "final_reward", "final_eval_success", "ev_var_second_half", "rho_first", "rho_final", "critic_updates",
+    "updates_per_step", "trajectories_per_update", "steps_per_minute",
 )
 """Per-run figures aggregated across seeds."""
-COMPARED = ("final_reward", "final_eval_success", "ev_second_half")
+COMPARED = ("final_reward", "final_eval_success", "ev_var_second_half")
 """Figures compared with the reference variant."""
 
 
@@ -51,7 +59,7 @@ def series(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[list[int], list
     return [s for s, _ in pairs], [v for _, v in pairs]
 
 
-def run_figures(rows: Sequence[Mapping[str, Any]], window: int) -> dict[str, float]:
+def run_figures(rows: Sequence[Mapping[str, Any]], window: int, trajectories_per_step: float = float("nan")) -> dict[str, float]:
     """The figures of one run (NaN where the run has no such metric)."""
     nan = float("nan")
     _, reward = series(rows, "reward_mean")
@@ -63,24 +71,28 @@ def run_figures(rows: Sequence[Mapping[str, Any]], window: int) -> dict[str, flo
     # The critic version the last step used counts its published updates (warm-up included): its
     # training budget, which a slower critic (a longer privileged input) spends more slowly.
     versions = [version for version in series(rows, "value_version")[1] if version >= 0]
+    _, per_step = series(rows, "critic_updates_per_step")
+    updates_per_step = float(np.mean(per_step)) if per_step else nan
     timed = [row for row in rows if _finite(row.get("seconds"))]
     minutes = (timed[-1]["seconds"] - timed[0]["seconds"]) / 60 if len(timed) > 1 else 0.0
     return {
         "final_reward": float(np.mean(reward[-window:])) if reward else nan,
         "final_eval_success": success[-1] if success else nan,
-        "ev_second_half": float(np.mean(ev_late)) if ev_late else nan,
+        "ev_var_second_half": float(np.mean(ev_late)) if ev_late else nan,
         "rho_first": rho[0] if rho else nan,
         "rho_final": rho[-1] if rho else nan,
         "critic_updates": float(versions[-1]) if versions else nan,
+        "updates_per_step": updates_per_step,
+        "trajectories_per_update": trajectories_per_step / updates_per_step if updates_per_step > 0 else nan,
         "steps_per_minute": (timed[-1]["step"] - timed[0]["step"]) / minutes if minutes > 0 else nan,
     }
 
 
-def run_summary(rows: Sequence[Mapping[str, Any]], window: int) -> dict[str, Any]:
+def run_summary(rows: Sequence[Mapping[str, Any]], window: int, trajectories_per_step: float = float("nan")) -> dict[str, Any]:
     """A run's figures and its per-step series (study.json)."""
     return {
         "steps": int(rows[-1]["step"]) if rows else 0,
-        "figures": run_figures(rows, window),
+        "figures": run_figures(rows, window, trajectories_per_step),
         "series": {key: dict(zip(("step", "value"), series(rows, key), strict=True)) for key in SERIES},
     }
 
@@ -98,43 +110,94 @@ def paired_difference(diffs: Sequence[float], *, samples: int, seed: int = 0) ->
     """Mean of per-seed differences, its t interval and a percentile-bootstrap interval (95%)."""
     d = np.array([x for x in diffs if math.isfinite(x)], dtype=float)
     nan = float("nan")
+    cell = {"mean": nan, "t_low": nan, "t_high": nan, "p": nan, "boot_low": nan, "boot_high": nan, "n": int(d.size)}
     if d.size == 0:
-        return {"mean": nan, "t_low": nan, "t_high": nan, "boot_low": nan, "boot_high": nan, "n": 0}
-    mean = float(d.mean())
+        return cell
+    cell["mean"] = mean = float(d.mean())
     if d.size < 2:
-        return {"mean": mean, "t_low": nan, "t_high": nan, "boot_low": nan, "boot_high": nan, "n": 1}
-    half = float(t975(d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
-    if d.size < BOOTSTRAP_MIN_SEEDS:
-        return {"mean": mean, "t_low": mean - half, "t_high": mean + half, "boot_low": nan, "boot_high": nan, "n": int(d.size)}
-    rng = np.random.default_rng(seed)
-    boots = d[rng.integers(0, d.size, size=(samples, d.size))].mean(axis=1)
-    low, high = np.percentile(boots, [2.5, 97.5])
-    return {"mean": mean, "t_low": mean - half, "t_high": mean + half, "boot_low": float(low), "boot_high": float(high), "n": int(d.size)}
+        return cell
+    se = float(d.std(ddof=1) / math.sqrt(d.size))
+    half = t975(d.size - 1) * se
+    # Every seed the same difference: a p of 0 if it is not zero (any test would say so), else 1.
+    p = t_test_p(mean / se, d.size - 1) if se > 0 else (0.0 if mean != 0 else 1.0)
+    cell.update(t_low=mean - half, t_high=mean + half, p=p)
+    if d.size >= BOOTSTRAP_MIN_SEEDS:
+        rng = np.random.default_rng(seed)
+        boots = d[rng.integers(0, d.size, size=(samples, d.size))].mean(axis=1)
+        low, high = np.percentile(boots, [2.5, 97.5])
+        cell.update(boot_low=float(low), boot_high=float(high))
+    return cell
+
+
+def t_test_p(t: float, df: int) -> float:
+    """Two-sided p-value of Student's t with ``df`` degrees of freedom: I_{df/(df+t^2)}(df/2, 1/2)."""
+    if math.isinf(t):
+        return 0.0
+    return regularized_beta(df / (df + t * t), df / 2, 0.5)
+
+
+def regularized_beta(x: float, a: float, b: float) -> float:
+    """I_x(a, b) by its continued fraction (Lentz's method; Numerical Recipes 6.4)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - regularized_beta(1.0 - x, b, a)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 300):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)), -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-14:
+            break
+    return front * result
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (NaN stays NaN and does not count in the family)."""
+    finite = sorted((p, i) for i, p in enumerate(p_values) if math.isfinite(p))
+    adjusted = [float("nan")] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(finite):
+        running = max(running, min(1.0, (len(finite) - rank) * p))
+        adjusted[i] = running
+    return adjusted
 
 
 def aggregate(
-    runs: Mapping[str, Mapping[int, Mapping[str, Any]]], reference: str, *, bootstrap_samples: int
+    runs: Mapping[str, Mapping[int, Mapping[str, Any]]], comparisons: Sequence[tuple[str, str]], *, bootstrap_samples: int
 ) -> dict[str, Any]:
-    """Per variant: each figure's mean/std across seeds; per non-reference variant: paired differences.
+    """Per variant: each figure's mean/std across seeds; per declared comparison (a, b): the paired
+    differences a - b of every compared figure, with Holm-adjusted p-values per figure.
 
-    ``runs[variant][seed]`` is a :func:`run_summary`.
+    ``runs[variant][seed]`` is a :func:`run_summary`. ``differences["a vs b"][figure]``.
     """
     variants = {}
     for name, by_seed in runs.items():
-        variants[name] = {fig: mean_std([s["figures"][fig] for s in by_seed.values()]) for fig in FIGURES}
+        variants[name] = {fig: mean_std([s["figures"].get(fig, float("nan")) for s in by_seed.values()]) for fig in FIGURES}
     differences: dict[str, dict[str, dict[str, float]]] = {}
-    ref = runs.get(reference, {})
-    for name, by_seed in runs.items():
-        if name == reference:
-            continue
-        common = sorted(set(by_seed) & set(ref))
-        differences[name] = {
+    for a, b in comparisons:
+        first, second = runs.get(a, {}), runs.get(b, {})
+        common = sorted(set(first) & set(second))
+        differences[f"{a} vs {b}"] = {
             fig: paired_difference(
-                [by_seed[s]["figures"][fig] - ref[s]["figures"][fig] for s in common], samples=bootstrap_samples
+                [first[s]["figures"][fig] - second[s]["figures"][fig] for s in common], samples=bootstrap_samples
             )
             for fig in COMPARED
         }
-    return {"variants": variants, "differences": differences}
+    for fig in COMPARED:
+        cells = [figures[fig] for figures in differences.values()]
+        for cell, adjusted in zip(cells, holm([c["p"] for c in cells]), strict=True):
+            cell["p_holm"] = adjusted
+    return {"variants": variants, "differences": differences, "comparisons": [list(pair) for pair in comparisons]}
 
 
 def curve(by_seed: Mapping[int, Mapping[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

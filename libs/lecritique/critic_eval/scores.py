@@ -1,0 +1,62 @@
+"""One critic's row of the critic-eval table, and the reason behind every n/a in it.
+
+- ``value_mse``: mean (V(s) - m_s)^2 against the Monte-Carlo values m_s;
+- ``ev_var``: 1 - Var(m - V) / Var(m) against the Monte-Carlo values (variance-based, like the
+  in-run EV of the training batches: a constant offset costs nothing). The ceiling table's
+  ``ev_mse`` (:mod:`.ceiling`) is a different quantity, against every continuation's return;
+- ``top1_k{k}``: over the ranking probes whose Monte-Carlo values have a single best candidate
+  among the first k (probes tied at the top name no best and are left out, counted in
+  ``mc_ties_k{k}``), the share where the critic's single highest score is that candidate; a critic
+  that ties at the top has not chosen, a miss, counted in ``critic_ties_k{k}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from lecritique.advantages import explained_variance, value_mse
+
+
+def ranking_counts(guess: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+    """``top1`` (NaN when no probe has a single best), ``decided``, ``mc_ties``, ``critic_ties`` of [N, k] arrays."""
+    if guess.shape[0] == 0:
+        return {"top1": float("nan"), "decided": 0.0, "mc_ties": 0.0, "critic_ties": 0.0}
+    unique_best = (truth == truth.max(axis=1, keepdims=True)).sum(axis=1) == 1
+    critic_tie = (guess == guess.max(axis=1, keepdims=True)).sum(axis=1) > 1
+    hits = unique_best & ~critic_tie & (np.argmax(guess, axis=1) == np.argmax(truth, axis=1))
+    decided = int(unique_best.sum())
+    return {
+        "top1": float(hits.sum() / decided) if decided else float("nan"),
+        "decided": float(decided),
+        "mc_ties": float((~unique_best).sum()),
+        "critic_ties": float((critic_tie & unique_best).sum()),
+    }
+
+
+def critic_row(
+    predicted: np.ndarray, mc_values: np.ndarray, guess: np.ndarray, truth: np.ndarray, ks: Sequence[int],
+    *, ranking_states: int,
+) -> tuple[dict[str, float], dict[str, str]]:
+    """The metrics of the module docstring and, for each one that is NaN, why."""
+    notes: dict[str, str] = {}
+    row = {"value_mse": value_mse(predicted, mc_values)}
+    if mc_values.size and float(np.ptp(mc_values)) == 0.0:
+        row["ev_var"] = float("nan")
+        notes["ev_var"] = f"every Monte-Carlo value is {mc_values[0]:.2f}: no variance to explain (e.g. the policy never succeeds on this split)"
+    else:
+        row["ev_var"] = explained_variance(predicted, mc_values)
+    row["ranking_probes"] = float(guess.shape[0])
+    for k in ks:
+        counts = ranking_counts(guess[:, :k], truth[:, :k])
+        row[f"top1_k{k}"] = counts["top1"]
+        row[f"mc_ties_k{k}"] = counts["mc_ties"]
+        row[f"critic_ties_k{k}"] = counts["critic_ties"]
+        if ranking_states == 0:
+            notes[f"top1_k{k}"] = "not measured (ranking_states: 0)"
+        elif guess.shape[0] == 0:
+            notes[f"top1_k{k}"] = "no probe state had enough non-terminal candidates"
+        elif counts["decided"] == 0:
+            notes[f"top1_k{k}"] = f"all {guess.shape[0]} probes tied: no single best candidate"
+    return row, notes

@@ -1,0 +1,104 @@
+"""study.png: smoothed per-step curves per variant (raw series faint), EV / ceiling per variant
+with its interval, and EV / ceiling against achieved critic updates per step."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lecritique.study.summary import curve
+
+TITLES = {
+    "reward_mean": "training reward",
+    "eval_success": "held-out greedy success",
+    "value_explained_variance": "critic ev_var (in-run, training batches)",
+    "tether_rho": "TETHER rho",
+}
+SMOOTHED = ("reward_mean", "value_explained_variance", "tether_rho")
+"""Per-step series drawn as a moving average (as report.png does), the raw series faint."""
+WINDOW = 10
+
+
+def smooth(values: np.ndarray, window: int = WINDOW) -> np.ndarray:
+    """Trailing moving average (the first points average what there is), as report.png."""
+    if values.size < window or window <= 1:
+        return values
+    padded = np.concatenate([np.full(window - 1, values[0]), values])
+    return np.convolve(padded, np.ones(window) / window, mode="valid")
+
+
+def _curves(axis: Any, key: str, runs: dict[str, dict[str, Any]], colors: dict[str, str]) -> None:
+    for name, by_seed in runs.items():
+        steps, mean, std = curve({int(s): v for s, v in by_seed.items()}, key)
+        if steps.size == 0:
+            continue
+        color = colors.get(name)
+        if key in SMOOTHED:
+            axis.plot(steps, mean, color=color, alpha=0.25, linewidth=0.8)
+            axis.plot(steps, smooth(mean), color=color, linewidth=1.8, label=name)
+            axis.fill_between(steps, smooth(mean - std), smooth(mean + std), color=color, alpha=0.12)
+        else:
+            axis.plot(steps, mean, color=color, linewidth=1.6, marker="o", markersize=3, label=name)
+            axis.fill_between(steps, mean - std, mean + std, color=color, alpha=0.15)
+    smoothed = f" (moving average {WINDOW}, raw faint)" if key in SMOOTHED else ""
+    axis.set_title(f"{TITLES[key]}{smoothed}", fontsize=9)
+    axis.set_xlabel("policy step")
+    axis.grid(alpha=0.3)
+    if axis.lines:
+        axis.legend(fontsize=7)
+
+
+def _fractions(axis: Any, fractions: dict[str, dict[str, float]], colors: dict[str, str]) -> None:
+    names = [n for n, cell in fractions.items() if math.isfinite(cell["mean"])]
+    if not names:
+        axis.text(0.5, 0.5, "no EV / ceiling (no probe, or every ceiling too small)", ha="center", va="center", fontsize=8)
+    else:
+        means = [fractions[n]["mean"] for n in names]
+        errors = [fractions[n]["half"] if math.isfinite(fractions[n]["half"]) else 0.0 for n in names]
+        axis.bar(names, means, yerr=errors, capsize=4, color=[colors.get(n, "gray") for n in names])
+        axis.axhline(1.0, color="black", linestyle=":", linewidth=1)
+    axis.set_title("ev_mse / ceiling, held-out states, all positions (95% interval)", fontsize=9)
+    axis.grid(alpha=0.3, axis="y")
+
+
+def _against_updates(axis: Any, fractions: dict[str, dict[str, float]], updates: dict[str, float], contexts: dict[str, str]) -> None:
+    markers = {"vf": ("o", "tab:blue"), "pvf": ("s", "tab:red")}
+    drawn = False
+    for name, cell in fractions.items():
+        x = updates.get(name, float("nan"))
+        if not (math.isfinite(x) and math.isfinite(cell["mean"])):
+            continue
+        marker, color = markers.get(contexts.get(name, ""), ("^", "gray"))
+        axis.errorbar([x], [cell["mean"]], yerr=[cell["half"] if math.isfinite(cell["half"]) else 0.0], fmt=marker, color=color, capsize=3)
+        axis.annotate(name, (x, cell["mean"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        drawn = True
+    if not drawn:
+        axis.text(0.5, 0.5, "critic_updates_per_step not recorded", ha="center", va="center", fontsize=8)
+    axis.set_title("ev_mse / ceiling against achieved critic updates per step (o VF, s PVF)", fontsize=9)
+    axis.set_xlabel("critic updates per policy step (achieved)")
+    axis.grid(alpha=0.3)
+
+
+def write_png(
+    title: str, variants: list[str], runs: dict[str, dict[str, Any]], fractions: dict[str, dict[str, float]],
+    updates: dict[str, float], contexts: dict[str, str], png: Path,
+) -> None:
+    """The six panels of the module docstring; ``runs[variant][seed]`` are run summaries."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(2, 3, figsize=(16, 7.5), squeeze=False)
+    colors = {name: f"C{i}" for i, name in enumerate(variants)}  # one colour per variant everywhere
+    for axis, key in zip(axes.flat, TITLES, strict=False):
+        _curves(axis, key, runs, colors)
+    _fractions(axes[1, 1], fractions, colors)
+    _against_updates(axes[1, 2], fractions, updates, contexts)
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(png, dpi=90)
+    plt.close(figure)
