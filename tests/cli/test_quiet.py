@@ -34,7 +34,7 @@ def output(tmp_path: Path, mode: str) -> str:
     return done.stdout + done.stderr
 
 
-@pytest.mark.slow(seconds=60)
+@pytest.mark.slow(seconds=90)
 def test_third_party_bars_and_load_reports_only_when_verbose(tmp_path: Path) -> None:
     quiet = output(tmp_path, "quiet")
     assert "Writing model shards" not in quiet and "LOAD REPORT" not in quiet, quiet

@@ -52,7 +52,7 @@ def test_a_long_message_is_one_line(tmp_path: Path) -> None:
     assert f"dataset {path} does not exist\n" in done.stdout, done.stdout
 
 
-@pytest.mark.slow(seconds=40)
+@pytest.mark.slow(seconds=50)
 def test_force_starts_again_and_the_stages_are_printed_as_lines(tmp_path: Path) -> None:
     out = tmp_path / "run"
     finished(out)

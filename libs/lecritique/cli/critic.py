@@ -40,7 +40,7 @@ def pretrain(
     from lecritique.launch.local import resolve_policy
     from lecritique.pretrain import parse_pretrain_config, pretrain, pretrained_critic
 
-    console = Console()
+    console = Console(soft_wrap=True)  # messages whole: the terminal wraps, a log keeps them on one line
     settings = {
         "policies": policy or [], "include_spec_policy": spec_policy, "tasks_per_policy": tasks_per_policy,
         "held_out_fraction": held_out_fraction, "max_epochs": max_epochs, "patience": patience,
