@@ -47,3 +47,23 @@ def test_the_step_log_finds_steps_written_before_a_restart(tmp_path):
     (tmp_path / "metrics.jsonl").open("a").write("not json\n")
     assert StepLog(tmp_path / "metrics.jsonl").has_step(1) and not log.has_step(2)
     assert sunk == [{"step": 1}] and json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0]) == {"step": 1}
+
+
+def test_critic_budget_and_probe_gauges():
+    telemetry = Telemetry("probe-test", "reference")
+
+    def sample(name, **labels):
+        return REGISTRY.get_sample_value(name, {"experiment": "probe-test", **labels})
+
+    telemetry.step(_row(critic_updates_per_step=5))
+    assert sample("lecritique_critic_updates_per_step") == 5
+    telemetry.probed(10, {})  # a skipped probe sets nothing
+    assert sample("lecritique_critic_probe_step") is None
+    telemetry.probed(10, {"probe_ceiling": 0.5, "probe_critic_ev": 0.2, "probe_ceiling_fraction": 0.4})
+    assert sample("lecritique_critic_ceiling_fraction", critic_context="reference") == 0.4
+    assert sample("lecritique_critic_probe_ceiling") == 0.5 and sample("lecritique_critic_probe_ev") == 0.2
+    assert sample("lecritique_critic_probe_step") == 10
+    # No positive ceiling: the fraction is undefined, NaN (which never satisfies an alert's comparison).
+    telemetry.probed(20, {"probe_ceiling": -0.1, "probe_critic_ev": -0.3, "probe_ceiling_fraction": None})
+    fraction = sample("lecritique_critic_ceiling_fraction", critic_context="reference")
+    assert fraction != fraction and sample("lecritique_critic_probe_step") == 20

@@ -1,6 +1,7 @@
 """The critic's knobs in real runs: ``critic.updates_per_step`` (every step after warm-up is scored by a
 critic at least k updates newer than the previous step's, and every row says how many it got) and
-``critic.tiny`` (a critic of four times the policy's parameters trains and is served)."""
+``critic.tiny`` (a critic of four times the policy's parameters trains and is served, and the
+critic probe scores it through the real services)."""
 
 from __future__ import annotations
 
@@ -27,8 +28,12 @@ def test_four_updates_per_step_are_achieved_at_every_step(tmp_path):
 
 def test_a_critic_of_four_times_the_parameters_trains_asynchronously(tmp_path):
     critic = {"context": "none", "warmup_updates": 2, "tiny": {"layers": 8}}  # the policy has 2 layers
-    rows = run_experiment(pipeline_spec(quick_policy(), estimator={"name": "value"}, critic=critic), tmp_path)
+    spec = pipeline_spec(quick_policy(), estimator={"name": "value"}, critic=critic)
+    spec["critic_probe"] = {"every": 2, "states": 4, "continuations": 2}  # the probe through the real services too
+    rows = run_experiment(spec, tmp_path)
     assert [row["step"] for row in rows] == [1, 2]
+    assert "probe_states" not in rows[0] and rows[1]["probe_states"] == 4 and rows[1]["probe_continuations"] == 2
+    assert rows[1]["probe_value_version"] >= 2 and rows[1]["probe_seconds"] > 0
     # The asynchronous default reports what it achieved and never waits for updates.
     assert all(isinstance(row["critic_updates_per_step"], int) and row["critic_updates_per_step"] >= 0 for row in rows)
     assert all(row["critic_update_wait_seconds"] == 0.0 for row in rows)

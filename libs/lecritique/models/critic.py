@@ -152,9 +152,14 @@ def shaped_critic(
 
 def same_tokenizer(path: str | Path, policy_dir: str | Path) -> str | None:
     """Why the tokenizer saved in ``path`` is not the policy's (None: it is, token for token)."""
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
-    theirs, ours = AutoTokenizer.from_pretrained(str(path)), AutoTokenizer.from_pretrained(str(policy_dir))
+    try:
+        theirs, ours = AutoTokenizer.from_pretrained(str(path)), AutoTokenizer.from_pretrained(str(policy_dir))
+    except (OSError, ValueError):
+        # A directory without tokenizer files (a bare model): the embedding sizes are all there is to compare.
+        sizes = [int(AutoConfig.from_pretrained(str(p)).vocab_size) for p in (path, policy_dir)]
+        return None if sizes[0] == sizes[1] else f"its vocab_size {sizes[0]} is not the policy's {sizes[1]}"
     if theirs.get_vocab() != ours.get_vocab():
         return f"its vocabulary ({len(theirs)} tokens) is not the policy's ({len(ours)} tokens)"
     for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
