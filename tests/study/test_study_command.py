@@ -64,7 +64,7 @@ def test_quick_study_runs_reports_probes_the_ceiling_and_resumes(tmp_path):
         assert run["steps"] == 2 and run["finished"] and len(run["series"]["reward_mean"]["step"]) == 2
     assert data["runs"]["mean"]["0"]["series"]["value_explained_variance"]["step"] == []
     assert data["summary"]["variants"]["pvf"]["final_reward"]["n"] == 1
-    assert data["summary"]["differences"]["mean"]["final_reward"]["n"] == 1
+    assert data["summary"]["differences"]["mean vs pvf"]["final_reward"]["n"] == 1
     assert set(data["settings"]) == {"pvf/seed0", "mean/seed0"}
     # The ceiling: the critic variant only, at every response position of held-out states.
     assert list(data["ceiling"]) == ["pvf/seed0"]

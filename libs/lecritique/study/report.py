@@ -39,6 +39,10 @@ def _pm(cell: Mapping[str, float], digits: int = 3, why: str = "no data") -> str
     return f"{_fmt(cell['mean'], digits)} ± {_fmt(cell['std'], digits)}"
 
 
+def _why(value: float, reason: str) -> str:
+    return _fmt(value) if math.isfinite(value) else f"n/a ({reason})"
+
+
 def _signed(value: float) -> str:
     return f"{value:+.3f}" if math.isfinite(value) else "n/a"
 
@@ -98,7 +102,7 @@ def _variant_row(study: StudySpec, document: Mapping[str, Any], name: str, figur
     per_update = "n/a (no critic)" if context is None else _pm(figures["trajectories_per_update"], 1, "not recorded")
     return (
         f"| {name}{' (reference)' if name == study.reference else ''} | {_pm(figures['final_reward'])} "
-        f"| {_pm(figures['final_eval_success'])} | {_pm(figures['ev_var_second_half'], 3, no_critic if context is None else 'no EV')} "
+        f"| {_pm(figures['final_eval_success'])} | {_pm(figures['ev_var_second_half'], 3, no_critic if context is None else 'undefined: constant returns')} "
         f"| {fraction_cell} | {_pm(figures['updates_per_step'], 2, no_critic)} | {per_update} | {rho} "
         f"| {_pm(figures['critic_updates'], 0, no_critic)} | {_pm(figures['steps_per_minute'], 1)} | {figures['final_reward']['n']} |\n"
     )
@@ -147,7 +151,7 @@ def _comparison_table(study: StudySpec, summary: Mapping[str, Any]) -> str:
                 significant.append(f"{pair} on {FIGURE_NAMES[fig]} ({cell['mean']:+.3f})")
             lines.append(
                 f"| {pair} | {FIGURE_NAMES[fig]} | {_signed(cell['mean'])} | {_ci(cell, 't_low', 't_high', one)} "
-                f"| {_fmt(cell.get('p', float('nan')))} | {_fmt(cell.get('p_holm', float('nan')))} "
+                f"| {_why(cell.get('p', float('nan')), one)} | {_why(cell.get('p_holm', float('nan')), one)} "
                 f"| {_ci(cell, 'boot_low', 'boot_high', one)} | {cell['n']} |\n"
             )
     verdict = "; ".join(significant) if significant else "no declared comparison differs after the Holm correction"
