@@ -118,7 +118,7 @@ def test_both_images_build_from_the_dockerfiles(images: dict[str, float]) -> Non
         "import importlib.util, torch; print(torch.__version__, importlib.util.find_spec('vllm') is None)",
     )
     assert probe.stdout.split() == ["2.13.0+cpu", "True"], probe.stdout  # the CPU variant: CPU torch, no vLLM
-    listed = podman("run", "--rm", "--read-only", "--network", "none", SERVICES, "serve", "--help").stdout
+    listed = podman("run", "--rm", "--read-only", "--network", "none", "-e", "COLUMNS=200", SERVICES, "serve", "--help").stdout
     assert "rollout" in listed and "value-evaluator" in listed
     api_probe = podman(
         "run", "--rm", "--read-only", "--network", "none", "--entrypoint", "python", API, "-c",
@@ -221,8 +221,9 @@ def _chart_redis(values: dict[str, Any], data_dir: Path) -> tuple[list[dict[str,
     assert container["command"][0] == "redis-server"
     container.update(image=SERVICES, imagePullPolicy="Never", command=[REDIS_SERVER, *container["command"][1:]])
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        if "exec" in container.get(probe, {}):
-            del container[probe]  # redis-cli is not in the services image
+        command = container.get(probe, {}).get("exec", {}).get("command", [])
+        if command[:1] == ["redis-cli"]:
+            command[0] = REDIS_SERVER.replace("redis-server", "redis-cli")
     template["spec"]["volumes"].append({"name": "data", "hostPath": {"path": str(data_dir), "type": "Directory"}})
     statefulset["spec"].pop("volumeClaimTemplates", None)
     return [config_map, service, statefulset], {secret["metadata"]["name"]: data}
@@ -235,7 +236,8 @@ def test_the_experiment_pods_run_on_their_own_addresses_and_survive_a_killed_eva
 
     values = cpu_values()
     defaults = launcher_defaults(values)
-    experiment = f"c29-{secrets.token_hex(2)}"
+    # An id as the API issues it: the Redis ACL user of experiment pods sees only lecritique:exp-* keys.
+    experiment = f"exp-{secrets.token_hex(5)}"
     weights = _owned(tmp_path / "weights", RUN_AS_USER)
     write_random_tiny_policy(weights / "models" / "tiny", "".join(chr(c) for c in range(32, 127)), seed=0)
     _owned(weights, RUN_AS_USER)
