@@ -34,12 +34,13 @@ from typing import Any
 import httpx
 import pytest
 import redis
+import yaml
 
 from lecritique.config import parse_spec
 from lecritique.launch.kubernetes import RUN_AS_USER, render_experiment_objects
 from lecritique.tenancy.tokens import hash_token
 from tests.containers.kube_play import Cluster, podman
-from tests.helm_support import ROOT, launcher_defaults, one, render_objects
+from tests.helm_support import CHART, ROOT, launcher_defaults, one, render_objects
 
 pytestmark = pytest.mark.slow(seconds=900)
 
@@ -76,20 +77,23 @@ def images() -> dict[str, float]:
 
 def cpu_values() -> dict[str, Any]:
     """Chart values of a small CPU cluster: the locally built images, no GPUs, small requests."""
+    chart = yaml.safe_load((CHART / "values.yaml").read_text())
     values: dict[str, Any] = {"global": {"image": {"registry": REGISTRY, "tag": TAG}}}
     for key in COMPONENT_KEYS:
-        values[key] = {
+        block: dict[str, Any] = {
             "image": {"pullPolicy": "Never"},
-            "resources": {
-                "requests": {"cpu": "100m", "memory": "256Mi", "nvidia.com/gpu": None},
-                "limits": {"cpu": "1", "memory": "3Gi", "nvidia.com/gpu": None},
-            },
+            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "3Gi"}},
             "tolerations": [],
-            "shmSize": None,
             # Seven processes share two cores here.
             "env": [{"name": "OMP_NUM_THREADS", "value": "1"}],
             "startupSeconds": 300,
         }
+        for kind in ("requests", "limits"):
+            if "nvidia.com/gpu" in chart[key]["resources"][kind]:
+                block["resources"][kind]["nvidia.com/gpu"] = None  # Helm deletes a key set to null
+        if "shmSize" in chart[key]:
+            block["shmSize"] = None
+        values[key] = block
     return values
 
 
@@ -182,7 +186,7 @@ def test_the_api_image_serves_with_redis_as_uid_10001_on_a_read_only_root(
         refused = httpx.post(f"{base}/v1/experiments", json=bad, headers=headers, timeout=30)
         assert refused.status_code == 422, refused.text
         assert "orchestrator" in refused.text and "steps" in refused.text, refused.text
-        good = {**bad, "orchestrator": {"steps": 2}}
+        good = {**bad, "critic": {"context": "reference"}, "orchestrator": {"steps": 2}}
         accepted = httpx.post(f"{base}/v1/experiments", json=good, headers=headers, timeout=30)
         assert accepted.status_code == 201, accepted.text
         record = httpx.get(f"{base}/v1/experiments/{accepted.json()['id']}", headers=headers, timeout=10).json()
