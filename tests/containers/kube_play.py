@@ -164,8 +164,9 @@ class Cluster:
         return str(found[self.network]["IPAddress"])
 
     def remove(self) -> None:
-        for pod in self.pods:
-            podman("pod", "rm", "--force", pod.name, check=False, timeout=120)
+        # Clients first, Redis last (else they wait on it while being stopped).
+        for pod in reversed(self.pods):
+            podman("pod", "rm", "--force", "--time", "5", pod.name, check=False, timeout=120)
         for name in self.secrets:
             podman("secret", "rm", name, check=False)
         podman("network", "rm", "--force", self.network, check=False)

@@ -117,6 +117,14 @@ def test_both_images_build_from_the_dockerfiles(images: dict[str, float]) -> Non
         assert config["Config"]["User"] == f"{RUN_AS_USER}:{RUN_AS_USER}", image
     [services] = json.loads(podman("image", "inspect", SERVICES).stdout)
     assert services["Config"]["Entrypoint"] == ["lecritique"]
+    # docs/deployment.md's commands up to the push: tag for one's own registry (the chart's global.image).
+    for image, name in ((SERVICES, "services"), (API, "api")):
+        podman("tag", image, f"registry.example.com/ml/{name}:0.1.0")
+        try:
+            [tagged] = json.loads(podman("image", "inspect", f"registry.example.com/ml/{name}:0.1.0").stdout)
+            assert tagged["Id"] == json.loads(podman("image", "inspect", image).stdout)[0]["Id"]
+        finally:
+            podman("untag", image, f"registry.example.com/ml/{name}:0.1.0", check=False)
     probe = podman(
         "run", "--rm", "--read-only", "--network", "none", "--entrypoint", "python", SERVICES, "-c",
         "import importlib.util, torch; print(torch.__version__, importlib.util.find_spec('vllm') is None)",
