@@ -101,7 +101,7 @@ fi
 # copying /opt/venv (1.5 GB) from the build stage took minutes just to find its cached layer.
 sources() {
   find libs services pyproject.toml README.md requirements/constraints.txt -type f \
-    ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum
+    ! -path '*/__pycache__/*' ! -path '*.egg-info/*' ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum
   ls requirements/wheels
   $ENGINE image inspect --format '{{.Id}}' "$BASE_IMAGE" 2>/dev/null || true
 }
