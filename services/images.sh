@@ -95,7 +95,26 @@ if [ "$IMAGE_VARIANT" = cpu ]; then
 elif [ "$IMAGE_VARIANT" != gpu ]; then
   echo "IMAGE_VARIANT must be cpu or gpu, not $IMAGE_VARIANT" >&2; exit 1
 fi
-say "$ENGINE build $IMAGE_REGISTRY/services:$IMAGE_TAG ($IMAGE_VARIANT)"
-$ENGINE build -f services/Dockerfile "${services_args[@]}" -t "$IMAGE_REGISTRY/services:$IMAGE_TAG" .
-say "$ENGINE build $IMAGE_REGISTRY/api:$IMAGE_TAG ($IMAGE_VARIANT)"
-$ENGINE build -f services/api/Dockerfile "${api_args[@]}" -t "$IMAGE_REGISTRY/api:$IMAGE_TAG" .
+# What an image is built from (every file its build reads, the local wheels' names, the base, the
+# build arguments), as a label: an image whose label matches is current and is not rebuilt
+# (IMAGE_FORCE=1 rebuilds). A build whose every layer is cached still checksums each COPY, and
+# copying /opt/venv (1.5 GB) from the build stage took minutes just to find its cached layer.
+sources() {
+  find libs services pyproject.toml README.md requirements/constraints.txt -type f \
+    ! -path '*/__pycache__/*' ! -path '*.egg-info/*' ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum
+  ls requirements/wheels
+  $ENGINE image inspect --format '{{.Id}}' "$BASE_IMAGE" 2>/dev/null || true
+}
+build() {  # build IMAGE DOCKERFILE BUILD-ARGS...
+  local image=$1 dockerfile=$2; shift 2
+  local digest label
+  digest=$({ sources; printf '%s\n' "$dockerfile" "$@"; } | sha256sum | cut -c1-16)
+  label=$($ENGINE image inspect --format '{{index .Labels "dev.lecritique.source"}}' "$image" 2>/dev/null || true)
+  if [ "${IMAGE_FORCE:-0}" != 1 ] && [ "$label" = "$digest" ]; then
+    say "$image: current (sources $digest)"; return
+  fi
+  say "$ENGINE build $image ($IMAGE_VARIANT)"
+  $ENGINE build -f "$dockerfile" "$@" --label "dev.lecritique.source=$digest" -t "$image" .
+}
+build "$IMAGE_REGISTRY/services:$IMAGE_TAG" services/Dockerfile "${services_args[@]}"
+build "$IMAGE_REGISTRY/api:$IMAGE_TAG" services/api/Dockerfile "${api_args[@]}"

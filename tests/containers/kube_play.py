@@ -12,10 +12,13 @@ network namespace and address on a podman bridge network. What it lacks, and how
   cluster's DNS would answer for a headless Service.
 * PersistentVolumeClaims: the ReadWriteMany weight claim is one host folder (``hostPath``) that
   every pod mounts, as every pod of an experiment mounts the same claim.
-* Env: ``$(VAR)`` references are expanded here, as the kubelet would (podman passes them through
-  literally), and ``fieldRef: status.podIP`` becomes the pod's static address (podman refuses that
+* Env: ``$(VAR)`` references in env values, command and args are expanded here, as the kubelet
+  would (podman passes them through literally), and ``fieldRef: status.podIP`` becomes the pod's static address (podman refuses that
   field). Secrets are podman secrets holding the Secret's data (a JSON map of base64 values), which
   is where ``kube play`` resolves ``secretKeyRef``.
+* Ports: podman 4.3 publishes every ``containerPort`` on the host (the second pod's 9090 collides);
+  in a cluster they only name the pod's ports. The list is dropped and probes get the numbers of
+  named ports; every pod is still reached at its own address.
 * gRPC probes: podman has none and ignores them (no health check); the orchestrator's own retries
   cover start-up, as the readiness gate would.
 * NetworkPolicies, PodDisruptionBudgets and the scheduler (resources, node selectors,
@@ -126,17 +129,22 @@ class Cluster:
                 del volume["persistentVolumeClaim"]
                 volume["hostPath"] = {"path": str(self.weights_dir), "type": "Directory"}
         for container in spec["containers"]:
-            container["env"] = self._expanded(container.get("env", []), pod)
+            _unpublished(container)
+            known: dict[str, str] = {}
+            container["env"] = self._expanded(container.get("env", []), pod, known)
+            for key in ("command", "args"):
+                if key in container:
+                    container[key] = [_expand(word, known) for word in container[key]]
         return spec
 
-    def _expanded(self, env: list[dict[str, Any]], pod: Pod) -> list[dict[str, Any]]:
-        """Env values with ``$(VAR)`` of earlier variables expanded, as the kubelet does."""
-        known: dict[str, str] = {}
+    def _expanded(self, env: list[dict[str, Any]], pod: Pod, known: dict[str, str]) -> list[dict[str, Any]]:
+        """Env values with ``$(VAR)`` of earlier variables expanded, as the kubelet does (``known``
+        collects every variable's value, for the command and args)."""
         out = []
         for item in env:
             item = dict(item)
             if "value" in item:
-                item["value"] = REFERENCE.sub(lambda m: known.get(m.group(1), m.group(0)), item["value"])
+                item["value"] = _expand(item["value"], known)
                 known[item["name"]] = item["value"]
             else:
                 ref = item.get("valueFrom", {})
@@ -156,11 +164,27 @@ class Cluster:
         return str(found[self.network]["IPAddress"])
 
     def remove(self) -> None:
-        for pod in self.pods:
-            podman("pod", "rm", "--force", pod.name, check=False, timeout=120)
+        # Clients first, Redis last (else they wait on it while being stopped).
+        for pod in reversed(self.pods):
+            podman("pod", "rm", "--force", "--time", "5", pod.name, check=False, timeout=120)
         for name in self.secrets:
             podman("secret", "rm", name, check=False)
         podman("network", "rm", "--force", self.network, check=False)
+
+
+def _unpublished(container: dict[str, Any]) -> None:
+    """Drop ``ports`` (podman 4.3 publishes each containerPort on the host, where a second pod's
+    9090 collides; in a cluster they only name the ports) and give probes the numbers of named ports."""
+    numbers = {port["name"]: port["containerPort"] for port in container.pop("ports", []) if "name" in port}
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        for action in container.get(probe, {}).values():
+            if isinstance(action, dict) and action.get("port") in numbers:
+                action["port"] = numbers[action["port"]]
+
+
+def _expand(text: str, known: dict[str, str]) -> str:
+    """``$(NAME)`` of a known variable replaced by its value; others left as they are (as Kubernetes does)."""
+    return REFERENCE.sub(lambda m: known.get(m.group(1), m.group(0)), text)
 
 
 def _controller_pods(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

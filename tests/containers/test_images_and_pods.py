@@ -34,12 +34,13 @@ from typing import Any
 import httpx
 import pytest
 import redis
+import yaml
 
 from lecritique.config import parse_spec
 from lecritique.launch.kubernetes import RUN_AS_USER, render_experiment_objects
 from lecritique.tenancy.tokens import hash_token
 from tests.containers.kube_play import Cluster, podman
-from tests.helm_support import ROOT, launcher_defaults, one, render_objects
+from tests.helm_support import CHART, ROOT, launcher_defaults, one, render_objects
 
 pytestmark = pytest.mark.slow(seconds=900)
 
@@ -76,20 +77,23 @@ def images() -> dict[str, float]:
 
 def cpu_values() -> dict[str, Any]:
     """Chart values of a small CPU cluster: the locally built images, no GPUs, small requests."""
+    chart = yaml.safe_load((CHART / "values.yaml").read_text())
     values: dict[str, Any] = {"global": {"image": {"registry": REGISTRY, "tag": TAG}}}
     for key in COMPONENT_KEYS:
-        values[key] = {
+        block: dict[str, Any] = {
             "image": {"pullPolicy": "Never"},
-            "resources": {
-                "requests": {"cpu": "100m", "memory": "256Mi", "nvidia.com/gpu": None},
-                "limits": {"cpu": "1", "memory": "3Gi", "nvidia.com/gpu": None},
-            },
+            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "3Gi"}},
             "tolerations": [],
-            "shmSize": None,
             # Seven processes share two cores here.
             "env": [{"name": "OMP_NUM_THREADS", "value": "1"}],
             "startupSeconds": 300,
         }
+        for kind in ("requests", "limits"):
+            if "nvidia.com/gpu" in chart[key]["resources"][kind]:
+                block["resources"][kind]["nvidia.com/gpu"] = None  # Helm deletes a key set to null
+        if "shmSize" in chart[key]:
+            block["shmSize"] = None
+        values[key] = block
     return values
 
 
@@ -113,12 +117,20 @@ def test_both_images_build_from_the_dockerfiles(images: dict[str, float]) -> Non
         assert config["Config"]["User"] == f"{RUN_AS_USER}:{RUN_AS_USER}", image
     [services] = json.loads(podman("image", "inspect", SERVICES).stdout)
     assert services["Config"]["Entrypoint"] == ["lecritique"]
+    # docs/deployment.md's commands up to the push: tag for one's own registry (the chart's global.image).
+    for image, name in ((SERVICES, "services"), (API, "api")):
+        podman("tag", image, f"registry.example.com/ml/{name}:0.1.0")
+        try:
+            [tagged] = json.loads(podman("image", "inspect", f"registry.example.com/ml/{name}:0.1.0").stdout)
+            assert tagged["Id"] == json.loads(podman("image", "inspect", image).stdout)[0]["Id"]
+        finally:
+            podman("untag", image, f"registry.example.com/ml/{name}:0.1.0", check=False)
     probe = podman(
         "run", "--rm", "--read-only", "--network", "none", "--entrypoint", "python", SERVICES, "-c",
         "import importlib.util, torch; print(torch.__version__, importlib.util.find_spec('vllm') is None)",
     )
     assert probe.stdout.split() == ["2.13.0+cpu", "True"], probe.stdout  # the CPU variant: CPU torch, no vLLM
-    listed = podman("run", "--rm", "--read-only", "--network", "none", SERVICES, "serve", "--help").stdout
+    listed = podman("run", "--rm", "--read-only", "--network", "none", "-e", "COLUMNS=200", SERVICES, "serve", "--help").stdout
     assert "rollout" in listed and "value-evaluator" in listed
     api_probe = podman(
         "run", "--rm", "--read-only", "--network", "none", "--entrypoint", "python", API, "-c",
@@ -182,7 +194,7 @@ def test_the_api_image_serves_with_redis_as_uid_10001_on_a_read_only_root(
         refused = httpx.post(f"{base}/v1/experiments", json=bad, headers=headers, timeout=30)
         assert refused.status_code == 422, refused.text
         assert "orchestrator" in refused.text and "steps" in refused.text, refused.text
-        good = {**bad, "orchestrator": {"steps": 2}}
+        good = {**bad, "critic": {"context": "reference"}, "orchestrator": {"steps": 2}}
         accepted = httpx.post(f"{base}/v1/experiments", json=good, headers=headers, timeout=30)
         assert accepted.status_code == 201, accepted.text
         record = httpx.get(f"{base}/v1/experiments/{accepted.json()['id']}", headers=headers, timeout=10).json()
@@ -221,8 +233,9 @@ def _chart_redis(values: dict[str, Any], data_dir: Path) -> tuple[list[dict[str,
     assert container["command"][0] == "redis-server"
     container.update(image=SERVICES, imagePullPolicy="Never", command=[REDIS_SERVER, *container["command"][1:]])
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        if "exec" in container.get(probe, {}):
-            del container[probe]  # redis-cli is not in the services image
+        command = container.get(probe, {}).get("exec", {}).get("command", [])
+        if command[:1] == ["redis-cli"]:
+            command[0] = REDIS_SERVER.replace("redis-server", "redis-cli")
     template["spec"]["volumes"].append({"name": "data", "hostPath": {"path": str(data_dir), "type": "Directory"}})
     statefulset["spec"].pop("volumeClaimTemplates", None)
     return [config_map, service, statefulset], {secret["metadata"]["name"]: data}
@@ -235,7 +248,8 @@ def test_the_experiment_pods_run_on_their_own_addresses_and_survive_a_killed_eva
 
     values = cpu_values()
     defaults = launcher_defaults(values)
-    experiment = f"c29-{secrets.token_hex(2)}"
+    # An id as the API issues it: the Redis ACL user of experiment pods sees only lecritique:exp-* keys.
+    experiment = f"exp-{secrets.token_hex(5)}"
     weights = _owned(tmp_path / "weights", RUN_AS_USER)
     write_random_tiny_policy(weights / "models" / "tiny", "".join(chr(c) for c in range(32, 127)), seed=0)
     _owned(weights, RUN_AS_USER)
@@ -296,7 +310,9 @@ def test_the_experiment_pods_run_on_their_own_addresses_and_survive_a_killed_eva
         degraded = [r for r in final if r["critic_degraded"]]
         assert degraded, (killed_at, final)
         assert all(r["evaluated_at"] >= killed_at - 1 for r in degraded), (killed_at, degraded)
-        series = store.xrange(f"lecritique:{experiment}:metrics") if store.type(f"lecritique:{experiment}:metrics") == b"stream" else []
-        assert len(series) == STEPS or store.exists(f"lecritique:{experiment}:metrics"), series
+        # The series the REST API serves, written by the orchestrator pod to the chart's Redis pod.
+        series = [json.loads(row) for row in store.lrange(f"lecritique:{experiment}:metrics", 0, -1)]
+        assert [r["step"] for r in series] == list(range(1, STEPS + 1)), series
+        assert int(store.hget(f"lecritique:{experiment}:status", "step") or 0) == STEPS
     finally:
         cluster.remove()
