@@ -42,7 +42,8 @@ from lecritique.tenancy.tokens import hash_token
 from tests.containers.kube_play import Cluster, podman
 from tests.helm_support import CHART, ROOT, launcher_defaults, one, render_objects
 
-pytestmark = pytest.mark.slow(seconds=900)
+# A cold build (debootstrap base, both images) takes 12-20 min on 2 busy cores: past the suite's 900 s.
+pytestmark = [pytest.mark.slow(seconds=900), pytest.mark.timeout(2700)]
 
 REGISTRY, TAG = "localhost/lecritique", "test"
 SERVICES, API = f"{REGISTRY}/services:{TAG}", f"{REGISTRY}/api:{TAG}"
