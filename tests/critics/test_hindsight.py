@@ -2,15 +2,18 @@
 
 import pytest
 
+from lecritique.advantages import estimator_class, estimator_classes
 from lecritique.config import SpecError, parse_spec
 from lecritique.critics.config import FrozenLLMConfig
 from lecritique.critics.frozen_llm import FrozenLLMCritic
-from lecritique.critics.kinds import PREFIX_ESTIMATORS, critic_kind
+from lecritique.critics.kinds import critic_kind
 from lecritique.critics.prompts import PeerText, frozen_messages
 from lecritique.critics.specs import FrozenLLMCriticSpec
 from lecritique.critics.states import trajectory_states
 from lecritique.critics.types import ActorInfo, CriticQuery, Peer
 from tests.critics.conftest import text_trajectory
+
+PREFIX_ESTIMATORS = [cls.name for cls in estimator_classes() if cls.needs_prefix_values()]
 
 BASE = {
     "name": "unit",
@@ -35,8 +38,8 @@ def test_a_prefix_only_frozen_critic_feeds_baseline_estimators(estimator):
 def test_lvrl_keeps_hindsight_values_and_the_rule_lives_in_the_registry():
     assert parse_spec({**BASE, "critic": {"kind": "frozen_llm"}, "estimator": {"name": "lvrl"}}).critic.hindsight
     critic = FrozenLLMCriticSpec()
-    assert critic_kind(critic).inadmissible(critic, "gae") is not None
-    assert critic_kind(critic).inadmissible(critic, "lvrl") is None
+    assert critic_kind(critic).refusal(critic, estimator_class("gae")) is not None
+    assert critic_kind(critic).refusal(critic, estimator_class("lvrl")) is None
 
 
 @pytest.fixture()

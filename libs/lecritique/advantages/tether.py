@@ -5,15 +5,15 @@ Reinforcement Learning, arXiv:2608.16739, §5 eqs. 15-17, token buckets §7.3 eq
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
-from lecritique.advantages.base import AdvantageEstimator, register
+from lecritique.advantages.base import AdvantageEstimator, EstimatorSpecBase, register
 from lecritique.advantages.batch import AdvantageBatch, BoolArray, FloatArray, IntArray
 from lecritique.advantages.groups import leave_one_out_mean
 from lecritique.advantages.metrics import bucket_explained_variance_moments, explained_variance_per_bucket
-from lecritique.advantages.options import TetherOptions
 from lecritique.advantages.positions import position_buckets
 
 
@@ -23,6 +23,22 @@ def _per_bucket_sum(weights: FloatArray, bucket: IntArray | None, buckets: int) 
         return np.array([weights.sum()])
     sums: FloatArray = np.bincount(bucket.ravel(), weights=weights.ravel(), minlength=buckets).astype(np.float64)
     return sums
+
+
+class TetherSpec(EstimatorSpecBase):
+    name: Literal["tether"] = "tether"
+    """TETHER: b = (1 - rho) b_LOO + rho V with rho fitted on earlier batches (eqs. 15-18)."""
+    ema_decay: float = Field(default=0.95, ge=0.0, le=1.0)
+    """EMA decay d of the fitted coefficient (eq. 17)."""
+    buckets: int = Field(default=1, ge=1)
+    """Number of uniform token-position buckets, each with its own rho (eq. 18)."""
+    max_length: int | None = Field(default=None, ge=1)
+    """The maximum response length in policy tokens (every turn's generated tokens), the range the
+    buckets split uniformly. Required when buckets > 1; an experiment spec fills it in:
+    sampling.max_tokens x the environment's turn limit."""
+
+    def needs_max_length(self) -> bool:
+        return self.max_length is None and self.buckets > 1
 
 
 @register
@@ -42,15 +58,20 @@ class TetherEstimator(AdvantageEstimator):
     """
 
     name = "tether"
+    Spec = TetherSpec
     uses_critic = True
+    min_group_size = 2
+    group_reason = (
+        "its baseline mixes the leave-one-out mean of the group's other returns, and a group of one has none"
+    )
     gauges: ClassVar[Mapping[str, str]] = {
         "tether_rho": "TETHER coefficient used for the last batch",
         "value_ev": "Critic explained variance on the last policy batch, per TETHER response-position bucket",
     }
 
     def __init__(self, *, initial_rho: float = 0.0, **options: Any) -> None:
-        """``options``: the fields of :class:`TetherOptions`; ``initial_rho``: rho_0."""
-        checked = TetherOptions(**options)
+        """``options``: the fields of :class:`TetherSpec` but ``name``; ``initial_rho``: rho_0."""
+        checked = TetherSpec(**options)
         buckets, max_length = checked.buckets, checked.max_length
         if buckets > 1 and max_length is None:
             raise ValueError(
