@@ -218,6 +218,18 @@ class ExperimentSpec(SpecModel):
     def _default_critic_kind(cls, value: Any) -> Any:
         return default_critic_kind(value)
 
+    @field_validator("critic")
+    @classmethod
+    def _default_segment_budget(cls, critic: Any, info: ValidationInfo) -> Any:
+        """Fill a segmenting critic's response budget (``segments.max_length``) from the rollout, so
+        its ``max_segments`` states spread over the budget, decided from the prefix."""
+        rollout, environment = info.data.get("rollout"), info.data.get("environment")
+        segments = getattr(critic, "segments", None)
+        if segments is None or segments.max_length is not None or rollout is None or environment is None:
+            return critic
+        budget = response_budget(rollout, environment)
+        return critic.model_copy(update={"segments": segments.model_copy(update={"max_length": budget})})
+
     @field_validator("name")
     @classmethod
     def _dns_name(cls, name: str) -> str:

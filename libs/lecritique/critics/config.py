@@ -51,7 +51,13 @@ class SegmentsConfig(SpecBase):
     rule: SegmentRule = "sentence"
     """``sentence``, ``line`` or ``turn`` boundaries (see :mod:`lecritique.critics.segments`)."""
     max_segments: int = Field(default=16, ge=1, le=4096)
-    """Most states scored per trajectory; beyond it neighbouring segments merge (cost bound)."""
+    """Most states scored per trajectory; beyond it neighbouring segments merge (cost bound),
+    decided from the prefix (see :func:`lecritique.critics.segments.segment_starts`)."""
+    max_length: int | None = Field(default=None, ge=1)
+    """The most policy tokens of an episode, over which ``max_segments`` states are spread (a
+    start at least max_length / max_segments policy tokens after the last one). An experiment
+    spec fills it in: sampling.max_tokens x the environment's turn limit. None: the first
+    ``max_segments`` starts are kept."""
 
 
 class GenerativeCriticConfig(SpecBase):
