@@ -30,6 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lecritique.advantages.batch import AdvantageBatch, FloatArray
+from lecritique.advantages.metrics import VALUE_EV_BUCKETS
 
 
 class EstimatorSpecBase(BaseModel):
@@ -63,6 +64,11 @@ class EstimatorSpecBase(BaseModel):
         """Whether ``max_length`` (the maximum response length in policy tokens) is needed and
         unset: the experiment spec then fills it in from its rollout and environment."""
         return False
+
+    def ev_buckets(self) -> int:
+        """Response-position buckets of the critic's per-bucket explained variance
+        (``value_ev_bucket_{m}``, reported for every estimator that uses a critic)."""
+        return VALUE_EV_BUCKETS
 
 
 class AdvantageEstimator(ABC):

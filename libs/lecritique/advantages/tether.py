@@ -13,7 +13,6 @@ from pydantic import Field
 from lecritique.advantages.base import AdvantageEstimator, EstimatorSpecBase, register
 from lecritique.advantages.batch import AdvantageBatch, BoolArray, FloatArray, IntArray
 from lecritique.advantages.groups import leave_one_out_mean
-from lecritique.advantages.metrics import bucket_explained_variance_moments, explained_variance_per_bucket
 from lecritique.advantages.positions import position_buckets
 
 
@@ -40,6 +39,10 @@ class TetherSpec(EstimatorSpecBase):
     def needs_max_length(self) -> bool:
         return self.max_length is None and self.buckets > 1
 
+    def ev_buckets(self) -> int:
+        # The critic's explained variance per bucket sits next to each bucket's rho.
+        return self.buckets if self.buckets > 1 else super().ev_buckets()
+
 
 @register
 class TetherEstimator(AdvantageEstimator):
@@ -53,8 +56,8 @@ class TetherEstimator(AdvantageEstimator):
     With ``buckets`` > 1, bucket m covers the response positions [m L / M, (m + 1) L / M) with
     L = ``max_length`` (required): positions count policy tokens from the episode's first
     generated token (:mod:`lecritique.advantages.positions`), so a bucket means the same tokens
-    in every batch whatever its padded length. ``update`` also measures the critic's explained
-    variance per bucket on the batch (``value_ev_bucket_{m}`` next to ``tether_rho_bucket_{m}``).
+    in every batch whatever its padded length. The orchestrator reports the critic's explained
+    variance on the same buckets (``value_ev_bucket_{m}`` next to ``tether_rho_bucket_{m}``).
     """
 
     name = "tether"
@@ -66,7 +69,6 @@ class TetherEstimator(AdvantageEstimator):
     )
     gauges: ClassVar[Mapping[str, str]] = {
         "tether_rho": "TETHER coefficient used for the last batch",
-        "value_ev": "Critic explained variance on the last policy batch, per TETHER response-position bucket",
     }
 
     def __init__(self, *, initial_rho: float = 0.0, **options: Any) -> None:
@@ -86,7 +88,6 @@ class TetherEstimator(AdvantageEstimator):
         self.max_length = max_length
         self.rho = np.full(buckets, float(initial_rho))
         self.last_fit = np.full(buckets, np.nan)
-        self.last_explained_variance = np.full(buckets, np.nan)
         self.updates = 0
 
     def _bucket(self, mask: BoolArray) -> IntArray | None:
@@ -127,33 +128,17 @@ class TetherEstimator(AdvantageEstimator):
         fitted[defined] = np.clip(numerator[defined] / denominator[defined], 0.0, 1.0)
         return fitted
 
-    def bucket_explained_variance(self, batch: AdvantageBatch) -> FloatArray:
-        """The critic's explained variance on this batch's policy tokens, per bucket (NaN: undefined)."""
-        batch.require_values(self.name)
-        moments = np.zeros((self.buckets, 5))
-        for rows in batch.group_chunks(self.chunk_tokens or batch.mask.size):
-            chunk = batch.select(rows)
-            # One bucket: every position maps to bucket 0 whatever the length.
-            bucket = position_buckets(chunk.mask, self.buckets, self.max_length or 1)
-            moments += bucket_explained_variance_moments(
-                chunk.require_values(self.name), chunk.rewards, chunk.mask, bucket, self.buckets
-            )
-        return explained_variance_per_bucket(moments)
-
     def update(self, batch: AdvantageBatch) -> None:
         fitted = self.fit(batch)
         defined = ~np.isnan(fitted)
         self.rho = np.where(defined, self.ema_decay * self.rho + (1 - self.ema_decay) * np.nan_to_num(fitted), self.rho)
         self.last_fit = fitted
-        if self.buckets > 1:  # with one bucket it is the batch's explained variance, logged anyway
-            self.last_explained_variance = self.bucket_explained_variance(batch)
         self.updates += 1
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "rho": self.rho.tolist(),
             "last_fit": _nan_to_none(self.last_fit),
-            "last_explained_variance": _nan_to_none(self.last_explained_variance),
             "updates": self.updates,
         }
 
@@ -166,25 +151,18 @@ class TetherEstimator(AdvantageEstimator):
         self.rho = rho
         unset = [None] * self.buckets
         self.last_fit = _none_to_nan(state.get("last_fit", unset))
-        self.last_explained_variance = _none_to_nan(state.get("last_explained_variance", unset))
         self.updates = int(state.get("updates", 0))
 
     def metrics(self) -> dict[str, float]:
         out = {"tether_rho": float(self.rho.mean())}
         if self.buckets > 1:
             out.update({f"tether_rho_bucket_{m}": float(r) for m, r in enumerate(self.rho)})
-            # Undefined buckets (no tokens, or constant returns) are left out: metrics rows are JSON.
-            out.update(
-                {f"value_ev_bucket_{m}": float(ev) for m, ev in enumerate(self.last_explained_variance) if np.isfinite(ev)}
-            )
         return out
 
     def report(self, used: dict[str, float], fitted: dict[str, float]) -> dict[str, float]:
-        """The coefficients this batch used (mean and per bucket), the mean fitted for the next
-        batch (``tether_rho_fitted``), and what the fit measured on this batch (``value_ev_bucket_{m}``)."""
-        lagged = {key: value for key, value in used.items() if key.startswith("tether_rho")}
-        measured = {key: value for key, value in fitted.items() if not key.startswith("tether_rho")}
-        return {**lagged, "tether_rho_fitted": fitted["tether_rho"], **measured}
+        """The coefficients this batch used (mean and per bucket) and the mean fitted for the next
+        batch (``tether_rho_fitted``)."""
+        return {**used, "tether_rho_fitted": fitted["tether_rho"]}
 
 
 def _nan_to_none(array: FloatArray) -> list[float | None]:
