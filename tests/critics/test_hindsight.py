@@ -44,15 +44,16 @@ def test_lvrl_keeps_hindsight_values_and_the_rule_lives_in_the_registry():
 
 @pytest.fixture()
 def three_states(ascii_tokenizer):
-    # "It is 4." | " Sure." | turn 2 "yes": three states at the sentence starts.
-    trajectory = text_trajectory(ascii_tokenizer, "2+2=?", ["It is 4. Sure.", "yes"], 1.0, name="a")
+    # "It is 4. " | "Sure" | turn 2 "yes": three states at the sentence starts (a final stop
+    # would make the closing EOS a state of its own: the start is decided before it is seen).
+    trajectory = text_trajectory(ascii_tokenizer, "2+2=?", ["It is 4. Sure", "yes"], 1.0, name="a")
     return CriticQuery(trajectory, peers=(Peer("b", "five", 0.0),))
 
 
 def test_a_prefix_chat_shows_no_segment_from_its_state_on(ascii_tokenizer, three_states):
     text = trajectory_states(three_states.trajectory, ascii_tokenizer, "sentence", 16)
     segments = [" ".join(state.segment_text.split()) for state in text.states]
-    assert segments == ["It is 4.", "Sure. ok", "yes"]  # the observation belongs to the segment before it
+    assert segments == ["It is 4.", "Sure ok", "yes"]  # the observation belongs to the segment before it
     config = FrozenLLMConfig(hindsight=False)
     for k in range(3):
         chat = frozen_messages(config, text, [PeerText("five", 0.0)], upto=k)[1]["content"]
