@@ -30,5 +30,4 @@ def test_other_estimators_report_their_fitted_state():
 def test_estimators_declare_their_gauges():
     assert estimator_gauges() == {
         "tether_rho": "TETHER coefficient used for the last batch",
-        "value_ev": "Critic explained variance on the last policy batch, per TETHER response-position bucket",
     }

@@ -16,7 +16,7 @@ from lecritique.advantages import (
     position_buckets,
     response_positions,
 )
-from lecritique.advantages.metrics import bucket_explained_variance_moments
+from lecritique.advantages.metrics import bucket_explained_variance, bucket_explained_variance_moments
 
 REWARDS = np.array([1.0, 0.0])
 GROUPS = np.array([0, 0])
@@ -79,15 +79,21 @@ def test_explained_variance_per_bucket_matches_the_masked_global_formula():
         assert per_bucket[m] == pytest.approx(explained_variance(values, rewards, in_bucket))
 
 
-def test_bucket_explained_variance_is_reported_next_to_bucket_rho():
-    estimator = get_estimator("tether", ema_decay=0.0, buckets=3, max_length=12)
-    estimator.update(fit_batch())  # 8 tokens: buckets 0 (0-3) and 1 (4-7) only; bucket 2 has none
-    metrics = estimator.metrics()
+def test_bucket_explained_variance_uses_the_budget_s_edges():
+    batch = fit_batch()  # 8 tokens: buckets 0 (0-3) and 1 (4-7) only; bucket 2 has none
+    per_bucket = bucket_explained_variance(batch.values, batch.rewards, batch.mask, 3, 12)
     # Bucket 0: errors R - V are (.5, 1.5, .5, 1.5) and (-1.5, -.5, -1.5, -.5): mean 0,
     # Var(R - V) = 1.25 against Var(R) = 0.25, EV = 1 - 5 = -4. Bucket 1: V = R, EV = 1.
-    assert metrics["value_ev_bucket_0"] == pytest.approx(-4.0)
-    assert metrics["value_ev_bucket_1"] == pytest.approx(1.0)
-    assert "value_ev_bucket_2" not in metrics  # undefined (no tokens): left out, metrics rows are JSON
+    assert per_bucket[0] == pytest.approx(-4.0)
+    assert per_bucket[1] == pytest.approx(1.0)
+    assert np.isnan(per_bucket[2])  # undefined (no tokens): the orchestrator leaves it out of the row
+    assert get_estimator("tether", buckets=3, max_length=12).Spec(buckets=3).ev_buckets() == 3
+
+
+def test_bucket_rho_survives_a_restart():
+    estimator = get_estimator("tether", ema_decay=0.0, buckets=3, max_length=12)
+    estimator.update(fit_batch())
+    metrics = estimator.metrics()
     assert {"tether_rho_bucket_0", "tether_rho_bucket_1", "tether_rho_bucket_2"} <= metrics.keys()
     restored = get_estimator("tether", buckets=3, max_length=12)
     restored.load_state_dict(estimator.state_dict())

@@ -1,11 +1,12 @@
 """Each setting is defined in one place: the spec section is the component's own settings model."""
 
 import ast
+import typing
 from pathlib import Path
 
-from lecritique.advantages.options import GAEOptions, LVRLOptions, MeanOptions, TetherOptions
+from lecritique.advantages import estimator_classes
 from lecritique.config import ReplaySpec
-from lecritique.config.estimators import GAESpec, LVRLSpec, MeanSpec, TetherSpec
+from lecritique.config.estimators import EstimatorSpec
 from lecritique.replay.buffer import ReplayBuffer
 from lecritique.replay.config import ReplayBounds, ReplayConfig
 
@@ -50,10 +51,12 @@ def test_the_reuse_limit_is_written_once():
     assert len(sites) == 1 and sites[0].startswith("replay/config.py"), sites
 
 
-def test_estimator_specs_are_the_estimators_options():
-    for spec, options in ((MeanSpec, MeanOptions), (GAESpec, GAEOptions), (TetherSpec, TetherOptions), (LVRLSpec, LVRLOptions)):
-        assert issubclass(spec, options)
-        assert set(spec.model_fields) == {*options.model_fields, "name"}
-        built = spec().build()
-        for field, value in options().model_dump().items():
-            assert getattr(built, field) == value, (spec.__name__, field)
+def test_estimator_specs_are_the_estimators_own_and_the_union_is_the_registry():
+    """An estimator's options are its ``Spec`` (one model, next to the class); the spec's union is derived."""
+    members = typing.get_args(typing.get_args(EstimatorSpec)[0])
+    assert set(members) == {cls.Spec for cls in estimator_classes()}
+    for cls in estimator_classes():
+        built = cls.Spec().build()
+        assert type(built) is cls
+        for field, value in cls.Spec().options().items():
+            assert getattr(built, field) == value, (cls.__name__, field)

@@ -2,15 +2,18 @@
 
 import pytest
 
+from lecritique.advantages import estimator_class, estimator_classes
 from lecritique.config import SpecError, parse_spec
 from lecritique.critics.config import FrozenLLMConfig
 from lecritique.critics.frozen_llm import FrozenLLMCritic
-from lecritique.critics.kinds import PREFIX_ESTIMATORS, critic_kind
+from lecritique.critics.kinds import critic_kind
 from lecritique.critics.prompts import PeerText, frozen_messages
 from lecritique.critics.specs import FrozenLLMCriticSpec
 from lecritique.critics.states import trajectory_states
 from lecritique.critics.types import ActorInfo, CriticQuery, Peer
 from tests.critics.conftest import text_trajectory
+
+PREFIX_ESTIMATORS = [cls.name for cls in estimator_classes() if cls.needs_prefix_values()]
 
 BASE = {
     "name": "unit",
@@ -35,21 +38,22 @@ def test_a_prefix_only_frozen_critic_feeds_baseline_estimators(estimator):
 def test_lvrl_keeps_hindsight_values_and_the_rule_lives_in_the_registry():
     assert parse_spec({**BASE, "critic": {"kind": "frozen_llm"}, "estimator": {"name": "lvrl"}}).critic.hindsight
     critic = FrozenLLMCriticSpec()
-    assert critic_kind(critic).inadmissible(critic, "gae") is not None
-    assert critic_kind(critic).inadmissible(critic, "lvrl") is None
+    assert critic_kind(critic).refusal(critic, estimator_class("gae")) is not None
+    assert critic_kind(critic).refusal(critic, estimator_class("lvrl")) is None
 
 
 @pytest.fixture()
 def three_states(ascii_tokenizer):
-    # "It is 4." | " Sure." | turn 2 "yes": three states at the sentence starts.
-    trajectory = text_trajectory(ascii_tokenizer, "2+2=?", ["It is 4. Sure.", "yes"], 1.0, name="a")
+    # "It is 4. " | "Sure" | turn 2 "yes": three states at the sentence starts (a final stop
+    # would make the closing EOS a state of its own: the start is decided before it is seen).
+    trajectory = text_trajectory(ascii_tokenizer, "2+2=?", ["It is 4. Sure", "yes"], 1.0, name="a")
     return CriticQuery(trajectory, peers=(Peer("b", "five", 0.0),))
 
 
 def test_a_prefix_chat_shows_no_segment_from_its_state_on(ascii_tokenizer, three_states):
     text = trajectory_states(three_states.trajectory, ascii_tokenizer, "sentence", 16)
     segments = [" ".join(state.segment_text.split()) for state in text.states]
-    assert segments == ["It is 4.", "Sure. ok", "yes"]  # the observation belongs to the segment before it
+    assert segments == ["It is 4.", "Sure ok", "yes"]  # the observation belongs to the segment before it
     config = FrozenLLMConfig(hindsight=False)
     for k in range(3):
         chat = frozen_messages(config, text, [PeerText("five", 0.0)], upto=k)[1]["content"]

@@ -18,7 +18,7 @@ from tests.critics.conftest import text_trajectory
 
 @pytest.fixture(scope="module")
 def queries(ascii_tokenizer):
-    solved = text_trajectory(ascii_tokenizer, "2+2=?", ["It is 4. Sure.", "yes"], 1.0, name="a")
+    solved = text_trajectory(ascii_tokenizer, "2+2=?", ["It is 4. Sure", "yes"], 1.0, name="a")
     failed = text_trajectory(ascii_tokenizer, "2+2=?", ["five"], 0.0, name="b")
     return [
         CriticQuery(solved, peers=(Peer("b", "five", 0.0), Peer("c", "4", 1.0))),
@@ -34,8 +34,9 @@ def test_generative_values_are_parsed_scores_or_the_group_baseline(ascii_model, 
     result = critic.values(queries, actor)
     assert result.version == 3
     texts = [trajectory_states(q.trajectory, ascii_tokenizer, "sentence", 16) for q in queries]
-    # "It is 4." | " Sure."+EOS, observation "\nok\n" (4 tokens, no state), turn 2 "yes".
-    assert [t.starts.tolist() for t in texts] == [[0, 8, 19], [0]]
+    # "It is 4. " | "Sure"+EOS, observation "\nok\n" (4 tokens, no state), turn 2 "yes". The space
+    # after "4." confirms the stop ended a sentence, so the segment starts after it (prefix only).
+    assert [t.starts.tolist() for t in texts] == [[0, 9, 18], [0]]
     prompts = [p for t in texts for p in state_prompts(config, t, actor)]
     parsed, _, _ = critic.score_states(prompts)
     expected_states = []

@@ -1,5 +1,6 @@
 import numpy as np
 
+from lecritique.orchestrator.row import StepRow
 from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
 from lecritique.trajectory import Trajectory
 
@@ -14,10 +15,13 @@ def test_state_and_pending_round_trip(tmp_path):
     store.save(state)
     assert CheckpointStore(tmp_path).load() == state
     trajectory = Trajectory("a", "t", 0, [1], [2, 3], [1, 1], [-0.5, -0.1], [0, 0], 1.0, 3, advantages=np.array([0.5, 0.5]))
-    pending = PendingStep(4, [trajectory, trajectory], OrchestratorState(completed_step=4, cursor=6), {"step": 4})
+    row = StepRow(
+        step=4, critic={"states": 3.0}, estimator={"tether_rho": 0.5}, value_ev_buckets={1: 0.25}, train_seconds=2.0
+    )
+    pending = PendingStep(4, [trajectory, trajectory], OrchestratorState(completed_step=4, cursor=6), row)
     store.save_pending(pending)
     loaded = store.load_pending()
-    assert loaded.step == 4 and loaded.metrics == {"step": 4} and loaded.state_after.cursor == 6
+    assert loaded.step == 4 and loaded.metrics == row and loaded.state_after.cursor == 6
     assert [t.to_bytes() for t in loaded.trajectories] == [trajectory.to_bytes()] * 2
     store.clear_pending()
     assert store.load_pending() is None

@@ -7,18 +7,23 @@ from pathlib import Path
 from prometheus_client import REGISTRY
 
 from lecritique.advantages import estimator_gauges, get_estimator
+from lecritique.orchestrator.row import StepRow
 from lecritique.orchestrator.telemetry import StepLog, Telemetry
 
 ORCHESTRATOR = Path(__file__).resolve().parents[2] / "libs" / "lecritique" / "orchestrator"
 
 
 def _row(**extra):
-    return {"reward_mean": 0.5, "value_version": 3, "step_seconds": 1.0, "value_wait_seconds": 0.0, "policy_tokens": 7, **extra}
+    return StepRow(step=1, reward_mean=0.5, value_version=3, step_seconds=1.0, value_wait_seconds=0.0, policy_tokens=7, **extra)
 
 
 def test_estimator_gauges_follow_the_estimators_report():
     Telemetry("telemetry-test", "reference").step(
-        _row(value_explained_variance=0.4, tether_rho=0.3, tether_rho_bucket_1=0.2, tether_rho_fitted=0.9)
+        _row(
+            value_explained_variance=0.4,
+            estimator={"tether_rho": 0.3, "tether_rho_bucket_1": 0.2, "tether_rho_fitted": 0.9},
+            value_ev_buckets={0: 0.1, 2: 0.7},
+        )
     )
 
     def sample(name, **labels):
@@ -28,6 +33,8 @@ def test_estimator_gauges_follow_the_estimators_report():
     assert sample("lecritique_tether_rho", bucket="1") == 0.2
     assert sample("lecritique_value_explained_variance", critic_context="reference") == 0.4
     assert sample("lecritique_reward_mean") == 0.5 and sample("lecritique_value_version") == 3
+    # The critic dashboard's per-bucket panel, for every critic estimator (not only TETHER's buckets).
+    assert sample("lecritique_value_ev", bucket="0") == 0.1 and sample("lecritique_value_ev", bucket="2") == 0.7
 
 
 def test_the_orchestrator_names_no_estimator_metric():

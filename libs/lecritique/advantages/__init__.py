@@ -9,7 +9,15 @@ Value losses need torch and live in :mod:`lecritique.advantages.losses`.
 """
 
 from lecritique.advantages import estimators as _estimators  # noqa: F401  (registers the estimators)
-from lecritique.advantages.base import AdvantageEstimator, estimator_gauges, estimator_names, get_estimator
+from lecritique.advantages.base import (
+    AdvantageEstimator,
+    EstimatorSpecBase,
+    estimator_class,
+    estimator_classes,
+    estimator_gauges,
+    estimator_names,
+    get_estimator,
+)
 from lecritique.advantages.batch import AdvantageBatch
 from lecritique.advantages.estimators import (
     EVPOEstimator,
@@ -35,6 +43,7 @@ __all__ = [
     "AdvantageBatch",
     "AdvantageEstimator",
     "EVPOEstimator",
+    "EstimatorSpecBase",
     "GAEEstimator",
     "LVRLEstimator",
     "MeanEstimator",
@@ -42,6 +51,8 @@ __all__ = [
     "TetherEstimator",
     "ValueEstimator",
     "critic_free_advantages",
+    "estimator_class",
+    "estimator_classes",
     "estimator_gauges",
     "estimator_names",
     "explained_variance",

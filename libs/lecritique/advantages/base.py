@@ -1,4 +1,18 @@
-"""The estimator interface and registry.
+"""The estimator interface and registry: every fact about an estimator is declared on its class.
+
+An estimator class says, once, what the rest of the system derives from it:
+
+- ``name`` and ``Spec``: the experiment spec's ``estimator`` section (its options plus ``name``,
+  one pydantic model; :mod:`lecritique.config.estimators` is the union of every registered one);
+- ``uses_critic``: whether it reads values (the spec then needs a ``critic``; the orchestrator
+  waits for critic warmup and reports the critic's explained variance per bucket);
+- ``admits_hindsight``: whether a critic whose V(h_t) reads the trajectory after t may feed it.
+  False by default: a critic-using estimator needs prefix-only values (Le Critique eq. 5), and
+  the critic-kind table (:mod:`lecritique.critics.kinds`) refuses hindsight critics for it;
+- ``min_group_size`` and ``group_reason``: the smallest ``rollout.group_size`` that trains
+  anything, and why (the spec refuses a smaller one naming both fields);
+- :meth:`~AdvantageEstimator.ignored_values`: when it reads none of the critic's values on a task
+  (the orchestrator warns).
 
 Every estimator has one uniform signature: ``compute(batch)`` returns frozen token advantages
 [B, T] (zero off-policy tokens) using only state fitted on *earlier* batches; ``update(batch)``
@@ -10,20 +24,75 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar, get_args
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lecritique.advantages.batch import AdvantageBatch, FloatArray
+from lecritique.advantages.metrics import VALUE_EV_BUCKETS
+
+
+class EstimatorSpecBase(BaseModel):
+    """Base of every estimator's spec section: ``name`` plus its options; unknown options are errors.
+
+    A subclass is declared next to its estimator and named by the estimator's ``Spec``; its
+    ``name`` field is ``Literal[<the estimator's name>]`` (:func:`register` checks it).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
+
+    name: str
+    """The estimator (the registry's name)."""
+
+    def options(self) -> dict[str, Any]:
+        """The estimator's keyword options: every field but ``name``."""
+        return self.model_dump(exclude={"name"})
+
+    def estimator_class(self) -> type[AdvantageEstimator]:
+        """The registered class this section configures (its facts: ``uses_critic``, ...)."""
+        return estimator_class(self.name)
+
+    def build(self) -> AdvantageEstimator:
+        return get_estimator(self.name, **self.options())
+
+    def critic_target_lambda(self) -> float:
+        """lambda of the critic's value targets (1: Monte-Carlo returns)."""
+        return 1.0
+
+    def needs_max_length(self) -> bool:
+        """Whether ``max_length`` (the maximum response length in policy tokens) is needed and
+        unset: the experiment spec then fills it in from its rollout and environment."""
+        return False
+
+    def ev_buckets(self) -> int:
+        """Response-position buckets of the critic's per-bucket explained variance
+        (``value_ev_bucket_{m}``, reported for every estimator that uses a critic)."""
+        return VALUE_EV_BUCKETS
 
 
 class AdvantageEstimator(ABC):
-    """Base class: subclasses implement :meth:`_token_advantages` and optionally :meth:`update`."""
+    """Base class: subclasses implement :meth:`_token_advantages` and optionally :meth:`update`.
+
+    A subclass declares the class attributes below (defaults: a critic-free estimator without
+    options that trains with any group size) and is added with :func:`register`."""
 
     name: ClassVar[str]
+    """The registry's name (the spec's ``estimator.name``)."""
+    Spec: ClassVar[type[EstimatorSpecBase]]
+    """The spec section: ``name: Literal[name]`` plus the options ``__init__`` validates with it."""
     uses_critic: ClassVar[bool] = False
-    """Whether the estimator reads ``values`` (the orchestrator then waits for critic warmup)."""
+    """Whether the estimator reads ``values`` (the spec then needs a critic; the orchestrator waits
+    for critic warmup and reports the critic's explained variance)."""
+    admits_hindsight: ClassVar[bool] = False
+    """Whether values that read the trajectory after t are admissible (LVRL's hindsight values).
+    False: a critic-using estimator uses V(h_t) as a baseline, which must depend on the prefix
+    h_t only (Le Critique eq. 5), so hindsight critics are refused. A new estimator is refused
+    them unless it says otherwise here."""
+    min_group_size: ClassVar[int] = 1
+    """The smallest ``rollout.group_size`` with which it trains anything."""
+    group_reason: ClassVar[str] = ""
+    """Why a smaller group trains nothing (in the spec's error; required with ``min_group_size > 1``)."""
     gauges: ClassVar[Mapping[str, str]] = {}
     """Metric keys of :meth:`report` exported as Prometheus gauges ``lecritique_<key>`` (value: the
     help text); a key ``<key>_bucket_<m>`` is the same gauge with label ``bucket=m``."""
@@ -50,6 +119,17 @@ class AdvantageEstimator(ABC):
     def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
         """Advantages for every token of ``batch`` (a whole batch or a group-aligned chunk of
         one); off-policy tokens are zeroed by the caller."""
+
+    @classmethod
+    def needs_prefix_values(cls) -> bool:
+        """Whether a critic feeding it must score every state from the prefix alone (eq. 5)."""
+        return cls.uses_critic and not cls.admits_hindsight
+
+    @classmethod
+    def ignored_values(cls, turn_limit: int) -> str | None:
+        """Why it reads none of the critic's values on a task of at most ``turn_limit`` policy
+        turns (None: it reads them). The orchestrator warns when it is not None."""
+        return None
 
     def update(self, batch: AdvantageBatch) -> None:  # noqa: B027 - stateless by default
         """Fit lagged state on this batch after its advantages were frozen."""
@@ -88,15 +168,39 @@ class AdvantageEstimator(ABC):
 _REGISTRY: dict[str, type[AdvantageEstimator]] = {}
 
 
-def register(cls: type[AdvantageEstimator]) -> type[AdvantageEstimator]:
+E = TypeVar("E", bound=type[AdvantageEstimator])
+
+
+def register(cls: E) -> E:
+    """Add an estimator class to the registry, after checking that its facts agree."""
     if cls.name in _REGISTRY:
         raise ValueError(f"estimator {cls.name!r} registered twice")
+    spec_name = cls.Spec.model_fields["name"]
+    if get_args(spec_name.annotation) != (cls.name,) or spec_name.default != cls.name:
+        raise TypeError(f"{cls.__name__}.Spec must declare name: Literal[{cls.name!r}] = {cls.name!r}")
+    if cls.min_group_size < 1 or (cls.min_group_size > 1) != bool(cls.group_reason):
+        raise TypeError(f"{cls.__name__}: min_group_size > 1 needs a group_reason (and only then)")
+    if cls.admits_hindsight and not cls.uses_critic:
+        raise TypeError(f"{cls.__name__}: admits_hindsight without uses_critic says nothing")
     _REGISTRY[cls.name] = cls
     return cls
 
 
 def estimator_names() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def estimator_classes() -> list[type[AdvantageEstimator]]:
+    """Every registered estimator class, by name."""
+    return [_REGISTRY[name] for name in estimator_names()]
+
+
+def estimator_class(name: str) -> type[AdvantageEstimator]:
+    """The registered class of ``name``; unknown names raise ``ValueError``."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown estimator {name!r}; known: {', '.join(estimator_names())}") from None
 
 
 def estimator_gauges() -> dict[str, str]:
@@ -106,10 +210,7 @@ def estimator_gauges() -> dict[str, str]:
 
 def get_estimator(name: str, **options: Any) -> AdvantageEstimator:
     """Build a registered estimator by name; unknown names or options raise ``ValueError``."""
-    try:
-        cls = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown estimator {name!r}; known: {', '.join(estimator_names())}") from None
+    cls = estimator_class(name)
     try:
         return cls(**options)
     except ValidationError as error:

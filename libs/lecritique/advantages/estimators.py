@@ -1,4 +1,4 @@
-"""One small class per advantage estimator.
+"""One small class per advantage estimator, each with its spec section (options plus ``name``) above it.
 
 Equation numbers refer to Le Critique: Privileged Value Functions for LLM Reinforcement
 Learning (arXiv:2608.16739) unless stated otherwise; LVRL is *LLM Value Functions for Credit
@@ -8,17 +8,17 @@ says otherwise. TETHER lives in :mod:`lecritique.advantages.tether`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import Field
 
-from lecritique.advantages.base import AdvantageEstimator, register
+from lecritique.advantages.base import AdvantageEstimator, EstimatorSpecBase, register
 from lecritique.advantages.batch import AdvantageBatch, FloatArray
 from lecritique.advantages.groups import group_index, group_mean, group_std, leave_one_out_mean
 from lecritique.advantages.metrics import explained_variance_from_moments, explained_variance_moments
-from lecritique.advantages.options import GAEOptions, LVRLOptions, MeanOptions
-from lecritique.advantages.returns import lambda_returns_advantages, resolve_lambda
+from lecritique.advantages.returns import LambdaSetting, lambda_returns_advantages, resolve_lambda
 
 _EPS = 1e-6
 
@@ -26,6 +26,13 @@ _EPS = 1e-6
 def _broadcast(per_trajectory: FloatArray, batch: AdvantageBatch) -> FloatArray:
     tokens: FloatArray = np.broadcast_to(per_trajectory[:, None], batch.mask.shape).astype(np.float64)
     return tokens
+
+
+class MeanSpec(EstimatorSpecBase):
+    name: Literal["mean"] = "mean"
+    """GRPO group-mean baseline (Le Critique eq. 3)."""
+    normalize_std: bool = False
+    """Divide group-centred returns by the group's standard deviation."""
 
 
 @register
@@ -37,10 +44,13 @@ class MeanEstimator(AdvantageEstimator):
     """
 
     name = "mean"
+    Spec = MeanSpec
+    min_group_size = 2
+    group_reason = "its baseline is the group's mean return, which for a group of one is the return itself: every advantage is 0"
 
     def __init__(self, **options: Any) -> None:
-        """``options``: the fields of :class:`MeanOptions`."""
-        self.normalize_std = MeanOptions(**options).normalize_std
+        """``options``: the fields of :class:`MeanSpec` but ``name``."""
+        self.normalize_std = MeanSpec(**options).normalize_std
 
     def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
         advantages = batch.rewards - group_mean(batch.rewards, batch.group_ids)
@@ -50,15 +60,28 @@ class MeanEstimator(AdvantageEstimator):
         return _broadcast(advantages, batch)
 
 
+class RLOOSpec(EstimatorSpecBase):
+    name: Literal["rloo"] = "rloo"
+    """Leave-one-out group baseline (eq. 4)."""
+
+
 @register
 class RLOOEstimator(AdvantageEstimator):
     """Leave-one-out baseline: A_i = R_i - (1/(K-1)) sum_{j!=i} R_j (eq. 4). Unbiased."""
 
     name = "rloo"
+    Spec = RLOOSpec
+    min_group_size = 2
+    group_reason = "its baseline is the mean return of the group's other members, and a group of one has none"
 
     def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
         baseline = leave_one_out_mean(batch.rewards, batch.group_ids, self.name)
         return _broadcast(batch.rewards - baseline, batch)
+
+
+class ValueSpec(EstimatorSpecBase):
+    name: Literal["value"] = "value"
+    """Monte-Carlo value baseline A = R - V (eq. 8; a PVF when the critic has a context)."""
 
 
 @register
@@ -66,12 +89,34 @@ class ValueEstimator(AdvantageEstimator):
     """Monte-Carlo value baseline: A_{i,t} = R_i - V(h_{i,t}) (eq. 8; eq. 12 for a PVF)."""
 
     name = "value"
+    Spec = ValueSpec
     uses_critic = True
 
     def _token_advantages(self, batch: AdvantageBatch) -> FloatArray:
         values = batch.require_values(self.name)
         advantages: FloatArray = batch.rewards[:, None] - values
         return advantages
+
+
+class GAESpec(EstimatorSpecBase):
+    name: Literal["gae"] = "gae"
+    """Generalised advantage estimation (eqs. 9-11)."""
+    gamma: float = Field(default=1.0, ge=0.0, le=1.0)
+    """Discount per policy token."""
+    lambda_gae: LambdaSetting = 1.0
+    """lambda of the policy advantages (1: unbiased Monte-Carlo advantages; auto: 0.4^(1/max_length))."""
+    lambda_target: LambdaSetting = 1.0
+    """lambda of the critic's value targets (1: Monte-Carlo targets; auto: 0.4^(1/max_length))."""
+    max_length: int | None = Field(default=None, ge=1)
+    """L of ``auto`` lambdas: the maximum response length in policy tokens. Required by ``auto``;
+    an experiment spec fills it in: sampling.max_tokens x the environment's turn limit."""
+
+    def critic_target_lambda(self) -> float:
+        # ``auto`` resolves against max_length (0.4^(1/L), Le Critique §7.2).
+        return resolve_lambda("lambda_target", self.lambda_target, self.max_length)
+
+    def needs_max_length(self) -> bool:
+        return self.max_length is None and "auto" in (self.lambda_gae, self.lambda_target)
 
 
 @register
@@ -85,14 +130,15 @@ class GAEEstimator(AdvantageEstimator):
     """
 
     name = "gae"
+    Spec = GAESpec
     uses_critic = True
     # The backward recursion is one vectorised pass over time for the whole batch; chunking
     # rows would repeat its per-step overhead for every chunk.
     chunk_tokens = None
 
     def __init__(self, **options: Any) -> None:
-        """``options``: the fields of :class:`GAEOptions`."""
-        checked = GAEOptions(**options)
+        """``options``: the fields of :class:`GAESpec` but ``name``."""
+        checked = GAESpec(**options)
         self.gamma = checked.gamma
         self.max_length = checked.max_length
         self.lambda_gae = resolve_lambda("lambda_gae", checked.lambda_gae, checked.max_length)
@@ -121,6 +167,11 @@ class GAEEstimator(AdvantageEstimator):
         return {"gae_lambda": self.lambda_gae, "gae_lambda_target": self.lambda_target}
 
 
+class EVPOSpec(EstimatorSpecBase):
+    name: Literal["evpo"] = "evpo"
+    """EVPO: the critic when the previous batch's explained variance is positive, else the group mean."""
+
+
 @register
 class EVPOEstimator(AdvantageEstimator):
     """EVPO (Le Critique Appendix C, eq. 25): use the critic (A = R - V) when the previous
@@ -130,6 +181,7 @@ class EVPOEstimator(AdvantageEstimator):
     """
 
     name = "evpo"
+    Spec = EVPOSpec
     uses_critic = True
 
     def __init__(self) -> None:
@@ -165,6 +217,15 @@ class EVPOEstimator(AdvantageEstimator):
         return {"evpo_uses_critic": float(ev is not None and ev > 0)}
 
 
+class LVRLSpec(EstimatorSpecBase):
+    name: Literal["lvrl"] = "lvrl"
+    """LVRL step advantages from anchored consecutive value differences."""
+    normalize_std: bool = True
+    """Divide the group-centred step advantages by their standard deviation."""
+    center: bool = True
+    """Subtract the group's mean step advantage."""
+
+
 @register
 class LVRLEstimator(AdvantageEstimator):
     """LVRL step advantages (LVRL paper, Figure 1).
@@ -177,11 +238,30 @@ class LVRLEstimator(AdvantageEstimator):
     """
 
     name = "lvrl"
+    Spec = LVRLSpec
     uses_critic = True
+    # V(s_j) for j >= 1 is a state value used in a step's advantage, not a baseline of its own
+    # action, so values that read the whole trajectory (the paper's frozen LLM) are admissible.
+    admits_hindsight = True
+    min_group_size = 2
+    group_reason = (
+        "its first state value is the group's success rate, which for a group of one is the return itself: "
+        "a single-step response's advantage is 0"
+    )
+
+    @classmethod
+    def ignored_values(cls, turn_limit: int) -> str | None:
+        if turn_limit > 1:
+            return None
+        return (
+            "estimator 'lvrl' on a single-turn environment: each response is one step, so its only state "
+            "values are mu_G and R and the critic's values are never read (A = R - mu_G: this is GRPO, the "
+            "'mean' estimator); LVRL needs a multi-turn environment"
+        )
 
     def __init__(self, **options: Any) -> None:
-        """``options``: the fields of :class:`LVRLOptions`."""
-        checked = LVRLOptions(**options)
+        """``options``: the fields of :class:`LVRLSpec` but ``name``."""
+        checked = LVRLSpec(**options)
         self.normalize_std = checked.normalize_std
         self.center = checked.center
 

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lecritique.advantages.batch import BoolArray, FloatArray, IntArray, _to_numpy
+from lecritique.advantages.positions import position_buckets
 
 
 def _token_pairs(values: Any, returns: Any, mask: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
@@ -89,6 +90,23 @@ def explained_variance_per_bucket(moments: FloatArray) -> FloatArray:
     """Explained variance of each row of accumulated :func:`bucket_explained_variance_moments`
     (NaN where undefined: no tokens, or constant returns in the bucket)."""
     return np.array([explained_variance_from_moments(row) for row in moments], dtype=np.float64)
+
+
+VALUE_EV_BUCKETS = 4
+"""Response-position buckets of the per-bucket explained variance of an estimator without its own
+buckets (TETHER with ``buckets > 1`` uses its own, so each rho_m has its EV next to it)."""
+
+
+def bucket_explained_variance(values: Any, returns: Any, mask: Any, buckets: int, max_length: int) -> FloatArray:
+    """The critic's explained variance on the policy tokens of each response-position bucket
+    (``buckets`` uniform bins of [0, max_length), :func:`~lecritique.advantages.positions.position_buckets`);
+    NaN where undefined (no tokens, or equal returns in the bucket)."""
+    mask_np = _to_numpy(mask).astype(bool)
+    bucket = position_buckets(mask_np, buckets, max_length)
+    moments = bucket_explained_variance_moments(
+        _to_numpy(values).astype(np.float64), _to_numpy(returns).astype(np.float64), mask_np, bucket, buckets
+    )
+    return explained_variance_per_bucket(moments)
 
 
 def value_mse(values: Any, targets: Any, mask: Any = None) -> float:

@@ -6,12 +6,16 @@ Equations refer to Le Critique: Privileged Value Functions for LLM Reinforcement
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import Field
 
 from lecritique.advantages.batch import FloatArray
+
+LambdaSetting = Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"]
+"""A lambda in [0, 1], or ``auto``: 0.4^(1/L), L the maximum response length (Le Critique §7.2)."""
 
 AUTO_LAMBDA_RETAINED = 0.4
 """Share of the terminal signal the first token keeps under ``lambda: auto`` (Le Critique §7.2)."""

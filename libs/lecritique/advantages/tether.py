@@ -5,15 +5,14 @@ Reinforcement Learning, arXiv:2608.16739, §5 eqs. 15-17, token buckets §7.3 eq
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
-from lecritique.advantages.base import AdvantageEstimator, register
+from lecritique.advantages.base import AdvantageEstimator, EstimatorSpecBase, register
 from lecritique.advantages.batch import AdvantageBatch, BoolArray, FloatArray, IntArray
 from lecritique.advantages.groups import leave_one_out_mean
-from lecritique.advantages.metrics import bucket_explained_variance_moments, explained_variance_per_bucket
-from lecritique.advantages.options import TetherOptions
 from lecritique.advantages.positions import position_buckets
 
 
@@ -23,6 +22,26 @@ def _per_bucket_sum(weights: FloatArray, bucket: IntArray | None, buckets: int) 
         return np.array([weights.sum()])
     sums: FloatArray = np.bincount(bucket.ravel(), weights=weights.ravel(), minlength=buckets).astype(np.float64)
     return sums
+
+
+class TetherSpec(EstimatorSpecBase):
+    name: Literal["tether"] = "tether"
+    """TETHER: b = (1 - rho) b_LOO + rho V with rho fitted on earlier batches (eqs. 15-18)."""
+    ema_decay: float = Field(default=0.95, ge=0.0, le=1.0)
+    """EMA decay d of the fitted coefficient (eq. 17)."""
+    buckets: int = Field(default=1, ge=1)
+    """Number of uniform token-position buckets, each with its own rho (eq. 18)."""
+    max_length: int | None = Field(default=None, ge=1)
+    """The maximum response length in policy tokens (every turn's generated tokens), the range the
+    buckets split uniformly. Required when buckets > 1; an experiment spec fills it in:
+    sampling.max_tokens x the environment's turn limit."""
+
+    def needs_max_length(self) -> bool:
+        return self.max_length is None and self.buckets > 1
+
+    def ev_buckets(self) -> int:
+        # The critic's explained variance per bucket sits next to each bucket's rho.
+        return self.buckets if self.buckets > 1 else super().ev_buckets()
 
 
 @register
@@ -37,20 +56,24 @@ class TetherEstimator(AdvantageEstimator):
     With ``buckets`` > 1, bucket m covers the response positions [m L / M, (m + 1) L / M) with
     L = ``max_length`` (required): positions count policy tokens from the episode's first
     generated token (:mod:`lecritique.advantages.positions`), so a bucket means the same tokens
-    in every batch whatever its padded length. ``update`` also measures the critic's explained
-    variance per bucket on the batch (``value_ev_bucket_{m}`` next to ``tether_rho_bucket_{m}``).
+    in every batch whatever its padded length. The orchestrator reports the critic's explained
+    variance on the same buckets (``value_ev_bucket_{m}`` next to ``tether_rho_bucket_{m}``).
     """
 
     name = "tether"
+    Spec = TetherSpec
     uses_critic = True
+    min_group_size = 2
+    group_reason = (
+        "its baseline mixes the leave-one-out mean of the group's other returns, and a group of one has none"
+    )
     gauges: ClassVar[Mapping[str, str]] = {
         "tether_rho": "TETHER coefficient used for the last batch",
-        "value_ev": "Critic explained variance on the last policy batch, per TETHER response-position bucket",
     }
 
     def __init__(self, *, initial_rho: float = 0.0, **options: Any) -> None:
-        """``options``: the fields of :class:`TetherOptions`; ``initial_rho``: rho_0."""
-        checked = TetherOptions(**options)
+        """``options``: the fields of :class:`TetherSpec` but ``name``; ``initial_rho``: rho_0."""
+        checked = TetherSpec(**options)
         buckets, max_length = checked.buckets, checked.max_length
         if buckets > 1 and max_length is None:
             raise ValueError(
@@ -65,7 +88,6 @@ class TetherEstimator(AdvantageEstimator):
         self.max_length = max_length
         self.rho = np.full(buckets, float(initial_rho))
         self.last_fit = np.full(buckets, np.nan)
-        self.last_explained_variance = np.full(buckets, np.nan)
         self.updates = 0
 
     def _bucket(self, mask: BoolArray) -> IntArray | None:
@@ -106,33 +128,17 @@ class TetherEstimator(AdvantageEstimator):
         fitted[defined] = np.clip(numerator[defined] / denominator[defined], 0.0, 1.0)
         return fitted
 
-    def bucket_explained_variance(self, batch: AdvantageBatch) -> FloatArray:
-        """The critic's explained variance on this batch's policy tokens, per bucket (NaN: undefined)."""
-        batch.require_values(self.name)
-        moments = np.zeros((self.buckets, 5))
-        for rows in batch.group_chunks(self.chunk_tokens or batch.mask.size):
-            chunk = batch.select(rows)
-            # One bucket: every position maps to bucket 0 whatever the length.
-            bucket = position_buckets(chunk.mask, self.buckets, self.max_length or 1)
-            moments += bucket_explained_variance_moments(
-                chunk.require_values(self.name), chunk.rewards, chunk.mask, bucket, self.buckets
-            )
-        return explained_variance_per_bucket(moments)
-
     def update(self, batch: AdvantageBatch) -> None:
         fitted = self.fit(batch)
         defined = ~np.isnan(fitted)
         self.rho = np.where(defined, self.ema_decay * self.rho + (1 - self.ema_decay) * np.nan_to_num(fitted), self.rho)
         self.last_fit = fitted
-        if self.buckets > 1:  # with one bucket it is the batch's explained variance, logged anyway
-            self.last_explained_variance = self.bucket_explained_variance(batch)
         self.updates += 1
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "rho": self.rho.tolist(),
             "last_fit": _nan_to_none(self.last_fit),
-            "last_explained_variance": _nan_to_none(self.last_explained_variance),
             "updates": self.updates,
         }
 
@@ -145,25 +151,18 @@ class TetherEstimator(AdvantageEstimator):
         self.rho = rho
         unset = [None] * self.buckets
         self.last_fit = _none_to_nan(state.get("last_fit", unset))
-        self.last_explained_variance = _none_to_nan(state.get("last_explained_variance", unset))
         self.updates = int(state.get("updates", 0))
 
     def metrics(self) -> dict[str, float]:
         out = {"tether_rho": float(self.rho.mean())}
         if self.buckets > 1:
             out.update({f"tether_rho_bucket_{m}": float(r) for m, r in enumerate(self.rho)})
-            # Undefined buckets (no tokens, or constant returns) are left out: metrics rows are JSON.
-            out.update(
-                {f"value_ev_bucket_{m}": float(ev) for m, ev in enumerate(self.last_explained_variance) if np.isfinite(ev)}
-            )
         return out
 
     def report(self, used: dict[str, float], fitted: dict[str, float]) -> dict[str, float]:
-        """The coefficients this batch used (mean and per bucket), the mean fitted for the next
-        batch (``tether_rho_fitted``), and what the fit measured on this batch (``value_ev_bucket_{m}``)."""
-        lagged = {key: value for key, value in used.items() if key.startswith("tether_rho")}
-        measured = {key: value for key, value in fitted.items() if not key.startswith("tether_rho")}
-        return {**lagged, "tether_rho_fitted": fitted["tether_rho"], **measured}
+        """The coefficients this batch used (mean and per bucket) and the mean fitted for the next
+        batch (``tether_rho_fitted``)."""
+        return {**used, "tether_rho_fitted": fitted["tether_rho"]}
 
 
 def _nan_to_none(array: FloatArray) -> list[float | None]:

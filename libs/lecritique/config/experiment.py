@@ -178,7 +178,7 @@ class ExperimentSpec(SpecModel):
     estimator: EstimatorSpec = Field(default_factory=TetherSpec)
     """Advantage estimator (``name`` selects it)."""
     critic: CriticSpec | None = None
-    """The critic; required by critic estimators (value, gae, tether, evpo, lvrl), optional otherwise."""
+    """The critic; required by estimators that use one (``uses_critic``: value, gae, tether, evpo, lvrl), optional otherwise."""
     policy_trainer: PolicyTrainerSpec = Field(default_factory=PolicyTrainerSpec)
     """Policy optimisation."""
     orchestrator: OrchestratorSpec = Field(default_factory=OrchestratorSpec)
@@ -204,8 +204,7 @@ class ExperimentSpec(SpecModel):
         rollout, environment = info.data.get("rollout"), info.data.get("environment")
         if not estimator.needs_max_length() or rollout is None or environment is None:
             return estimator  # a missing rollout or environment reports its own error
-        length = rollout.sampling.max_tokens * environment_turn_limit(environment)
-        return estimator.model_copy(update={"max_length": length})
+        return estimator.model_copy(update={"max_length": response_budget(rollout, environment)})
 
     @field_validator("rollout")
     @classmethod
@@ -230,6 +229,18 @@ class ExperimentSpec(SpecModel):
     def _default_critic_kind(cls, value: Any) -> Any:
         return default_critic_kind(value)
 
+    @field_validator("critic")
+    @classmethod
+    def _default_segment_budget(cls, critic: Any, info: ValidationInfo) -> Any:
+        """Fill a segmenting critic's response budget (``segments.max_length``) from the rollout, so
+        its ``max_segments`` states spread over the budget, decided from the prefix."""
+        rollout, environment = info.data.get("rollout"), info.data.get("environment")
+        segments = getattr(critic, "segments", None)
+        if segments is None or segments.max_length is not None or rollout is None or environment is None:
+            return critic
+        budget = response_budget(rollout, environment)
+        return critic.model_copy(update={"segments": segments.model_copy(update={"max_length": budget})})
+
     @field_validator("name")
     @classmethod
     def _dns_name(cls, name: str) -> str:
@@ -239,14 +250,21 @@ class ExperimentSpec(SpecModel):
 
     @model_validator(mode="after")
     def _check(self) -> ExperimentSpec:
-        estimator = self.estimator.build()
+        self.estimator.build()  # options the estimator refuses (e.g. buckets > 1 without max_length)
+        estimator = self.estimator.estimator_class()  # every fact below is declared on it
         if estimator.uses_critic and self.critic is None:
             raise ValueError(f"estimator {self.estimator.name!r} needs a critic: add a 'critic' section")
-        needs_groups = self.estimator.name in ("rloo", "tether", "lvrl") or (
-            self.critic is not None and self.critic.context in GROUP_CONTEXT_KINDS
-        )
-        if needs_groups and self.rollout.group_size < 2:
-            raise ValueError("rollout.group_size must be >= 2 for leave-one-out baselines and contexts")
+        group_size = self.rollout.group_size
+        if group_size < estimator.min_group_size:
+            raise ValueError(
+                f"rollout.group_size must be >= {estimator.min_group_size} with estimator.name "
+                f"{self.estimator.name!r}: with {group_size} the run trains nothing, {estimator.group_reason}"
+            )
+        if self.critic is not None and self.critic.context in GROUP_CONTEXT_KINDS and group_size < 2:
+            raise ValueError(
+                f"rollout.group_size must be >= 2 with critic.context {self.critic.context!r}: the context shows "
+                f"the critic the group's other members, and a group of {group_size} has none"
+            )
         distillation = self.policy_trainer.distillation
         if distillation is not None and distillation.gate == "value_decrease" and self.critic is None:
             raise ValueError("policy_trainer.distillation.gate 'value_decrease' needs a critic: add a 'critic' section")
@@ -258,7 +276,7 @@ class ExperimentSpec(SpecModel):
                 "a frozen_llm critic needs critic.hindsight: false)"
             )
         if self.critic is not None:
-            refusal = critic_kind(self.critic).inadmissible(self.critic, self.estimator.name)
+            refusal = critic_kind(self.critic).refusal(self.critic, estimator)
             if refusal is not None:
                 raise ValueError(refusal)
         if isinstance(self.critic, TrainedCriticSpec):  # a critic that is never trained reads no batches
@@ -273,6 +291,12 @@ class ExperimentSpec(SpecModel):
         return self
 
     @property
+    def response_budget(self) -> int:
+        """The maximum response length in policy tokens: sampling.max_tokens x the environment's
+        turn limit (TETHER's bucket edges, GAE's ``auto`` lambdas, per-bucket explained variance)."""
+        return response_budget(self.rollout, self.environment)
+
+    @property
     def batch_size(self) -> int:
         return self.rollout.tasks_per_step * self.rollout.group_size
 
@@ -282,6 +306,11 @@ class ExperimentSpec(SpecModel):
         if isinstance(self.critic, TrainedCriticSpec) and self.critic.batch_size is not None:
             return self.critic.batch_size
         return self.batch_size
+
+
+def response_budget(rollout: RolloutSpec, environment: EnvironmentConfig) -> int:
+    """sampling.max_tokens x the environment's turn limit: the most policy tokens of one episode."""
+    return rollout.sampling.max_tokens * environment_turn_limit(environment)
 
 
 def _format(error: ValidationError, model: type[BaseModel] | None = None) -> str:

@@ -58,6 +58,12 @@ class SegmentsConfig(SpecBase):
     """Most states scored per trajectory; beyond it neighbouring segments merge (cost bound).
     Unset: none for ``turn`` (each turn is a state; the environment's turn limit bounds them, and
     BabyAI's 100 turns merged into 16 states would give 6 actions one value), 16 otherwise."""
+    max_length: int | None = Field(default=None, ge=1)
+    """The most policy tokens of an episode, over which ``max_segments`` states are spread (a
+    start at least max_length / max_segments policy tokens after the last one), decided from the
+    prefix (see :func:`lecritique.critics.segments.segment_starts`). An experiment spec fills it
+    in: sampling.max_tokens x the environment's turn limit. None: the first ``max_segments``
+    starts are kept."""
 
     @model_validator(mode="before")
     @classmethod

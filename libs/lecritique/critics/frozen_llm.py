@@ -104,8 +104,11 @@ class FrozenLLMCritic:
         return answers, stats
 
     def values(self, queries: list[CriticQuery], actor: ActorInfo) -> CriticValues:
-        rule, max_segments = self.config.segments.rule, self.config.segments.max_segments
-        texts = [trajectory_states(q.trajectory, self.policy_tokenizer, rule, max_segments) for q in queries]
+        segments = self.config.segments
+        texts = [
+            trajectory_states(q.trajectory, self.policy_tokenizer, segments.rule, segments.max_segments, segments.max_length)
+            for q in queries
+        ]
         # Hindsight: one chat per trajectory scores all its states. Prefix: one chat per state.
         asked: list[tuple[int, int | None]] = []
         for i, text in enumerate(texts):

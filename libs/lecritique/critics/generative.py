@@ -98,8 +98,11 @@ class GenerativeCritic:
         return parsed, stats, batch.version
 
     def values(self, queries: list[CriticQuery], actor: ActorInfo) -> CriticValues:
-        rule, max_segments = self.config.segments.rule, self.config.segments.max_segments
-        texts = [trajectory_states(q.trajectory, self.policy_tokenizer, rule, max_segments) for q in queries]
+        segments = self.config.segments
+        texts = [
+            trajectory_states(q.trajectory, self.policy_tokenizer, segments.rule, segments.max_segments, segments.max_length)
+            for q in queries
+        ]
         prompts: list[str] = []
         for text in texts:
             prompts += state_prompts(self.config, text, actor)

@@ -155,7 +155,9 @@ class GenerativeCriticTrainer:
         prompts: list[str] = []
         state_targets: list[float] = []
         for row, trajectory in enumerate(trajectories):
-            text = trajectory_states(trajectory, self.policy_tokenizer, segments.rule, segments.max_segments)
+            text = trajectory_states(
+                trajectory, self.policy_tokenizer, segments.rule, segments.max_segments, segments.max_length
+            )
             prompts += state_prompts(self.config, text, actor_info(trajectory, self.config))
             for state in text.states:
                 target = trajectory.reward if targets is None else float(np.asarray(targets[row])[state.token_index])

@@ -1,8 +1,9 @@
 """The critic kinds, as one table: everything that differs between kinds is declared here.
 
 Each :class:`CriticKind` names its spec class (the experiment spec's ``critic`` section), its
-value-evaluator backend, its trainer (None: never trained), the estimators it admits and what its
-pods need. Everything else asks :func:`critic_kind`; no other module compares kind names.
+value-evaluator backend, its trainer (None: never trained), whether its values read the future
+(hindsight) and what its pods need. Which estimators a kind admits follows from that and the
+estimator's own declaration (:meth:`CriticKind.refusal`): no estimator is named here. Everything else asks :func:`critic_kind`; no other module compares kind names.
 Backends and trainers import torch, so they are named by functions that import them on use:
 this module stays light enough for the spec and the launchers.
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from lecritique.critics.config import OpenAIEndpointConfig
 from lecritique.critics.specs import (
@@ -27,6 +28,9 @@ from lecritique.critics.specs import (
 )
 from lecritique.critics.types import CriticBackend
 from lecritique.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from lecritique.advantages import AdvantageEstimator
 
 S = TypeVar("S", bound=CriticServingSpec)
 
@@ -91,13 +95,30 @@ class CriticKind(Generic[S]):
     """None: never trained (no replay consumed, no warmup, served as version 0)."""
     untrained_weights: Callable[[S, Path, Path], Path] | None = None
     """``(critic, policy_dir, scratch)``: weights of the untrained critic, for ``critic-eval``."""
-    inadmissible: Callable[[S, str], str | None] = field(default=lambda critic, estimator: None)
-    """``(critic, estimator name)``: why this critic cannot feed that estimator (None: it can)."""
     pod_needs: Callable[[S], PodNeeds] = field(default=lambda critic: PodNeeds())
     hindsight: Callable[[S], bool] = field(default=lambda critic: False)
-    """Whether this critic's V(h_t) reads the trajectory after t (LVRL's hindsight values)."""
+    """Whether this critic's V(h_t) reads the trajectory after t (LVRL's hindsight values). A kind
+    whose values are prefix-only only by a setting says so here; segment starts are prefix-only
+    for every kind (:mod:`lecritique.critics.segments`)."""
+    hindsight_field: str = "critic"
+    """The spec field that makes it a hindsight critic (named in the refusal)."""
     prefix_only: Callable[[S], S] = field(default=lambda critic: critic)
     """The same critic scoring every state from the prefix before it (``critic-eval``'s default)."""
+
+    def refusal(self, critic: S, estimator: type[AdvantageEstimator]) -> str | None:
+        """Why ``critic`` cannot feed ``estimator`` (None: it can): a hindsight critic for an
+        estimator that needs prefix-only values (``AdvantageEstimator.needs_prefix_values``)."""
+        if not (estimator.needs_prefix_values() and self.hindsight(critic)):
+            return None
+        from lecritique.advantages import estimator_classes
+
+        admitting = [cls.name for cls in estimator_classes() if cls.admits_hindsight]
+        return (
+            f"{self.hindsight_field}: this {self.name} critic scores every state seeing the whole trajectory, so "
+            f"V(h_t) depends on later actions; estimator.name {estimator.name!r} uses V(h_t) as a baseline, which "
+            "must depend on the prefix only (admissibility, Le Critique eq. 5). Score states from the prefix "
+            f"only, or use an estimator that admits hindsight values: {', '.join(admitting)}"
+        )
 
     @property
     def trained(self) -> bool:
@@ -172,22 +193,6 @@ def _frozen_backend(critic: FrozenLLMCriticSpec, weights: Path | None, where: Se
     return FrozenLLMCritic(critic, policy_dir=where.policy_dir, experiment=where.experiment)
 
 
-PREFIX_ESTIMATORS = frozenset({"value", "gae", "tether", "evpo"})
-"""Estimators whose baseline V(h_t) must depend on the prefix h_t only (Le Critique eq. 5)."""
-
-
-def _frozen_inadmissible(critic: FrozenLLMCriticSpec, estimator: str) -> str | None:
-    """A hindsight critic reads later actions: as a baseline it would bias the policy gradient."""
-    if estimator in PREFIX_ESTIMATORS and critic.hindsight:
-        return (
-            f"critic.hindsight: a frozen_llm critic with hindsight: true scores every state seeing the whole "
-            f"trajectory, so V(h_t) depends on later actions; estimator.name {estimator!r} needs values of the "
-            "prefix only (admissibility, Le Critique eq. 5). Set critic.hindsight: false (one query per "
-            "state, prefix only) or use estimator.name: lvrl"
-        )
-    return None
-
-
 def _frozen_pod_needs(critic: FrozenLLMCriticSpec) -> PodNeeds:
     llm = critic.llm
     if not isinstance(llm, OpenAIEndpointConfig) or llm.api_key_secret is None or llm.api_key_env is None:
@@ -218,9 +223,9 @@ KINDS: dict[str, CriticKind[Any]] = {
             FrozenLLMCriticSpec,
             backend=_frozen_backend,
             trainer=None,
-            inadmissible=_frozen_inadmissible,
             pod_needs=_frozen_pod_needs,
             hindsight=lambda critic: critic.hindsight,
+            hindsight_field="critic.hindsight (true; set false: one query per state, prefix only)",
             prefix_only=lambda critic: critic.model_copy(update={"hindsight": False}),
         ),
     )

@@ -57,11 +57,15 @@ def decode(tokenizer: Any, token_ids: Sequence[int] | np.ndarray) -> str:
 
 
 def trajectory_states(
-    trajectory: Trajectory, tokenizer: Any, rule: SegmentRule, max_segments: int | None = None
+    trajectory: Trajectory,
+    tokenizer: Any,
+    rule: SegmentRule,
+    max_segments: int | None = None,
+    max_length: int | None = None,
 ) -> TrajectoryText:
     """Cut ``trajectory`` at its segment starts and decode everything a text critic reads."""
     texts = token_texts(tokenizer, trajectory.token_ids)
-    starts = segment_starts(texts, trajectory.policy_mask, trajectory.step_ids, rule, max_segments)
+    starts = segment_starts(texts, trajectory.policy_mask, trajectory.step_ids, rule, max_segments, max_length)
     ends = [*starts[1:].tolist(), len(texts)]
     states = [
         CriticState(

@@ -40,10 +40,12 @@ from lecritique.advantages import (
     critic_free_advantages,
     explained_variance,
 )
+from lecritique.advantages.metrics import bucket_explained_variance
 from lecritique.config.critic_budget import update_budget_warnings
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.critics.specs import TrainedCriticSpec
 from lecritique.critics.types import ActorInfo
+from lecritique.envs import environment_turn_limit
 from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.batches import BatchSource, GeneratedBatch
 from lecritique.orchestrator.clients import ServiceClients
@@ -51,6 +53,7 @@ from lecritique.orchestrator.critic_stage import CriticStage
 from lecritique.orchestrator.heldout import held_out_success
 from lecritique.orchestrator.probe import CriticProbe
 from lecritique.orchestrator.redis_retry import retry_redis
+from lecritique.orchestrator.row import StepRow
 from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
 from lecritique.orchestrator.telemetry import StepLog, Telemetry
 from lecritique.orchestrator.update_gate import update_gate
@@ -89,6 +92,10 @@ class Orchestrator:
         self.estimator: AdvantageEstimator = spec.estimator.build()
         # Resolved settings (e.g. GAE's lambda under ``auto``) are the estimator's metrics before any fit.
         logger.info("estimator %s: %s", spec.estimator.name, self.estimator.metrics())
+        self.warnings = configuration_warnings(spec)
+        """Said in the log now and in the first step's row (``warnings``)."""
+        for warning in self.warnings:
+            logger.warning("%s", warning)
         self._stop = threading.Event()
         for warning in update_budget_warnings(spec):
             logger.warning("%s", warning)
@@ -153,7 +160,8 @@ class Orchestrator:
             logger.info("resending pending step %d to the policy trainer", pending.step)
         # Train is idempotent per step: an already-applied step is answered from the trainer's record.
         response = self.clients.policy_trainer.train(pending.step, pending.trajectories)
-        return self._finish_step(pending, response, recovering=True)
+        state, _ = self._finish_step(pending, response, recovering=True)
+        return state
 
     def _warmup(self, state: OrchestratorState) -> OrchestratorState:
         critic = self.spec.critic
@@ -212,15 +220,16 @@ class Orchestrator:
         if batch.scored.degraded is None:  # only batches that carry values feed the critic
             self._push_replay(with_advantages)
         self._consumed(batch)
-        metrics = {
-            **self._batch_metrics(step, batch, advantage_batch, dropped, wait_end - step_start),
-            **self._update_metrics(state, batch),
-            **estimator_metrics,
-        }
+        metrics = self._batch_row(step, batch, advantage_batch, dropped, wait_end - step_start)
+        self._update_metrics(metrics, state, batch)
+        metrics.estimator = estimator_metrics
+        metrics.value_ev_buckets = self._bucket_explained_variance(advantage_batch)
+        if state.completed_step == 0:
+            metrics.warnings = list(self.warnings)
         # The policy loop waits on the value plane only while it is blocked on a batch whose
         # evaluation is running: the overlap of the two intervals.
         evaluate_start, evaluate_end = batch.evaluate_window
-        metrics["value_wait_seconds"] = max(0.0, min(wait_end, evaluate_end) - max(step_start, evaluate_start))
+        metrics.value_wait_seconds = max(0.0, min(wait_end, evaluate_end) - max(step_start, evaluate_start))
         state_after = self._past(
             state,
             batch,
@@ -229,10 +238,10 @@ class Orchestrator:
             dropped_stale_total=state.dropped_stale_total + dropped,
             degraded_streak=degraded_streak,
         )
-        new_state = self._train(PendingStep(step, with_advantages, state_after, metrics), step_start)
-        self.telemetry.step(metrics)
+        new_state, row = self._train(PendingStep(step, with_advantages, state_after, metrics), step_start)
+        self.telemetry.step(row)
         if on_step is not None:
-            on_step(metrics)
+            on_step(row.to_dict())
         return new_state
 
     def _advantages(self, batch: GeneratedBatch, advantage_batch: AdvantageBatch) -> tuple[Any, dict[str, Any]]:
@@ -272,33 +281,33 @@ class Orchestrator:
         return kept, dropped
 
     @staticmethod
-    def _batch_metrics(
+    def _batch_row(
         step: int, batch: GeneratedBatch, advantage_batch: AdvantageBatch, dropped: int, wait_seconds: float
-    ) -> dict[str, Any]:
+    ) -> StepRow:
         ev = (
             explained_variance(advantage_batch.values, advantage_batch.rewards, advantage_batch.mask)
             if advantage_batch.values is not None
             else float("nan")
         )
-        return {
-            "step": step,
-            "critic_degraded": int(batch.scored.degraded is not None),
-            "critic_degraded_reason": batch.scored.degraded,
-            "evaluated_at": batch.evaluated_at,
-            "reward_mean": float(advantage_batch.rewards.mean()),
-            "value_explained_variance": None if np.isnan(ev) else ev,
-            "value_version": batch.scored.value_version,
-            "dropped_stale": dropped,
-            "batch_cursor": batch.cursor,
-            "trajectories": advantage_batch.batch_size,
-            "policy_tokens": int(advantage_batch.mask.sum()),
-            "rollout_seconds": batch.rollout_seconds,
-            "evaluate_seconds": batch.scored.seconds,
-            "batch_wait_seconds": wait_seconds,
-            **{f"critic_{key}": value for key, value in batch.scored.stats.items()},
-        }
+        return StepRow(
+            step=step,
+            critic_degraded=int(batch.scored.degraded is not None),
+            critic_degraded_reason=batch.scored.degraded,
+            evaluated_at=batch.evaluated_at,
+            reward_mean=float(advantage_batch.rewards.mean()),
+            value_explained_variance=None if np.isnan(ev) else ev,
+            value_version=batch.scored.value_version,
+            dropped_stale=dropped,
+            batch_cursor=batch.cursor,
+            trajectories=advantage_batch.batch_size,
+            policy_tokens=int(advantage_batch.mask.sum()),
+            rollout_seconds=batch.rollout_seconds,
+            evaluate_seconds=batch.scored.seconds,
+            batch_wait_seconds=wait_seconds,
+            critic=dict(batch.scored.stats),
+        )
 
-    def _update_metrics(self, state: OrchestratorState, batch: GeneratedBatch) -> dict[str, Any]:
+    def _update_metrics(self, row: StepRow, state: OrchestratorState, batch: GeneratedBatch) -> None:
         """``critic_updates_per_step``: critic updates between the versions that scored the previous
         step's batch and this one's (versions count publishes; None without a trained critic's version),
         and how long the evaluation stage waited for them (``critic.updates_per_step``)."""
@@ -308,55 +317,68 @@ class Orchestrator:
         if isinstance(critic, TrainedCriticSpec) and known:
             achieved = (batch.scored.value_version - state.newest_value_version) * critic.publish_every
         waited, short = batch.scored.update_wait
-        return {"critic_updates_per_step": achieved, "critic_update_wait_seconds": waited, "critic_update_short": short}
+        row.critic_updates_per_step, row.critic_update_wait_seconds, row.critic_update_short = achieved, waited, short
 
     def _consumed(self, batch: GeneratedBatch) -> None:
         """Tell the evaluation stage's update gate the batch is in the replay (or never will be)."""
         if self.critic.gate is not None:
             self.critic.gate.consumed_through(batch.cursor)
 
-    def _train(self, pending: PendingStep, step_start: float) -> OrchestratorState:
+    def _bucket_explained_variance(self, advantage_batch: AdvantageBatch) -> dict[int, float]:
+        """The critic's explained variance per response-position bucket, edges from the response
+        budget (as TETHER's); for every estimator that uses the critic, on batches that carry values."""
+        if not self.estimator.uses_critic or advantage_batch.values is None:
+            return {}
+        per_bucket = bucket_explained_variance(
+            advantage_batch.values,
+            advantage_batch.rewards,
+            advantage_batch.mask,
+            self.spec.estimator.ev_buckets(),
+            self.spec.response_budget,
+        )
+        # Undefined buckets (no tokens, or equal returns) are left out: metrics rows are JSON.
+        return {m: float(ev) for m, ev in enumerate(per_bucket) if np.isfinite(ev)}
+
+    def _train(self, pending: PendingStep, step_start: float) -> tuple[OrchestratorState, StepRow]:
         """Record the step as pending, train on it, then finish it."""
         train_start = time.perf_counter()
         self.checkpoints.save_pending(pending)
         response = self.clients.policy_trainer.train(pending.step, pending.trajectories)
         metrics = pending.metrics
-        metrics["train_seconds"] = time.perf_counter() - train_start
-        metrics["step_seconds"] = time.perf_counter() - step_start
-        metrics["seconds"] = self._elapsed()
-        state_after = replace(pending.state_after, elapsed_seconds=metrics["seconds"])
+        metrics.train_seconds = time.perf_counter() - train_start
+        metrics.step_seconds = time.perf_counter() - step_start
+        metrics.seconds = self._elapsed()
+        state_after = replace(pending.state_after, elapsed_seconds=metrics.seconds)
         return self._finish_step(PendingStep(pending.step, pending.trajectories, state_after, metrics), response)
 
     def _finish_step(
         self, pending: PendingStep, response: policy_pb2.TrainResponse, *, recovering: bool = False
-    ) -> OrchestratorState:
+    ) -> tuple[OrchestratorState, StepRow]:
         """Load the new weights everywhere, log the step, commit the checkpoint."""
         results = self.clients.rollout.load_weights(response.policy_version, response.path)
         failures = {address: r for address, r in results.items() if isinstance(r, Exception)}
         if len(failures) == len(results):
             raise RuntimeError(f"no rollout replica loaded policy version {response.policy_version}: {failures}")
         state = replace(pending.state_after, policy_version=int(response.policy_version), policy_path=response.path)
-        metrics = dict(pending.metrics)
-        metrics.update({f"policy_{k}": v for k, v in response.metrics.items()})
-        metrics["policy_version"] = int(response.policy_version)
+        metrics = replace(pending.metrics, policy=dict(response.metrics), policy_version=int(response.policy_version))
         eval_every = self.spec.orchestrator.eval_every
         if eval_every is not None and pending.step % eval_every == 0:
             held_out = held_out_success(
                 self._eval_player, self.clients.environment, self.spec.orchestrator.eval_tasks, self.spec.seed, pending.step
             )
             self.telemetry.held_out(held_out["eval_success"])
-            metrics.update(held_out)
+            metrics.held_out = held_out
         if self.probe is not None and self.probe.due(pending.step):
             probed = self.probe.run(pending.step)
             self.telemetry.probed(pending.step, probed)
-            metrics.update(probed)
+            metrics.probe = probed
         # A crash between appending the row and committing the checkpoint must not log the step twice.
         if not (recovering and self.log.has_step(pending.step)):
-            self.log.append(metrics)
+            self.log.append(metrics.to_dict())
         self.checkpoints.save(state)
         self.checkpoints.clear_pending()
         self.telemetry.finished(pending.step, int(response.policy_version))
-        return state
+        return state, metrics
 
     # ---- helpers -------------------------------------------------------------------------
     @staticmethod
@@ -384,3 +406,12 @@ class Orchestrator:
     def _elapsed(self) -> float:
         """Experiment wall time: what earlier orchestrator processes spent plus this one's."""
         return self._elapsed_before + (time.monotonic() - self._started)
+
+
+def configuration_warnings(spec: ExperimentSpec) -> list[str]:
+    """What the spec validates but will not do as it reads: an estimator that reads none of the
+    critic's values on the task it is given (its ``ignored_values``, e.g. LVRL on a single-turn
+    environment, where it is GRPO)."""
+    estimator = spec.estimator.estimator_class()
+    reason = estimator.ignored_values(environment_turn_limit(spec.environment)) if spec.critic is not None else None
+    return [] if reason is None else [reason]

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lecritique.orchestrator.row import StepRow
 from lecritique.trajectory import Trajectory
 
 
@@ -54,7 +55,7 @@ class PendingStep:
     step: int
     trajectories: list[Trajectory]
     state_after: OrchestratorState
-    metrics: dict[str, Any]
+    metrics: StepRow
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -83,7 +84,7 @@ class CheckpointStore:
 
     def save_pending(self, pending: PendingStep) -> None:
         header = json.dumps(
-            {"step": pending.step, "state_after": asdict(pending.state_after), "metrics": pending.metrics}
+            {"step": pending.step, "state_after": asdict(pending.state_after), "metrics": pending.metrics.to_dict()}
         ).encode()
         parts = [struct.pack("<II", len(header), len(pending.trajectories)), header]
         for trajectory in pending.trajectories:
@@ -109,7 +110,7 @@ class CheckpointStore:
             step=header["step"],
             trajectories=trajectories,
             state_after=OrchestratorState(**header["state_after"]),
-            metrics=header["metrics"],
+            metrics=StepRow.from_dict(header["metrics"]),
         )
 
     def clear_pending(self) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from prometheus_client import Counter, Gauge, Histogram
 
 from lecritique.advantages import estimator_gauges
+from lecritique.orchestrator.row import StepRow
 
 STEP = Gauge("lecritique_orchestrator_step", "Last completed policy step", ["experiment"])
 REWARD = Gauge("lecritique_reward_mean", "Mean reward of the last policy batch", ["experiment"])
@@ -23,6 +24,11 @@ EXPLAINED_VARIANCE = Gauge(
     "lecritique_value_explained_variance",
     "Critic explained variance on the last policy batch",
     ["experiment", "critic_context"],
+)
+VALUE_EV_BUCKET = Gauge(
+    "lecritique_value_ev",
+    "Critic explained variance on the last policy batch, per response-position bucket (edges from the response budget)",
+    ["experiment", "bucket"],
 )
 POLICY_VERSION = Gauge("lecritique_policy_version", "Policy weight version in rollout", ["experiment"])
 VALUE_VERSION = Gauge("lecritique_value_version", "Critic weight version of the last evaluation", ["experiment"])
@@ -130,25 +136,26 @@ class Telemetry:
         PROBE_EV.labels(*labels).set(value("probe_critic_ev"))
         PROBE_FRACTION.labels(self.experiment_id, self.critic_context).set(value("probe_ceiling_fraction"))
 
-    def step(self, metrics: dict[str, Any]) -> None:
+    def step(self, row: StepRow) -> None:
         """The series of one step's row."""
         labels = (self.experiment_id,)
-        REWARD.labels(*labels).set(metrics["reward_mean"])
-        if metrics.get("value_explained_variance") is not None:
-            EXPLAINED_VARIANCE.labels(self.experiment_id, self.critic_context).set(metrics["value_explained_variance"])
-        for key, value in metrics.items():
+        REWARD.labels(*labels).set(row.reward_mean)
+        if row.value_explained_variance is not None:
+            EXPLAINED_VARIANCE.labels(self.experiment_id, self.critic_context).set(row.value_explained_variance)
+        for bucket, ev in row.value_ev_buckets.items():
+            VALUE_EV_BUCKET.labels(self.experiment_id, str(bucket)).set(ev)
+        for key, value in row.estimator.items():
             match = _BUCKET_KEY.match(key)
             if key in ESTIMATOR_GAUGES:
                 ESTIMATOR_GAUGES[key].labels(self.experiment_id, "all").set(value)
             elif match is not None and match["key"] in ESTIMATOR_GAUGES:
                 ESTIMATOR_GAUGES[match["key"]].labels(self.experiment_id, match["bucket"]).set(value)
-        degraded = int(metrics.get("critic_degraded", 0))
-        CRITIC_DEGRADED.labels(*labels).set(degraded)
-        DEGRADED_STEPS.labels(*labels).inc(degraded)
-        if not degraded:  # a degraded step has no critic version
-            VALUE_VERSION.labels(*labels).set(metrics["value_version"])
-        if metrics.get("critic_updates_per_step") is not None:
-            CRITIC_UPDATES.labels(*labels).set(metrics["critic_updates_per_step"])
-        STEP_SECONDS.labels(*labels).observe(metrics["step_seconds"])
-        VALUE_WAIT.labels(*labels).inc(metrics["value_wait_seconds"])
-        TOKENS.labels(*labels).inc(metrics["policy_tokens"])
+        CRITIC_DEGRADED.labels(*labels).set(row.critic_degraded)
+        DEGRADED_STEPS.labels(*labels).inc(row.critic_degraded)
+        if not row.critic_degraded:  # a degraded step has no critic version
+            VALUE_VERSION.labels(*labels).set(row.value_version)
+        if row.critic_updates_per_step is not None:
+            CRITIC_UPDATES.labels(*labels).set(row.critic_updates_per_step)
+        STEP_SECONDS.labels(*labels).observe(row.step_seconds or 0.0)
+        VALUE_WAIT.labels(*labels).inc(row.value_wait_seconds)
+        TOKENS.labels(*labels).inc(row.policy_tokens)
