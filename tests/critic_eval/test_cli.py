@@ -92,7 +92,11 @@ def test_token_states_inside_responses_and_the_ceiling_table(tiny_policy, tmp_pa
     positions = [state["position"] for state in data["states"]]
     assert 0 in positions and max(positions) >= 3
     rows = {row["label"]: row for row in data["ceiling"]}
-    assert list(rows) == ["all", "t=0", "t=1-2", "t>=3"]
+    # Sudoku plays several turns: rows per position within the turn ("turn t=...") follow.
+    assert [label for label in rows if not label.startswith("turn ")] == ["all", "t=0", "t=1-2", "t>=3"]
+    turn_rows = [label for label in rows if label.startswith("turn ")]
+    assert turn_rows in ([], ["turn t=0", "turn t=1-2", "turn t>=3"])
+    assert all(rows[label].get("axis") == "turn" for label in turn_rows)
     assert rows["all"]["states"] == 24 == sum(rows[label]["states"] for label in ("t=0", "t=1-2", "t>=3"))
     assert set(rows["all"]["critics"]) == {"vf", "pvf"}
     assert "Oracle ceiling per response position" in (tmp_path / "out" / "critic_eval.md").read_text()
