@@ -34,6 +34,10 @@ ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 .,:=+-*/()<>\n"
 EOS after ~54 tokens on average (actions stay short whatever the spec's token budget)."""
 
 
+UNFITTED = frozenset({"babyai_text", "codeio"})
+"""Environments whose stand-in stays random (its rewards stay 0): a tiny model fitted in seconds
+never completes a BabyAI demonstration (dozens of turns) or a CodeIO one (2-3k-token prompts)."""
+
 MEMORISED_BATCHES = 2
 """Task batches (cursors 0 and 1) whose demonstrations the stand-in policy learns: the two
 policy steps' batches (the stand-in spec has no critic warmup, so no batch goes before them)."""
@@ -71,6 +75,8 @@ def write_stand_in(
     torch.manual_seed(0)
     model = init_tiny_policy(tokenizer, architecture, seed=0)
     if demonstrations:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # a tiny model: a second thread only contends (2 cores, 2 test workers)
         template = build_template(ChatTemplateConfig() if chat else PlainTemplateConfig(), tokenizer)
         rows = [encode_turns(template, tokenizer, turns) for turns in demonstrations]
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
@@ -79,6 +85,7 @@ def write_stand_in(
             if _sft_step(model, optimizer, rows, tokenizer.pad_token_id, 1.0) < target_loss:
                 break
         model.eval()
+        torch.set_num_threads(threads)
     return save_policy(model, tokenizer, directory)
 
 
@@ -122,10 +129,8 @@ def stand_in(data: dict[str, Any], models: Path, llm_url: str | None) -> dict[st
     policy = models / f"policy-{key}"
     if not policy.exists():
         placeholder = {**spec, "policy": {"tiny": "placeholder"}, "critic": None, "estimator": {"name": "mean"}}
-        # BabyAI's demonstrations are dozens of turns: a tiny model fitted on them in seconds
-        # never completes one, so its stand-in stays random (its rewards stay 0).
-        multi_turn_long = spec["environment"]["kind"] == "babyai_text"
-        write_stand_in(policy, context, chat, None if multi_turn_long else demonstrations_of(parse_spec(placeholder)))
+        fitted = spec["environment"]["kind"] not in UNFITTED
+        write_stand_in(policy, context, chat, demonstrations_of(parse_spec(placeholder)) if fitted else None)
     spec["policy"] = {"path": str(policy), **({"template": spec["policy"]["template"]} if "template" in spec["policy"] else {})}
     trainer = {**spec.get("policy_trainer", {}), "dtype": "float32", "processes": 1, "checkpoint_every": None}
     trainer.pop("processes_per_node", None)
