@@ -34,6 +34,9 @@ ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 .,:=+-*/()<>\n"
 EOS after ~54 tokens on average (actions stay short whatever the spec's token budget)."""
 
 
+BABYAI_STAND_IN_STEPS = 4
+"""BabyAI's step limit in the stand-in runs (the shipped specs keep the environment's 100)."""
+
 UNFITTED = frozenset({"babyai_text", "codeio"})
 """Environments whose stand-in stays random (its rewards stay 0): a tiny model fitted in seconds
 never completes a BabyAI demonstration (dozens of turns) or a CodeIO one (2-3k-token prompts)."""
@@ -74,6 +77,10 @@ def write_stand_in(
     )
     torch.manual_seed(0)
     model = init_tiny_policy(tokenizer, architecture, seed=0)
+    if not demonstrations:
+        # Zero final norm: every logit 0, every token (EOS too) equally likely, so a random action
+        # ends after ~len(vocabulary) tokens whatever its budget (a random init rarely says EOS).
+        torch.nn.init.zeros_(model.model.norm.weight)
     if demonstrations:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # a tiny model: a second thread only contends (2 cores, 2 test workers)
@@ -116,14 +123,14 @@ def stand_in(data: dict[str, Any], models: Path, llm_url: str | None) -> dict[st
     context, segments and group settings, the group size, ``sampling.max_tokens`` and the context
     length (the stand-in's positions). Changed: each model (policy, critic, frozen LLM, teacher)
     is a random tiny model; vLLM engines are HF engines; bf16 -> float32; one trainer process; a
-    hosted LLM endpoint is the loopback stand-in at ``llm_url``; the run is 2 tasks per step, 2
+    hosted LLM endpoint is the loopback stand-in at ``llm_url``; the run is 1 task per step, 2
     steps, no critic warmup (its first versions score the batches), no checkpoints or held-out
-    evaluation."""
+    evaluation; BabyAI episodes end after :data:`BABYAI_STAND_IN_STEPS` steps."""
     spec = json.loads(json.dumps(data))
     engine = spec["rollout"].get("engine", {"kind": "hf"})
     context = int(engine.get("max_model_len", 0)) or 2048
     chat = spec["policy"].get("template", {}).get("kind") == "chat"
-    spec["rollout"] = {**spec["rollout"], "engine": _hf(engine), "tasks_per_step": 2}
+    spec["rollout"] = {**spec["rollout"], "engine": _hf(engine), "tasks_per_step": 1}
     # Its tasks decide the stand-in: one per environment setting, template and context.
     key = hashlib.sha256(json.dumps([spec["environment"], spec.get("seed", 0), context, chat], sort_keys=True).encode()).hexdigest()[:12]
     policy = models / f"policy-{key}"
@@ -139,6 +146,10 @@ def stand_in(data: dict[str, Any], models: Path, llm_url: str | None) -> dict[st
     spec["policy_trainer"] = trainer
     spec["orchestrator"] = {**spec.get("orchestrator", {}), "steps": 2, "eval_every": None, "max_off_policy_steps": 8}
     spec.pop("tracking", None)
+    if spec["environment"]["kind"] == "babyai_text":
+        # A random stand-in plays every episode to the step limit: 100 turns of character tokens
+        # (~200 per observation) cost minutes per batch. 4 steps keep it multi-turn (several states).
+        spec["environment"] = {**spec["environment"], "max_steps": BABYAI_STAND_IN_STEPS}
     critic = spec.get("critic")
     if critic is not None:
         spec["critic"] = _critic(critic, policy, llm_url)
