@@ -41,6 +41,10 @@ UNFITTED = frozenset({"babyai_text", "codeio"})
 """Environments whose stand-in stays random (its rewards stay 0): a tiny model fitted in seconds
 never completes a BabyAI demonstration (dozens of turns) or a CodeIO one (2-3k-token prompts)."""
 
+SUCCESS_NATS = 0.7
+"""Summed loss of one demonstration's action tokens the fit stops at: exp(-0.7) ~ half the
+attempts reproduce it (the seeds are fixed, so a spec's outcome is too)."""
+
 MEMORISED_BATCHES = 2
 """Task batches (cursors 0 and 1) whose demonstrations the stand-in policy learns: the two
 policy steps' batches (the stand-in spec has no critic warmup, so no batch goes before them)."""
@@ -48,12 +52,12 @@ policy steps' batches (the stand-in spec has no critic warmup, so no batch goes 
 
 def write_stand_in(
     directory: Path, max_positions: int, chat: bool, demonstrations: list[list[tuple[str, str]]] | None = None,
-    max_sft_steps: int = 300, target_loss: float = 0.05,
+    max_sft_steps: int = 300,
 ) -> Path:
     """A tiny Llama with a character tokenizer, ``max_positions`` long (the spec's context, so its
-    length budgets hold unchanged). Random, or fitted on ``demonstrations`` until its loss is
-    about ``target_loss`` per action token: sampled at temperature 1 it then solves some
-    attempts of those tasks and fails others, so rewards differ within a group."""
+    length budgets hold unchanged). Random, or fitted on ``demonstrations`` until an episode's
+    action tokens together cost about ln 2 (``SUCCESS_NATS``): sampled at temperature 1 it then
+    solves about half the attempts of those tasks, so rewards differ within a group."""
     import torch
 
     from lecritique.models.char_tokenizer import alphabet_of, build_char_tokenizer
@@ -86,6 +90,7 @@ def write_stand_in(
         torch.set_num_threads(1)  # a tiny model: a second thread only contends (2 cores, 2 test workers)
         template = build_template(ChatTemplateConfig() if chat else PlainTemplateConfig(), tokenizer)
         rows = [encode_turns(template, tokenizer, turns) for turns in demonstrations]
+        target_loss = SUCCESS_NATS / (sum(sum(mask) for _, mask in rows) / len(rows))
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
         model.train()
         for _ in range(max_sft_steps):
