@@ -19,7 +19,9 @@ Asserted per spec: both steps ran and every episode acted (non-empty responses);
 is non-zero (where rewards vary, or where the baseline is the value itself: value, gae, lvrl);
 and for estimators that use a critic, its values reach the advantages: recomputing the second
 batch's advantages with the estimator state the orchestrator had (fitted on the first batch)
-reproduces them, and with shifted values changes them. With every reward 0 (CodeIO, BabyAI),
+reproduces them, and with shifted values changes them, unless the step's metrics say the
+estimator set the critic aside (``tether_rho`` 0, ``evpo_uses_critic`` 0: an untrained critic
+after one batch). With every reward 0 (CodeIO, BabyAI),
 group baselines (mean, rloo, and tether/evpo, whose fit needs reward variance) must give 0.
 
 Harness, and why: starting a spec's five services as processes (``lecritique run``) costs 10-20 s
@@ -85,7 +87,13 @@ def _check_values_reach_advantages(run: ExampleRun) -> None:
     np.testing.assert_allclose(recomputed[mask], frozen[mask], rtol=1e-4, atol=1e-5)
     shifted = [_with_values(t, 0.5 * np.asarray(t.values) + 0.2) for t in batch]
     moved = np.asarray(estimator.compute(AdvantageBatch.from_trajectories(shifted)))
-    assert not np.allclose(moved[mask], recomputed[mask]), "the critic's values do not reach the advantages"
+    if np.allclose(moved[mask], recomputed[mask]):
+        # Only where the estimator says so: TETHER at rho = 0 (no fit yet: one batch without reward
+        # variance) and EVPO while the critic's explained variance is too low use no value.
+        row = run.rows[1]
+        assert row.get("tether_rho", 1.0) == 0.0 or row.get("evpo_uses_critic", 1.0) == 0.0, (
+            f"the critic's values do not reach the advantages: {row}"
+        )
 
 
 def _with_values(trajectory: Any, values: np.ndarray) -> Any:
