@@ -70,3 +70,11 @@ def test_no_function_is_used_only_by_tests_or_by_nothing():
         f"{path}: {name}" for path, name in _defined_functions() if name not in CALLED_BY_FRAMEWORKS and words[name] <= 1
     ]
     assert dead == []
+
+
+def test_no_test_skips_on_a_missing_dependency():
+    """Every dependency the tests use is pinned (pyproject, `make test` installs it): a missing one
+    must fail the run, not skip its tests silently (`pytest.importorskip`)."""
+    this = ROOT / "tests" / "architecture" / "test_dead_code.py"
+    found = [str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*.py") if p != this and "importorskip(" in p.read_text()]
+    assert found == []
