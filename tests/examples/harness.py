@@ -268,6 +268,7 @@ def run_example(data: dict[str, Any], out: Path, redis_url: str) -> ExampleRun:
         return f"127.0.0.1:{service.port}"
 
     run = ExampleRun(spec)
+    restore = _serialise_model_loads()
     try:
         # The policy trainer publishes version 0, which the rollout and the critic start from.
         trainer = start(policy_trainer_server, "policy-trainer")
@@ -290,4 +291,27 @@ def run_example(data: dict[str, Any], out: Path, redis_url: str) -> ExampleRun:
     finally:
         for service in reversed(started):
             service.stop(grace=0.5)
+        restore()
     return run
+
+
+def _serialise_model_loads() -> Any:
+    """One ``from_pretrained`` at a time in this process: transformers builds models under a
+    process-global meta-device context, so two services loading at once in one process (the
+    evaluator's new critic, the rollout's new policy) can get meta tensors ("Cannot copy out of
+    meta tensor"). Each service is its own process in a real run. Returns the undo."""
+    from transformers import PreTrainedModel
+
+    original = PreTrainedModel.__dict__["from_pretrained"]
+    lock = threading.Lock()
+
+    def locked(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return original.__func__(cls, *args, **kwargs)
+
+    PreTrainedModel.from_pretrained = classmethod(locked)  # type: ignore[assignment]
+
+    def restore() -> None:
+        PreTrainedModel.from_pretrained = original  # type: ignore[method-assign]
+
+    return restore
