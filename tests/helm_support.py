@@ -165,3 +165,9 @@ def tiny_spec_data(name: str, steps: int, policy_path: Path) -> dict[str, Any]:
                    "replay": {"capacity": 128, "max_reuse": 1}},
         "orchestrator": {"steps": steps, "max_off_policy_steps": 0, "eval_every": 4, "eval_tasks": 4},
     }
+
+
+def redis_user_url(url: str, user: str, password: str) -> str:
+    """``redis://host:port/db`` with ``user:password@`` inserted (a Redis ACL user's URL)."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{user}:{password}@{rest.rpartition('@')[2]}"

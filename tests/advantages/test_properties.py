@@ -1,7 +1,7 @@
 """Property tests (hypothesis) for the estimators' defining identities."""
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from lecritique.advantages import AdvantageBatch, get_estimator, leave_one_out_mean
@@ -93,8 +93,7 @@ def test_gae_with_unit_gamma_and_lambda_equals_value(batch):
 def test_fitted_rho_minimises_squared_error_over_a_grid(batch):
     estimator = get_estimator("tether")
     rho_hat = estimator.fit(batch)[0]
-    if np.isnan(rho_hat):
-        return
+    assume(not np.isnan(rho_hat))  # no fit (no variance): hypothesis draws another batch instead of passing
     loo = leave_one_out_mean(batch.rewards, batch.group_ids, "tether")[:, None]
 
     def squared_error(rho):

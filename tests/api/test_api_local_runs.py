@@ -25,7 +25,7 @@ from lecritique.launch import redis_acl
 from lecritique.redis_connection import redis_client, start_embedded_redis
 from lecritique.tenancy.tokens import hash_token
 from tests.api.api_process import ApiProcess, alive, descendants
-from tests.helm_support import ROOT, quick_policy, tiny_spec_data
+from tests.helm_support import ROOT, quick_policy, redis_user_url, tiny_spec_data
 
 TOKEN = "local-runs-token"
 
@@ -159,8 +159,8 @@ def test_full_lifecycle_of_a_local_experiment(tmp_path: Path) -> None:
     server = start_embedded_redis(tmp_path / "redis")
     admin = server.client()
     redis_acl.create_users(admin, "api-password", "experiments-password")
-    api_url = redis_acl.user_url(server.url, redis_acl.API_USER, "api-password")
-    experiments_url = redis_acl.user_url(server.url, redis_acl.EXPERIMENTS_USER, "experiments-password")
+    api_url = redis_user_url(server.url, redis_acl.API_USER, "api-password")
+    experiments_url = redis_user_url(server.url, redis_acl.EXPERIMENTS_USER, "experiments-password")
     api_process = _local_api(tmp_path, api_url, "api", experiment_redis_url=experiments_url).start()
     try:
         with api_process.client(TOKEN) as api:

@@ -61,6 +61,23 @@ def test_no_import_cycle_even_through_function_local_imports(modules):
     assert _cycles(_graph(modules)) == []
 
 
+def test_a_planted_cycle_through_a_function_local_import_is_found(modules):
+    """Positive control: ``trajectory`` imports ``arrays``; planting a function-local import of
+    ``trajectory`` in ``arrays`` closes a cycle, which the check above must report."""
+    import ast
+    import dataclasses
+
+    assert "lecritique.arrays" in _graph(modules)["lecritique.trajectory"]
+    arrays = modules["lecritique.arrays"]
+    planted_source = arrays.path.read_text() + "\n\ndef _planted():\n    from lecritique.trajectory import Trajectory\n    return Trajectory\n"
+    planted_tree = ast.parse(planted_source)
+    from tests.architecture.conftest import _imported_names
+
+    planted = dataclasses.replace(arrays, tree=planted_tree, imports=_imported_names(planted_tree))
+    cycles = _cycles(_graph({**modules, "lecritique.arrays": planted}))
+    assert any({"lecritique.arrays", "lecritique.trajectory"} <= set(cycle) for cycle in cycles), cycles
+
+
 # ---- which package may import which ---------------------------------------------------------
 # The picture in docs/ARCHITECTURE.md ("Packages and their imports") is the contract: a package
 # imports only the packages its arrow names (and itself). Generated gRPC stubs are the package ``v1``.

@@ -217,10 +217,20 @@ def test_the_chart_ships_the_rules_as_a_prometheus_rule(tmp_path: Path) -> None:
     assert [obj for obj in render_objects({"alerts": {"enabled": False}}) if obj["kind"] == "PrometheusRule"] == []
 
 
+def _defined_metric(name: str, defined: set[str]) -> bool:
+    """``name`` (or the metric it is a series of: ``_bucket``, ``_count``, ``_sum``, ``_total``) is
+    a whole metric name the sources define, not a prefix of one."""
+    base = re.sub(r"_(bucket|count|sum|total)$", "", name)
+    return bool({name, base, f"{base}_total"} & defined)
+
+
 def test_alert_metric_names_are_dashboard_or_service_metrics() -> None:
     """Every metric a rule names is one a service defines (checked live in test_dashboard_metrics_live)."""
     sources = "\n".join(path.read_text() for path in [*(ROOT / "libs").rglob("*.py"), *(ROOT / "services").rglob("*.py")])
+    defined = set(re.findall(r'"(lecritique_\w+)"', sources))
+    assert _defined_metric("lecritique_value_loss", defined)
+    # A prefix of a defined name is no metric (a plain substring check accepted these).
+    assert not _defined_metric("lecritique_value", defined) and not _defined_metric("lecritique_value_lo", defined)
     for rule in alert_rules():
         for name in promql_metric_names(rule.expr):
-            base = re.sub(r"_(bucket|count|sum|total)$", "", name)
-            assert name in PENDING_METRICS or f'"{base}' in sources, (rule.name, name)
+            assert name in PENDING_METRICS or _defined_metric(name, defined), (rule.name, name)

@@ -19,7 +19,7 @@ import redis
 
 from lecritique.launch import redis_acl
 from lecritique.redis_connection import _free_port, _redis_server_executable, redis_client
-from tests.helm_support import one, render_objects
+from tests.helm_support import one, redis_user_url, render_objects
 
 
 def _rendered() -> tuple[list[str], dict[str, str]]:
@@ -75,8 +75,8 @@ def test_the_chart_sets_exactly_the_libraries_acl_rules() -> None:
 def test_experiments_cannot_read_the_api_records_and_anonymous_clients_only_ping(chart_redis: tuple[int, dict[str, str]]) -> None:
     port, passwords = chart_redis
     base = f"redis://127.0.0.1:{port}/0"
-    api = redis_client(redis_acl.user_url(base, "api", passwords["LECRITIQUE_REDIS_API_PASSWORD"]))
-    experiments = redis_client(redis_acl.user_url(base, "experiments", passwords["LECRITIQUE_REDIS_EXPERIMENTS_PASSWORD"]))
+    api = redis_client(redis_user_url(base, "api", passwords["LECRITIQUE_REDIS_API_PASSWORD"]))
+    experiments = redis_client(redis_user_url(base, "experiments", passwords["LECRITIQUE_REDIS_EXPERIMENTS_PASSWORD"]))
     anonymous = redis_client(base)
     api.set("lecritique:api:experiment:exp-0123456789", '{"tenant": "alice"}')
     experiments.rpush("lecritique:exp-0123456789:metrics", '{"step": 1}')
@@ -91,4 +91,4 @@ def test_experiments_cannot_read_the_api_records_and_anonymous_clients_only_ping
             attempt()
     assert anonymous.ping() is True  # what the probes do
     with pytest.raises(redis.exceptions.AuthenticationError):
-        redis_client(redis_acl.user_url(base, "api", "wrong-password")).ping()
+        redis_client(redis_user_url(base, "api", "wrong-password")).ping()

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+import vllm  # noqa: F401  (the vllm extra `make test` installs: a missing vLLM fails, never skips)
 from pydantic import TypeAdapter
-
-pytest.importorskip("vllm")
 
 from lecritique.engines import (
     EngineConfig,

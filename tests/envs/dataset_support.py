@@ -33,3 +33,8 @@ def write_parquet(path: Path, rows: list[dict[str, Any]]) -> Path:
 
     pq.write_table(pa.Table.from_pylist(rows), path)
     return path
+
+
+def split_sizes(environment: Any) -> dict[str, int]:
+    """Rows of each split of a dataset environment."""
+    return {split: len(tasks) for split, tasks in environment._tasks.items()}

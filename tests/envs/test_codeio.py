@@ -57,6 +57,9 @@ def test_floats_compare_with_tolerance():
 def test_sampling_deterministic_and_splits_by_program(env, tasks):
     again = env.sample_tasks(8, split="train", seed=0)
     assert [t.task_id for t in again] == [t.task_id for t in tasks]
+    # Not a constant: the tasks differ from each other and under another seed.
+    assert len({t.task_id for t in tasks}) > 1
+    assert [t.task_id for t in env.sample_tasks(8, split="train", seed=1)] != [t.task_id for t in tasks]
     evals = env.sample_tasks(6, split="eval", seed=0)
     train_programs = {t.metadata["code"] for t in tasks}
     assert not train_programs & {t.metadata["code"] for t in evals}

@@ -13,7 +13,14 @@ from lecritique.critics.inputs import GroupMember, build_group_contexts
 from lecritique.envs import build_environment, get_environment
 from lecritique.envs.dataset import DatasetEnvironment
 from lecritique.envs.dataset_files import DatasetError
-from tests.envs.dataset_support import EXAMPLE_DATA, example_rows, write_csv, write_jsonl, write_parquet
+from tests.envs.dataset_support import (
+    EXAMPLE_DATA,
+    example_rows,
+    split_sizes,
+    write_csv,
+    write_jsonl,
+    write_parquet,
+)
 
 COLUMNS = {"prompt_column": "expression", "prompt_template": "{prompt}=", "id_column": "id", "verifier": {"kind": "numeric"}}
 
@@ -45,7 +52,7 @@ def test_every_format_yields_the_same_tasks(tmp_path: Path) -> None:
     rows = example_rows()
     settings = {"privileged_columns": ["solution"], "split": {"kind": "column", "train": ["train"], "eval": ["test"]}}
     reference = dataset(EXAMPLE_DATA, **settings)
-    assert reference.split_sizes() == {"train": 347, "eval": 53}
+    assert split_sizes(reference) == {"train": 347, "eval": 53}
     for path in (
         write_csv(tmp_path / "rows.csv", rows),
         write_parquet(tmp_path / "rows.parquet", rows),
@@ -59,9 +66,9 @@ def test_every_format_yields_the_same_tasks(tmp_path: Path) -> None:
 def test_a_dataset_dict_splits_by_its_split_names(tmp_path: Path) -> None:
     directory = _hf_directory(tmp_path, example_rows(), as_dict=True)
     env = dataset(directory, split={"kind": "column", "column": "_split", "train": ["train"], "eval": ["test"]})
-    assert env.split_sizes() == {"train": 347, "eval": 53}
+    assert split_sizes(env) == {"train": 347, "eval": 53}
     only_train = dataset(directory, hf_splits=["train"], split={"kind": "column", "column": "_split", "train": ["train"], "eval": ["test"]})
-    assert only_train.split_sizes() == {"train": 347, "eval": 0}
+    assert split_sizes(only_train) == {"train": 347, "eval": 0}
     with pytest.raises(DatasetError, match=r"no split\(s\) dev in the DatasetDict \(it has train, test\)"):
         dataset(directory, hf_splits=["dev"])
 
@@ -69,7 +76,7 @@ def test_a_dataset_dict_splits_by_its_split_names(tmp_path: Path) -> None:
 def test_hash_split_is_seeded_deterministic_and_keeps_a_row_in_one_split() -> None:
     first, again = dataset(EXAMPLE_DATA, eval_fraction=0.25), dataset(EXAMPLE_DATA, eval_fraction=0.25)
     assert _signature(first, "eval") == _signature(again, "eval")
-    sizes = first.split_sizes()
+    sizes = split_sizes(first)
     assert sizes["train"] + sizes["eval"] == 400 and 60 <= sizes["eval"] <= 140
     train_ids = {t.task_id for t in first._tasks["train"]}
     assert not train_ids & {t.task_id for t in first._tasks["eval"]}
@@ -82,7 +89,7 @@ def test_column_split_leaves_out_rows_of_other_values(tmp_path: Path) -> None:
     for index, row in enumerate(rows):
         row["split"] = ["train", "test", "unused"][index % 3]
     env = dataset(write_jsonl(tmp_path / "rows.jsonl", rows), split={"kind": "column", "eval": ["test"]})
-    assert env.split_sizes() == {"train": 4, "eval": 3}
+    assert split_sizes(env) == {"train": 4, "eval": 3}
     with pytest.raises(ValueError, match=r"split values \['train'\] are listed for both train and eval"):
         dataset(EXAMPLE_DATA, split={"kind": "column", "train": ["train"], "eval": ["train"]})
 
@@ -133,7 +140,7 @@ def test_a_task_from_another_file_is_refused(tmp_path: Path) -> None:
 def test_relative_paths_start_at_the_spec_file(tmp_path: Path) -> None:
     spec = load_spec(EXAMPLE_DATA.parent / "my-math-pvf.yaml")
     assert spec.environment.path == str(EXAMPLE_DATA)  # type: ignore[union-attr]
-    assert build_environment(spec.environment).split_sizes() == {"train": 347, "eval": 53}  # type: ignore[attr-defined]
+    assert split_sizes(build_environment(spec.environment)) == {"train": 347, "eval": 53}
     # The resolved spec (what the launcher writes into the run directory) keeps the absolute path.
     copied = tmp_path / "spec.json"
     copied.write_text(spec.model_dump_json())
@@ -236,7 +243,7 @@ def test_dataset_roots_confine_what_a_spec_may_read(tmp_path: Path, monkeypatch:
     (tmp_path / "escape.jsonl").symlink_to(inside)
     (allowed / "link-out.jsonl").symlink_to(EXAMPLE_DATA)
     monkeypatch.setenv("LECRITIQUE_DATASET_ROOTS", f"{allowed}:{tmp_path / 'other'}")
-    assert dataset(inside, eval_fraction=0.01).split_sizes()["train"] + dataset(inside, eval_fraction=0.01).split_sizes()["eval"] == 5
+    assert split_sizes(dataset(inside, eval_fraction=0.01))["train"] + split_sizes(dataset(inside, eval_fraction=0.01))["eval"] == 5
     for outside in ("/etc/passwd", str(allowed / ".." / "x.jsonl"), str(allowed / "link-out.jsonl")):
         with pytest.raises(DatasetError, match="is outside the allowed folders"):
             dataset(outside, format="csv")

@@ -132,6 +132,16 @@ def test_ppo_clip_ranges_are_asymmetric_when_configured() -> None:
     assert float(loss) == pytest.approx(-1.28)
 
 
+def test_ppo_clip_lower_side_uses_clip_low_not_clip_high() -> None:
+    """A < 0 and r = 0.5: the objective is clipped at 1 - clip_low = 0.8 (not 1 - clip_high = 0.72)."""
+    new, old = _logs(0.15), _logs(0.3)  # ratio 0.5
+    advantages = -torch.ones(1, dtype=torch.float64)
+    mask = torch.ones(1, dtype=torch.bool)
+    loss, statistics = ppo_clip_loss(new, old, advantages, mask, PPOClipLossConfig(clip_low=0.2, clip_high=0.28))
+    assert float(loss) == pytest.approx(0.8)
+    assert float(statistics.clipped) == 1
+
+
 def test_loss_is_normalised_by_the_global_token_count_and_adds_up_over_pieces() -> None:
     generator = torch.Generator().manual_seed(0)
     new = -torch.rand(2, 6, generator=generator, dtype=torch.float64) * 3

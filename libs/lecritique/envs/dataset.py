@@ -223,9 +223,6 @@ class DatasetEnvironment(Environment):
             )
 
     # ---- the environment -------------------------------------------------------------------
-    def split_sizes(self) -> dict[str, int]:
-        return {split: len(tasks) for split, tasks in self._tasks.items()}
-
     def sample_tasks(self, n: int, split: Split = "train", seed: int = 0) -> list[Task]:
         """``n`` rows of ``split`` in a seeded order; past the split's size, further shuffled passes."""
         if split not in ("train", "eval"):

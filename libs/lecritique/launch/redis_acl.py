@@ -47,8 +47,3 @@ def create_users(client: Any, api_password: str, experiments_password: str) -> N
     )
     client.execute_command("ACL", "SETUSER", "default", "on", *rules("default"))
 
-
-def user_url(url: str, user: str, password: str) -> str:
-    """``redis://host:port/db`` with ``user:password@`` inserted."""
-    scheme, _, rest = url.partition("://")
-    return f"{scheme}://{user}:{password}@{rest.rpartition('@')[2]}"

@@ -32,11 +32,6 @@ class EpisodeBatch:
         return [r.task for r in self.records]
 
     @property
-    def action_texts(self) -> list[list[str]]:
-        """Decoded actions of every trajectory (for text critics and LOO contexts)."""
-        return [r.actions for r in self.records]
-
-    @property
     def prompt_texts(self) -> list[str]:
         return [r.prompt_text for r in self.records]
 

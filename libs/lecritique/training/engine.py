@@ -216,11 +216,6 @@ class HFTrainer:
         """Optimiser steps taken."""
         return self.engine.steps
 
-    @property
-    def collective_save(self) -> bool:
-        """Whether :meth:`save` and :meth:`publish` are collectives (FSDP2: every rank calls them together)."""
-        return self.engine.sharded
-
     def save(self, directory: str | Path | None) -> Path | None:
         """Write a HF directory (safetensors + config + tokenizer files) on rank 0; None elsewhere.
 

@@ -106,13 +106,6 @@ def shard_model(model: nn.Module, device: torch.device, compute_dtype: torch.dty
     return model
 
 
-def is_sharded(model: nn.Module) -> bool:
-    """Whether the model's parameters are DTensors (``fully_shard`` was applied)."""
-    from torch.distributed.tensor import DTensor
-
-    return any(isinstance(parameter, DTensor) for parameter in model.parameters())
-
-
 def clip_grad_norm(parameters: list[nn.Parameter], max_norm: float) -> torch.Tensor:
     """Global gradient norm (over every rank's shards for DTensors), then clip to ``max_norm``.
 
