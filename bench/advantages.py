@@ -65,7 +65,9 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     small, large = make_batch(1 << 20, rng), make_batch(1 << 22, rng)
-    table = Table(title=f"advantage estimators, B={BATCH} (compute + update, cold cache, best of {args.repeats})")
+    table = Table(
+        title=f"advantage estimators, B={BATCH} (compute + update, cold cache, best of {args.repeats})"
+    )
     for column in ("estimator", "1M tokens/s", "4M tokens/s", "4M/1M time ratio", "linear (<= 4.4)"):
         table.add_column(column, justify="right")
     for name in estimator_names():

@@ -68,11 +68,21 @@ def make_batches(count: int, vocab: int, rows: int = 16) -> list[Any]:
         batch = []
         for index in range(rows):
             tokens = int(rng.integers(96, 192))
-            batch.append(Trajectory(
-                f"t{index}", "task", index // 4, rng.integers(1, vocab, 64), rng.integers(1, vocab, tokens),
-                np.ones(tokens, dtype=bool), -rng.uniform(0.5, 3.0, tokens).astype(np.float32),
-                np.zeros(tokens, dtype=np.int32), 0.0, 0, advantages=rng.normal(size=tokens).astype(np.float32),
-            ))
+            batch.append(
+                Trajectory(
+                    f"t{index}",
+                    "task",
+                    index // 4,
+                    rng.integers(1, vocab, 64),
+                    rng.integers(1, vocab, tokens),
+                    np.ones(tokens, dtype=bool),
+                    -rng.uniform(0.5, 3.0, tokens).astype(np.float32),
+                    np.zeros(tokens, dtype=np.int32),
+                    0.0,
+                    0,
+                    advantages=rng.normal(size=tokens).astype(np.float32),
+                )
+            )
         batches.append(batch)
     return batches
 
@@ -98,9 +108,12 @@ def _run(trainer: Any, batches: list[Any], device: str) -> dict[str, Any]:
     started = time.perf_counter()
     metrics = [trainer.train_step(batch) for batch in batches]
     return {
-        "sharded": trainer.engine.sharded, "compute_dtype": str(trainer.engine.compute_dtype),
-        "loss": [m["loss"] for m in metrics], "grad_norm": [m["grad_norm"] for m in metrics],
-        "seconds": time.perf_counter() - started, "peak_gib": _peak_gib(device),
+        "sharded": trainer.engine.sharded,
+        "compute_dtype": str(trainer.engine.compute_dtype),
+        "loss": [m["loss"] for m in metrics],
+        "grad_norm": [m["grad_norm"] for m in metrics],
+        "seconds": time.perf_counter() - started,
+        "peak_gib": _peak_gib(device),
     }
 
 
@@ -132,7 +145,9 @@ def fsdp_check(model_dir: Path, work: Path, device: str) -> dict[str, Any]:
             if device == "cuda":
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats()
-            return PolicyTrainer(model_dir, PolicyTrainerConfig.model_validate(trainer_settings(device, sharded)))
+            return PolicyTrainer(
+                model_dir, PolicyTrainerConfig.model_validate(trainer_settings(device, sharded))
+            )
 
         result: dict[str, Any] = {"backend": backend, "tolerances": LOSS_TOLERANCE}
         reference = trainer(sharded=False)
@@ -146,8 +161,13 @@ def fsdp_check(model_dir: Path, work: Path, device: str) -> dict[str, Any]:
         result["dcp_save_s"] = time.perf_counter() - started
         at_step_2 = _full_state(sharded)
         third = _run(sharded, batches[2:], device)
-        result["fsdp2"] = {**first, "loss": first["loss"] + third["loss"], "grad_norm": first["grad_norm"] + third["grad_norm"],
-                           "seconds": first["seconds"] + third["seconds"], "peak_gib": _peak_gib(device)}
+        result["fsdp2"] = {
+            **first,
+            "loss": first["loss"] + third["loss"],
+            "grad_norm": first["grad_norm"] + third["grad_norm"],
+            "seconds": first["seconds"] + third["seconds"],
+            "peak_gib": _peak_gib(device),
+        }
         result.update(_publish_check(sharded, work, AutoModelForCausalLM, WeightStore))
         del sharded
         resumed = trainer(sharded=True)
@@ -160,7 +180,8 @@ def fsdp_check(model_dir: Path, work: Path, device: str) -> dict[str, Any]:
         restored = trainer(sharded=False)
         checkpoints.load(restored, checkpoint)
         result["unsharded_restore_equal"] = all(
-            torch.equal(parameter.detach().cpu(), at_step_2[name]) for name, parameter in restored.model.named_parameters()
+            torch.equal(parameter.detach().cpu(), at_step_2[name])
+            for name, parameter in restored.model.named_parameters()
         )
         result["unsharded_restore_optimizer_states"] = len(restored.engine.optimizer.state)
         del restored
@@ -182,7 +203,9 @@ def _publish_check(sharded: Any, work: Path, auto_model: Any, weight_store: Any)
     return {
         "publish_s": seconds,
         "published_files": sorted(path.name for path in directory.iterdir()),
-        "published_equal": all(torch.equal(tensor, gathered[name]) for name, tensor in published.state_dict().items()),
+        "published_equal": all(
+            torch.equal(tensor, gathered[name]) for name, tensor in published.state_dict().items()
+        ),
     }
 
 
@@ -213,13 +236,17 @@ def _step(results: dict[str, Any], name: str, action: Callable[[], Any], deadlin
         results[name + "_wall_s"] = round(time.perf_counter() - started, 2)
     print(name, json.dumps(results[name], default=str)[:3000], flush=True)
     # Written after every step: a run killed from outside still leaves what it found.
-    (out / "gpu_check.json").write_text(json.dumps({**results, "verdict": verdict(results)}, indent=1, default=str))
+    (out / "gpu_check.json").write_text(
+        json.dumps({**results, "verdict": verdict(results)}, indent=1, default=str)
+    )
 
 
 def environment(device: str) -> dict[str, Any]:
     cuda = device == "cuda"
     return {
-        "torch": torch.__version__, "cuda_available": torch.cuda.is_available(), "device": device,
+        "torch": torch.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "device": device,
         "device_name": torch.cuda.get_device_name(0) if cuda else "cpu",
         "bf16_supported": torch.cuda.is_bf16_supported() if cuda else None,
         "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
@@ -228,33 +255,73 @@ def environment(device: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("out", type=Path)
     parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
-    parser.add_argument("--hidden", type=int, default=1024, help="model width (1024 x 20 layers: about 250M parameters)")
+    parser.add_argument(
+        "--hidden", type=int, default=1024, help="model width (1024 x 20 layers: about 250M parameters)"
+    )
     parser.add_argument("--layers", type=int, default=20)
-    parser.add_argument("--budget-seconds", type=float, default=300.0, help="start no further step after this long")
+    parser.add_argument(
+        "--budget-seconds", type=float, default=300.0, help="start no further step after this long"
+    )
     args = parser.parse_args()
     device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device
     device = "cpu" if device == "auto" else device
     deadline = time.monotonic() + args.budget_seconds
     args.out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"environment": environment(device), "model": {"hidden": args.hidden, "layers": args.layers}}
+    results: dict[str, Any] = {
+        "environment": environment(device),
+        "model": {"hidden": args.hidden, "layers": args.layers},
+    }
     print("environment", json.dumps(results["environment"]), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         model_dir = make_model(work / "model", args.hidden, args.layers)
         results["model"]["parameters"] = sum(math.prod(shape) for shape in _shapes(model_dir))
         _step(results, "fsdp2", lambda: fsdp_check(model_dir, work / "fsdp", device), deadline, args.out)
-        _step(results, "nccl_two_ranks_one_gpu", lambda: nccl_two_ranks_one_gpu(work / "probe", device), deadline, args.out)
+        _step(
+            results,
+            "nccl_two_ranks_one_gpu",
+            lambda: nccl_two_ranks_one_gpu(work / "probe", device),
+            deadline,
+            args.out,
+        )
         probe = results["nccl_two_ranks_one_gpu"]
         two_ranks = device == "cpu" or (isinstance(probe, dict) and probe.get("works") is True)
         batches = make_batches(STEPS, vocab=10)
-        _step(results, "torchrun", lambda: torchrun_checks(model_dir, work / "torchrun", device, batches, two_ranks,
-                                                           trainer_settings(device, sharded=True), deadline), deadline, args.out)
+        _step(
+            results,
+            "torchrun",
+            lambda: torchrun_checks(
+                model_dir,
+                work / "torchrun",
+                device,
+                batches,
+                two_ranks,
+                trainer_settings(device, sharded=True),
+                deadline,
+            ),
+            deadline,
+            args.out,
+        )
         if device == "cuda" and two_ranks:
-            _step(results, "transport_nccl", lambda: transport_timing(model_dir, work / "nccl", device, "nccl"), deadline, args.out)
-        _step(results, "transport_gloo", lambda: transport_timing(model_dir, work / "gloo", device, "gloo"), deadline, args.out)
+            _step(
+                results,
+                "transport_nccl",
+                lambda: transport_timing(model_dir, work / "nccl", device, "nccl"),
+                deadline,
+                args.out,
+            )
+        _step(
+            results,
+            "transport_gloo",
+            lambda: transport_timing(model_dir, work / "gloo", device, "gloo"),
+            deadline,
+            args.out,
+        )
     results["verdict"] = verdict(results)
     (args.out / "gpu_check.json").write_text(json.dumps(results, indent=1, default=str))
     print(json.dumps(results, indent=1, default=str))

@@ -27,7 +27,9 @@ RESUME_TOLERANCE = 1e-3
 def child_env(device: str, **extra: str) -> dict[str, str]:
     """The environment of a child process: the repository's libs and bench on the path; no GPU for a CPU run."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "libs"), str(BENCH), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "libs"), str(BENCH), env.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep
+    )
     env["PYTHONUNBUFFERED"] = "1"
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -56,15 +58,27 @@ def _finish(processes: list[subprocess.Popen[str]], timeout: float) -> list[dict
 
 
 def _spawn(command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def _ranks(program: list[str], device: str, world_size: int, timeout: float) -> list[dict[str, Any]]:
     """``program`` as ranks 0..world_size-1 of one group, every rank on device 0 (LOCAL_RANK 0)."""
     port = str(_port())
     processes = [
-        _spawn(program, child_env(device, RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",
-                                  LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=port))
+        _spawn(
+            program,
+            child_env(
+                device,
+                RANK=str(rank),
+                WORLD_SIZE=str(world_size),
+                LOCAL_RANK="0",
+                LOCAL_WORLD_SIZE=str(world_size),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=port,
+            ),
+        )
         for rank in range(world_size)
     ]
     return _finish(processes, timeout)
@@ -72,8 +86,13 @@ def _ranks(program: list[str], device: str, world_size: int, timeout: float) -> 
 
 def two_ranks_worker(rank: int, port: int, out: str) -> None:
     torch.cuda.set_device(0)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group(
+        "nccl",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=2,
+        timeout=datetime.timedelta(seconds=60),
+    )
     value = torch.ones(1, device="cuda") * (rank + 1)
     dist.all_reduce(value)
     Path(out).write_text(str(float(value.item())))
@@ -88,8 +107,10 @@ def nccl_two_ranks_one_gpu(work: Path, device: str) -> dict[str, Any]:
     port = _port()
     outs = [work / f"rank{rank}.txt" for rank in range(2)]
     code = "import sys; from gpu_check_procs import two_ranks_worker as w; w(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])"
-    processes = [_spawn([sys.executable, "-c", code, str(rank), str(port), str(outs[rank])], child_env(device))
-                 for rank in range(2)]
+    processes = [
+        _spawn([sys.executable, "-c", code, str(rank), str(port), str(outs[rank])], child_env(device))
+        for rank in range(2)
+    ]
     outcomes = _finish(processes, 75)
     works = all(out.exists() and out.read_text() == "3.0" for out in outs)
     return {"works": works, "processes": [] if works else outcomes}
@@ -97,19 +118,38 @@ def nccl_two_ranks_one_gpu(work: Path, device: str) -> dict[str, Any]:
 
 def _worker_command(work: Path, model_dir: Path, name: str, *flags: str) -> list[str]:
     return [
-        sys.executable, "-m", "lecritique.training.policy_worker", "--model-dir", str(model_dir),
-        "--batches", str(work / "batches.bin"), "--config", str(work / "config.json"),
-        "--metrics-out", str(work / f"{name}.json"), *flags,
+        sys.executable,
+        "-m",
+        "lecritique.training.policy_worker",
+        "--model-dir",
+        str(model_dir),
+        "--batches",
+        str(work / "batches.bin"),
+        "--config",
+        str(work / "config.json"),
+        "--metrics-out",
+        str(work / f"{name}.json"),
+        *flags,
     ]
 
 
 def _losses(work: Path, name: str) -> dict[str, Any]:
     data = json.loads((work / f"{name}.json").read_text())
-    return {"world_size": data["world_size"], "first_step": data["first_step"], "loss": [s["loss"] for s in data["steps"]]}
+    return {
+        "world_size": data["world_size"],
+        "first_step": data["first_step"],
+        "loss": [s["loss"] for s in data["steps"]],
+    }
 
 
 def torchrun_checks(
-    model_dir: Path, work: Path, device: str, batches: list[Any], two_ranks: bool, settings: dict[str, Any], deadline: float
+    model_dir: Path,
+    work: Path,
+    device: str,
+    batches: list[Any],
+    two_ranks: bool,
+    settings: dict[str, Any],
+    deadline: float,
 ) -> dict[str, Any]:
     """policy_worker (FSDP2): straight, interrupted + resumed in a new process, and 2 ranks on one device."""
     from lecritique.training.policy_worker import write_batch_file
@@ -121,8 +161,25 @@ def torchrun_checks(
     result: dict[str, Any] = {"steps": len(batches)}
     runs = {
         "straight": [],
-        "interrupted": ["--max-steps", "2", "--checkpoint-every", "2", "--checkpoint-dir", str(work / "ckpt"), "--weights-root", str(work / "store")],
-        "resumed": ["--resume", "--checkpoint-every", "2", "--checkpoint-dir", str(work / "ckpt"), "--weights-root", str(work / "store")],
+        "interrupted": [
+            "--max-steps",
+            "2",
+            "--checkpoint-every",
+            "2",
+            "--checkpoint-dir",
+            str(work / "ckpt"),
+            "--weights-root",
+            str(work / "store"),
+        ],
+        "resumed": [
+            "--resume",
+            "--checkpoint-every",
+            "2",
+            "--checkpoint-dir",
+            str(work / "ckpt"),
+            "--weights-root",
+            str(work / "store"),
+        ],
     }
     for name, flags in runs.items():
         command = [*torchrun, *_worker_command(work, model_dir, name, *flags)[1:]]
@@ -188,7 +245,9 @@ def receiver_main(root: str, model_dir: str, marks: str, device: str) -> None:
         with open(marks, "a") as handle:
             handle.write(f"{version} {now} {_checksum(model)!r}\n")
 
-    receiver = BroadcastReceiver(Path(root) / "policy", lambda: dict(model_tensors(model)), lambda: lock, applied).start()
+    receiver = BroadcastReceiver(
+        Path(root) / "policy", lambda: dict(model_tensors(model)), lambda: lock, applied
+    ).start()
     receiver._thread.join(PROCESS_TIMEOUT_S)
 
 
@@ -231,10 +290,17 @@ def transport_timing(model_dir: Path, work: Path, device: str, backend: str) -> 
     marks = work / "applied.txt"
     root = work / "broadcast"
     code = "import sys; from gpu_check_procs import receiver_main as r; r(*sys.argv[1:5])"
-    replica = _spawn([sys.executable, "-c", code, str(root), str(model_dir), str(marks), device], child_env(device))
+    replica = _spawn(
+        [sys.executable, "-c", code, str(root), str(model_dir), str(marks), device], child_env(device)
+    )
     try:
-        sync = WeightSync(trainer, WeightStore(root), "policy",
-                          BroadcastTransport(port=0, backend=backend, persist_every=1000, join_timeout_seconds=180), receivers=1)
+        sync = WeightSync(
+            trainer,
+            WeightStore(root),
+            "policy",
+            BroadcastTransport(port=0, backend=backend, persist_every=1000, join_timeout_seconds=180),
+            receivers=1,
+        )
         first = sync.publish()  # forms the group, sends every tensor
         _wait_for(marks, first, replica)
         with torch.no_grad():
@@ -249,10 +315,18 @@ def transport_timing(model_dir: Path, work: Path, device: str, backend: str) -> 
     finally:
         [outcome] = _finish([replica], 120)
     return {
-        "backend": backend, "device": device, "parameters": sum(p.numel() for p in trainer.model.parameters()),
-        "bytes": size, "publish_s": publish_s, "load_hf_s": load_s, "broadcast_s": broadcast_s,
-        "volume_gb_s": size / (publish_s + load_s) / 1e9, "broadcast_gb_s": size / broadcast_s / 1e9,
+        "backend": backend,
+        "device": device,
+        "parameters": sum(p.numel() for p in trainer.model.parameters()),
+        "bytes": size,
+        "publish_s": publish_s,
+        "load_hf_s": load_s,
+        "broadcast_s": broadcast_s,
+        "volume_gb_s": size / (publish_s + load_s) / 1e9,
+        "broadcast_gb_s": size / broadcast_s / 1e9,
         "replica_exit": outcome["rc"],
         "checksums": {"trainer": expected, "replica": float(checksum)},
-        "verdict": {"replica_weights_equal": abs(float(checksum) - expected) <= 1e-12 * max(abs(expected), 1.0)},
+        "verdict": {
+            "replica_weights_equal": abs(float(checksum) - expected) <= 1e-12 * max(abs(expected), 1.0)
+        },
     }

@@ -55,7 +55,9 @@ class InProcessRollout:
 
     def info(self) -> dict[str, Any]:
         info = self.engine.info()
-        limit = info.get("max_model_len") or info.get("max_position_embeddings") or 2048  # as the service reports it
+        limit = (
+            info.get("max_model_len") or info.get("max_position_embeddings") or 2048
+        )  # as the service reports it
         return {"weights_version": self.version, **info, "max_sequence_tokens": int(limit)}
 
 
@@ -82,7 +84,9 @@ class InProcessPolicyTrainer:
         self.store = store
         every = spec.policy_trainer.checkpoint_every
         self.checkpoints = (
-            TrainerCheckpoints(state_dir / "policy_trainer_checkpoints", spec.policy_trainer.checkpoint_keep, every)
+            TrainerCheckpoints(
+                state_dir / "policy_trainer_checkpoints", spec.policy_trainer.checkpoint_keep, every
+            )
             if every is not None
             else None
         )
@@ -95,7 +99,9 @@ class InProcessPolicyTrainer:
         if self.checkpoints is not None:
             self.checkpoints.save_if_due(self.trainer)
         self.last_step = step
-        return SimpleNamespace(step=step, policy_version=version, path=str(self.store.path("policy", version)), metrics=metrics)
+        return SimpleNamespace(
+            step=step, policy_version=version, path=str(self.store.path("policy", version)), metrics=metrics
+        )
 
     def status(self) -> Any:
         return SimpleNamespace(last_step=self.last_step)
@@ -122,13 +128,23 @@ def run(spec_path: Path, out: Path) -> None:
     sampling = spec.rollout.sampling
     # As lecritique.orchestrator.wiring builds the services' player.
     player = EpisodePlayer(
-        rollout, environment, tokenizer, build_template(spec.policy.template, tokenizer),
-        SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens),
+        rollout,
+        environment,
+        tokenizer,
+        build_template(spec.policy.template, tokenizer),
+        SamplingParams(
+            temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens
+        ),
         max_context_tokens=int(rollout.info()["max_sequence_tokens"]),
         max_turns=int(environment.environment.max_turns) + 1,
     )
-    clients = SimpleNamespace(rollout=rollout, environment=environment, policy_trainer=trainer, value_evaluator=None,
-                              value_trainer=None)
+    clients = SimpleNamespace(
+        rollout=rollout,
+        environment=environment,
+        policy_trainer=trainer,
+        value_evaluator=None,
+        value_trainer=None,
+    )
     Orchestrator(spec, clients, player, out, experiment_id=spec.name).run()  # type: ignore[arg-type]
 
 

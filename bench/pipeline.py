@@ -112,8 +112,11 @@ def run_in_process(spec_data: dict[str, Any], out: Path, placement: Placement) -
     cores = placement.policy
     subprocess.run(
         [sys.executable, str(ROOT / "bench" / "inprocess.py"), str(spec_path), str(out)],
-        env=child_environment(ROOT), preexec_fn=lambda: os.sched_setaffinity(0, cores), check=True,
-        stdout=subprocess.DEVNULL, stderr=open(out / "inprocess.log", "w"),  # noqa: SIM115
+        env=child_environment(ROOT),
+        preexec_fn=lambda: os.sched_setaffinity(0, cores),
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=open(out / "inprocess.log", "w"),  # noqa: SIM115
     )
     return load_metrics(out)
 
@@ -131,12 +134,22 @@ def variants(spec_path: Path, steps: int) -> dict[str, tuple[dict[str, Any], boo
     mean.pop("critic", None)
     vf_critic = {**critic, "context": "none"}
     # updates_per_step 4 needs data for 4 full-batch updates a step: each trajectory sampled up to 4 times.
-    budget_critic = {**vf_critic, "updates_per_step": 4, "replay": {**vf_critic.get("replay", {}), "max_reuse": 4}}
+    budget_critic = {
+        **vf_critic,
+        "updates_per_step": 4,
+        "replay": {**vf_critic.get("replay", {}), "max_reuse": 4},
+    }
     return {
         "MEAN": (mean, False),
         "VF": ({**base, "name": "bench-vf", "estimator": {"name": "value"}, "critic": vf_critic}, False),
-        "VF, 4 updates/step": ({**base, "name": "bench-vf-k4", "estimator": {"name": "value"}, "critic": budget_critic}, False),
-        "TETHER": ({**base, "name": "bench-tether", "estimator": {"name": "tether"}, "critic": critic}, False),
+        "VF, 4 updates/step": (
+            {**base, "name": "bench-vf-k4", "estimator": {"name": "value"}, "critic": budget_critic},
+            False,
+        ),
+        "TETHER": (
+            {**base, "name": "bench-tether", "estimator": {"name": "tether"}, "critic": critic},
+            False,
+        ),
         "MEAN, one process": ({**mean, "name": "bench-mean-inprocess"}, True),
     }
 
@@ -150,7 +163,9 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     step_seconds = [row["step_seconds"] for row in measured]
     wait = sum(row.get("value_wait_seconds", 0.0) for row in measured)
     return {
-        "rate": 1.0 / statistics.mean(step_seconds), "wait": wait / sum(step_seconds), "step": statistics.mean(step_seconds),
+        "rate": 1.0 / statistics.mean(step_seconds),
+        "wait": wait / sum(step_seconds),
+        "step": statistics.mean(step_seconds),
         # Where a step's time goes: the trainer's Train call, waiting for the next batch, and how
         # long that batch took to roll out (overlapped with the previous step).
         "train": statistics.mean(row["train_seconds"] for row in measured),
@@ -160,7 +175,9 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def pipeline(spec_path: Path, steps: int, rounds: int, placement: Placement, console: Console) -> dict[str, dict[str, float]]:
+def pipeline(
+    spec_path: Path, steps: int, rounds: int, placement: Placement, console: Console
+) -> dict[str, dict[str, float]]:
     runs: dict[str, list[dict[str, float]]] = {}
     configured = variants(spec_path, steps)
     with tempfile.TemporaryDirectory() as tmp:
@@ -176,15 +193,35 @@ def pipeline(spec_path: Path, steps: int, rounds: int, placement: Placement, con
     }
 
 
-def report(results: dict[str, dict[str, float]], transport: dict[str, float], placement: Placement, console: Console) -> dict[str, float]:
-    table = Table(title=f"policy loop: policy path on cores {sorted(placement.policy)}, value plane on {sorted(placement.value)}")
-    columns = ("variant", "policy steps/s", "mean step (s)", "waiting on value plane", "Train (s)", "waiting for a batch (s)",
-               "batch rollout (s)", "critic updates/step")
+def report(
+    results: dict[str, dict[str, float]], transport: dict[str, float], placement: Placement, console: Console
+) -> dict[str, float]:
+    table = Table(
+        title=f"policy loop: policy path on cores {sorted(placement.policy)}, value plane on {sorted(placement.value)}"
+    )
+    columns = (
+        "variant",
+        "policy steps/s",
+        "mean step (s)",
+        "waiting on value plane",
+        "Train (s)",
+        "waiting for a batch (s)",
+        "batch rollout (s)",
+        "critic updates/step",
+    )
     for column in columns:
         table.add_column(column, justify="right")
     for label, row in results.items():
-        table.add_row(label, f"{row['rate']:.3f}", f"{row['step']:.2f}", f"{100 * row['wait']:.1f}%", f"{row['train']:.2f}",
-                      f"{row['batch_wait']:.2f}", f"{row['rollout']:.2f}", f"{row['updates']:.1f}")
+        table.add_row(
+            label,
+            f"{row['rate']:.3f}",
+            f"{row['step']:.2f}",
+            f"{100 * row['wait']:.1f}%",
+            f"{row['train']:.2f}",
+            f"{row['batch_wait']:.2f}",
+            f"{row['rollout']:.2f}",
+            f"{row['updates']:.1f}",
+        )
     console.print(table)
     mean = results["MEAN"]["rate"]
     ratios = {
@@ -201,7 +238,9 @@ def report(results: dict[str, dict[str, float]], transport: dict[str, float], pl
     for column in ("ratio", "measured", "goal"):
         ratio_table.add_column(column, justify="right")
     ratio_table.add_row("VF / MEAN policy steps/s", f"{ratios['vf_over_mean']:.2f}", ">= 0.9")
-    ratio_table.add_row("VF 4 updates/step / MEAN policy steps/s", f"{ratios['vf_k4_over_mean']:.2f}", ">= 0.9")
+    ratio_table.add_row(
+        "VF 4 updates/step / MEAN policy steps/s", f"{ratios['vf_k4_over_mean']:.2f}", ">= 0.9"
+    )
     ratio_table.add_row("TETHER / MEAN policy steps/s", f"{ratios['tether_over_mean']:.2f}", ">= 0.9")
     ratio_table.add_row("MEAN services / one process", f"{ratios['services_over_one_process']:.2f}", ">= 0.8")
     ratio_table.add_row("gRPC rollout batch / raw bytes", f"{ratios['transport']:.2f}", ">= 0.5")
@@ -210,7 +249,9 @@ def report(results: dict[str, dict[str, float]], transport: dict[str, float], pl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--spec", type=Path, default=ROOT / "examples" / "sudoku-mini-pvf.yaml")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2)
@@ -225,7 +266,9 @@ def main() -> None:
     results = pipeline(args.spec, args.steps, args.rounds, placement, console)
     ratios = report(results, transport, placement, console)
     if args.json:
-        args.json.write_text(json.dumps({"variants": results, "transport": transport, "ratios": ratios}, indent=1))
+        args.json.write_text(
+            json.dumps({"variants": results, "transport": transport, "ratios": ratios}, indent=1)
+        )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,9 @@ PROBE = {"every": 4, "states": 16, "continuations": 4}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("out", type=Path)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
@@ -41,12 +43,18 @@ def main() -> None:
                 spec["critic_probe"] = PROBE
             rows = run_experiment(spec, args.out / f"{label}-{round_index}")
             measured = rows[1:]
-            busy = sum(r["step_seconds"] for r in measured) + sum(r.get("probe_seconds", 0.0) for r in measured)
-            results[label].append({
-                "steps_per_minute": 60 * len(measured) / busy,
-                "steps_per_minute_whole_run": 60 * len(rows) / rows[-1]["seconds"],
-                "probe_seconds": statistics.mean([r["probe_seconds"] for r in rows if "probe_seconds" in r] or [0.0]),
-            })
+            busy = sum(r["step_seconds"] for r in measured) + sum(
+                r.get("probe_seconds", 0.0) for r in measured
+            )
+            results[label].append(
+                {
+                    "steps_per_minute": 60 * len(measured) / busy,
+                    "steps_per_minute_whole_run": 60 * len(rows) / rows[-1]["seconds"],
+                    "probe_seconds": statistics.mean(
+                        [r["probe_seconds"] for r in rows if "probe_seconds" in r] or [0.0]
+                    ),
+                }
+            )
             print(label, round_index, json.dumps(results[label][-1]), flush=True)
     (args.out / "probe_cost.json").write_text(json.dumps(results, indent=1))
 

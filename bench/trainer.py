@@ -41,7 +41,9 @@ from lecritique.trajectory import Trajectory  # noqa: E402
 ALPHABET = "0123456789+-*/=() abcdefghijklmnopqrstuvwxyz"
 
 
-def _batch(count: int, prompt_tokens: int, completion_tokens: int, vocab_size: int, seed: int) -> list[Trajectory]:
+def _batch(
+    count: int, prompt_tokens: int, completion_tokens: int, vocab_size: int, seed: int
+) -> list[Trajectory]:
     rng = np.random.default_rng(seed)
     trajectories = []
     for index in range(count):
@@ -87,17 +89,25 @@ def _run(
     if passive_wait:
         environment["OMP_WAIT_POLICY"] = "PASSIVE"
     command = launch_command(processes, worker)
-    result = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=600, check=False)
+    result = subprocess.run(
+        command, env=environment, capture_output=True, text=True, timeout=600, check=False
+    )
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-4000:]}")
     steps = json.loads(metrics_path.read_text())["steps"][1:]  # the first step warms up
     tokens = sum(step["tokens"] for step in steps)
     seconds = sum(step["step_seconds"] for step in steps)
-    return {"tokens_per_s": tokens / seconds, "step_seconds": seconds / len(steps), "tokens_per_step": tokens / len(steps)}
+    return {
+        "tokens_per_s": tokens / seconds,
+        "step_seconds": seconds / len(steps),
+        "tokens_per_step": tokens / len(steps),
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--trajectories", type=int, default=32, help="trajectories per batch")
     parser.add_argument("--prompt-tokens", type=int, default=24, help="prompt length of every trajectory")
     parser.add_argument("--completion-tokens", type=int, default=40, help="policy tokens of every trajectory")
@@ -149,7 +159,9 @@ def main() -> None:
     ratio = two / medians["1 process"]["tokens_per_s"]
     ratio_single_thread = two / medians["1 process, 1 thread"]["tokens_per_s"]
     ratio_passive = two / medians["1 process, OMP_WAIT_POLICY=PASSIVE"]["tokens_per_s"]
-    table = Table(title=f"policy trainer, {args.trajectories} x ({args.prompt_tokens} + {args.completion_tokens}) tokens")
+    table = Table(
+        title=f"policy trainer, {args.trajectories} x ({args.prompt_tokens} + {args.completion_tokens}) tokens"
+    )
     table.add_column("layout")
     table.add_column("tokens/s (median)", justify="right")
     table.add_column("s/step (median)", justify="right")

@@ -73,8 +73,16 @@ def rollout_batch(trajectories: int, tokens: int, prompt: int = 256) -> list[Tra
     rng = np.random.default_rng(0)
     return [
         Trajectory(
-            f"t{i}", "task", i // 4, rng.integers(0, 100, prompt), rng.integers(0, 100, tokens),
-            rng.random(tokens) < 0.8, rng.random(tokens).astype(np.float32), np.zeros(tokens, dtype=np.int32), 1.0, 0,
+            f"t{i}",
+            "task",
+            i // 4,
+            rng.integers(0, 100, prompt),
+            rng.integers(0, 100, tokens),
+            rng.random(tokens) < 0.8,
+            rng.random(tokens).astype(np.float32),
+            np.zeros(tokens, dtype=np.int32),
+            1.0,
+            0,
             values=rng.random(tokens).astype(np.float32),
         )
         for i in range(trajectories)
@@ -93,8 +101,13 @@ def _serve(port: Any, stop: Any) -> None:
     """The server process: the decoding sink and the raw method, until ``stop`` is set."""
     server = start_server(
         service="bench-transport",
-        add_servicers=lambda s: (add_servicer(s, _Sink(), EVALUATOR, {"Evaluate": "trajectories"}), _add_raw_method(s)),
-        service_names=["lecritique.v1.ValueEvaluator"], port=0, host="127.0.0.1",
+        add_servicers=lambda s: (
+            add_servicer(s, _Sink(), EVALUATOR, {"Evaluate": "trajectories"}),
+            _add_raw_method(s),
+        ),
+        service_names=["lecritique.v1.ValueEvaluator"],
+        port=0,
+        host="127.0.0.1",
     )
     port.value = server.port
     stop.wait()
@@ -112,7 +125,9 @@ def measure(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
         time.sleep(0.05)
     if not port.value:
         raise RuntimeError("the transport bench's server process did not start")
-    channel = grpc.insecure_channel(f"127.0.0.1:{port.value}", options=channel_options(DEFAULT_MAX_MESSAGE_BYTES))
+    channel = grpc.insecure_channel(
+        f"127.0.0.1:{port.value}", options=channel_options(DEFAULT_MAX_MESSAGE_BYTES)
+    )
     try:
         evaluate = value_evaluator_stub(channel).Evaluate
         raw, parse = channel.unary_unary(RAW_METHOD), channel.unary_unary(PARSE_METHOD)
@@ -129,7 +144,7 @@ def measure(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
         for index in range(repeats + 1):
             # The order rotates: each call inherits the allocator and socket state the one before
             # leaves, and that order effect moved the ratio by ~0.1 when the order was fixed.
-            for name in order[index % len(order):] + order[:index % len(order)]:
+            for name in order[index % len(order) :] + order[: index % len(order)]:
                 start = time.perf_counter()
                 calls[name]()
                 if index:  # the first round warms every path up
@@ -138,9 +153,17 @@ def measure(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
         channel.close()
         stop.set()
         server.join(30)
-    structured, raw_time, parse_only = (statistics.median(seconds[name]) for name in ("structured", "raw", "parse_only"))
-    return {"bytes": float(size), "structured_mb_s": size / structured / 1e6, "raw_mb_s": size / raw_time / 1e6,
-            "parse_only_mb_s": size / parse_only / 1e6, "ratio": raw_time / structured, "parse_only_ratio": raw_time / parse_only}
+    structured, raw_time, parse_only = (
+        statistics.median(seconds[name]) for name in ("structured", "raw", "parse_only")
+    )
+    return {
+        "bytes": float(size),
+        "structured_mb_s": size / structured / 1e6,
+        "raw_mb_s": size / raw_time / 1e6,
+        "parse_only_mb_s": size / parse_only / 1e6,
+        "ratio": raw_time / structured,
+        "parse_only_ratio": raw_time / parse_only,
+    }
 
 
 def breakdown(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
@@ -165,16 +188,25 @@ def breakdown(trajectories: int, tokens: int, repeats: int) -> dict[str, float]:
     return timings
 
 
-def transport_ratio(console: Console, trajectories: int = 128, tokens: int = 4096, repeats: int = 7) -> dict[str, float]:
+def transport_ratio(
+    console: Console, trajectories: int = 128, tokens: int = 4096, repeats: int = 7
+) -> dict[str, float]:
     result = measure(trajectories, tokens, repeats)
     result.update(breakdown(trajectories, tokens, repeats))
-    table = Table(title=f"transport: rollout batch of {trajectories} trajectories x {tokens} tokens "
-                        f"({result['bytes'] / 1e6:.1f} MB serialized), one channel")
+    table = Table(
+        title=f"transport: rollout batch of {trajectories} trajectories x {tokens} tokens "
+        f"({result['bytes'] / 1e6:.1f} MB serialized), one channel"
+    )
     for column in ("call", "MB/s", "ratio"):
         table.add_column(column, justify="right")
-    table.add_row("encode + gRPC + decode (Evaluate)", f"{result['structured_mb_s']:,.0f}", f"{result['ratio']:.2f}")
-    table.add_row("serialized request, parse only (no decode)", f"{result['parse_only_mb_s']:,.0f}",
-                  f"{result['parse_only_ratio']:.2f}")
+    table.add_row(
+        "encode + gRPC + decode (Evaluate)", f"{result['structured_mb_s']:,.0f}", f"{result['ratio']:.2f}"
+    )
+    table.add_row(
+        "serialized request, parse only (no decode)",
+        f"{result['parse_only_mb_s']:,.0f}",
+        f"{result['parse_only_ratio']:.2f}",
+    )
     table.add_row("raw bytes gRPC", f"{result['raw_mb_s']:,.0f}", "1.00")
     console.print(table)
     raw_ms = 1e3 * result["bytes"] / (result["raw_mb_s"] * 1e6)
@@ -190,7 +222,9 @@ def transport_ratio(console: Console, trajectories: int = 128, tokens: int = 409
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--trajectories", type=int, default=128)
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=7)

@@ -131,14 +131,18 @@ def _broadcast(v0: Path, work: Path) -> float:
     replica = subprocess.Popen([sys.executable, __file__, "--receiver", str(root), str(v0), str(marks)])
     try:
         trainer = PolicyTrainer(v0)
-        sync = WeightSync(trainer, WeightStore(root), "policy", BroadcastTransport(port=0, persist_every=1000), receivers=1)
+        sync = WeightSync(
+            trainer, WeightStore(root), "policy", BroadcastTransport(port=0, persist_every=1000), receivers=1
+        )
         sync.publish()  # version 0: forms the group (and is written to the store, as every first publish)
         with torch.no_grad():
             for parameter in trainer.model.parameters():
                 parameter.add_(1e-3)  # every tensor changed, as after an optimiser step
         start = time.time()
         version = sync.publish()
-        while not marks.exists() or str(version) not in [line.split()[0] for line in marks.read_text().splitlines()]:
+        while not marks.exists() or str(version) not in [
+            line.split()[0] for line in marks.read_text().splitlines()
+        ]:
             time.sleep(0.005)
         applied = {int(a): float(b) for a, b in (line.split() for line in marks.read_text().splitlines())}
         sync.close()
@@ -162,7 +166,9 @@ def _receiver(root: str, model_dir: str, marks: str) -> None:
         with open(marks, "a") as handle:
             handle.write(f"{version} {time.time()}\n")
 
-    receiver = BroadcastReceiver(Path(root) / "policy", lambda: dict(model_tensors(model)), lambda: lock, applied).start()
+    receiver = BroadcastReceiver(
+        Path(root) / "policy", lambda: dict(model_tensors(model)), lambda: lock, applied
+    ).start()
     receiver._thread.join(timeout=600)
 
 
@@ -171,7 +177,11 @@ def measure(size: str, repeats: int, vllm: bool) -> dict[str, Any]:
         work = Path(tmp)
         v0 = write_random_tiny_policy(work / "v0", ALPHABET, seed=0, architecture=SIZES[size])
         v1 = write_random_tiny_policy(work / "v1", ALPHABET, seed=1, architecture=SIZES[size])
-        row: dict[str, Any] = {"size": size, "parameters": _parameters(v0), "bytes": (v0 / "model.safetensors").stat().st_size}
+        row: dict[str, Any] = {
+            "size": size,
+            "parameters": _parameters(v0),
+            "bytes": (v0 / "model.safetensors").stat().st_size,
+        }
         row["publish_s"] = _publish(v0, work / "store", repeats)
         gc.collect()
         row["load_hf_s"] = _load_hf(v0, v1, repeats)
@@ -192,41 +202,72 @@ def extrapolate(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for name, parameters in PAPER_MODELS.items():
         size = parameters * 2  # bf16
-        volume_read = max(size / (args.volume_read_gbs * 1e9), args.replicas * size / (args.volume_aggregate_gbs * 1e9))
-        rows.append({
-            "model": name, "gigabytes": size / 1e9,
-            "volume_s": size / (args.volume_write_gbs * 1e9) + volume_read,
-            "gloo_s": size / (args.gloo_gbs * 1e9),
-            "nccl_s": size / (args.nccl_gbs * 1e9),
-        })
+        volume_read = max(
+            size / (args.volume_read_gbs * 1e9), args.replicas * size / (args.volume_aggregate_gbs * 1e9)
+        )
+        rows.append(
+            {
+                "model": name,
+                "gigabytes": size / 1e9,
+                "volume_s": size / (args.volume_write_gbs * 1e9) + volume_read,
+                "gloo_s": size / (args.gloo_gbs * 1e9),
+                "nccl_s": size / (args.nccl_gbs * 1e9),
+            }
+        )
     return rows
 
 
 def _measured_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table(title="weights: publish and load seconds by model size (float32, this machine's disk as the volume)")
-    columns = ("size", "parameters", "MB", "publish", "load HF", "reload vLLM", "load evaluator", "volume total (HF)", "broadcast")
+    table = Table(
+        title="weights: publish and load seconds by model size (float32, this machine's disk as the volume)"
+    )
+    columns = (
+        "size",
+        "parameters",
+        "MB",
+        "publish",
+        "load HF",
+        "reload vLLM",
+        "load evaluator",
+        "volume total (HF)",
+        "broadcast",
+    )
     for column in columns:
         table.add_column(column, justify="right")
     for row in rows:
         vllm = f"{row['reload_vllm_s']:.2f}" if "reload_vllm_s" in row else "-"
         table.add_row(
-            row["size"], f"{row['parameters'] / 1e6:,.1f}M", f"{row['bytes'] / 1e6:,.0f}", f"{row['publish_s']:.2f}",
-            f"{row['load_hf_s']:.2f}", vllm, f"{row['load_evaluator_s']:.2f}",
-            f"{row['publish_s'] + row['load_hf_s']:.2f}", f"{row['broadcast_s']:.2f}",
+            row["size"],
+            f"{row['parameters'] / 1e6:,.1f}M",
+            f"{row['bytes'] / 1e6:,.0f}",
+            f"{row['publish_s']:.2f}",
+            f"{row['load_hf_s']:.2f}",
+            vllm,
+            f"{row['load_evaluator_s']:.2f}",
+            f"{row['publish_s'] + row['load_hf_s']:.2f}",
+            f"{row['broadcast_s']:.2f}",
         )
     return table
 
 
 def _paper_table(args: argparse.Namespace) -> Table:
-    table = Table(title=(
-        f"on paper, bf16, {args.replicas} rollout replicas: volume {args.volume_write_gbs} GB/s write, "
-        f"{args.volume_read_gbs} GB/s read per client, {args.volume_aggregate_gbs} GB/s aggregate; "
-        f"gloo {args.gloo_gbs} GB/s; NCCL {args.nccl_gbs} GB/s"
-    ))
+    table = Table(
+        title=(
+            f"on paper, bf16, {args.replicas} rollout replicas: volume {args.volume_write_gbs} GB/s write, "
+            f"{args.volume_read_gbs} GB/s read per client, {args.volume_aggregate_gbs} GB/s aggregate; "
+            f"gloo {args.gloo_gbs} GB/s; NCCL {args.nccl_gbs} GB/s"
+        )
+    )
     for column in ("model", "GB", "shared volume (s)", "broadcast gloo (s)", "broadcast NCCL (s)"):
         table.add_column(column, justify="right")
     for row in extrapolate(args):
-        table.add_row(row["model"], f"{row['gigabytes']:.0f}", f"{row['volume_s']:.1f}", f"{row['gloo_s']:.1f}", f"{row['nccl_s']:.2f}")
+        table.add_row(
+            row["model"],
+            f"{row['gigabytes']:.0f}",
+            f"{row['volume_s']:.1f}",
+            f"{row['gloo_s']:.1f}",
+            f"{row['nccl_s']:.2f}",
+        )
     return table
 
 
@@ -234,17 +275,29 @@ def main() -> None:
     if len(sys.argv) == 5 and sys.argv[1] == "--receiver":
         _receiver(*sys.argv[2:5])
         return
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default=",".join(SIZES), help=f"comma-separated, of {sorted(SIZES)}")
     parser.add_argument("--repeats", type=int, default=2, help="runs per measurement (median reported)")
     parser.add_argument("--skip-vllm", action="store_true")
     parser.add_argument("--json", type=Path, help="write the measurements here")
-    parser.add_argument("--replicas", type=int, default=8, help="rollout replicas reading each version (paper)")
-    parser.add_argument("--volume-write-gbs", type=float, default=1.0, help="shared volume write GB/s per client (paper)")
-    parser.add_argument("--volume-read-gbs", type=float, default=2.0, help="shared volume read GB/s per client (paper)")
-    parser.add_argument("--volume-aggregate-gbs", type=float, default=10.0, help="shared volume read GB/s over all clients")
+    parser.add_argument(
+        "--replicas", type=int, default=8, help="rollout replicas reading each version (paper)"
+    )
+    parser.add_argument(
+        "--volume-write-gbs", type=float, default=1.0, help="shared volume write GB/s per client (paper)"
+    )
+    parser.add_argument(
+        "--volume-read-gbs", type=float, default=2.0, help="shared volume read GB/s per client (paper)"
+    )
+    parser.add_argument(
+        "--volume-aggregate-gbs", type=float, default=10.0, help="shared volume read GB/s over all clients"
+    )
     parser.add_argument("--gloo-gbs", type=float, default=2.5, help="gloo broadcast GB/s (25 Gb/s Ethernet)")
-    parser.add_argument("--nccl-gbs", type=float, default=40.0, help="NCCL broadcast bus GB/s (400 Gb/s InfiniBand)")
+    parser.add_argument(
+        "--nccl-gbs", type=float, default=40.0, help="NCCL broadcast bus GB/s (400 Gb/s InfiniBand)"
+    )
     args = parser.parse_args()
     console = Console(width=160)
     rows = []

@@ -77,7 +77,10 @@ ENVIRONMENTS: dict[str, dict[str, Any]] = {
         "steps": 400,
     },
     "reasoning-gym": {
-        "environment": {"kind": "reasoning_gym", "datasets": {"basic_arithmetic": 1, "chain_sum": 1, "leg_counting": 1}},
+        "environment": {
+            "kind": "reasoning_gym",
+            "datasets": {"basic_arithmetic": 1, "chain_sum": 1, "leg_counting": 1},
+        },
         "policy": GPU_POLICY,
         "rollout": {**GPU_ROLLOUT, "group_size": 8, "tasks_per_step": 16, "sampling": {"max_tokens": 6144}},
         "policy_trainer": GPU_TRAINER,
@@ -91,7 +94,9 @@ ENVIRONMENTS: dict[str, dict[str, Any]] = {
         # Le Critique D.1: 4,096 prompt tokens + 8,192 generated ones (a 12,288-token sequence limit).
         "rollout": {
             "engine": {**GPU_ROLLOUT["engine"], "max_model_len": 12288},
-            "group_size": 4, "tasks_per_step": 32, "sampling": {"max_tokens": 8192},
+            "group_size": 4,
+            "tasks_per_step": 32,
+            "sampling": {"max_tokens": 8192},
         },
         "policy_trainer": GPU_TRAINER,
         "critic": GPU_CRITIC,
@@ -105,7 +110,9 @@ ENVIRONMENTS: dict[str, dict[str, Any]] = {
         # Up to 100 turns of <= 256 tokens plus ~80-token observations: a 32k context holds an episode.
         "rollout": {
             "engine": {**GPU_ROLLOUT["engine"], "max_model_len": 32768},
-            "group_size": 8, "tasks_per_step": 16, "sampling": {"max_tokens": 256},
+            "group_size": 8,
+            "tasks_per_step": 16,
+            "sampling": {"max_tokens": 256},
         },
         "policy_trainer": GPU_TRAINER,
         "critic": GPU_CRITIC,
@@ -149,10 +156,15 @@ def spec_for(environment: str, baseline: str) -> dict[str, Any]:
     }
     if context == "frozen_llm":
         if "lvrl_critic" not in settings:
-            raise ValueError(f"{environment} ships no lvrl example: on a single-turn task LVRL is GRPO (use mean)")
+            raise ValueError(
+                f"{environment} ships no lvrl example: on a single-turn task LVRL is GRPO (use mean)"
+            )
         # LVRL: a frozen LLM reads the other K-1 attempts and their rewards and scores every turn
         # in hindsight (lvrl only), anchored to the group's success rate and the reward.
-        spec["critic"] = {**copy.deepcopy(settings["lvrl_critic"]), "max_peers": settings["rollout"]["group_size"] - 1}
+        spec["critic"] = {
+            **copy.deepcopy(settings["lvrl_critic"]),
+            "max_peers": settings["rollout"]["group_size"] - 1,
+        }
     elif context is not None:
         kind = settings["privileged"] if context == "privileged" else context
         spec["critic"] = {

@@ -40,14 +40,24 @@ def with_operator_token(values: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def render_templates(
-    values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE, operator_token: bool = True
+    values: dict[str, Any] | None = None,
+    *,
+    release: str = RELEASE,
+    namespace: str = NAMESPACE,
+    operator_token: bool = True,
 ) -> dict[str, str]:
     """Template path -> rendered text (with :func:`with_operator_token` unless ``operator_token`` is False)."""
     from helm_python import Chart
 
     chart = Chart.load(str(CHART))
     try:
-        return dict(chart.render(with_operator_token(values) if operator_token else values or {}, name=release, namespace=namespace))
+        return dict(
+            chart.render(
+                with_operator_token(values) if operator_token else values or {},
+                name=release,
+                namespace=namespace,
+            )
+        )
     finally:
         chart.close()
 
@@ -65,7 +75,9 @@ def _render_cached(values_json: str, release: str, namespace: str) -> str:
     return json.dumps(objects)
 
 
-def render_objects(values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+def render_objects(
+    values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE
+) -> list[dict[str, Any]]:
     """Every object the chart renders (fresh copies; rendering is cached per values)."""
     rows = json.loads(_render_cached(json.dumps(values or {}, sort_keys=True), release, namespace))
     return [row["object"] for row in rows]
@@ -82,7 +94,9 @@ def find(objects: list[dict[str, Any]], kind: str, name_suffix: str = "") -> lis
 
 def one(objects: list[dict[str, Any]], kind: str, name_suffix: str) -> dict[str, Any]:
     matches = find(objects, kind, name_suffix)
-    assert len(matches) == 1, f"expected one {kind} named *{name_suffix}, found {[m['metadata']['name'] for m in matches]}"
+    assert len(matches) == 1, (
+        f"expected one {kind} named *{name_suffix}, found {[m['metadata']['name'] for m in matches]}"
+    )
     return matches[0]
 
 
@@ -140,7 +154,13 @@ def quick_policy() -> Path:
     from lecritique.tinybuild import TinyBuildConfig, build_tiny
 
     config = TinyBuildConfig(
-        task="sudoku-mini", max_steps=60, batch_size=32, eval_every=60, eval_tasks=8, validation_tasks=8, train_pool=256,
+        task="sudoku-mini",
+        max_steps=60,
+        batch_size=32,
+        eval_every=60,
+        eval_tasks=8,
+        validation_tasks=8,
+        train_pool=256,
         max_minutes=60,  # the same model however loaded the machine is (the 6-minute guard would cut it short)
     )
     cache_dir = tempfile.mkdtemp(prefix="lecritique-test-policy-")
@@ -161,8 +181,12 @@ def tiny_spec_data(name: str, steps: int, policy_path: Path) -> dict[str, Any]:
         "policy": {"path": str(policy_path)},
         "rollout": {"group_size": 4, "tasks_per_step": 32, "sampling": {"max_tokens": 8}},
         "estimator": {"name": "tether", "buckets": 2},
-        "critic": {"kind": "discriminative", "context": "reference", "warmup_updates": 1,
-                   "replay": {"capacity": 128, "max_reuse": 1}},
+        "critic": {
+            "kind": "discriminative",
+            "context": "reference",
+            "warmup_updates": 1,
+            "replay": {"capacity": 128, "max_reuse": 1},
+        },
         "orchestrator": {"steps": steps, "max_off_policy_steps": 0, "eval_every": 4, "eval_tasks": 4},
     }
 

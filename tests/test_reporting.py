@@ -11,8 +11,12 @@ def _write_rows(run_dir, steps=30, torn=False):
     lines = []
     for step in range(1, steps + 1):
         row = {
-            "step": step, "reward_mean": step / steps, "value_explained_variance": 0.1 if step > 1 else None,
-            "tether_rho": 0.01 * step, "dropped_stale": 1 if step == 5 else 0, "seconds": 2.0 * step,
+            "step": step,
+            "reward_mean": step / steps,
+            "value_explained_variance": 0.1 if step > 1 else None,
+            "tether_rho": 0.01 * step,
+            "dropped_stale": 1 if step == 5 else 0,
+            "seconds": 2.0 * step,
         }
         if step % 10 == 0:
             row["eval_success"] = step / 100
@@ -52,7 +56,10 @@ def test_a_run_without_evaluations_or_critic_still_reports(tmp_path):
 
 def test_one_evaluation_is_one_row(tmp_path):
     """Not the step-25 row twice, as 'first' and 'last' (issue 30)."""
-    rows = [{"step": s, "reward_mean": 0.5, "seconds": float(s)} | ({"eval_success": 0.25} if s == 25 else {}) for s in range(1, 31)]
+    rows = [
+        {"step": s, "reward_mean": 0.5, "seconds": float(s)} | ({"eval_success": 0.25} if s == 25 else {})
+        for s in range(1, 31)
+    ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     _, md = write_report(tmp_path)
     assert md.read_text().count("| held-out greedy success, step 25 | 0.250 |") == 1
@@ -66,7 +73,13 @@ def test_a_directory_without_metrics_is_a_clear_error(tmp_path):
 def test_per_bucket_rho_and_explained_variance_are_drawn_and_tabulated(tmp_path):
     rows = []
     for step in range(1, 21):
-        row = {"step": step, "reward_mean": 0.5, "tether_rho": 0.2, "tether_rho_bucket_0": 0.1, "tether_rho_bucket_1": 0.3 + 0.01 * step}
+        row = {
+            "step": step,
+            "reward_mean": 0.5,
+            "tether_rho": 0.2,
+            "tether_rho_bucket_0": 0.1,
+            "tether_rho_bucket_1": 0.3 + 0.01 * step,
+        }
         row["value_ev_bucket_0"] = 0.2
         if step % 2:  # bucket 1's explained variance is undefined on some steps (left out of the row)
             row["value_ev_bucket_1"] = 0.6
@@ -78,7 +91,9 @@ def test_per_bucket_rho_and_explained_variance_are_drawn_and_tabulated(tmp_path)
     assert "| 0 | 0.100 | 0.200 |" in text and "| 1 | 0.500 | 0.600 |" in text
     without_buckets = tmp_path / "plain"
     without_buckets.mkdir()
-    (without_buckets / "metrics.jsonl").write_text("".join(json.dumps({"step": r["step"], "reward_mean": 0.5}) + "\n" for r in rows))
+    (without_buckets / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": r["step"], "reward_mean": 0.5}) + "\n" for r in rows)
+    )
     plain_png, plain_md = write_report(without_buckets)
     assert "| bucket |" not in plain_md.read_text()
     # two more panels (rho per bucket, EV per bucket, plus the global rho) make a taller figure

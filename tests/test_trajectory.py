@@ -24,8 +24,12 @@ def make(**overrides):
 
 
 def test_round_trip_keeps_every_field_and_dtype():
-    original = make(values=np.array([0.5, 0.6, 0.7, 0.8]), value_version=2, critic_context_ids=np.array([9, 9]),
-                    metadata={"diagnostic": "solved"})
+    original = make(
+        values=np.array([0.5, 0.6, 0.7, 0.8]),
+        value_version=2,
+        critic_context_ids=np.array([9, 9]),
+        metadata={"diagnostic": "solved"},
+    )
     restored = Trajectory.from_bytes(original.to_bytes())
     assert restored.trajectory_id == "t1" and restored.policy_version == 7 and restored.value_version == 2
     assert restored.metadata == {"diagnostic": "solved"}
@@ -39,7 +43,10 @@ def test_round_trip_keeps_every_field_and_dtype():
 def test_serialisation_is_compact_packed_bytes():
     tokens = 4096
     trajectory = make(
-        token_ids=np.arange(tokens), policy_mask=np.ones(tokens), logprobs=np.zeros(tokens), step_ids=np.zeros(tokens),
+        token_ids=np.arange(tokens),
+        policy_mask=np.ones(tokens),
+        logprobs=np.zeros(tokens),
+        step_ids=np.zeros(tokens),
         values=np.zeros(tokens),
     )
     # int32 ids + bool mask + float32 logprobs + int32 steps + float32 values = 17 bytes/token
@@ -72,4 +79,6 @@ def test_from_checked_needs_every_field_and_keeps_what_it_is_given():
     with pytest.raises(TypeError, match=r"missing \['advantages'\]"):
         Trajectory.from_checked(**values)
     with pytest.raises(TypeError, match=r"unknown \['extra'\]"):
-        Trajectory.from_checked(**{f.name: getattr(trajectory, f.name) for f in dataclasses.fields(Trajectory)}, extra=1)
+        Trajectory.from_checked(
+            **{f.name: getattr(trajectory, f.name) for f in dataclasses.fields(Trajectory)}, extra=1
+        )

@@ -70,6 +70,7 @@ class RetryPolicy(BaseModel):
             delay *= self.multiplier
         return delays
 
+
 T = TypeVar("T")
 
 AppendFsync = Literal["always", "everysec", "no"]
@@ -130,7 +131,9 @@ def call_with_reconnect(
             time.sleep(delay)
             continue
         if attempt > 1:
-            logger.info("Reconnected to Redis at %s for %s after %d attempts", describe_client(client), what, attempt)
+            logger.info(
+                "Reconnected to Redis at %s for %s after %d attempts", describe_client(client), what, attempt
+            )
         return result
     raise RedisUnavailableError(
         f"Redis at {describe_client(client)} unreachable during {what}: gave up after "
@@ -190,7 +193,9 @@ class EmbeddedRedis:
             try:
                 self.process.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                logger.warning("redis-server on port %d ignored SIGTERM for %.0f s; killing it", self.port, timeout_s)
+                logger.warning(
+                    "redis-server on port %d ignored SIGTERM for %.0f s; killing it", self.port, timeout_s
+                )
                 self.process.kill()
                 self.process.wait()
         _RUNNING.discard(self)
@@ -299,7 +304,11 @@ def start_embedded_redis(
         chosen_port = port if port is not None else _free_port()
         config_path = directory / "redis.conf"
         config_path.write_text(_config_text(directory, chosen_port, appendonly, appendfsync))
-        preexec = _die_with_parent if sys.platform == "linux" and threading.current_thread() is threading.main_thread() else None
+        preexec = (
+            _die_with_parent
+            if sys.platform == "linux" and threading.current_thread() is threading.main_thread()
+            else None
+        )
         process = subprocess.Popen(
             [executable, str(config_path)],
             stdin=subprocess.DEVNULL,
@@ -319,8 +328,13 @@ def start_embedded_redis(
         _RUNNING.add(server)
         failure = _wait_until_ready(server, start_timeout_s)
         if not failure:
-            logger.info("Started embedded redis-server at %s (data in %s, AOF %s, appendfsync %s)",
-                        server.url, directory, "on" if appendonly else "off", appendfsync)
+            logger.info(
+                "Started embedded redis-server at %s (data in %s, AOF %s, appendfsync %s)",
+                server.url,
+                directory,
+                "on" if appendonly else "off",
+                appendfsync,
+            )
             return server
         server.kill()
     if remove_data_dir:

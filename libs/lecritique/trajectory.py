@@ -87,8 +87,10 @@ class Trajectory:
         reward. It skips ``__post_init__``, whose per-field checks cost the server more than
         decoding the rest of a 128-trajectory batch (``bench/transport.py``)."""
         if values.keys() != _FIELD_NAMES:
-            raise TypeError(f"from_checked needs every field; missing {sorted(_FIELD_NAMES - values.keys())}, "
-                            f"unknown {sorted(values.keys() - _FIELD_NAMES)}")
+            raise TypeError(
+                f"from_checked needs every field; missing {sorted(_FIELD_NAMES - values.keys())}, "
+                f"unknown {sorted(values.keys() - _FIELD_NAMES)}"
+            )
         trajectory = cls.__new__(cls)
         trajectory.__dict__.update(values)
         return trajectory
@@ -116,11 +118,7 @@ class Trajectory:
         header = {
             "v": _FORMAT_VERSION,
             "arrays": present,
-            **{
-                f.name: getattr(self, f.name)
-                for f in fields(self)
-                if f.name not in _ARRAY_FIELDS
-            },
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name not in _ARRAY_FIELDS},
         }
         header_bytes = json.dumps(header, separators=(",", ":")).encode()
         parts = [struct.pack("<I", len(header_bytes)), header_bytes]

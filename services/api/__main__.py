@@ -13,7 +13,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8000, help="HTTP port.")
     parser.add_argument("--log-level", default="info", help="uvicorn log level.")
     args = parser.parse_args(argv)
-    uvicorn.run("services.api.app:create_app_from_env", factory=True, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(
+        "services.api.app:create_app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+    )
 
 
 if __name__ == "__main__":

@@ -44,12 +44,17 @@ def make_launcher(settings: ApiSettings) -> ExperimentLauncher:
     from lecritique.launch.supervised import LocalProcessLauncher
 
     return LocalProcessLauncher(
-        settings.runs_dir, settings.experiment_redis_url or settings.redis_url, cancel_grace_seconds=settings.cancel_grace_seconds,
-        models_root=settings.models_root, env_passthrough=settings.env_passthrough,
+        settings.runs_dir,
+        settings.experiment_redis_url or settings.redis_url,
+        cancel_grace_seconds=settings.cancel_grace_seconds,
+        models_root=settings.models_root,
+        env_passthrough=settings.env_passthrough,
     )
 
 
-def _lifespan(service: ExperimentService, period: float) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+def _lifespan(
+    service: ExperimentService, period: float
+) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async def reconcile_forever() -> None:
@@ -102,17 +107,27 @@ class RequestMetrics:
             LATENCY.labels(scope["method"], path).observe(time.perf_counter() - start)
 
 
-def create_app(settings: ApiSettings, *, launcher: ExperimentLauncher | None = None, redis_client: Any | None = None) -> FastAPI:
+def create_app(
+    settings: ApiSettings, *, launcher: ExperimentLauncher | None = None, redis_client: Any | None = None
+) -> FastAPI:
     """The application for ``settings`` (tests may pass their own launcher or Redis client)."""
     from lecritique.redis_connection import redis_client as make_redis_client
 
-    client = redis_client if redis_client is not None else make_redis_client(settings.redis_url, socket_timeout_s=10.0)
+    client = (
+        redis_client
+        if redis_client is not None
+        else make_redis_client(settings.redis_url, socket_timeout_s=10.0)
+    )
     tokens = TokenRegistry(settings.tokens, settings.tokens_file)
     if not tokens.tenants:
         logger.warning("no API tokens configured: every /v1 request will get 401")
     service = ExperimentService(
-        RecordStore(client), launcher or make_launcher(settings), policies=settings.tenant_policies, models_root=settings.models_root,
-        datasets_root=settings.datasets_root, pending_grace_seconds=settings.pending_grace_seconds,
+        RecordStore(client),
+        launcher or make_launcher(settings),
+        policies=settings.tenant_policies,
+        models_root=settings.models_root,
+        datasets_root=settings.datasets_root,
+        pending_grace_seconds=settings.pending_grace_seconds,
     )
     app = FastAPI(
         title="lecritique",
@@ -120,7 +135,12 @@ def create_app(settings: ApiSettings, *, launcher: ExperimentLauncher | None = N
         description="Submit, inspect and cancel RL experiments with learned critics (PVF, TETHER, GenAC, LVRL).",
         lifespan=_lifespan(service, settings.reconcile_seconds),
     )
-    app.state.service, app.state.tokens, app.state.settings, app.state.redis = service, tokens, settings, client
+    app.state.service, app.state.tokens, app.state.settings, app.state.redis = (
+        service,
+        tokens,
+        settings,
+        client,
+    )
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)

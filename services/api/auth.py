@@ -20,7 +20,9 @@ logger = logging.getLogger(__name__)
 class TokenRegistry:
     """Maps a presented bearer token to its tenant; re-reads its file when it changes."""
 
-    def __init__(self, hashes: dict[str, str] | None = None, path: Path | None = None, recheck_seconds: float = 5.0) -> None:
+    def __init__(
+        self, hashes: dict[str, str] | None = None, path: Path | None = None, recheck_seconds: float = 5.0
+    ) -> None:
         self._static = parse_token_hashes(hashes or {}, "LECRITIQUE_API_TOKENS")
         self._path = path
         self._recheck_seconds = recheck_seconds

@@ -41,7 +41,9 @@ def _depth(value: Any) -> int:
             deepest = max(deepest, depth)
             if depth > MAX_DEPTH:
                 break
-            stack.extend((item, depth + 1) for item in (current.values() if isinstance(current, dict) else current))
+            stack.extend(
+                (item, depth + 1) for item in (current.values() if isinstance(current, dict) else current)
+            )
     return deepest
 
 
@@ -96,6 +98,8 @@ class BodySizeLimit:
     async def _reject(self, send: Send) -> None:
         from services.api.errors import error_response
 
-        response = error_response(413, [FieldError("body", f"the request body exceeds {self.max_bytes} bytes", "too_large")])
+        response = error_response(
+            413, [FieldError("body", f"the request body exceeds {self.max_bytes} bytes", "too_large")]
+        )
         await send({"type": "http.response.start", "status": 413, "headers": response.raw_headers})
         await send({"type": "http.response.body", "body": response.body})

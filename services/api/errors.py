@@ -46,13 +46,25 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
-def error_response(code: int, errors: Iterable[FieldError], headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    code: int, errors: Iterable[FieldError], headers: dict[str, str] | None = None
+) -> JSONResponse:
     """An ErrorResponse with bounded echoes."""
     items = list(errors)
-    details = [ErrorDetail(field=_cut(e.field, MAX_FIELD_CHARS), message=_cut(e.message, MAX_MESSAGE_CHARS), type=_cut(e.type, 64))
-               for e in items[:MAX_ERRORS]]
+    details = [
+        ErrorDetail(
+            field=_cut(e.field, MAX_FIELD_CHARS),
+            message=_cut(e.message, MAX_MESSAGE_CHARS),
+            type=_cut(e.type, 64),
+        )
+        for e in items[:MAX_ERRORS]
+    ]
     if len(items) > MAX_ERRORS:
-        details.append(ErrorDetail(field="spec", message=f"{len(items) - MAX_ERRORS} more problems not listed", type="truncated"))
+        details.append(
+            ErrorDetail(
+                field="spec", message=f"{len(items) - MAX_ERRORS} more problems not listed", type="truncated"
+            )
+        )
     return JSONResponse(status_code=code, content=ErrorResponse(detail=details).model_dump(), headers=headers)
 
 
@@ -60,8 +72,16 @@ def _request_errors(error: RequestValidationError) -> list[FieldError]:
     """FastAPI's parameter errors (query, header) in the API's own shape."""
     out = []
     for item in error.errors():
-        location = [str(part) for part in item.get("loc", ()) if part not in ("query", "header", "path", "body")]
-        out.append(FieldError(".".join(location) or "request", str(item.get("msg", "invalid")), str(item.get("type", "value_error"))))
+        location = [
+            str(part) for part in item.get("loc", ()) if part not in ("query", "header", "path", "body")
+        ]
+        out.append(
+            FieldError(
+                ".".join(location) or "request",
+                str(item.get("msg", "invalid")),
+                str(item.get("type", "value_error")),
+            )
+        )
     return out
 
 
@@ -83,35 +103,58 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(IdempotencyConflict)
     async def idempotency_conflict(request: Request, error: IdempotencyConflict) -> JSONResponse:
         message = "this Idempotency-Key was already used with a different request body"
-        return error_response(status.HTTP_422_UNPROCESSABLE_CONTENT, [FieldError("Idempotency-Key", message, "idempotency_conflict")])
+        return error_response(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            [FieldError("Idempotency-Key", message, "idempotency_conflict")],
+        )
 
     @app.exception_handler(QuotaExceeded)
     async def quota_exceeded(request: Request, error: QuotaExceeded) -> JSONResponse:
-        return error_response(status.HTTP_429_TOO_MANY_REQUESTS, [FieldError("experiments running", str(error), "quota_exceeded")],
-                              headers={"Retry-After": str(QUOTA_RETRY_AFTER_SECONDS)})
+        return error_response(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            [FieldError("experiments running", str(error), "quota_exceeded")],
+            headers={"Retry-After": str(QUOTA_RETRY_AFTER_SECONDS)},
+        )
 
     @app.exception_handler(NotFound)
     async def not_found(request: Request, error: NotFound) -> JSONResponse:
-        return error_response(status.HTTP_404_NOT_FOUND, [FieldError("experiment_id", "no such experiment", "not_found")])
+        return error_response(
+            status.HTTP_404_NOT_FOUND, [FieldError("experiment_id", "no such experiment", "not_found")]
+        )
 
     @app.exception_handler(Unauthorized)
     async def unauthorized(request: Request, error: Unauthorized) -> JSONResponse:
-        return error_response(status.HTTP_401_UNAUTHORIZED, [FieldError("Authorization", str(error), "unauthorized")],
-                              headers=UNAUTHORIZED_HEADERS)
+        return error_response(
+            status.HTTP_401_UNAUTHORIZED,
+            [FieldError("Authorization", str(error), "unauthorized")],
+            headers=UNAUTHORIZED_HEADERS,
+        )
 
     @app.exception_handler(BodyTooLarge)
     async def body_too_large(request: Request, error: BodyTooLarge) -> JSONResponse:
-        return error_response(status.HTTP_413_CONTENT_TOO_LARGE, [FieldError("body", str(error), "too_large")])
+        return error_response(
+            status.HTTP_413_CONTENT_TOO_LARGE, [FieldError("body", str(error), "too_large")]
+        )
 
     @app.exception_handler(redis.RedisError)
     async def redis_unavailable(request: Request, error: Exception) -> JSONResponse:
         # Unreachable, timed out, loading, or refusing (an ACL or script error): the store cannot
         # serve this request now; the client may retry, the log says why.
-        logger.warning("Redis unavailable during %s %s: %s: %s", request.method, request.url.path, type(error).__name__, error)
-        return error_response(status.HTTP_503_SERVICE_UNAVAILABLE,
-                              [FieldError("redis", "the record store is unavailable; retry later", "unavailable")],
-                              headers={"Retry-After": str(REDIS_RETRY_AFTER_SECONDS)})
+        logger.warning(
+            "Redis unavailable during %s %s: %s: %s",
+            request.method,
+            request.url.path,
+            type(error).__name__,
+            error,
+        )
+        return error_response(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            [FieldError("redis", "the record store is unavailable; retry later", "unavailable")],
+            headers={"Retry-After": str(REDIS_RETRY_AFTER_SECONDS)},
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        return error_response(error.status_code, [FieldError("request", str(error.detail), "http_error")], headers=error.headers)
+        return error_response(
+            error.status_code, [FieldError("request", str(error.detail), "http_error")], headers=error.headers
+        )

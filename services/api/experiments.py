@@ -55,9 +55,12 @@ def field_path(location: tuple[int | str, ...], data: Any) -> str:
     parts: list[str] = []
     current = data
     for part in location:
-        if isinstance(current, dict) and isinstance(part, str) and part not in current and part in {
-            value for value in current.values() if isinstance(value, str)
-        }:
+        if (
+            isinstance(current, dict)
+            and isinstance(part, str)
+            and part not in current
+            and part in {value for value in current.values() if isinstance(value, str)}
+        ):
             continue
         parts.append(str(part))
         if isinstance(current, dict):
@@ -72,15 +75,21 @@ def field_path(location: tuple[int | str, ...], data: Any) -> str:
 def validation_errors(error: ValidationError, data: Any) -> list[FieldError]:
     """One FieldError per problem; an unknown field's message has the nearest known name and the known ones."""
     described = describe_errors(error, ExperimentSpec)
-    return [FieldError(field_path(tuple(item["loc"]), data), message, item["type"])
-            for item, (_, message) in zip(error.errors(), described, strict=True)]
+    return [
+        FieldError(field_path(tuple(item["loc"]), data), message, item["type"])
+        for item, (_, message) in zip(error.errors(), described, strict=True)
+    ]
 
 
 def _spec_error_field(error: SpecError) -> FieldError:
     """A launcher's SpecError reads '<field>: <message>'."""
     text = str(error)
     field, sep, message = text.partition(": ")
-    return FieldError(field, message, "placement_error") if sep and " " not in field else FieldError("spec", text, "spec_error")
+    return (
+        FieldError(field, message, "placement_error")
+        if sep and " " not in field
+        else FieldError("spec", text, "spec_error")
+    )
 
 
 def new_experiment_id() -> str:
@@ -90,8 +99,14 @@ def new_experiment_id() -> str:
 
 class ExperimentService:
     def __init__(
-        self, store: RecordStore, launcher: ExperimentLauncher, *, policies: dict[str, dict[str, Any]] | None = None,
-        models_root: str = "/weights/models", datasets_root: str = "/weights/datasets", pending_grace_seconds: float = 60.0,
+        self,
+        store: RecordStore,
+        launcher: ExperimentLauncher,
+        *,
+        policies: dict[str, dict[str, Any]] | None = None,
+        models_root: str = "/weights/models",
+        datasets_root: str = "/weights/datasets",
+        pending_grace_seconds: float = 60.0,
     ) -> None:
         self.pending_grace_seconds = pending_grace_seconds
         self.store = store
@@ -101,11 +116,21 @@ class ExperimentService:
         self.datasets_root = datasets_root
 
     # ---- submit ----------------------------------------------------------------------------
-    def submit(self, tenant: str, body: Any, idempotency_key: str | None = None) -> tuple[ExperimentRecord, bool]:
+    def submit(
+        self, tenant: str, body: Any, idempotency_key: str | None = None
+    ) -> tuple[ExperimentRecord, bool]:
         """Validate, check the tenant's policy, record atomically, launch; returns the record and
         whether it is a replay of an earlier POST with the same ``Idempotency-Key``."""
         if not isinstance(body, dict):
-            raise InvalidSpec([FieldError("spec", f"an experiment spec must be a JSON object, got {type(body).__name__}", "type_error")])
+            raise InvalidSpec(
+                [
+                    FieldError(
+                        "spec",
+                        f"an experiment spec must be a JSON object, got {type(body).__name__}",
+                        "type_error",
+                    )
+                ]
+            )
         try:
             check_values(body)
             spec = ExperimentSpec.model_validate(body)
@@ -116,11 +141,19 @@ class ExperimentService:
         submission = self._check(tenant, spec, new_experiment_id())
         now = time.time()
         record = ExperimentRecord(
-            id=submission.experiment_id, tenant=tenant, name=spec.name, status="pending", launcher=self.launcher.name,
-            spec=spec.model_dump(mode="json"), created_at=now, updated_at=now,
+            id=submission.experiment_id,
+            tenant=tenant,
+            name=spec.name,
+            status="pending",
+            launcher=self.launcher.name,
+            spec=spec.model_dump(mode="json"),
+            created_at=now,
+            updated_at=now,
         )
         earlier = self.store.create(
-            record, max_running=submission.policy.max_running_experiments, idempotency_key=idempotency_key,
+            record,
+            max_running=submission.policy.max_running_experiments,
+            idempotency_key=idempotency_key,
             body_fingerprint=fingerprint(body),
         )
         if earlier is not None:
@@ -132,16 +165,25 @@ class ExperimentService:
         """The tenant's policy, then the launcher's own checks and the GPU quota."""
         policy = resolve_policy(self.policies, tenant)
         violations = spec_violations(
-            spec, tenant, policy, models_root=self.models_root, datasets_root=self.datasets_root,
+            spec,
+            tenant,
+            policy,
+            models_root=self.models_root,
+            datasets_root=self.datasets_root,
             secrets_are=self.launcher.secrets_are,
         )
-        denied = [FieldError(v.field, v.message, "policy_denied") for v in violations if v.kind == "forbidden"]
+        denied = [
+            FieldError(v.field, v.message, "policy_denied") for v in violations if v.kind == "forbidden"
+        ]
         if denied:
             raise PolicyDenied(denied)
         if violations:
             raise InvalidSpec([FieldError(v.field, v.message, "quota_exceeded") for v in violations])
         submission = Submission(
-            experiment_id=experiment_id, spec=spec, tenant=tenant, policy=policy,
+            experiment_id=experiment_id,
+            spec=spec,
+            tenant=tenant,
+            policy=policy,
             dataset_roots=tuple(tenant_dataset_roots(tenant, policy, self.datasets_root)),
         )
         try:
@@ -160,7 +202,9 @@ class ExperimentService:
             handle = self.launcher.launch(submission)
         except Exception as error:
             logger.exception("experiment %s failed to launch", record.id)
-            updated = self.store.update(record.id, expect=["pending"], status="failed", error=f"launch failed: {error}")
+            updated = self.store.update(
+                record.id, expect=["pending"], status="failed", error=f"launch failed: {error}"
+            )
         else:
             updated = self.store.update(record.id, expect=["pending"], status="running", handle=handle)
             if updated is None:
@@ -190,7 +234,9 @@ class ExperimentService:
         value_version = latest.get("value_version") if latest else None
         return {
             "step": progress.get("step", int(latest["step"]) if latest else None),
-            "policy_version": progress.get("policy_version", latest.get("policy_version") if latest else None),
+            "policy_version": progress.get(
+                "policy_version", latest.get("policy_version") if latest else None
+            ),
             "value_version": int(value_version) if value_version is not None else None,
             "latest_metrics": latest,
         }
@@ -216,7 +262,9 @@ class ExperimentService:
         if observation.state == "running":
             updated = self.store.update(experiment_id, expect=["cancelling"], handle=handle)
         else:
-            updated = self.store.update(experiment_id, expect=["cancelling"], status="cancelled", handle=handle)
+            updated = self.store.update(
+                experiment_id, expect=["cancelling"], status="cancelled", handle=handle
+            )
             logger.info("experiment %s cancelled", experiment_id)
         return updated or self._reload(experiment_id)
 
@@ -242,7 +290,9 @@ class ExperimentService:
     def _apply(self, record: ExperimentRecord, observation: Observation) -> ExperimentRecord:
         if observation.state == "running":
             return record
-        updated = self.store.update(record.id, expect=["running"], status=observation.state, error=observation.message)
+        updated = self.store.update(
+            record.id, expect=["running"], status=observation.state, error=observation.message
+        )
         if updated is None:
             return self._reload(record.id)
         logger.info("experiment %s %s", record.id, observation.state)
@@ -257,7 +307,9 @@ class ExperimentService:
         try:
             submission = self._check(record.tenant, ExperimentSpec.model_validate(record.spec), record.id)
         except (InvalidSpec, ValidationError) as error:
-            self.store.update(record.id, expect=["pending"], status="failed", error=f"no longer allowed: {error}"[:2000])
+            self.store.update(
+                record.id, expect=["pending"], status="failed", error=f"no longer allowed: {error}"[:2000]
+            )
             return
         self._launch(record, submission)
 

@@ -16,7 +16,9 @@ from lecritique.config.experiment import ExperimentSpec
 from services.api.schemas import ErrorResponse
 
 ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
-RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "string"}}}
+RETRY_AFTER = {
+    "Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "string"}}
+}
 
 
 def error(description: str, **headers: dict[str, Any]) -> dict[str, Any]:
@@ -27,8 +29,10 @@ def error(description: str, **headers: dict[str, Any]) -> dict[str, Any]:
     return response
 
 
-UNAUTHORIZED = error("No bearer token, or one that belongs to no tenant.",
-                     **{"WWW-Authenticate": {"description": "Bearer realm.", "schema": {"type": "string"}}})
+UNAUTHORIZED = error(
+    "No bearer token, or one that belongs to no tenant.",
+    **{"WWW-Authenticate": {"description": "Bearer realm.", "schema": {"type": "string"}}},
+)
 UNAVAILABLE = error("The record store (Redis) is unreachable; retry after the given seconds.", **RETRY_AFTER)
 NOT_FOUND = error("No such experiment among the caller's (another tenant's experiment is not found either).")
 INVALID = error("Invalid request: every offending field is named, and the limit where one was exceeded.")
@@ -38,16 +42,33 @@ SUBMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "Created (or, with a replayed Idempotency-Key, the experiment the first request created).",
         "headers": {"Location": {"description": "URL of the experiment.", "schema": {"type": "string"}}},
         "links": {
-            "GetExperiment": {"operationId": "get_experiment", "parameters": {"experiment_id": "$response.body#/id"}},
-            "GetMetrics": {"operationId": "get_metrics", "parameters": {"experiment_id": "$response.body#/id"}},
-            "GetMetricsLines": {"operationId": "get_metrics_lines", "parameters": {"experiment_id": "$response.body#/id"}},
-            "GetReportMarkdown": {"operationId": "get_report_markdown", "parameters": {"experiment_id": "$response.body#/id"}},
+            "GetExperiment": {
+                "operationId": "get_experiment",
+                "parameters": {"experiment_id": "$response.body#/id"},
+            },
+            "GetMetrics": {
+                "operationId": "get_metrics",
+                "parameters": {"experiment_id": "$response.body#/id"},
+            },
+            "GetMetricsLines": {
+                "operationId": "get_metrics_lines",
+                "parameters": {"experiment_id": "$response.body#/id"},
+            },
+            "GetReportMarkdown": {
+                "operationId": "get_report_markdown",
+                "parameters": {"experiment_id": "$response.body#/id"},
+            },
             "GetLogs": {"operationId": "get_logs", "parameters": {"experiment_id": "$response.body#/id"}},
-            "CancelExperiment": {"operationId": "cancel_experiment", "parameters": {"experiment_id": "$response.body#/id"}},
+            "CancelExperiment": {
+                "operationId": "cancel_experiment",
+                "parameters": {"experiment_id": "$response.body#/id"},
+            },
         },
     },
     401: UNAUTHORIZED,
-    403: error("The spec names a Secret, model path, endpoint or variable the tenant's policy does not allow."),
+    403: error(
+        "The spec names a Secret, model path, endpoint or variable the tenant's policy does not allow."
+    ),
     413: error("The request body is larger than the configured limit."),
     422: INVALID,
     429: error("The tenant already runs as many experiments as its policy allows.", **RETRY_AFTER),
@@ -68,14 +89,23 @@ EXAMPLE_SPEC = {
 
 
 def submit_request_body() -> dict[str, Any]:
-    return {"requestBody": {
-        "required": True,
-        "description": "The experiment spec (the same document `lecritique run` reads as YAML).",
-        "content": {"application/json": {
-            "schema": {"$ref": "#/components/schemas/ExperimentSpec"},
-            "examples": {"tiny-sudoku": {"summary": "TETHER with a privileged critic on 4x4 Sudoku", "value": EXAMPLE_SPEC}},
-        }},
-    }}
+    return {
+        "requestBody": {
+            "required": True,
+            "description": "The experiment spec (the same document `lecritique run` reads as YAML).",
+            "content": {
+                "application/json": {
+                    "schema": {"$ref": "#/components/schemas/ExperimentSpec"},
+                    "examples": {
+                        "tiny-sudoku": {
+                            "summary": "TETHER with a privileged critic on 4x4 Sudoku",
+                            "value": EXAMPLE_SPEC,
+                        }
+                    },
+                }
+            },
+        }
+    }
 
 
 def _drop_unused_validation_error(document: dict[str, Any]) -> None:
@@ -98,7 +128,9 @@ def install_openapi(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
             return app.openapi_schema
-        document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        document = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
         spec_schema = ExperimentSpec.model_json_schema(ref_template="#/components/schemas/{model}")
         components = document.setdefault("components", {}).setdefault("schemas", {})
         definitions = spec_schema.pop("$defs", {})

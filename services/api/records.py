@@ -137,7 +137,12 @@ class RecordStore:
 
     # ---- records ---------------------------------------------------------------------------
     def create(
-        self, record: ExperimentRecord, *, max_running: int, idempotency_key: str | None = None, body_fingerprint: str = ""
+        self,
+        record: ExperimentRecord,
+        *,
+        max_running: int,
+        idempotency_key: str | None = None,
+        body_fingerprint: str = "",
     ) -> str | None:
         """Record a new submission atomically; returns None if created, else the id an earlier
         request with the same ``idempotency_key`` created (a replay).
@@ -145,11 +150,30 @@ class RecordStore:
         Raises :class:`IdempotencyConflict` (the key was used with another body) or
         :class:`QuotaExceeded` (``max_running`` experiments of the tenant are not finished).
         """
-        idempotency = self._idempotency_key(record.tenant, idempotency_key) if idempotency_key is not None else f"{_PREFIX}:unused"
-        keys = [self._record_key(record.id), self._tenant_key(record.tenant), self._active_key(), self._running_key(record.tenant), idempotency]
-        args = [record.model_dump_json(), record.id, record.created_at, max_running,
-                body_fingerprint if idempotency_key is not None else "", IDEMPOTENCY_TTL_SECONDS]
-        outcome, value = (part.decode() if isinstance(part, bytes) else str(part) for part in self._create(keys=keys, args=args))
+        idempotency = (
+            self._idempotency_key(record.tenant, idempotency_key)
+            if idempotency_key is not None
+            else f"{_PREFIX}:unused"
+        )
+        keys = [
+            self._record_key(record.id),
+            self._tenant_key(record.tenant),
+            self._active_key(),
+            self._running_key(record.tenant),
+            idempotency,
+        ]
+        args = [
+            record.model_dump_json(),
+            record.id,
+            record.created_at,
+            max_running,
+            body_fingerprint if idempotency_key is not None else "",
+            IDEMPOTENCY_TTL_SECONDS,
+        ]
+        outcome, value = (
+            part.decode() if isinstance(part, bytes) else str(part)
+            for part in self._create(keys=keys, args=args)
+        )
         if outcome == "conflict":
             raise IdempotencyConflict(idempotency_key)
         if outcome == "quota":
@@ -174,7 +198,9 @@ class RecordStore:
         return [r for r in records if r is not None]
 
     def active_ids(self) -> list[str]:
-        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in self.redis.smembers(self._active_key()))
+        return sorted(
+            m.decode() if isinstance(m, bytes) else str(m) for m in self.redis.smembers(self._active_key())
+        )
 
     def update(
         self, experiment_id: str, *, expect: Iterable[str] | None = None, **changes: Any

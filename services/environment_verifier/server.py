@@ -29,7 +29,9 @@ STEP_SECONDS = Histogram(
     "lecritique_env_step_seconds", "Time to step one batch of episodes", ["experiment", "environment"]
 )
 VERIFICATIONS = Counter(
-    "lecritique_env_verifications_total", "Scored completions and episode steps", ["experiment", "environment"]
+    "lecritique_env_verifications_total",
+    "Scored completions and episode steps",
+    ["experiment", "environment"],
 )
 
 
@@ -41,7 +43,9 @@ class EnvironmentVerifierServicer(environment_pb2_grpc.EnvironmentVerifierServic
 
     def SampleTasks(self, request, context):
         if request.split not in ("train", "eval"):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"split must be 'train' or 'eval', got {request.split!r}")
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"split must be 'train' or 'eval', got {request.split!r}"
+            )
         if request.n < 0:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"n must be >= 0, got {request.n}")
         tasks = self.environment.sample_tasks(request.n, split=request.split, seed=request.seed)
@@ -57,7 +61,9 @@ class EnvironmentVerifierServicer(environment_pb2_grpc.EnvironmentVerifierServic
         for item in request.items:
             state = episode_from_proto(item.state)
             if state.done:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"episode of task {state.task.task_id} is already done")
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"episode of task {state.task.task_id} is already done"
+                )
             result = self.environment.step(state, item.action)
             if result.done:
                 EPISODES_FINISHED.labels(*self.labels, "success" if result.reward > 0 else "failure").inc()
@@ -90,7 +96,10 @@ class EnvironmentVerifierServicer(environment_pb2_grpc.EnvironmentVerifierServic
             "privileged_kinds": list(self.environment.privileged_kinds),
         }
         return common_pb2.ServiceInfo(
-            service="environment-verifier", experiment=self.experiment, weights_version=-1, details_json=json.dumps(details)
+            service="environment-verifier",
+            experiment=self.experiment,
+            weights_version=-1,
+            details_json=json.dumps(details),
         )
 
 
@@ -105,7 +114,9 @@ def start(runtime: ServiceRuntime) -> StartedService:
     servicer = EnvironmentVerifierServicer(environment, runtime.experiment_id)
     running = start_server(
         service="environment-verifier",
-        add_servicers=lambda server: environment_pb2_grpc.add_EnvironmentVerifierServicer_to_server(servicer, server),
+        add_servicers=lambda server: environment_pb2_grpc.add_EnvironmentVerifierServicer_to_server(
+            servicer, server
+        ),
         service_names=[environment_pb2.DESCRIPTOR.services_by_name["EnvironmentVerifier"].full_name],
         **runtime.server_options(),
     )

@@ -40,7 +40,9 @@ TRAINER_SERVICE = policy_pb2.DESCRIPTOR.services_by_name["PolicyTrainer"]
 STEPS = Counter("lecritique_policy_updates_total", "Policy optimiser steps", ["experiment"])
 LOSS = Gauge("lecritique_policy_loss", "Policy loss of the last update", ["experiment"])
 TRAIN_SECONDS = Histogram(
-    "lecritique_policy_train_seconds", "Time per policy update", ["experiment"],
+    "lecritique_policy_train_seconds",
+    "Time per policy update",
+    ["experiment"],
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
 )
 TRAINED_TOKENS = Counter("lecritique_policy_trained_tokens_total", "Tokens in policy batches", ["experiment"])
@@ -85,7 +87,9 @@ class PolicyTrainerServicer(policy_pb2_grpc.PolicyTrainerServicer):
 
     def _response(self, data: dict[str, Any]) -> policy_pb2.TrainResponse:
         return policy_pb2.TrainResponse(
-            step=data["step"], policy_version=data["policy_version"], path=data["path"],
+            step=data["step"],
+            policy_version=data["policy_version"],
+            path=data["path"],
             metrics={k: float(v) for k, v in data.get("metrics", {}).items()},
         )
 
@@ -106,10 +110,14 @@ class PolicyTrainerServicer(policy_pb2_grpc.PolicyTrainerServicer):
             except ValueError as error:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
             if not trajectories:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a training batch needs at least one trajectory")
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, "a training batch needs at least one trajectory"
+                )
             missing = [t.trajectory_id for t in trajectories if t.advantages is None]
             if missing:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"trajectories without advantages: {missing[:5]}")
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"trajectories without advantages: {missing[:5]}"
+                )
             job = _Job(request.step, trajectories)
             self.jobs.put(job)
             job.done.wait()
@@ -121,13 +129,17 @@ class PolicyTrainerServicer(policy_pb2_grpc.PolicyTrainerServicer):
     def Status(self, request, context):
         data = self.record.data
         return policy_pb2.PolicyTrainerStatus(
-            last_step=self.record.step, policy_version=data.get("policy_version", 0), path=data.get("path", "")
+            last_step=self.record.step,
+            policy_version=data.get("policy_version", 0),
+            path=data.get("path", ""),
         )
 
     def Info(self, request, context):
         latest = self.store.latest("policy")
         return common_pb2.ServiceInfo(
-            service="policy-trainer", experiment=self.experiment, weights_version=-1 if latest is None else latest[0],
+            service="policy-trainer",
+            experiment=self.experiment,
+            weights_version=-1 if latest is None else latest[0],
             details_json=json.dumps({"last_step": self.record.step}),
         )
 
@@ -147,7 +159,12 @@ def _start_trainer(spec: Any, store: WeightStore, record: StepRecord, checkpoint
         logger.info("policy trainer resume: %s at step %d", outcome.mode, outcome.step)
     else:
         trainer.engine.steps = record.step
-    logger.info("policy trainer rank %d of %d starts from version %d", trainer.context.rank, trainer.context.world_size, version)
+    logger.info(
+        "policy trainer rank %d of %d starts from version %d",
+        trainer.context.rank,
+        trainer.context.world_size,
+        version,
+    )
     return trainer
 
 
@@ -172,7 +189,9 @@ def start(runtime: ServiceRuntime) -> StartedService | None:
     store = WeightStore(runtime.weights_dir, redis=redis, experiment=runtime.experiment_id)
     if context.is_main and store.latest("policy") is None:
         if spec.policy.path is None:
-            raise SystemExit("policy-trainer: the spec's policy has no resolved path (run through `lecritique run`)")
+            raise SystemExit(
+                "policy-trainer: the spec's policy has no resolved path (run through `lecritique run`)"
+            )
         store.publish("policy", spec.policy.path)
     if context.enabled:
         torch.distributed.barrier()
@@ -181,13 +200,17 @@ def start(runtime: ServiceRuntime) -> StartedService | None:
     record = StepRecord(state_dir / "policy_trainer.json")
     settings = spec.policy_trainer
     checkpoints = (
-        TrainerCheckpoints(state_dir / "policy_trainer_checkpoints", settings.checkpoint_keep, settings.checkpoint_every)
+        TrainerCheckpoints(
+            state_dir / "policy_trainer_checkpoints", settings.checkpoint_keep, settings.checkpoint_every
+        )
         if settings.checkpoint_every is not None
         else None
     )
     trainer = _start_trainer(spec, store, record, checkpoints)
     # Broadcast: rank 0 sends changed tensors to every rollout replica; else a directory per version.
-    sync = WeightSync(trainer, store, "policy", settings.weight_transport, receivers=spec.rollout.replicas, keep_last=3)
+    sync = WeightSync(
+        trainer, store, "policy", settings.weight_transport, receivers=spec.rollout.replicas, keep_last=3
+    )
     current: dict[str, Any] = {}
 
     def after_step(steps: int, metrics: dict[str, float]) -> None:
@@ -196,7 +219,9 @@ def start(runtime: ServiceRuntime) -> StartedService | None:
         if context.is_main:
             job = current["job"]
             current["result"] = {
-                "step": job.step, "policy_version": published, "path": str(store.path("policy", published)),
+                "step": job.step,
+                "policy_version": published,
+                "path": str(store.path("policy", published)),
                 "metrics": metrics,
             }
         if checkpoints is not None:
@@ -243,8 +268,12 @@ def _next_batch(servicer: PolicyTrainerServicer, current: dict[str, Any]) -> Any
 
 
 def _start_rank_zero(
-    runtime: ServiceRuntime, servicer: PolicyTrainerServicer, trainer: Any, current: dict[str, Any],
-    after_step: Any, distributed: bool,
+    runtime: ServiceRuntime,
+    servicer: PolicyTrainerServicer,
+    trainer: Any,
+    current: dict[str, Any],
+    after_step: Any,
+    distributed: bool,
 ) -> StartedService:
     from lecritique.training.distributed import Idle
     from lecritique.training.policy_worker import run_policy_worker
@@ -290,7 +319,9 @@ def _start_rank_zero(
     training.start()
     running = start_server(
         service="policy-trainer",
-        add_servicers=lambda server: add_servicer(server, servicer, TRAINER_SERVICE, {"Train": "trajectories"}),
+        add_servicers=lambda server: add_servicer(
+            server, servicer, TRAINER_SERVICE, {"Train": "trajectories"}
+        ),
         service_names=[TRAINER_SERVICE.full_name],
         **runtime.server_options(),
     )

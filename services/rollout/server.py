@@ -32,7 +32,9 @@ logger = logging.getLogger(__name__)
 
 GENERATED_TOKENS = Counter("lecritique_rollout_generated_tokens_total", "Tokens generated", ["experiment"])
 GENERATE_SECONDS = Histogram(
-    "lecritique_rollout_generate_seconds", "Time per Generate request", ["experiment"],
+    "lecritique_rollout_generate_seconds",
+    "Time per Generate request",
+    ["experiment"],
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
 )
 SERVED_VERSION = Gauge("lecritique_rollout_policy_version", "Policy version being served", ["experiment"])
@@ -49,7 +51,9 @@ OPENAI_KEY_ENV = "LECRITIQUE_ROLLOUT_OPENAI_API_KEY"
 
 
 class RolloutServicer(rollout_pb2_grpc.RolloutServicer):
-    def __init__(self, engine, tokenizer, version: int, experiment: str, prompt_log: Path | None = None) -> None:
+    def __init__(
+        self, engine, tokenizer, version: int, experiment: str, prompt_log: Path | None = None
+    ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
         self.version = version
@@ -132,7 +136,9 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServicer):
             self._await_broadcast(request.version)
             if request.version > self.version:
                 if not (path / "config.json").is_file():
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"path {request.path!r} is not a model directory")
+                    context.abort(
+                        grpc.StatusCode.INVALID_ARGUMENT, f"path {request.path!r} is not a model directory"
+                    )
                 self.engine.load_weights(request.version, str(path))
                 self.version = request.version
         SERVED_VERSION.labels(self.experiment).set(self.version)
@@ -140,10 +146,14 @@ class RolloutServicer(rollout_pb2_grpc.RolloutServicer):
 
     def Info(self, request, context):
         details = {
-            **self.engine.info(), "max_sequence_tokens": max_sequence_tokens(self.engine), "openai_port": self.openai_port,
+            **self.engine.info(),
+            "max_sequence_tokens": max_sequence_tokens(self.engine),
+            "openai_port": self.openai_port,
         }
         return common_pb2.ServiceInfo(
-            service="rollout", experiment=self.experiment, weights_version=self.version,
+            service="rollout",
+            experiment=self.experiment,
+            weights_version=self.version,
             details_json=json.dumps(details, default=str),
         )
 
@@ -190,7 +200,10 @@ def start(runtime: ServiceRuntime) -> StartedService:
         from lecritique.critics.openai_server import create_app, serve_in_thread
 
         app = create_app(
-            engine, tokenizer, model_name=os.environ.get(OPENAI_MODEL_ENV, "policy"), lock=servicer.lock,
+            engine,
+            tokenizer,
+            model_name=os.environ.get(OPENAI_MODEL_ENV, "policy"),
+            lock=servicer.lock,
             api_key=os.environ.get(OPENAI_KEY_ENV) or None,
         )
         servicer.openai_port = serve_in_thread(app, runtime.host, int(os.environ[OPENAI_PORT_ENV])).port
@@ -204,7 +217,9 @@ def start(runtime: ServiceRuntime) -> StartedService:
         from lecritique.weights.broadcast import BroadcastReceiver, model_tensors
 
         servicer.receiver = BroadcastReceiver(
-            store.role_dir("policy"), lambda: dict(model_tensors(engine.model)), lambda: servicer.lock,
+            store.role_dir("policy"),
+            lambda: dict(model_tensors(engine.model)),
+            lambda: servicer.lock,
             servicer.broadcast_received,
         ).start()
     return StartedService(running, on_stop=servicer.receiver.stop if servicer.receiver is not None else None)

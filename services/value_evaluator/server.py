@@ -43,7 +43,9 @@ INPUT_LOG_ENV = "LECRITIQUE_VALUE_INPUT_LOG"
 
 EVALUATED = Counter("lecritique_value_evaluated_trajectories_total", "Trajectories evaluated", ["experiment"])
 EVALUATE_SECONDS = Histogram(
-    "lecritique_value_evaluate_seconds", "Time per Evaluate request", ["experiment"],
+    "lecritique_value_evaluate_seconds",
+    "Time per Evaluate request",
+    ["experiment"],
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
 )
 SERVED_VERSION = Gauge("lecritique_value_evaluator_version", "Critic version being served", ["experiment"])
@@ -97,9 +99,15 @@ def critic_queries(wire_request: WireRequest[value_pb2.EvaluateRequest]) -> list
     trajectories = wire_request.trajectories()
     request = wire_request.message
     if len(trajectories) != len(request.inputs):
-        raise ValueError(f"EvaluateRequest has {len(request.inputs)} inputs for {len(trajectories)} trajectories")
+        raise ValueError(
+            f"EvaluateRequest has {len(request.inputs)} inputs for {len(trajectories)} trajectories"
+        )
     return [
-        CriticQuery(trajectory, item.context_text, tuple(Peer(p.trajectory_id, p.summary, p.reward) for p in item.peers))
+        CriticQuery(
+            trajectory,
+            item.context_text,
+            tuple(Peer(p.trajectory_id, p.summary, p.reward) for p in item.peers),
+        )
         for trajectory, item in zip(trajectories, request.inputs, strict=True)
     ]
 
@@ -165,7 +173,9 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
                 backend = current if current.reload(version, path) else self._load(path, version)
             except Exception:
                 # A version pruned while loading, or a transient read error: the next poll retries.
-                logger.exception("could not load critic version %d; keeping version %d", version, self.served.version)
+                logger.exception(
+                    "could not load critic version %d; keeping version %d", version, self.served.version
+                )
                 continue
             with self._lock:
                 if version <= self._served.version:  # a broadcast got there first
@@ -190,7 +200,9 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
                 self._served = _Served(version, self._served.backend)
             self._swapped(version)
 
-        self.receiver = BroadcastReceiver(self.store.role_dir("critic"), tensors, self._weights.writing, received).start()
+        self.receiver = BroadcastReceiver(
+            self.store.role_dir("critic"), tensors, self._weights.writing, received
+        ).start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -241,7 +253,9 @@ class ValueEvaluatorServicer(value_pb2_grpc.ValueEvaluatorServicer):
 
     def Info(self, request, context):
         return common_pb2.ServiceInfo(
-            service="value-evaluator", experiment=self.experiment, weights_version=self.served.version,
+            service="value-evaluator",
+            experiment=self.experiment,
+            weights_version=self.served.version,
             details_json=json.dumps({"critic_kind": self.kind.name, "context": self.critic.context}),
         )
 
@@ -265,7 +279,9 @@ def start(runtime: ServiceRuntime) -> StartedService:
         servicer.start_broadcast_receiver()
     running = start_server(
         service="value-evaluator",
-        add_servicers=lambda server: add_servicer(server, servicer, EVALUATOR_SERVICE, {"Evaluate": "trajectories"}),
+        add_servicers=lambda server: add_servicer(
+            server, servicer, EVALUATOR_SERVICE, {"Evaluate": "trajectories"}
+        ),
         service_names=[EVALUATOR_SERVICE.full_name],
         **runtime.server_options(),
     )

@@ -67,7 +67,9 @@ logger = logging.getLogger(__name__)
 UPDATES = Counter("lecritique_value_updates_total", "Critic optimiser steps", ["experiment"])
 LOSS = Gauge("lecritique_value_loss", "Critic loss of the last update", ["experiment"])
 TRAIN_EV = Gauge(
-    "lecritique_value_train_explained_variance", "Explained variance of the last critic batch (pre-update)", ["experiment"]
+    "lecritique_value_train_explained_variance",
+    "Explained variance of the last critic batch (pre-update)",
+    ["experiment"],
 )
 PUBLISHED = Gauge("lecritique_value_published_version", "Newest published critic version", ["experiment"])
 
@@ -109,7 +111,6 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._train_loop, name="critic-training", daemon=True)
 
-
     def _publish(self, trainer: CriticLearner, critic: TrainedCriticSpec) -> int:
         """The next version (every rank calls it; the others get the version they had)."""
         if self.sync is not None:
@@ -136,7 +137,11 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
 
     def _policy_version(self) -> int | None:
         """The newest policy version: announced in Redis (broadcast versions are not all on the volume) or stored."""
-        known = [v for v in (self.store.announced("policy"), (self.store.latest("policy") or (None,))[0]) if v is not None]
+        known = [
+            v
+            for v in (self.store.announced("policy"), (self.store.latest("policy") or (None,))[0])
+            if v is not None
+        ]
         return max(known) if known else None
 
     def _train_loop(self) -> None:
@@ -156,7 +161,9 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
             try:
                 # Le Critique trains on full rollout-sized batches: wait for enough fresh data.
                 if len(self.replay) >= self.batch_size:
-                    entries = self.replay.sample(self.batch_size, current_policy_version=self._policy_version())
+                    entries = self.replay.sample(
+                        self.batch_size, current_policy_version=self._policy_version()
+                    )
                     if len(entries) >= self.batch_size:
                         return [entry.payload for entry in entries]
             except Exception:
@@ -198,7 +205,10 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
         if self.context.is_main:
             logger.info(
                 "critic update %d -> version %d (loss %.4f, explained variance %.4f)",
-                self.updates, version, metrics["loss"], metrics.get("explained_variance", float("nan")),
+                self.updates,
+                version,
+                metrics["loss"],
+                metrics.get("explained_variance", float("nan")),
             )
 
     def _status(self) -> value_pb2.ValueTrainerStatus:
@@ -218,7 +228,9 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
 
     def Info(self, request, context):
         return common_pb2.ServiceInfo(
-            service="value-trainer", experiment=self.experiment, weights_version=self.version,
+            service="value-trainer",
+            experiment=self.experiment,
+            weights_version=self.version,
             details_json=json.dumps(
                 {
                     "batch_size": self.batch_size,
@@ -231,7 +243,10 @@ class ValueTrainerService(value_pb2_grpc.ValueTrainerServicer):
 
 
 def build_value_trainer(
-    spec: ExperimentSpec, critic: CriticSpec, runtime: ServiceRuntime, context: DistributedContext | None = None
+    spec: ExperimentSpec,
+    critic: CriticSpec,
+    runtime: ServiceRuntime,
+    context: DistributedContext | None = None,
 ) -> ValueTrainerService:
     """Connect to Redis (rank 0), start the learner from the newest critic or publish a fresh one
     as version 0, and set up how versions reach the evaluators (a broadcast or the store)."""
@@ -246,14 +261,21 @@ def build_value_trainer(
     else:
         learned = _start_learner(kind.trainer, spec, critic, store, context, checkpoints)
     replay = (
-        None if redis is None
-        else ReplayBuffer(redis, runtime.experiment_id, **critic.replay.model_dump(), decode=Trajectory.from_bytes)
+        None
+        if redis is None
+        else ReplayBuffer(
+            redis, runtime.experiment_id, **critic.replay.model_dump(), decode=Trajectory.from_bytes
+        )
     )
     sync = None
     if isinstance(learned[0], HFTrainer) and isinstance(critic, TrainerProcessesConfig):
         sync = WeightSync(
-            learned[0], store, "critic", critic.weight_transport,
-            receivers=critic.evaluator_replicas, keep_last=critic.keep_versions,
+            learned[0],
+            store,
+            "critic",
+            critic.weight_transport,
+            receivers=critic.evaluator_replicas,
+            keep_last=critic.keep_versions,
         )
     service = ValueTrainerService(
         spec, critic, runtime.experiment_id, context, store, learned, replay, checkpoints, sync
@@ -264,8 +286,12 @@ def build_value_trainer(
 
 
 def _start_learner(
-    factory: TrainerFactory[Any], spec: ExperimentSpec, critic: CriticSpec, store: WeightStore,
-    context: DistributedContext, checkpoints: TrainerCheckpoints | None,
+    factory: TrainerFactory[Any],
+    spec: ExperimentSpec,
+    critic: CriticSpec,
+    store: WeightStore,
+    context: DistributedContext,
+    checkpoints: TrainerCheckpoints | None,
 ) -> tuple[CriticLearner, int]:
     """Every rank builds the learner from the version rank 0 chose: the newest critic, else a fresh one."""
     choice: tuple[str, int, str] | None = None
@@ -292,7 +318,9 @@ def _start_learner(
     else:
         published = store.publish("critic", trainer.save)
     if context.is_main:
-        logger.info("initialised critic from policy version %d, published as critic version %s", version, published)
+        logger.info(
+            "initialised critic from policy version %d, published as critic version %s", version, published
+        )
     return trainer, published or 0
 
 
@@ -311,7 +339,10 @@ def _restore(
     if context.is_main:
         logger.info(
             "resumed the critic's %s of update %d (checkpoint of version %s) from %s",
-            "whole training state" if exact else "AdamW state", meta.step, meta.extra.get("version"), path,
+            "whole training state" if exact else "AdamW state",
+            meta.step,
+            meta.extra.get("version"),
+            path,
         )
 
 
@@ -320,7 +351,9 @@ def _checkpoints(critic: CriticSpec, runtime: ServiceRuntime) -> TrainerCheckpoi
     if not isinstance(critic, TrainerProcessesConfig) or critic.checkpoint_every is None:
         return None
     state_dir = runtime.state_dir or runtime.weights_dir / "state"
-    return TrainerCheckpoints(state_dir / "critic_trainer_checkpoints", critic.checkpoint_keep, critic.checkpoint_every)
+    return TrainerCheckpoints(
+        state_dir / "critic_trainer_checkpoints", critic.checkpoint_keep, critic.checkpoint_every
+    )
 
 
 def serve(runtime: ServiceRuntime) -> None:

@@ -11,15 +11,26 @@ from lecritique.trajectory import Trajectory
 def trajectory(name, group, mask, reward, values=None):
     n = len(mask)
     return Trajectory(
-        trajectory_id=name, task_id="t", group_id=group, prompt_ids=np.array([1]), token_ids=np.arange(n),
-        policy_mask=np.array(mask, dtype=bool), logprobs=np.zeros(n), step_ids=np.arange(n) // 2, reward=reward,
-        policy_version=0, values=None if values is None else np.array(values, dtype=np.float32),
+        trajectory_id=name,
+        task_id="t",
+        group_id=group,
+        prompt_ids=np.array([1]),
+        token_ids=np.arange(n),
+        policy_mask=np.array(mask, dtype=bool),
+        logprobs=np.zeros(n),
+        step_ids=np.arange(n) // 2,
+        reward=reward,
+        policy_version=0,
+        values=None if values is None else np.array(values, dtype=np.float32),
     )
 
 
 def test_rows_are_right_padded_with_masks_steps_groups_and_values():
     batch = AdvantageBatch.from_trajectories(
-        [trajectory("a", 3, [1, 1, 0, 1], 1.0, [0.5, 0.5, 0.0, 0.25]), trajectory("b", 7, [1, 1], 0.0, [0.75, 0.5])]
+        [
+            trajectory("a", 3, [1, 1, 0, 1], 1.0, [0.5, 0.5, 0.0, 0.25]),
+            trajectory("b", 7, [1, 1], 0.0, [0.75, 0.5]),
+        ]
     )
     np.testing.assert_array_equal(batch.mask, [[1, 1, 0, 1], [1, 1, 0, 0]])
     np.testing.assert_array_equal(batch.step_ids, [[0, 0, 1, 1], [0, 0, 0, 0]])
@@ -37,7 +48,10 @@ def test_values_are_optional_but_never_half_present():
 
 
 def test_critic_targets_are_lambda_returns_per_trajectory_and_none_for_monte_carlo():
-    trajectories = [trajectory("a", 0, [1, 1, 1], 1.0, [0.2, 0.4, 0.8]), trajectory("b", 1, [1, 1], 0.0, [0.6, 0.3])]
+    trajectories = [
+        trajectory("a", 0, [1, 1, 1], 1.0, [0.2, 0.4, 0.8]),
+        trajectory("b", 1, [1, 1], 0.0, [0.6, 0.3]),
+    ]
     assert critic_targets(trajectories, 1.0) is None
     targets = critic_targets(trajectories, 0.5)
     expected = GAEEstimator(lambda_target=0.5).value_targets(AdvantageBatch.from_trajectories(trajectories))

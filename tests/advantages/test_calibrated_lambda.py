@@ -15,7 +15,10 @@ def test_the_papers_value_for_8192_token_responses():
 def test_auto_resolves_both_lambdas_and_reports_them():
     estimator = get_estimator("gae", lambda_gae="auto", lambda_target="auto", max_length=64)
     assert estimator.lambda_gae == estimator.lambda_target == pytest.approx(0.4 ** (1 / 64))
-    assert estimator.metrics() == {"gae_lambda": estimator.lambda_gae, "gae_lambda_target": estimator.lambda_target}
+    assert estimator.metrics() == {
+        "gae_lambda": estimator.lambda_gae,
+        "gae_lambda_target": estimator.lambda_target,
+    }
     fixed = get_estimator("gae", lambda_gae=0.9, lambda_target="auto", max_length=64)
     assert fixed.lambda_gae == 0.9 and fixed.lambda_target == pytest.approx(0.4 ** (1 / 64))
 

@@ -19,7 +19,11 @@ def test_all_equal_rewards_give_zero_group_advantages_and_no_nan():
     for name in estimator_names():
         options = {}
         step_batch = AdvantageBatch(
-            batch.rewards, batch.group_ids, batch.mask, values=batch.values, step_ids=np.zeros((4, 3), dtype=int)
+            batch.rewards,
+            batch.group_ids,
+            batch.mask,
+            values=batch.values,
+            step_ids=np.zeros((4, 3), dtype=int),
         )
         estimator = get_estimator(name, **options)
         assert np.all(np.isfinite(estimator.compute(step_batch))), name
@@ -86,7 +90,9 @@ def test_lvrl_requires_step_ids():
 
 @pytest.mark.parametrize("name", ["rloo", "tether"])
 def test_singleton_group_is_a_clear_error(name):
-    batch = AdvantageBatch(np.array([1.0, 0.0, 1.0]), np.array([0, 0, 5]), np.ones((3, 2)), values=np.zeros((3, 2)))
+    batch = AdvantageBatch(
+        np.array([1.0, 0.0, 1.0]), np.array([0, 0, 5]), np.ones((3, 2)), values=np.zeros((3, 2))
+    )
     with pytest.raises(ValueError, match="group_ids.*group 5 has 1"):
         get_estimator(name).compute(batch)
 

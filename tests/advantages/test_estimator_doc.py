@@ -16,7 +16,13 @@ def facts_table() -> str:
         "|---|---|---|---|---|",
     ]
     for cls in estimator_classes():
-        values = "-" if not cls.uses_critic else "hindsight admitted" if cls.admits_hindsight else "prefix only (eq. 5)"
+        values = (
+            "-"
+            if not cls.uses_critic
+            else "hindsight admitted"
+            if cls.admits_hindsight
+            else "prefix only (eq. 5)"
+        )
         options = ", ".join(f"`{name}`" for name in cls.Spec.model_fields if name != "name") or "-"
         critic = "yes" if cls.uses_critic else "no"
         lines.append(f"| `{cls.name}` | {critic} | {values} | {cls.min_group_size} | {options} |")

@@ -111,7 +111,9 @@ def test_tether_mixes_loo_and_value_with_previous_rho():
 def check_interior_rho_and_its_ema(tether_class):
     # One group: R = (1, 0), B^LOO = (0, 1), A^B = (1, -1). V = B + D with D = (.5, .5) and (1, -1):
     # sum A^B D = 1 - 0 = 1, sum D^2 = .5 + 2 = 2.5 -> rho_hat = 0.4, inside (0, 1): no clipping.
-    tokens = AdvantageBatch(np.array([1.0, 0.0]), np.array([0, 0]), np.ones((2, 2)), values=np.array([[0.5, 0.5], [2.0, 0.0]]))
+    tokens = AdvantageBatch(
+        np.array([1.0, 0.0]), np.array([0, 0]), np.ones((2, 2)), values=np.array([[0.5, 0.5], [2.0, 0.0]])
+    )
     estimator = tether_class(ema_decay=0.75)  # d != 1 - d: a swapped EMA shows
     estimator.update(tokens)
     assert estimator.last_fit[0] == pytest.approx(0.4)
@@ -168,7 +170,10 @@ def test_tether_buckets_fit_each_position_range_separately():
 
 @pytest.mark.parametrize(
     ("check", "broken"),
-    [(check_interior_rho_and_its_ema, CentredRegressionTether), (check_buckets_fit_each_position_range_separately, ZeroFitIgnoredTether)],
+    [
+        (check_interior_rho_and_its_ema, CentredRegressionTether),
+        (check_buckets_fit_each_position_range_separately, ZeroFitIgnoredTether),
+    ],
 )
 def test_the_hand_computed_tether_checks_catch_a_broken_fit(check, broken):
     with pytest.raises(AssertionError):
@@ -219,7 +224,9 @@ def test_lvrl_anchors_and_normalises_step_advantages():
 
 
 def test_torch_in_torch_out():
-    b = AdvantageBatch(torch.tensor(REWARDS), torch.tensor(GROUPS), torch.tensor(MASK), values=torch.tensor(VALUES))
+    b = AdvantageBatch(
+        torch.tensor(REWARDS), torch.tensor(GROUPS), torch.tensor(MASK), values=torch.tensor(VALUES)
+    )
     adv = get_estimator("value").compute(b)
     assert isinstance(adv, torch.Tensor) and adv.dtype == torch.float32
     np.testing.assert_allclose(adv.numpy(), get_estimator("value").compute(batch()))

@@ -73,7 +73,9 @@ def test_explained_variance_per_bucket_matches_the_masked_global_formula():
     mask[:, 0] = True
     values, rewards = rng.random((6, 10)), rng.integers(0, 2, 6).astype(float)
     bucket = position_buckets(mask, 3, 9)
-    per_bucket = explained_variance_per_bucket(bucket_explained_variance_moments(values, rewards, mask, bucket, 3))
+    per_bucket = explained_variance_per_bucket(
+        bucket_explained_variance_moments(values, rewards, mask, bucket, 3)
+    )
     for m in range(3):
         in_bucket = mask & (bucket == m)
         assert per_bucket[m] == pytest.approx(explained_variance(values, rewards, in_bucket))

@@ -44,8 +44,24 @@ class ApiProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "lecritique", "api", "serve", "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "info"],
-                env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "lecritique",
+                    "api",
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--log-level",
+                    "info",
+                ],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=str(ROOT),
+                start_new_session=True,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -12,9 +12,16 @@ def test_no_library_module_imports_a_service() -> None:
     offenders = []
     for path in sorted((ROOT / "libs" / "lecritique").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            offenders += [f"{path.relative_to(ROOT)}: {name}" for name in names if name == "services" or name.startswith("services.")]
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            )
+            offenders += [
+                f"{path.relative_to(ROOT)}: {name}"
+                for name in names
+                if name == "services" or name.startswith("services.")
+            ]
     assert offenders == []
 
 

@@ -31,9 +31,27 @@ MAX_EXAMPLES = 15
 def schemathesis(url: str, report: Path, *extra: str) -> tuple[dict[str, Any], str]:
     """Run ``st run`` (the schemathesis CLI of this environment); its JSON report and its output."""
     command = [
-        str(Path(sys.executable).with_name("st")), "run", f"{url}/openapi.json", "--checks", CHECKS,
-        "--max-examples", str(MAX_EXAMPLES), "--seed", "1", "--workers", "1", "--generation-database", "none",
-        "--request-timeout", "30", "--report", "json", "--report-json-path", str(report), "--no-color", *extra,
+        str(Path(sys.executable).with_name("st")),
+        "run",
+        f"{url}/openapi.json",
+        "--checks",
+        CHECKS,
+        "--max-examples",
+        str(MAX_EXAMPLES),
+        "--seed",
+        "1",
+        "--workers",
+        "1",
+        "--generation-database",
+        "none",
+        "--request-timeout",
+        "30",
+        "--report",
+        "json",
+        "--report-json-path",
+        str(report),
+        "--no-color",
+        *extra,
     ]
     # In the report's directory: schemathesis keeps a cache (.schemathesis/) in its working directory.
     result = subprocess.run(command, capture_output=True, text=True, timeout=400, cwd=report.parent)
@@ -46,13 +64,19 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
 ) -> None:
     # A generous running quota, so that the stateful phase can follow its links from many submissions.
     policies = {"*": {"maxRunningExperiments": 10_000}}
-    settings = api_settings(tmp_path, embedded_redis.url, recorder, LECRITIQUE_API_TENANT_POLICIES=json.dumps(policies))
+    settings = api_settings(
+        tmp_path, embedded_redis.url, recorder, LECRITIQUE_API_TENANT_POLICIES=json.dumps(policies)
+    )
     api = ApiProcess(settings, tmp_path / "api.log").start()
     try:
-        with_token, output = schemathesis(api.url, tmp_path / "with-token.json", "-H", f"Authorization: Bearer {ALICE}")
+        with_token, output = schemathesis(
+            api.url, tmp_path / "with-token.json", "-H", f"Authorization: Bearer {ALICE}"
+        )
         # Without a token every /v1 call stops at authentication: the boundary-value phase ("coverage")
         # would only repeat 401s, so it runs with a token only (it is most of the run's time).
-        without_token, _ = schemathesis(api.url, tmp_path / "without-token.json", "--phases", "examples,fuzzing,stateful")
+        without_token, _ = schemathesis(
+            api.url, tmp_path / "without-token.json", "--phases", "examples,fuzzing,stateful"
+        )
     finally:
         api.stop()
     for report in (with_token, without_token):
@@ -64,5 +88,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
     assert with_token["valid_rates"]["POST /v1/experiments"]["coverage"]["accepted"] > 0
     links = re.search(r"API Links:\s+(\d+) covered", output)
     assert links and int(links.group(1)) > 0, output[-3000:]
-    print(f"schemathesis: {with_token['test_cases']['generated']} cases with a token, "
-          f"{without_token['test_cases']['generated']} without; {links.group(0)}")
+    print(
+        f"schemathesis: {with_token['test_cases']['generated']} cases with a token, "
+        f"{without_token['test_cases']['generated']} without; {links.group(0)}"
+    )

@@ -32,10 +32,25 @@ TOKEN = "local-runs-token"
 
 def _supervise(tmp_path: Path, code: str) -> tuple[subprocess.Popen[bytes], Path]:
     result = tmp_path / "result.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "libs"), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "libs"), os.environ.get("PYTHONPATH", "")]),
+    }
     process = subprocess.Popen(
-        [sys.executable, "-m", "lecritique.launch.supervise", "--result", str(result), "--", sys.executable, "-c", code],
-        cwd=str(ROOT), start_new_session=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "lecritique.launch.supervise",
+            "--result",
+            str(result),
+            "--",
+            sys.executable,
+            "-c",
+            code,
+        ],
+        cwd=str(ROOT),
+        start_new_session=True,
+        env=env,
     )
     return process, result
 
@@ -90,11 +105,15 @@ def test_kill_tree_reaches_processes_in_their_own_sessions(tmp_path: Path) -> No
     _wait_for(lambda: not alive(grandchild), 30, "the grandchild to die", poll=0.1)
 
 
-def _local_api(tmp_path: Path, redis_url: str, name: str, port: int | None = None, experiment_redis_url: str = "") -> ApiProcess:
+def _local_api(
+    tmp_path: Path, redis_url: str, name: str, port: int | None = None, experiment_redis_url: str = ""
+) -> ApiProcess:
     settings = {
         "LECRITIQUE_API_REDIS_URL": redis_url,
         "LECRITIQUE_API_EXPERIMENT_REDIS_URL": experiment_redis_url,
-        "LECRITIQUE_API_TENANT_POLICIES": json.dumps({"*": {"modelRoots": [str(Path(quick_policy()).resolve().parent)]}}),
+        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(
+            {"*": {"modelRoots": [str(Path(quick_policy()).resolve().parent)]}}
+        ),
         "LECRITIQUE_API_LAUNCHER": "local",
         "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "runs"),
         "LECRITIQUE_API_TOKENS": json.dumps({"tester": hash_token(TOKEN)}),
@@ -116,11 +135,15 @@ def _wait_for(predicate: Any, timeout: float, what: str, poll: float = 1.0) -> A
 
 @pytest.mark.slow
 @pytest.mark.timeout(420)
-def test_a_running_experiment_survives_an_api_restart_and_delete_stops_all_of_it(tmp_path: Path, redis_db: Any, embedded_redis: Any) -> None:
+def test_a_running_experiment_survives_an_api_restart_and_delete_stops_all_of_it(
+    tmp_path: Path, redis_db: Any, embedded_redis: Any
+) -> None:
     first = _local_api(tmp_path, embedded_redis.url, "api-1").start()
     try:
         with first.client(TOKEN) as api:
-            created = api.post("/v1/experiments", json=tiny_spec_data("long-run", steps=10_000, policy_path=quick_policy()))
+            created = api.post(
+                "/v1/experiments", json=tiny_spec_data("long-run", steps=10_000, policy_path=quick_policy())
+            )
             assert created.status_code == 201, created.text
             experiment = created.json()
             assert experiment["status"] == "running" and experiment["launcher"] == "local"
@@ -129,7 +152,9 @@ def test_a_running_experiment_survives_an_api_restart_and_delete_stops_all_of_it
         logs = Path(handle["run_dir"]) / "run" / "logs"
         # Wait until `lecritique run` has started services of its own, so that stopping them is tested.
         _wait_for(lambda: logs.is_dir() and any(logs.glob("*.log")), 300, "the run's first service", poll=0.5)
-        _wait_for(lambda: len(descendants(supervisor)) >= 3, 120, "lecritique run and a service process", poll=0.5)
+        _wait_for(
+            lambda: len(descendants(supervisor)) >= 3, 120, "lecritique run and a service process", poll=0.5
+        )
     finally:
         first.stop(signal.SIGKILL)
     assert alive(supervisor), "the experiment must outlive the API process"
@@ -141,7 +166,11 @@ def test_a_running_experiment_survives_an_api_restart_and_delete_stops_all_of_it
             processes = descendants(supervisor) | {supervisor}
             response = api.delete(f"/v1/experiments/{experiment['id']}")
             assert response.status_code == 202 and response.json()["status"] in ("cancelling", "cancelled")
-            _wait_for(lambda: api.get(f"/v1/experiments/{experiment['id']}").json()["status"] == "cancelled", 180, "cancelled")
+            _wait_for(
+                lambda: api.get(f"/v1/experiments/{experiment['id']}").json()["status"] == "cancelled",
+                180,
+                "cancelled",
+            )
         still_running = [pid for pid in processes if alive(pid)]
         assert still_running == [], f"processes of the cancelled run still alive: {still_running}"
         assert json.loads(Path(handle["result"]).read_text())["cancelled"] is True
@@ -164,7 +193,11 @@ def test_full_lifecycle_of_a_local_experiment(tmp_path: Path) -> None:
     api_process = _local_api(tmp_path, api_url, "api", experiment_redis_url=experiments_url).start()
     try:
         with api_process.client(TOKEN) as api:
-            created = api.post("/v1/experiments", json=tiny_spec_data("sudoku-mini", steps=steps, policy_path=policy), headers={"Idempotency-Key": "once"})
+            created = api.post(
+                "/v1/experiments",
+                json=tiny_spec_data("sudoku-mini", steps=steps, policy_path=policy),
+                headers={"Idempotency-Key": "once"},
+            )
             assert created.status_code == 201, created.text
             experiment = created.json()["id"]
             listed = api.get("/v1/experiments").json()["experiments"]
@@ -181,8 +214,23 @@ def test_full_lifecycle_of_a_local_experiment(tmp_path: Path) -> None:
             rows = api.get(f"/v1/experiments/{experiment}/metrics").json()["rows"]
             assert [row["step"] for row in rows] == list(range(1, steps + 1))
             for row in rows:
-                assert {"reward_mean", "value_explained_variance", "tether_rho", "policy_version", "value_version", "dropped_stale", "seconds"} <= set(row)
-            assert api.post("/v1/experiments", json=tiny_spec_data("sudoku-mini", steps=steps, policy_path=policy), headers={"Idempotency-Key": "once"}).json()["id"] == experiment
+                assert {
+                    "reward_mean",
+                    "value_explained_variance",
+                    "tether_rho",
+                    "policy_version",
+                    "value_version",
+                    "dropped_stale",
+                    "seconds",
+                } <= set(row)
+            assert (
+                api.post(
+                    "/v1/experiments",
+                    json=tiny_spec_data("sudoku-mini", steps=steps, policy_path=policy),
+                    headers={"Idempotency-Key": "once"},
+                ).json()["id"]
+                == experiment
+            )
         experiments = redis_client(experiments_url)
         assert experiments.llen(f"lecritique:{experiment}:metrics") == steps
         with pytest.raises(redis.exceptions.NoPermissionError):

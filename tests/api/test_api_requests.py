@@ -26,7 +26,9 @@ from tests.helm_support import launcher_defaults, spec_data
 ALICE, BOB = "alice-token-0123456789", "bob-token-9876543210"
 
 
-def _app(redis_db: redis.Redis, embedded_redis: Any, recorder: RecordingApiServer, tokens_file: Path | None = None) -> Any:
+def _app(
+    redis_db: redis.Redis, embedded_redis: Any, recorder: RecordingApiServer, tokens_file: Path | None = None
+) -> Any:
     settings = ApiSettings(
         redis_url=embedded_redis.url,
         launcher="kubernetes",
@@ -59,27 +61,50 @@ def test_health_metrics_and_openapi_need_no_token(api: TestClient) -> None:
     assert api.get("/healthz").text == "ok"
     assert api.get("/readyz").status_code == 200
     paths = api.get("/openapi.json").json()["paths"]
-    assert {"/v1/experiments", "/v1/experiments/{experiment_id}", "/v1/experiments/{experiment_id}/metrics", "/healthz"} <= set(paths)
+    assert {
+        "/v1/experiments",
+        "/v1/experiments/{experiment_id}",
+        "/v1/experiments/{experiment_id}/metrics",
+        "/healthz",
+    } <= set(paths)
     assert set(paths["/v1/experiments/{experiment_id}"]) == {"get", "delete"}
     assert "swagger" in api.get("/docs").text.lower()
     api.get("/v1/experiments")
-    assert 'lecritique_api_requests_total{code="401",method="GET",route="/v1/experiments"}' in api.get("/metrics").text
+    assert (
+        'lecritique_api_requests_total{code="401",method="GET",route="/v1/experiments"}'
+        in api.get("/metrics").text
+    )
 
 
 @pytest.mark.parametrize(
     "headers",
-    [{}, {"Authorization": "Bearer "}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {ALICE}"}, {"Authorization": ALICE}],
+    [
+        {},
+        {"Authorization": "Bearer "},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": f"Basic {ALICE}"},
+        {"Authorization": ALICE},
+    ],
 )
-def test_requests_without_a_valid_bearer_token_get_401(api: TestClient, recorder: RecordingApiServer, headers: dict[str, str]) -> None:
-    for method, path in (("post", "/v1/experiments"), ("get", "/v1/experiments"), ("get", "/v1/experiments/exp-0000000000"),
-                         ("get", "/v1/experiments/exp-0000000000/metrics"), ("delete", "/v1/experiments/exp-0000000000")):
+def test_requests_without_a_valid_bearer_token_get_401(
+    api: TestClient, recorder: RecordingApiServer, headers: dict[str, str]
+) -> None:
+    for method, path in (
+        ("post", "/v1/experiments"),
+        ("get", "/v1/experiments"),
+        ("get", "/v1/experiments/exp-0000000000"),
+        ("get", "/v1/experiments/exp-0000000000/metrics"),
+        ("delete", "/v1/experiments/exp-0000000000"),
+    ):
         response = api.request(method, path, headers=headers, json=spec_data() if method == "post" else None)
         assert response.status_code == 401, (method, path)
         assert response.headers["WWW-Authenticate"].startswith("Bearer")
     assert recorder.calls == []
 
 
-def test_submit_launches_and_returns_201_with_id_and_status(api: TestClient, recorder: RecordingApiServer) -> None:
+def test_submit_launches_and_returns_201_with_id_and_status(
+    api: TestClient, recorder: RecordingApiServer
+) -> None:
     response = _submit(api)
     assert response.status_code == 201, response.text
     body = response.json()
@@ -88,31 +113,57 @@ def test_submit_launches_and_returns_201_with_id_and_status(api: TestClient, rec
     assert response.headers["Location"] == f"/v1/experiments/{body['id']}"
     created = [call[3] for call in recorder.calls if call[0] == "POST"]
     assert {obj["metadata"]["labels"]["lecritique.dev/experiment"] for obj in created} == {body["id"]}
-    assert {obj["kind"] for obj in created} == {"ConfigMap", "Service", "Deployment", "StatefulSet", "Job", "NetworkPolicy", "PodDisruptionBudget"}
+    assert {obj["kind"] for obj in created} == {
+        "ConfigMap",
+        "Service",
+        "Deployment",
+        "StatefulSet",
+        "Job",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+    }
 
 
 @pytest.mark.parametrize(
     ("body", "field", "message"),
     [
-        (spec_data(critic={"kind": "discriminative", "replay": {"capcity": 3}}), "critic.replay.capcity", "unknown field"),
+        (
+            spec_data(critic={"kind": "discriminative", "replay": {"capcity": 3}}),
+            "critic.replay.capcity",
+            "unknown field",
+        ),
         (spec_data(rollout={"group_size": "four"}), "rollout.group_size", "integer"),
         ({k: v for k, v in spec_data().items() if k != "environment"}, "environment", "Field required"),
         (spec_data(name="Not A DNS Name"), "name", "lowercase"),
-        (spec_data(placement={"rollout": {"resources": {"requests": {"memory": "1Ti"}}}}), "placement.rollout.resources.requests.memory", "exceeds the limit"),
-        (spec_data(placement={"rollout": {"node_selecter": {}}}), "placement.rollout.node_selecter", "unknown field"),
+        (
+            spec_data(placement={"rollout": {"resources": {"requests": {"memory": "1Ti"}}}}),
+            "placement.rollout.resources.requests.memory",
+            "exceeds the limit",
+        ),
+        (
+            spec_data(placement={"rollout": {"node_selecter": {}}}),
+            "placement.rollout.node_selecter",
+            "unknown field",
+        ),
         ([1, 2], "spec", "JSON object"),
     ],
 )
-def test_spec_errors_are_422_naming_the_field(api: TestClient, recorder: RecordingApiServer, body: Any, field: str, message: str) -> None:
+def test_spec_errors_are_422_naming_the_field(
+    api: TestClient, recorder: RecordingApiServer, body: Any, field: str, message: str
+) -> None:
     response = _submit(api, body=body)
     assert response.status_code == 422, response.text
     details = response.json()["detail"]
     assert any(d["field"] == field and message in d["message"] for d in details), details
-    assert recorder.calls == [] and api.get("/v1/experiments", headers=_auth(ALICE)).json()["experiments"] == []
+    assert (
+        recorder.calls == [] and api.get("/v1/experiments", headers=_auth(ALICE)).json()["experiments"] == []
+    )
 
 
 def test_a_body_that_is_not_json_is_422(api: TestClient) -> None:
-    response = api.post("/v1/experiments", content=b"{not json", headers=_auth(ALICE) | {"Content-Type": "application/json"})
+    response = api.post(
+        "/v1/experiments", content=b"{not json", headers=_auth(ALICE) | {"Content-Type": "application/json"}
+    )
     assert response.status_code == 422 and response.json()["detail"][0]["field"] == "body"
 
 
@@ -133,7 +184,9 @@ def test_idempotency_key_makes_retries_safe(api: TestClient, recorder: Recording
 
 
 def test_a_rejected_body_does_not_burn_its_idempotency_key(api: TestClient) -> None:
-    bad = _submit(api, body=spec_data(placement={"rollout": {"resources": {"requests": {"memory": "1Ti"}}}}), key="k")
+    bad = _submit(
+        api, body=spec_data(placement={"rollout": {"resources": {"requests": {"memory": "1Ti"}}}}), key="k"
+    )
     assert bad.status_code == 422
     assert _submit(api, key="k").status_code == 201
 
@@ -144,43 +197,77 @@ def test_tenants_see_only_their_own_experiments(api: TestClient) -> None:
     mine = _submit(api).json()["id"]
     theirs = _submit(api, token=BOB).json()["id"]
     assert [e["id"] for e in api.get("/v1/experiments", headers=_auth(ALICE)).json()["experiments"]] == [mine]
-    for method, path in (("get", f"/v1/experiments/{theirs}"), ("get", f"/v1/experiments/{theirs}/metrics"), ("delete", f"/v1/experiments/{theirs}")):
+    for method, path in (
+        ("get", f"/v1/experiments/{theirs}"),
+        ("get", f"/v1/experiments/{theirs}/metrics"),
+        ("delete", f"/v1/experiments/{theirs}"),
+    ):
         response = api.request(method, path, headers=_auth(ALICE))
-        assert response.status_code == 404 and response.json() == api.request(method, path.replace(theirs, "exp-0000000000"), headers=_auth(ALICE)).json()
+        assert (
+            response.status_code == 404
+            and response.json()
+            == api.request(method, path.replace(theirs, "exp-0000000000"), headers=_auth(ALICE)).json()
+        )
     assert api.get(f"/v1/experiments/{theirs}", headers=_auth(BOB)).json()["status"] == "running"
     assert api.get("/v1/experiments/exp-ffffffffff", headers=_auth(ALICE)).status_code == 404
 
 
-def test_details_and_metrics_come_from_what_the_orchestrator_writes(api: TestClient, redis_db: redis.Redis) -> None:
+def test_details_and_metrics_come_from_what_the_orchestrator_writes(
+    api: TestClient, redis_db: redis.Redis
+) -> None:
     experiment = _submit(api).json()["id"]
     view = api.get(f"/v1/experiments/{experiment}", headers=_auth(ALICE)).json()
     assert view["step"] is None and view["latest_metrics"] is None and view["spec"]["name"] == "sudoku-mini"
     rows = [
-        {"step": step, "reward_mean": 0.1 * step, "value_explained_variance": 0.2, "tether_rho": 0.5,
-         "policy_version": step, "value_version": 2 * step, "dropped_stale": 0, "seconds": 1.5 * step}
+        {
+            "step": step,
+            "reward_mean": 0.1 * step,
+            "value_explained_variance": 0.2,
+            "tether_rho": 0.5,
+            "policy_version": step,
+            "value_version": 2 * step,
+            "dropped_stale": 0,
+            "seconds": 1.5 * step,
+        }
         for step in (1, 2, 3)
     ]
     for row in rows:
         redis_db.rpush(f"lecritique:{experiment}:metrics", json.dumps(row))
-        redis_db.hset(f"lecritique:{experiment}:status", mapping={"step": row["step"], "policy_version": row["policy_version"]})
+        redis_db.hset(
+            f"lecritique:{experiment}:status",
+            mapping={"step": row["step"], "policy_version": row["policy_version"]},
+        )
     view = api.get(f"/v1/experiments/{experiment}", headers=_auth(ALICE)).json()
     assert (view["step"], view["policy_version"], view["value_version"]) == (3, 3, 6)
     assert view["latest_metrics"] == rows[-1]
     series = api.get(f"/v1/experiments/{experiment}/metrics", headers=_auth(ALICE)).json()
     assert series == {"experiment_id": experiment, "rows": rows}
-    later = api.get(f"/v1/experiments/{experiment}/metrics", params={"since_step": 1}, headers=_auth(ALICE)).json()
+    later = api.get(
+        f"/v1/experiments/{experiment}/metrics", params={"since_step": 1}, headers=_auth(ALICE)
+    ).json()
     assert [r["step"] for r in later["rows"]] == [2, 3]
 
 
-def test_finished_jobs_finish_the_experiment_and_free_its_workloads(api: TestClient, recorder: RecordingApiServer) -> None:
+def test_finished_jobs_finish_the_experiment_and_free_its_workloads(
+    api: TestClient, recorder: RecordingApiServer
+) -> None:
     done, broken = _submit(api).json()["id"], _submit(api).json()["id"]
     recorder.finish_job(f"{done}-orchestrator", "Complete")
-    recorder.finish_job(f"{broken}-orchestrator", "Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    recorder.finish_job(
+        f"{broken}-orchestrator",
+        "Failed",
+        "BackoffLimitExceeded",
+        "Job has reached the specified backoff limit",
+    )
     assert api.get(f"/v1/experiments/{done}", headers=_auth(ALICE)).json()["status"] == "succeeded"
     failed = api.get(f"/v1/experiments/{broken}", headers=_auth(ALICE)).json()
     assert failed["status"] == "failed" and "BackoffLimitExceeded" in failed["error"]
     for experiment in (done, broken):
-        left = [o["kind"] for o in recorder.objects.values() if o["metadata"]["labels"]["lecritique.dev/experiment"] == experiment]
+        left = [
+            o["kind"]
+            for o in recorder.objects.values()
+            if o["metadata"]["labels"]["lecritique.dev/experiment"] == experiment
+        ]
         assert left == ["Job"], "a finished experiment keeps only its Job (for logs)"
 
 
@@ -197,7 +284,9 @@ def test_delete_cancels_and_tears_down_its_workloads(api: TestClient, recorder: 
 
 
 def test_a_failed_launch_is_recorded_not_lost(api: TestClient, recorder: RecordingApiServer) -> None:
-    recorder.http.RequestHandlerClass.do_POST = lambda self: self._reply(403, {"kind": "Status", "apiVersion": "v1", "code": 403, "message": "quota exceeded"})  # type: ignore[attr-defined]
+    recorder.http.RequestHandlerClass.do_POST = lambda self: self._reply(
+        403, {"kind": "Status", "apiVersion": "v1", "code": 403, "message": "quota exceeded"}
+    )  # type: ignore[attr-defined]
     response = _submit(api)
     assert response.status_code == 201
     body = response.json()
@@ -205,7 +294,9 @@ def test_a_failed_launch_is_recorded_not_lost(api: TestClient, recorder: Recordi
     assert api.get(f"/v1/experiments/{body['id']}", headers=_auth(ALICE)).json()["status"] == "failed"
 
 
-def test_token_file_changes_are_picked_up(redis_db: redis.Redis, embedded_redis: Any, recorder: RecordingApiServer, tmp_path: Path) -> None:
+def test_token_file_changes_are_picked_up(
+    redis_db: redis.Redis, embedded_redis: Any, recorder: RecordingApiServer, tmp_path: Path
+) -> None:
     """A rotated Secret (the mounted file changes) takes effect without restarting the API."""
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"carol": hash_token("carol-token")}))
@@ -215,7 +306,10 @@ def test_token_file_changes_are_picked_up(redis_db: redis.Redis, embedded_redis:
         tokens.write_text(json.dumps({"dave": hash_token("dave-token")}))
         os.utime(tokens, (time.time() + 10, time.time() + 10))
         deadline = time.monotonic() + 15  # the registry re-reads at most every 5 s
-        while api.get("/v1/experiments", headers=_auth("dave-token")).status_code != 200 and time.monotonic() < deadline:
+        while (
+            api.get("/v1/experiments", headers=_auth("dave-token")).status_code != 200
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.5)
         assert api.get("/v1/experiments", headers=_auth("dave-token")).status_code == 200
         assert api.get("/v1/experiments", headers=_auth("carol-token")).status_code == 401

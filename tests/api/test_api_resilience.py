@@ -41,8 +41,13 @@ def own_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
 
 
 def _calls(experiment: str) -> list[tuple[str, str, Any]]:
-    return [("POST", "/v1/experiments", SPEC), ("GET", "/v1/experiments", None), ("GET", f"/v1/experiments/{experiment}", None),
-            ("GET", f"/v1/experiments/{experiment}/metrics", None), ("DELETE", f"/v1/experiments/{experiment}", None)]
+    return [
+        ("POST", "/v1/experiments", SPEC),
+        ("GET", "/v1/experiments", None),
+        ("GET", f"/v1/experiments/{experiment}", None),
+        ("GET", f"/v1/experiments/{experiment}/metrics", None),
+        ("DELETE", f"/v1/experiments/{experiment}", None),
+    ]
 
 
 def test_every_v1_call_is_503_with_retry_after_while_redis_is_down(
@@ -60,7 +65,9 @@ def test_every_v1_call_is_503_with_retry_after_while_redis_is_down(
                 assert int(response.headers["Retry-After"]) > 0
                 assert response.json()["detail"][0]["field"] == "redis"
                 assert anonymous.request(method, path, json=body).status_code == 401
-            assert anonymous.get("/readyz").status_code == 503 and anonymous.get("/healthz").status_code == 200
+            assert (
+                anonymous.get("/readyz").status_code == 503 and anonymous.get("/healthz").status_code == 200
+            )
             restarted = start_embedded_redis(data_dir, port=port)
             try:
                 assert alice.get(f"/v1/experiments/{experiment}").json()["status"] == "running"
@@ -76,8 +83,19 @@ def _acl_urls(server: EmbeddedRedis) -> tuple[str, Any]:
     admin_url = f"redis://admin:admin-pw@127.0.0.1:{server.port}/0"
     setup = server.client()
     setup.execute_command("ACL", "SETUSER", "admin", "on", ">admin-pw", "~*", "+@all")
-    setup.execute_command("ACL", "SETUSER", "api", "on", ">api-pw", "~lecritique:api:idempotency:*", "~lecritique:api:tenant:*",
-                          "~lecritique:api:active", "~lecritique:api:running:*", "~lecritique:api:unused", "+@all")
+    setup.execute_command(
+        "ACL",
+        "SETUSER",
+        "api",
+        "on",
+        ">api-pw",
+        "~lecritique:api:idempotency:*",
+        "~lecritique:api:tenant:*",
+        "~lecritique:api:active",
+        "~lecritique:api:running:*",
+        "~lecritique:api:unused",
+        "+@all",
+    )
     setup.execute_command("ACL", "SETUSER", "default", "off")
     return f"redis://api:api-pw@127.0.0.1:{server.port}/0", redis_client(admin_url)
 
@@ -94,7 +112,9 @@ def test_a_failure_between_claiming_a_key_and_writing_the_record_does_not_burn_t
             left = admin.keys("lecritique:api:*")
             admin.execute_command("ACL", "SETUSER", "api", "~*")  # the store works again
             created = alice.post("/v1/experiments", json=SPEC, headers={"Idempotency-Key": "once"})
-            assert created.status_code == 201, created.text  # before the fix: 409 "still in progress", for 24 h
+            assert created.status_code == 201, (
+                created.text
+            )  # before the fix: 409 "still in progress", for 24 h
             assert left == [], "neither the key nor any part of the record was written"
             assert failed.status_code == 503 and failed.headers["Retry-After"]
             replayed = alice.post("/v1/experiments", json=SPEC, headers={"Idempotency-Key": "once"})
@@ -116,8 +136,13 @@ def test_an_api_killed_while_launching_leaves_a_record_that_the_key_replays_and_
         original(handler)
 
     recorder.http.RequestHandlerClass.do_POST = blocked_post  # type: ignore[attr-defined]
-    settings = api_settings(tmp_path, own_redis.url, recorder, LECRITIQUE_API_PENDING_GRACE_SECONDS="1",
-                            LECRITIQUE_API_RECONCILE_SECONDS="1")
+    settings = api_settings(
+        tmp_path,
+        own_redis.url,
+        recorder,
+        LECRITIQUE_API_PENDING_GRACE_SECONDS="1",
+        LECRITIQUE_API_RECONCILE_SECONDS="1",
+    )
     first = ApiProcess(settings, tmp_path / "api-1.log").start()
     client = own_redis.client()
     try:
@@ -138,10 +163,16 @@ def test_an_api_killed_while_launching_leaves_a_record_that_the_key_replays_and_
             replayed = alice.post("/v1/experiments", json=SPEC, headers={"Idempotency-Key": "k"})
             assert replayed.status_code == 201 and replayed.json()["id"] == experiment
             deadline = time.monotonic() + 60
-            while alice.get(f"/v1/experiments/{experiment}").json()["status"] != "running" and time.monotonic() < deadline:
+            while (
+                alice.get(f"/v1/experiments/{experiment}").json()["status"] != "running"
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.5)
             assert alice.get(f"/v1/experiments/{experiment}").json()["status"] == "running"
-            assert any(o["kind"] == "Job" and o["metadata"]["name"] == f"{experiment}-orchestrator" for o in recorder.objects.values())
+            assert any(
+                o["kind"] == "Job" and o["metadata"]["name"] == f"{experiment}-orchestrator"
+                for o in recorder.objects.values()
+            )
             assert len(alice.get("/v1/experiments").json()["experiments"]) == 1
     finally:
         second.stop()

@@ -17,7 +17,9 @@ from tests.helm_support import NAMESPACE, launcher_defaults, spec_data
 ALICE, BOB = "alice-restart-token", "bob-restart-token"
 
 
-def test_api_restarts_keep_every_record(tmp_path: Path, redis_db: Any, embedded_redis: Any, recorder: RecordingApiServer) -> None:
+def test_api_restarts_keep_every_record(
+    tmp_path: Path, redis_db: Any, embedded_redis: Any, recorder: RecordingApiServer
+) -> None:
     defaults = tmp_path / "launcher-defaults.json"
     defaults.write_text(json.dumps(launcher_defaults()))
     settings = {

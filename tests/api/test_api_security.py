@@ -22,14 +22,22 @@ from tests.helm_support import NAMESPACE, launcher_defaults, spec_data
 
 ALICE, BOB = "alice-security-token", "bob-security-token"
 POLICIES = {
-    "*": {"modelRoots": ["/weights/models/shared"], "maxRunningExperiments": 2, "maxReplicas": 4, "maxSteps": 1000, "maxGpus": 4},
+    "*": {
+        "modelRoots": ["/weights/models/shared"],
+        "maxRunningExperiments": 2,
+        "maxReplicas": 4,
+        "maxSteps": 1000,
+        "maxGpus": 4,
+    },
     "alice": {"secrets": ["shared-llm-key"], "llmEndpoints": ["https://llm.example.com/v1"]},
 }
 MODEL = "/weights/models/shared/policy"
 MAX_BODY = 262_144
 
 
-def api_settings(tmp_path: Path, redis_url: str, recorder: RecordingApiServer, **extra: str) -> dict[str, str]:
+def api_settings(
+    tmp_path: Path, redis_url: str, recorder: RecordingApiServer, **extra: str
+) -> dict[str, str]:
     """LECRITIQUE_API_* settings of an API process using the kubernetes launcher against ``recorder``."""
     defaults = tmp_path / "launcher-defaults.json"
     defaults.write_text(json.dumps(launcher_defaults()))
@@ -54,9 +62,13 @@ def module_recorder() -> Iterator[RecordingApiServer]:
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any, module_recorder: RecordingApiServer) -> Iterator[ApiProcess]:
+def api(
+    tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any, module_recorder: RecordingApiServer
+) -> Iterator[ApiProcess]:
     tmp_path = tmp_path_factory.mktemp("api-security")
-    process = ApiProcess(api_settings(tmp_path, embedded_redis.url, module_recorder), tmp_path / "api.log").start()
+    process = ApiProcess(
+        api_settings(tmp_path, embedded_redis.url, module_recorder), tmp_path / "api.log"
+    ).start()
     yield process
     process.stop()
 
@@ -85,7 +97,10 @@ def _fields(response: httpx.Response) -> dict[str, str]:
     ("llm", "field"),
     [
         ({"api_key_env": "JUDGE_KEY", "api_key_secret": "bob-llm-key"}, "critic.llm.api_key_secret"),
-        ({"api_key_env": "JUDGE_KEY", "api_key_secret": "lecritique-redis-auth"}, "critic.llm.api_key_secret"),
+        (
+            {"api_key_env": "JUDGE_KEY", "api_key_secret": "lecritique-redis-auth"},
+            "critic.llm.api_key_secret",
+        ),
         ({"api_key_env": "REDIS_URL", "api_key_secret": "alice-llm-key"}, "critic.llm.api_key_env"),
         ({"api_key_env": "LECRITIQUE_API_TOKENS"}, "critic.llm.api_key_env"),
         ({"api_key_env": "LD_PRELOAD"}, "critic.llm.api_key_env"),
@@ -106,8 +121,10 @@ def test_secrets_variables_and_endpoints_outside_the_tenants_policy_are_refused(
 
 @pytest.mark.parametrize(
     "llm",
-    [{"api_key_env": "JUDGE_KEY", "api_key_secret": "alice-llm-key"},  # the tenant's own prefix
-     {"api_key_env": "JUDGE_KEY", "api_key_secret": "shared-llm-key"}],  # allowed by its policy
+    [
+        {"api_key_env": "JUDGE_KEY", "api_key_secret": "alice-llm-key"},  # the tenant's own prefix
+        {"api_key_env": "JUDGE_KEY", "api_key_secret": "shared-llm-key"},
+    ],  # allowed by its policy
 )
 def test_what_the_policy_allows_is_accepted(alice: httpx.Client, llm: dict[str, Any]) -> None:
     assert alice.post("/v1/experiments", json=_frozen(**llm)).status_code == 201
@@ -121,11 +138,19 @@ def test_endpoints_are_per_tenant(api: ApiProcess, redis_db: Any) -> None:
 
 @pytest.mark.parametrize(
     ("path", "status"),
-    [("/etc", 403), ("/weights/models/bob/policy", 403), ("/weights/models/shared-other/policy", 403),
-     ("/weights/models/alice/../../../etc", 422), ("relative/model", 403),
-     ("/weights/models/alice/policy", 201), ("/weights/models/shared/policy", 201)],
+    [
+        ("/etc", 403),
+        ("/weights/models/bob/policy", 403),
+        ("/weights/models/shared-other/policy", 403),
+        ("/weights/models/alice/../../../etc", 422),
+        ("relative/model", 403),
+        ("/weights/models/alice/policy", 201),
+        ("/weights/models/shared/policy", 201),
+    ],
 )
-def test_model_paths_must_lie_under_the_tenants_model_roots(alice: httpx.Client, path: str, status: int) -> None:
+def test_model_paths_must_lie_under_the_tenants_model_roots(
+    alice: httpx.Client, path: str, status: int
+) -> None:
     response = alice.post("/v1/experiments", json=_spec(policy={"path": path}))
     assert response.status_code == status, response.text
     if status != 201:
@@ -143,13 +168,23 @@ def test_a_generative_critic_model_path_is_checked_too(alice: httpx.Client) -> N
     [
         ({"rollout": {"replicas": 5}}, "rollout.replicas", "4"),
         ({"critic": {"kind": "discriminative", "evaluator_replicas": 9}}, "critic.evaluator_replicas", "4"),
-        ({"placement": {"environment_verifier": {"replicas": 16}}}, "placement.environment_verifier.replicas", "4"),
+        (
+            {"placement": {"environment_verifier": {"replicas": 16}}},
+            "placement.environment_verifier.replicas",
+            "4",
+        ),
         ({"critic": {"kind": "discriminative", "processes": 5}}, "critic.processes", "4"),
         ({"orchestrator": {"steps": 1001}}, "orchestrator.steps", "1000"),
-        ({"policy_trainer": {"processes": 2}, "rollout": {"replicas": 3}}, "placement", "4"),  # 2 + 3 + 1 + 1 GPUs
+        (
+            {"policy_trainer": {"processes": 2}, "rollout": {"replicas": 3}},
+            "placement",
+            "4",
+        ),  # 2 + 3 + 1 + 1 GPUs
     ],
 )
-def test_quotas_are_422_naming_the_field_and_the_limit(alice: httpx.Client, sections: dict[str, Any], field: str, limit: str) -> None:
+def test_quotas_are_422_naming_the_field_and_the_limit(
+    alice: httpx.Client, sections: dict[str, Any], field: str, limit: str
+) -> None:
     response = alice.post("/v1/experiments", json=_spec(**sections))
     assert response.status_code == 422, response.text
     assert limit in _fields(response)[field]
@@ -182,7 +217,9 @@ def test_running_experiments_quota_is_429_until_one_finishes(alice: httpx.Client
 )
 def test_numbers_have_upper_bounds_and_floats_are_finite(alice: httpx.Client, raw: str, field: str) -> None:
     base = json.dumps(_spec())[:-1]
-    response = alice.post("/v1/experiments", content=f"{base}, {raw}}}", headers={"Content-Type": "application/json"})
+    response = alice.post(
+        "/v1/experiments", content=f"{base}, {raw}}}", headers={"Content-Type": "application/json"}
+    )
     assert response.status_code == 422, response.text
     assert field in _fields(response), response.text
 
@@ -195,8 +232,16 @@ def test_names_are_whole_dns_labels(alice: httpx.Client, name: str) -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [b"[" * 1000 + b"]" * 1000, b'{"a":' * 1000 + b"1" + b"}" * 1000, b"\xff\xfe{}", b"", b"   ", b"{not json",
-     b"1" * 5000, b'{"name": "x"' + b", " * 10],
+    [
+        b"[" * 1000 + b"]" * 1000,
+        b'{"a":' * 1000 + b"1" + b"}" * 1000,
+        b"\xff\xfe{}",
+        b"",
+        b"   ",
+        b"{not json",
+        b"1" * 5000,
+        b'{"name": "x"' + b", " * 10,
+    ],
 )
 def test_every_malformed_body_is_422(alice: httpx.Client, body: bytes) -> None:
     response = alice.post("/v1/experiments", content=body, headers={"Content-Type": "application/json"})
@@ -206,13 +251,21 @@ def test_every_malformed_body_is_422(alice: httpx.Client, body: bytes) -> None:
 
 def test_bodies_over_the_limit_are_413_declared_or_streamed(alice: httpx.Client) -> None:
     big = json.dumps(_spec(name="x" * (MAX_BODY + 10))).encode()
-    assert alice.post("/v1/experiments", content=big, headers={"Content-Type": "application/json"}).status_code == 413
+    assert (
+        alice.post("/v1/experiments", content=big, headers={"Content-Type": "application/json"}).status_code
+        == 413
+    )
 
     def chunks() -> Iterator[bytes]:
         for _ in range(64):
             yield b" " * 16_384  # 1 MiB in all, without a Content-Length
 
-    assert alice.post("/v1/experiments", content=chunks(), headers={"Content-Type": "application/json"}).status_code == 413
+    assert (
+        alice.post(
+            "/v1/experiments", content=chunks(), headers={"Content-Type": "application/json"}
+        ).status_code
+        == 413
+    )
 
 
 def test_error_messages_do_not_echo_large_input(alice: httpx.Client) -> None:
@@ -225,8 +278,13 @@ def test_error_messages_do_not_echo_large_input(alice: httpx.Client) -> None:
 
 @pytest.mark.parametrize(
     "query",
-    ["/v1/experiments?offset=9223372036854775807", "/v1/experiments?offset=-1", "/v1/experiments?limit=1000000",
-     "/v1/experiments?limit=0", "/v1/experiments/exp-0000000000/metrics?since_step=9223372036854775807"],
+    [
+        "/v1/experiments?offset=9223372036854775807",
+        "/v1/experiments?offset=-1",
+        "/v1/experiments?limit=1000000",
+        "/v1/experiments?limit=0",
+        "/v1/experiments/exp-0000000000/metrics?since_step=9223372036854775807",
+    ],
 )
 def test_pagination_and_query_numbers_are_bounded(alice: httpx.Client, query: str) -> None:
     response = alice.get(query)
@@ -234,7 +292,9 @@ def test_pagination_and_query_numbers_are_bounded(alice: httpx.Client, query: st
     assert response.json()["detail"][0]["field"] in ("offset", "limit", "since_step")
 
 
-def test_another_tenants_experiment_is_indistinguishable_from_a_missing_one(api: ApiProcess, alice: httpx.Client) -> None:
+def test_another_tenants_experiment_is_indistinguishable_from_a_missing_one(
+    api: ApiProcess, alice: httpx.Client
+) -> None:
     with api.client(BOB) as bob:
         theirs = bob.post("/v1/experiments", json=_spec()).json()["id"]
     for method, suffix in (("GET", ""), ("GET", "/metrics"), ("DELETE", "")):

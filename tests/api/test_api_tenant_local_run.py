@@ -26,14 +26,23 @@ def _dataset(path: Path) -> None:
     """Sudoku-mini puzzles as rows, so that the tiny test policy reads its own kind of prompt."""
     sudoku = get_environment("sudoku", size=4, empty_cells=[1, 2])
     tasks = sudoku.sample_tasks(16, "train", seed=0)
-    path.write_text("".join(json.dumps({"id": i, "prompt": t.prompt, "answer": t.reference}) + "\n" for i, t in enumerate(tasks)))
+    path.write_text(
+        "".join(
+            json.dumps({"id": i, "prompt": t.prompt, "answer": t.reference}) + "\n"
+            for i, t in enumerate(tasks)
+        )
+    )
 
 
 def _spec(path: Path, policy: Path) -> dict[str, Any]:
     return {
         "name": "tenant-dataset",
-        "environment": {"kind": "dataset", "path": str(path), "id_column": "id",
-                        "verifier": {"kind": "python", "entry_point": VERIFIER}},
+        "environment": {
+            "kind": "dataset",
+            "path": str(path),
+            "id_column": "id",
+            "verifier": {"kind": "python", "entry_point": VERIFIER},
+        },
         "policy": {"path": str(policy)},
         "rollout": {"group_size": 2, "tasks_per_step": 4, "sampling": {"max_tokens": 8}},
         "estimator": {"name": "rloo"},
@@ -44,7 +53,9 @@ def _spec(path: Path, policy: Path) -> dict[str, Any]:
 
 @pytest.mark.slow(seconds=300)
 @pytest.mark.timeout(900)
-def test_an_allowed_verifier_and_dataset_root_work_end_to_end(tmp_path: Path, embedded_redis: Any, redis_db: Any) -> None:
+def test_an_allowed_verifier_and_dataset_root_work_end_to_end(
+    tmp_path: Path, embedded_redis: Any, redis_db: Any
+) -> None:
     policy = quick_policy()
     datasets = tmp_path / "datasets"
     (datasets / "research").mkdir(parents=True)
@@ -57,10 +68,12 @@ def test_an_allowed_verifier_and_dataset_root_work_end_to_end(tmp_path: Path, em
         "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "runs"),
         "LECRITIQUE_API_DATASETS_ROOT": str(datasets),
         "LECRITIQUE_API_TOKENS": json.dumps({"research": hash_token(RESEARCH), "guest": hash_token(GUEST)}),
-        "LECRITIQUE_API_TENANT_POLICIES": json.dumps({
-            "*": {"modelRoots": [str(Path(policy).resolve().parent)]},
-            "research": {"verifierEntryPoints": [VERIFIER]},
-        }),
+        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(
+            {
+                "*": {"modelRoots": [str(Path(policy).resolve().parent)]},
+                "research": {"verifierEntryPoints": [VERIFIER]},
+            }
+        ),
         "LECRITIQUE_API_RECONCILE_SECONDS": "2",
     }
     api = ApiProcess(settings, tmp_path / "api.log").start()
@@ -68,22 +81,37 @@ def test_an_allowed_verifier_and_dataset_root_work_end_to_end(tmp_path: Path, em
         with api.client(GUEST) as guest:
             refused = guest.post("/v1/experiments", json=_spec(data, policy))
             assert refused.status_code == 403, refused.text
-            assert {item["field"] for item in refused.json()["detail"]} == {"environment.path", "environment.verifier.entry_point"}
+            assert {item["field"] for item in refused.json()["detail"]} == {
+                "environment.path",
+                "environment.verifier.entry_point",
+            }
         with api.client(RESEARCH) as research:
-            escape = research.post("/v1/experiments", json=_spec(datasets / "research" / "escape.jsonl", policy))
-            assert escape.status_code == 403 and escape.json()["detail"][0]["field"] == "environment.path", escape.text
+            escape = research.post(
+                "/v1/experiments", json=_spec(datasets / "research" / "escape.jsonl", policy)
+            )
+            assert escape.status_code == 403 and escape.json()["detail"][0]["field"] == "environment.path", (
+                escape.text
+            )
             created = research.post("/v1/experiments", json=_spec(data, policy))
             assert created.status_code == 201, created.text
             experiment = created.json()["id"]
             deadline = time.monotonic() + 360
-            while (view := research.get(f"/v1/experiments/{experiment}").json())["status"] not in ("succeeded", "failed", "cancelled"):
+            while (view := research.get(f"/v1/experiments/{experiment}").json())["status"] not in (
+                "succeeded",
+                "failed",
+                "cancelled",
+            ):
                 assert time.monotonic() < deadline, "the experiment did not finish in time"
                 time.sleep(2)
             assert view["status"] == "succeeded", view.get("error")
             rows = research.get(f"/v1/experiments/{experiment}/metrics").json()["rows"]
         assert [row["step"] for row in rows] == [1, 2]
-        assert all(row["reward_mean"] == pytest.approx(0.5) for row in rows), "the allowed verifier scored every answer"
+        assert all(row["reward_mean"] == pytest.approx(0.5) for row in rows), (
+            "the allowed verifier scored every answer"
+        )
         run_dir = tmp_path / "runs" / experiment
-        assert list((run_dir / "run" / "tb").glob("events.out.tfevents.*")), "TensorBoard wrote inside the run directory"
+        assert list((run_dir / "run" / "tb").glob("events.out.tfevents.*")), (
+            "TensorBoard wrote inside the run directory"
+        )
     finally:
         api.stop()

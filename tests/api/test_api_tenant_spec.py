@@ -43,7 +43,9 @@ def recorder() -> Iterator[RecordingApiServer]:
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any, recorder: RecordingApiServer) -> Iterator[ApiProcess]:
+def api(
+    tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any, recorder: RecordingApiServer
+) -> Iterator[ApiProcess]:
     tmp_path = tmp_path_factory.mktemp("api-tenant-spec")
     defaults = tmp_path / "launcher-defaults.json"
     defaults.write_text(json.dumps(launcher_defaults()))
@@ -96,42 +98,101 @@ def test_python_verifier_entry_points_are_refused_by_default(
 ) -> None:
     posts = recorder.count("POST")
     spec = _spec(environment=_dataset(verifier={"kind": "python", "entry_point": entry_point}))
-    _refused(alice.post("/v1/experiments", json=spec), "environment.verifier.entry_point", "verifier entry points this tenant may use: []")
+    _refused(
+        alice.post("/v1/experiments", json=spec),
+        "environment.verifier.entry_point",
+        "verifier entry points this tenant may use: []",
+    )
     assert recorder.count("POST") == posts, "nothing was created"
 
 
 def test_an_allowed_entry_point_is_exact_per_tenant(carol: httpx.Client, alice: httpx.Client) -> None:
     allowed = {"kind": "python", "entry_point": "tests.envs.dataset_verifiers:within_one"}
-    assert carol.post("/v1/experiments", json=_spec(environment=_dataset("/data/shared/p.jsonl", verifier=allowed))).status_code == 201
+    assert (
+        carol.post(
+            "/v1/experiments", json=_spec(environment=_dataset("/data/shared/p.jsonl", verifier=allowed))
+        ).status_code
+        == 201
+    )
     near = {"kind": "python", "entry_point": "tests.envs.dataset_verifiers:broken"}
-    _refused(carol.post("/v1/experiments", json=_spec(environment=_dataset("/data/shared/p.jsonl", verifier=near))),
-             "environment.verifier.entry_point", "tests.envs.dataset_verifiers:within_one")
-    _refused(alice.post("/v1/experiments", json=_spec(environment=_dataset(verifier=allowed))), "environment.verifier.entry_point", "[]")
+    _refused(
+        carol.post(
+            "/v1/experiments", json=_spec(environment=_dataset("/data/shared/p.jsonl", verifier=near))
+        ),
+        "environment.verifier.entry_point",
+        "tests.envs.dataset_verifiers:within_one",
+    )
+    _refused(
+        alice.post("/v1/experiments", json=_spec(environment=_dataset(verifier=allowed))),
+        "environment.verifier.entry_point",
+        "[]",
+    )
 
 
 # ---- paths ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("path", ["/etc/passwd", "../../../../etc/shadow", "problems.jsonl", "/data/datasets/bob/p.jsonl",
-                                  "/data/datasets/alice/../bob/p.jsonl", "/data/datasets/alice-other/p.jsonl"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/etc/passwd",
+        "../../../../etc/shadow",
+        "problems.jsonl",
+        "/data/datasets/bob/p.jsonl",
+        "/data/datasets/alice/../bob/p.jsonl",
+        "/data/datasets/alice-other/p.jsonl",
+    ],
+)
 def test_dataset_paths_outside_the_tenants_roots_are_refused(alice: httpx.Client, path: str) -> None:
-    _refused(alice.post("/v1/experiments", json=_spec(environment=_dataset(path))), "environment.path", "/data/datasets/alice")
+    _refused(
+        alice.post("/v1/experiments", json=_spec(environment=_dataset(path))),
+        "environment.path",
+        "/data/datasets/alice",
+    )
 
 
 def test_dataset_paths_in_the_tenants_roots_are_accepted(alice: httpx.Client, carol: httpx.Client) -> None:
     assert alice.post("/v1/experiments", json=_spec(environment=_dataset())).status_code == 201
-    assert carol.post("/v1/experiments", json=_spec(environment=_dataset("/data/shared/p.jsonl"))).status_code == 201
-    assert carol.post("/v1/experiments", json=_spec(environment=_dataset("/data/datasets/carol/p.jsonl"))).status_code == 201
+    assert (
+        carol.post("/v1/experiments", json=_spec(environment=_dataset("/data/shared/p.jsonl"))).status_code
+        == 201
+    )
+    assert (
+        carol.post(
+            "/v1/experiments", json=_spec(environment=_dataset("/data/datasets/carol/p.jsonl"))
+        ).status_code
+        == 201
+    )
 
 
 @pytest.mark.parametrize(
     ("tracker", "field", "allowed"),
     [
-        ({"kind": "tensorboard", "log_dir": "/another/tenant/run"}, "tracking.0.log_dir", "inside the experiment's run directory"),
-        ({"kind": "tensorboard", "log_dir": "../../other-run"}, "tracking.0.log_dir", "inside the experiment's run directory"),
+        (
+            {"kind": "tensorboard", "log_dir": "/another/tenant/run"},
+            "tracking.0.log_dir",
+            "inside the experiment's run directory",
+        ),
+        (
+            {"kind": "tensorboard", "log_dir": "../../other-run"},
+            "tracking.0.log_dir",
+            "inside the experiment's run directory",
+        ),
         ({"kind": "trackio", "dir": "/root"}, "tracking.0.dir", "inside the experiment's run directory"),
         ({"kind": "trackio"}, "tracking.0.dir", "inside the experiment's run directory"),
-        ({"kind": "wandb", "mode": "offline", "dir": "/tmp/x"}, "tracking.0.dir", "inside the experiment's run directory"),
-        ({"kind": "mlflow", "tracking_uri": "file:///etc"}, "tracking.0.tracking_uri", "tracker servers this tenant may use: []"),
-        ({"kind": "mlflow", "tracking_uri": "/etc"}, "tracking.0.tracking_uri", "tracker servers this tenant may use: []"),
+        (
+            {"kind": "wandb", "mode": "offline", "dir": "/tmp/x"},
+            "tracking.0.dir",
+            "inside the experiment's run directory",
+        ),
+        (
+            {"kind": "mlflow", "tracking_uri": "file:///etc"},
+            "tracking.0.tracking_uri",
+            "tracker servers this tenant may use: []",
+        ),
+        (
+            {"kind": "mlflow", "tracking_uri": "/etc"},
+            "tracking.0.tracking_uri",
+            "tracker servers this tenant may use: []",
+        ),
     ],
 )
 def test_tracker_folders_outside_the_run_directory_are_refused(
@@ -141,8 +202,13 @@ def test_tracker_folders_outside_the_run_directory_are_refused(
 
 
 def test_tracker_folders_inside_the_run_directory_are_accepted(alice: httpx.Client) -> None:
-    trackers = [{"kind": "tensorboard"}, {"kind": "tensorboard", "log_dir": "tb/main"}, {"kind": "trackio", "dir": "trackio"},
-                {"kind": "mlflow"}, {"kind": "wandb", "mode": "offline"}]
+    trackers = [
+        {"kind": "tensorboard"},
+        {"kind": "tensorboard", "log_dir": "tb/main"},
+        {"kind": "trackio", "dir": "trackio"},
+        {"kind": "mlflow"},
+        {"kind": "wandb", "mode": "offline"},
+    ]
     assert alice.post("/v1/experiments", json=_spec(tracking=trackers)).status_code == 201
 
 
@@ -157,8 +223,14 @@ def test_tracker_folders_inside_the_run_directory_are_accepted(alice: httpx.Clie
         ({"kind": "wandb"}, "tracking.0.mode"),  # None: online unless WANDB_MODE says otherwise
     ],
 )
-def test_tracker_servers_are_refused_by_default(alice: httpx.Client, tracker: dict[str, Any], field: str) -> None:
-    _refused(alice.post("/v1/experiments", json=_spec(tracking=[tracker])), field, "tracker servers this tenant may use: []")
+def test_tracker_servers_are_refused_by_default(
+    alice: httpx.Client, tracker: dict[str, Any], field: str
+) -> None:
+    _refused(
+        alice.post("/v1/experiments", json=_spec(tracking=[tracker])),
+        field,
+        "tracker servers this tenant may use: []",
+    )
 
 
 def test_allowed_tracker_servers_are_accepted_and_opened_in_the_network_policy(
@@ -168,20 +240,37 @@ def test_allowed_tracker_servers_are_accepted_and_opened_in_the_network_policy(
     response = carol.post("/v1/experiments", json=_spec(tracking=trackers))
     assert response.status_code == 201, response.text
     experiment = response.json()["id"]
-    policies = [body for method, path, _, body in recorder.calls
-                if method == "POST" and path.endswith("/networkpolicies") and experiment in json.dumps(body)]
-    orchestrator = [p for p in policies if p["metadata"]["labels"].get("app.kubernetes.io/component") == "orchestrator"]
+    policies = [
+        body
+        for method, path, _, body in recorder.calls
+        if method == "POST" and path.endswith("/networkpolicies") and experiment in json.dumps(body)
+    ]
+    orchestrator = [
+        p for p in policies if p["metadata"]["labels"].get("app.kubernetes.io/component") == "orchestrator"
+    ]
     assert len(orchestrator) == 1 and EGRESS in orchestrator[0]["spec"]["egress"]
     others = [p for p in policies if p not in orchestrator]
     assert others and all(EGRESS not in p["spec"].get("egress", []) for p in others)
-    _refused(carol.post("/v1/experiments", json=_spec(tracking=[{"kind": "mlflow", "tracking_uri": "http://127.0.0.1:6379"}])),
-             "tracking.0.tracking_uri", MLFLOW)
+    _refused(
+        carol.post(
+            "/v1/experiments",
+            json=_spec(tracking=[{"kind": "mlflow", "tracking_uri": "http://127.0.0.1:6379"}]),
+        ),
+        "tracking.0.tracking_uri",
+        MLFLOW,
+    )
 
 
 def test_other_spec_paths_are_checked_too(alice: httpx.Client) -> None:
     """Fields the schema walk found besides the issue's examples: the distillation teacher (a model
     directory) and the code sandbox's importable packages."""
     teacher = {"distillation": {"teacher": "/etc", "gate": "none"}}
-    _refused(alice.post("/v1/experiments", json=_spec(policy_trainer=teacher)), "policy_trainer.distillation.teacher", "/weights/models")
+    _refused(
+        alice.post("/v1/experiments", json=_spec(policy_trainer=teacher)),
+        "policy_trainer.distillation.teacher",
+        "/weights/models",
+    )
     codeio = {"kind": "codeio", "sandbox": {"packages": ["numpy", "lecritique"]}}
-    _refused(alice.post("/v1/experiments", json=_spec(environment=codeio)), "environment.sandbox.packages", "numpy")
+    _refused(
+        alice.post("/v1/experiments", json=_spec(environment=codeio)), "environment.sandbox.packages", "numpy"
+    )

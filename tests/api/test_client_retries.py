@@ -20,7 +20,15 @@ from lecritique.client import LecritiqueClient, RetryPolicy, Unavailable
 from lecritique.client.transport import retry_after_seconds
 from tests.api.api_process import free_port
 
-EXPERIMENT = {"id": "exp-0123456789", "name": "n", "tenant": "t", "status": "running", "launcher": "local", "created_at": 1.0, "updated_at": 1.0}
+EXPERIMENT = {
+    "id": "exp-0123456789",
+    "name": "n",
+    "tenant": "t",
+    "status": "running",
+    "launcher": "local",
+    "created_at": 1.0,
+    "updated_at": 1.0,
+}
 
 
 class FlakyServer:
@@ -34,7 +42,14 @@ class FlakyServer:
         class Handler(BaseHTTPRequestHandler):
             def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                owner.received.append({"method": self.command, "path": self.path, "headers": dict(self.headers), "body": self.rfile.read(length)})
+                owner.received.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "body": self.rfile.read(length),
+                    }
+                )
                 status, headers = owner.answers.pop(0) if owner.answers else (200, {})
                 body = json.dumps(EXPERIMENT if status < 400 else {"detail": "redis unavailable"}).encode()
                 self.send_response(status)
@@ -78,7 +93,9 @@ def server_factory() -> Iterator[Any]:
 def test_retry_after_in_seconds_or_as_a_date() -> None:
     assert retry_after_seconds("7") == 7.0
     now = time.time()
-    assert retry_after_seconds(email.utils.formatdate(now + 30, usegmt=True), now=now) == pytest.approx(30, abs=1)
+    assert retry_after_seconds(email.utils.formatdate(now + 30, usegmt=True), now=now) == pytest.approx(
+        30, abs=1
+    )
     assert retry_after_seconds(email.utils.formatdate(now - 30, usegmt=True), now=now) == 0.0
     assert retry_after_seconds("soon") is None and retry_after_seconds(None) is None
 
@@ -86,7 +103,9 @@ def test_retry_after_in_seconds_or_as_a_date() -> None:
 def test_a_503_is_retried_as_long_as_retry_after_says(server_factory: Any) -> None:
     server = server_factory([(503, {"Retry-After": "2"}), (503, {}), (200, {})])
     sleeps: list[float] = []
-    with LecritiqueClient(server.url, "token", sleep=sleeps.append, retry=RetryPolicy(base_delay=0.5)) as client:
+    with LecritiqueClient(
+        server.url, "token", sleep=sleeps.append, retry=RetryPolicy(base_delay=0.5)
+    ) as client:
         assert client.get(EXPERIMENT["id"]).id == EXPERIMENT["id"]
     assert sleeps == [2.0, 1.0]  # Retry-After, then the backoff of the second retry (0.5 * 2)
     assert len(server.received) == 3
@@ -105,8 +124,14 @@ def test_retries_of_a_submission_carry_one_idempotency_key(server_factory: Any) 
 def test_the_client_gives_up_with_a_clear_message(server_factory: Any) -> None:
     server = server_factory([(503, {"Retry-After": "600"})] * 10)
     sleeps: list[float] = []
-    with LecritiqueClient(server.url, "token", sleep=sleeps.append, retry=RetryPolicy(attempts=3, max_delay=30)) as client, \
-            pytest.raises(Unavailable, match=r"the API is unavailable \(503\): redis unavailable \(gave up after 3 tries\)"):
+    with (
+        LecritiqueClient(
+            server.url, "token", sleep=sleeps.append, retry=RetryPolicy(attempts=3, max_delay=30)
+        ) as client,
+        pytest.raises(
+            Unavailable, match=r"the API is unavailable \(503\): redis unavailable \(gave up after 3 tries\)"
+        ),
+    ):
         client.list()
     assert sleeps == [30.0, 30.0] and len(server.received) == 3  # Retry-After capped at max_delay
 
@@ -114,7 +139,14 @@ def test_the_client_gives_up_with_a_clear_message(server_factory: Any) -> None:
 def test_an_unreachable_api_is_retried_with_backoff() -> None:
     sleeps: list[float] = []
     port = free_port()
-    with LecritiqueClient(f"http://127.0.0.1:{port}", "token", sleep=sleeps.append, retry=RetryPolicy(attempts=4, base_delay=0.5)) as client, \
-            pytest.raises(Unavailable, match=f"cannot reach the API at http://127.0.0.1:{port}"):
+    with (
+        LecritiqueClient(
+            f"http://127.0.0.1:{port}",
+            "token",
+            sleep=sleeps.append,
+            retry=RetryPolicy(attempts=4, base_delay=0.5),
+        ) as client,
+        pytest.raises(Unavailable, match=f"cannot reach the API at http://127.0.0.1:{port}"),
+    ):
         client.get("exp-1")
     assert sleeps == [0.5, 1.0, 2.0]

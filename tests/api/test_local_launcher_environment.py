@@ -38,7 +38,9 @@ def _read_proc(pid: int, name: str) -> list[str]:
     return [part.decode() for part in Path(f"/proc/{pid}/{name}").read_bytes().split(b"\0") if part]
 
 
-def test_a_run_gets_only_allow_listed_variables_and_the_key_its_tenant_may_use(tmp_path: Path, redis_db: Any, embedded_redis: Any) -> None:
+def test_a_run_gets_only_allow_listed_variables_and_the_key_its_tenant_may_use(
+    tmp_path: Path, redis_db: Any, embedded_redis: Any
+) -> None:
     # A real policy: the run must live until its environment is read (an empty model directory made
     # it fail at once, and a dead supervisor's /proc/<pid>/environ reads empty).
     model = tmp_path / "models" / "tester" / "policy"

@@ -18,8 +18,15 @@ from lecritique.config.placement import (
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("2", Decimal(2)), ("500m", Decimal("0.5")), ("1Gi", Decimal(2**30)), ("1.5G", Decimal("1.5e9")), ("1e3", Decimal(1000)),
-     ("64Mi", Decimal(64 * 2**20)), ("100n", Decimal("1e-7"))],
+    [
+        ("2", Decimal(2)),
+        ("500m", Decimal("0.5")),
+        ("1Gi", Decimal(2**30)),
+        ("1.5G", Decimal("1.5e9")),
+        ("1e3", Decimal(1000)),
+        ("64Mi", Decimal(64 * 2**20)),
+        ("100n", Decimal("1e-7")),
+    ],
 )
 def test_quantities_parse_like_kubernetes(text: str, value: Decimal) -> None:
     assert parse_quantity(text) == value
@@ -39,14 +46,25 @@ def test_resources_name_the_bad_entry() -> None:
     with pytest.raises(ValueError, match="must not be negative"):
         ResourceRequirements.model_validate({"requests": {"cpu": "-1"}})
     with pytest.raises(ValueError, match="cannot be overcommitted"):
-        ResourceRequirements.model_validate({"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2"}})
-    assert ResourceRequirements.model_validate({"limits": {"nvidia.com/gpu": 2, "cpu": 1.5}}).limits == {"nvidia.com/gpu": "2", "cpu": "1.5"}
+        ResourceRequirements.model_validate(
+            {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2"}}
+        )
+    assert ResourceRequirements.model_validate({"limits": {"nvidia.com/gpu": 2, "cpu": 1.5}}).limits == {
+        "nvidia.com/gpu": "2",
+        "cpu": "1.5",
+    }
     assert is_extended_resource("nvidia.com/gpu") and not is_extended_resource("memory")
 
 
 def test_tolerations_are_consistent_and_render_in_api_form() -> None:
     toleration = Toleration(key="pool", value="gpu", effect="NoSchedule", toleration_seconds=30)
-    assert toleration.to_kubernetes() == {"operator": "Equal", "key": "pool", "value": "gpu", "effect": "NoSchedule", "tolerationSeconds": 30}
+    assert toleration.to_kubernetes() == {
+        "operator": "Equal",
+        "key": "pool",
+        "value": "gpu",
+        "effect": "NoSchedule",
+        "tolerationSeconds": 30,
+    }
     assert Toleration(operator="Exists").to_kubernetes() == {"operator": "Exists"}
     with pytest.raises(ValueError, match="operator is 'Exists'"):
         Toleration(key="a", operator="Exists", value="b")
@@ -64,7 +82,9 @@ def test_placement_forbids_unknown_fields_and_affinity_kinds() -> None:
     with pytest.raises(ValueError, match="replicas"):
         PlacementSpec.model_validate({"environment_verifier": {"replicas": 0}})
     with pytest.raises(ValueError, match="replicas"):
-        PlacementSpec.model_validate({"rollout": {"replicas": 2}})  # rollout.replicas lives in the rollout section
+        PlacementSpec.model_validate(
+            {"rollout": {"replicas": 2}}
+        )  # rollout.replicas lives in the rollout section
     assert PlacementSpec().rollout.node_selector is None
 
 

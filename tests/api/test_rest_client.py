@@ -41,7 +41,9 @@ def api(tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any) -> Iterat
         "LECRITIQUE_API_TOKENS": json.dumps({"alice": hash_token(ALICE), "bob": hash_token(BOB)}),
         "LECRITIQUE_API_RECONCILE_SECONDS": "1",
         # The specs here name models under /nonexistent and the test policy built in the temporary directory.
-        "LECRITIQUE_API_TENANT_POLICIES": json.dumps({"*": {"modelRoots": ["/nonexistent", tempfile.gettempdir()]}}),
+        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(
+            {"*": {"modelRoots": ["/nonexistent", tempfile.gettempdir()]}}
+        ),
     }
     process = ApiProcess(settings, folder / "api.log").start()
     yield process
@@ -63,13 +65,30 @@ def write_metrics(embedded_redis: Any, experiment_id: str, rows: int) -> None:
     """What an orchestrator writes for each step (cli/orchestrate.py's sink)."""
     client = embedded_redis.client()
     client.delete(f"lecritique:{experiment_id}:metrics")
-    client.rpush(f"lecritique:{experiment_id}:metrics", *[
-        json.dumps({"step": step, "reward_mean": step / rows, "value_explained_variance": 0.5, "tether_rho": 0.25}) for step in range(1, rows + 1)
-    ])
+    client.rpush(
+        f"lecritique:{experiment_id}:metrics",
+        *[
+            json.dumps(
+                {
+                    "step": step,
+                    "reward_mean": step / rows,
+                    "value_explained_variance": 0.5,
+                    "tether_rho": 0.25,
+                }
+            )
+            for step in range(1, rows + 1)
+        ],
+    )
     client.close()
 
 
-def cli(api: ApiProcess, *args: str, token: str | None = ALICE, stdin: str | None = None, config: Path | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    api: ApiProcess,
+    *args: str,
+    token: str | None = ALICE,
+    stdin: str | None = None,
+    config: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("LECRITIQUE_API")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "libs"), str(ROOT)])
     env["LECRITIQUE_API_URL"] = api.url
@@ -77,7 +96,13 @@ def cli(api: ApiProcess, *args: str, token: str | None = ALICE, stdin: str | Non
         env["LECRITIQUE_API_TOKEN"] = token
     env["LECRITIQUE_CLIENT_CONFIG"] = str(config or Path("/nonexistent/client.json"))
     return subprocess.run(
-        [sys.executable, "-m", "lecritique", *args], env=env, input=stdin, capture_output=True, text=True, timeout=300, check=False,
+        [sys.executable, "-m", "lecritique", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 
@@ -92,18 +117,30 @@ def test_submit_list_get_wait_and_the_clear_errors(api: ApiProcess) -> None:
         with pytest.raises(NotFound, match="not found: experiment_id: no such experiment"):
             alice.get("exp-0000000000")
         with pytest.raises(InvalidSpec) as invalid:
-            alice.submit({**failing_spec("bad"), "critic": {"kind": "discriminative", "replay": {"capacity": 0}}, "rollout": {"group_sise": 4}})
+            alice.submit(
+                {
+                    **failing_spec("bad"),
+                    "critic": {"kind": "discriminative", "replay": {"capacity": 0}},
+                    "rollout": {"group_sise": 4},
+                }
+            )
         assert {(p.field, p.message) for p in invalid.value.problems} == {
-            ("critic.replay.capacity", "Input should be greater than or equal to 1"), ("rollout.group_sise", "unknown field"),
+            ("critic.replay.capacity", "Input should be greater than or equal to 1"),
+            ("rollout.group_sise", "unknown field"),
         }
         assert "critic.replay.capacity: Input should be greater than or equal to 1" in str(invalid.value)
     with LecritiqueClient(api.url, BOB) as bob, pytest.raises(NotFound, match="no such experiment"):
         bob.get(experiment.id)
-    with LecritiqueClient(api.url, "wrong") as stranger, pytest.raises(Unauthorized, match="the token given is wrong"):
+    with (
+        LecritiqueClient(api.url, "wrong") as stranger,
+        pytest.raises(Unauthorized, match="the token given is wrong"),
+    ):
         stranger.list()
 
 
-def test_metrics_come_in_pages_and_the_report_is_drawn_from_them(api: ApiProcess, embedded_redis: Any) -> None:
+def test_metrics_come_in_pages_and_the_report_is_drawn_from_them(
+    api: ApiProcess, embedded_redis: Any
+) -> None:
     with LecritiqueClient(api.url, ALICE) as alice:
         experiment = alice.submit(failing_spec("client-metrics"))
         with pytest.raises(NotFound, match="has no metrics yet"):
@@ -116,13 +153,22 @@ def test_metrics_come_in_pages_and_the_report_is_drawn_from_them(api: ApiProcess
         assert png.startswith(b"\x89PNG\r\n\x1a\n") and "| policy steps | 2500 |" in markdown
         assert markdown.startswith("# client-metrics")
     with api.client(ALICE) as http:
-        page = http.get(f"/v1/experiments/{experiment.id}/metrics.jsonl", params={"offset": 1000, "limit": 1000})
+        page = http.get(
+            f"/v1/experiments/{experiment.id}/metrics.jsonl", params={"offset": 1000, "limit": 1000}
+        )
         assert page.headers["content-type"] == "application/x-ndjson"
         assert page.headers["X-Total-Rows"] == "2500" and page.headers["X-Next-Offset"] == "2000"
-        assert page.headers["Link"] == f'</v1/experiments/{experiment.id}/metrics.jsonl?offset=2000&limit=1000>; rel="next"'
-        last = http.get(f"/v1/experiments/{experiment.id}/metrics.jsonl", params={"offset": 2000, "limit": 1000})
+        assert (
+            page.headers["Link"]
+            == f'</v1/experiments/{experiment.id}/metrics.jsonl?offset=2000&limit=1000>; rel="next"'
+        )
+        last = http.get(
+            f"/v1/experiments/{experiment.id}/metrics.jsonl", params={"offset": 2000, "limit": 1000}
+        )
         assert "X-Next-Offset" not in last.headers and len(last.text.splitlines()) == 500
-        assert http.get(f"/v1/experiments/{experiment.id}/metrics.jsonl", params={"limit": 0}).status_code == 422
+        assert (
+            http.get(f"/v1/experiments/{experiment.id}/metrics.jsonl", params={"limit": 0}).status_code == 422
+        )
     with api.client(BOB) as http:
         assert http.get(f"/v1/experiments/{experiment.id}/report.png").status_code == 404
         assert http.get(f"/v1/experiments/{experiment.id}/metrics.jsonl").status_code == 404
@@ -133,7 +179,9 @@ def test_logs_of_a_local_run(api: ApiProcess) -> None:
     with LecritiqueClient(api.url, ALICE) as alice:
         experiment = alice.submit(failing_spec("client-logs"))
         alice.wait(experiment.id, poll_seconds=0.5, timeout=180)
-        assert "dataset /nonexistent/problems.jsonl does not exist" in " ".join(alice.logs(experiment.id).split())
+        assert "dataset /nonexistent/problems.jsonl does not exist" in " ".join(
+            alice.logs(experiment.id).split()
+        )
         assert len(alice.logs(experiment.id, tail=1).splitlines()) == 1
         with pytest.raises(NotFound, match=r"no log 'orchestrator' \(known: run"):
             alice.logs(experiment.id, component="orchestrator")
@@ -149,23 +197,35 @@ def test_the_commands(api: ApiProcess, tmp_path: Path, embedded_redis: Any) -> N
     experiment = submitted.stdout.strip()
     assert experiment.startswith("exp-") and len(submitted.stdout.splitlines()) == 1
     waited = cli(api, "experiments", "wait", experiment, "--poll", "0.5")
-    assert waited.returncode == 1 and f"{experiment} failed: lecritique run exited with code 2" in waited.stderr
+    assert (
+        waited.returncode == 1 and f"{experiment} failed: lecritique run exited with code 2" in waited.stderr
+    )
     assert json.loads(cli(api, "experiments", "get", experiment).stdout)["status"] == "failed"
     assert experiment in cli(api, "experiments", "list").stdout
     write_metrics(embedded_redis, experiment, 3)
-    assert [json.loads(line)["step"] for line in cli(api, "experiments", "metrics", experiment).stdout.splitlines()] == [1, 2, 3]
+    assert [
+        json.loads(line)["step"]
+        for line in cli(api, "experiments", "metrics", experiment).stdout.splitlines()
+    ] == [1, 2, 3]
     downloaded = cli(api, "experiments", "report", experiment, "--out", str(tmp_path / "report"))
-    assert downloaded.returncode == 0 and (tmp_path / "report" / "report.png").read_bytes().startswith(b"\x89PNG")
+    assert downloaded.returncode == 0 and (tmp_path / "report" / "report.png").read_bytes().startswith(
+        b"\x89PNG"
+    )
     assert "does not exist" in cli(api, "experiments", "logs", experiment).stdout
     assert cli(api, "experiments", "cancel", experiment).stdout.strip() == f"{experiment} failed"
 
     spec.write_text(yaml.safe_dump({**failing_spec("cli-bad"), "orchestrator": {"steps": 0}}))
     invalid = cli(api, "submit", str(spec))
-    assert invalid.returncode == 2 and "orchestrator.steps: Input should be greater than or equal to 1" in invalid.stderr
+    assert (
+        invalid.returncode == 2
+        and "orchestrator.steps: Input should be greater than or equal to 1" in invalid.stderr
+    )
     missing = cli(api, "experiments", "get", "exp-0000000000")
     assert missing.returncode == 4 and "experiment_id: no such experiment" in missing.stderr
     other = cli(api, "experiments", "get", experiment, token=BOB)
-    assert other.returncode == 4 and "experiment_id: no such experiment" in other.stderr  # another tenant's: not found either
+    assert (
+        other.returncode == 4 and "experiment_id: no such experiment" in other.stderr
+    )  # another tenant's: not found either
     refused = cli(api, "experiments", "list", token="wrong")
     assert refused.returncode == 3 and "the token in LECRITIQUE_API_TOKEN is wrong" in refused.stderr
     relative = failing_spec("cli-relative")
@@ -191,11 +251,15 @@ def test_login_checks_the_token_and_saves_it_for_the_owner_only(api: ApiProcess,
     config = tmp_path / "config" / "client.json"
     wrong = cli(api, "login", "--token-stdin", stdin="wrong\n", token=None, config=config)
     assert wrong.returncode == 3 and not config.exists()
-    logged_in = cli(api, "login", "--api", api.url, "--token-stdin", stdin=f"{ALICE}\n", token=None, config=config)
+    logged_in = cli(
+        api, "login", "--api", api.url, "--token-stdin", stdin=f"{ALICE}\n", token=None, config=config
+    )
     assert logged_in.returncode == 0, logged_in.stderr
     assert json.loads(config.read_text()) == {"api_url": api.url, "token": ALICE}
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
-    listed = cli(api, "experiments", "list", token=None, config=config)  # no token in the environment: the file's
+    listed = cli(
+        api, "experiments", "list", token=None, config=config
+    )  # no token in the environment: the file's
     assert listed.returncode == 0, listed.stderr
 
 

@@ -28,7 +28,9 @@ class Module:
 
 
 def _module_name(path: Path) -> str:
-    relative = path.relative_to(ROOT / "libs") if path.is_relative_to(ROOT / "libs") else path.relative_to(ROOT)
+    relative = (
+        path.relative_to(ROOT / "libs") if path.is_relative_to(ROOT / "libs") else path.relative_to(ROOT)
+    )
     parts = list(relative.with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -47,7 +49,10 @@ def _imported_names(tree: ast.Module) -> set[str]:
 
 
 def load_modules() -> dict[str, Module]:
-    paths = [*sorted((ROOT / "libs" / "lecritique").rglob("*.py")), *sorted((ROOT / "services").rglob("*.py"))]
+    paths = [
+        *sorted((ROOT / "libs" / "lecritique").rglob("*.py")),
+        *sorted((ROOT / "services").rglob("*.py")),
+    ]
     modules = {}
     for path in paths:
         if any(str(path.relative_to(ROOT)).startswith(prefix) for prefix in GENERATED):

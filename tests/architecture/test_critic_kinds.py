@@ -41,7 +41,9 @@ def _pod_needs(critic):
 
 def test_only_a_frozen_llm_behind_an_endpoint_with_a_secret_needs_one():
     llm = {"kind": "openai", "base_url": "http://llm/v1", "model": "m", "api_key_secret": "keys"}
-    assert _pod_needs({"kind": "frozen_llm", "llm": llm}) == PodNeeds((SecretEnv("OPENAI_API_KEY", "keys", "api-key"),))
+    assert _pod_needs({"kind": "frozen_llm", "llm": llm}) == PodNeeds(
+        (SecretEnv("OPENAI_API_KEY", "keys", "api-key"),)
+    )
     assert _pod_needs({"kind": "frozen_llm"}) == PodNeeds()
     assert _pod_needs({}) == PodNeeds()
 
@@ -59,22 +61,32 @@ def _kind_comparisons(module):
 
     lines = []
     for node in ast.walk(module.tree):
-        if isinstance(node, ast.Compare) and any(names_a_kind(side) for side in [node.left, *node.comparators]):
+        if isinstance(node, ast.Compare) and any(
+            names_a_kind(side) for side in [node.left, *node.comparators]
+        ):
             lines.append(node.lineno)
         if isinstance(node, ast.MatchValue) and names_a_kind(node.value):
             lines.append(node.lineno)
         # A lookup by name (``table["generative"]``, ``table.get("frozen_llm")``) decides on a kind too.
-        declares = isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Literal"
+        declares = (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "Literal"
+        )
         if isinstance(node, ast.Subscript) and not declares and names_a_kind(node.slice):
             lines.append(node.lineno)
-        is_get = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+        is_get = (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+        )
         if is_get and node.args and names_a_kind(node.args[0]):
             lines.append(node.lineno)
     return lines
 
 
 def test_the_name_of_a_critic_kind_is_compared_in_the_table_module_at_most(modules):
-    comparing = {module.relative: lines for module in modules.values() if (lines := _kind_comparisons(module))}
+    comparing = {
+        module.relative: lines for module in modules.values() if (lines := _kind_comparisons(module))
+    }
     assert set(comparing) <= {"libs/lecritique/critics/kinds.py"}, comparing
 
 

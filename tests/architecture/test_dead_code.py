@@ -9,8 +9,14 @@ from collections import Counter
 from tests.architecture.conftest import ROOT
 
 REMOVED = (
-    "WaitForUpdates", "compute_with_targets", "state_summary", "policy_template", "evict_stale",
-    "action_texts", "collective_save", "is_sharded",
+    "WaitForUpdates",
+    "compute_with_targets",
+    "state_summary",
+    "policy_template",
+    "evict_stale",
+    "action_texts",
+    "collective_save",
+    "is_sharded",
 )
 """Names of removed code: the critic-update wait RPC (end to end: proto, stubs, server, client),
 GAE's combined advantages-and-targets call, the state summary and policy template helpers, the
@@ -23,13 +29,20 @@ CALLED_BY_FRAMEWORKS = frozenset({"intercept_service"})
 
 def _sources():
     folders = ("libs", "services", "protos", "tests", "bench", "docs")
-    return [p for folder in folders for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".pyi", ".proto", ".md")]
+    return [
+        p
+        for folder in folders
+        for p in (ROOT / folder).rglob("*")
+        if p.suffix in (".py", ".pyi", ".proto", ".md")
+    ]
 
 
 def test_removed_code_is_named_nowhere():
     this = ROOT / "tests" / "architecture" / "test_dead_code.py"
     pattern = re.compile(r"\b(" + "|".join(REMOVED) + r")\b")
-    found = [f"{p.relative_to(ROOT)}: {m}" for p in _sources() if p != this for m in pattern.findall(p.read_text())]
+    found = [
+        f"{p.relative_to(ROOT)}: {m}" for p in _sources() if p != this for m in pattern.findall(p.read_text())
+    ]
     assert found == []
 
 
@@ -63,11 +76,16 @@ def test_no_function_is_used_only_by_tests_or_by_nothing():
     of each other, so this finds a lower bound: no false alarms, not every dead helper."""
     folders = [ROOT / "libs" / "lecritique", ROOT / "services", ROOT / "bench"]
     words = Counter(
-        word for folder in folders for p in folder.rglob("*.py") if "/v1/" not in str(p)
+        word
+        for folder in folders
+        for p in folder.rglob("*.py")
+        if "/v1/" not in str(p)
         for word in re.findall(r"\w+", p.read_text())
     )
     dead = [
-        f"{path}: {name}" for path, name in _defined_functions() if name not in CALLED_BY_FRAMEWORKS and words[name] <= 1
+        f"{path}: {name}"
+        for path, name in _defined_functions()
+        if name not in CALLED_BY_FRAMEWORKS and words[name] <= 1
     ]
     assert dead == []
 
@@ -76,5 +94,9 @@ def test_no_test_skips_on_a_missing_dependency():
     """Every dependency the tests use is pinned (pyproject, `make test` installs it): a missing one
     must fail the run, not skip its tests silently (`pytest.importorskip`)."""
     this = ROOT / "tests" / "architecture" / "test_dead_code.py"
-    found = [str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*.py") if p != this and "importorskip(" in p.read_text()]
+    found = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").rglob("*.py")
+        if p != this and "importorskip(" in p.read_text()
+    ]
     assert found == []

@@ -69,7 +69,10 @@ def test_a_planted_cycle_through_a_function_local_import_is_found(modules):
 
     assert "lecritique.arrays" in _graph(modules)["lecritique.trajectory"]
     arrays = modules["lecritique.arrays"]
-    planted_source = arrays.path.read_text() + "\n\ndef _planted():\n    from lecritique.trajectory import Trajectory\n    return Trajectory\n"
+    planted_source = (
+        arrays.path.read_text()
+        + "\n\ndef _planted():\n    from lecritique.trajectory import Trajectory\n    return Trajectory\n"
+    )
     planted_tree = ast.parse(planted_source)
     from tests.architecture.conftest import _imported_names
 
@@ -158,4 +161,3 @@ def test_the_doc_picture_is_read_whole():
     assert set(ALLOWED) >= {"advantages", "orchestrator", "critics", "config", "launch", "v1", "client"}
     named = {target for targets in ALLOWED.values() for target in targets}
     assert named <= set(ALLOWED), sorted(named - set(ALLOWED))
-

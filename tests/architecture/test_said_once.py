@@ -23,7 +23,10 @@ def test_one_dtype_literal():
         for path in _python_files()
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Assign | ast.AnnAssign)
-        and any(isinstance(t, ast.Name) and t.id == "DType" for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+        and any(
+            isinstance(t, ast.Name) and t.id == "DType"
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
     ]
     assert definitions == ["models/dtypes.py"]
 
@@ -32,7 +35,11 @@ def test_replay_bounds_are_the_spec_section_and_the_buffer_defaults():
     assert ReplaySpec is ReplayBounds
     assert issubclass(ReplayConfig, ReplayBounds)
     defaults = ReplayBuffer.__init__.__defaults__
-    assert defaults[:3] == (ReplayBounds().capacity, ReplayBounds().max_reuse, ReplayBounds().max_age_versions)
+    assert defaults[:3] == (
+        ReplayBounds().capacity,
+        ReplayBounds().max_reuse,
+        ReplayBounds().max_age_versions,
+    )
 
 
 def test_the_reuse_limit_is_written_once():
@@ -40,13 +47,23 @@ def test_the_reuse_limit_is_written_once():
     sites = []
     for path in _python_files():
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "max_reuse":
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and node.target.id == "max_reuse"
+            ):
                 sites.append(f"{path.relative_to(LIBS)}:{node.lineno}")
             if isinstance(node, ast.arguments):
                 named = [*node.posonlyargs, *node.args]
-                for argument, default in zip(named[len(named) - len(node.defaults) :], node.defaults, strict=True):
+                for argument, default in zip(
+                    named[len(named) - len(node.defaults) :], node.defaults, strict=True
+                ):
                     # ``= ...`` in an @overload is no value.
-                    if argument.arg == "max_reuse" and isinstance(default, ast.Constant) and default.value is not Ellipsis:
+                    if (
+                        argument.arg == "max_reuse"
+                        and isinstance(default, ast.Constant)
+                        and default.value is not Ellipsis
+                    ):
                         sites.append(f"{path.relative_to(LIBS)}:{argument.lineno}")
     assert len(sites) == 1 and sites[0].startswith("replay/config.py"), sites
 

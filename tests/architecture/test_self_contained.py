@@ -12,7 +12,9 @@ import subprocess
 
 from tests.architecture.conftest import ROOT
 
-OUTSIDE = re.compile(r"\.\./shared|\bshared/(?:DESIGN|NOTES|papers)|\bpapers/[\w.-]+|\bDESIGN\.md\b|/work/(?:shared|main|wt)\b")
+OUTSIDE = re.compile(
+    r"\.\./shared|\bshared/(?:DESIGN|NOTES|papers)|\bpapers/[\w.-]+|\bDESIGN\.md\b|/work/(?:shared|main|wt)\b"
+)
 """A reference to a file outside the repository (the shared design notes, the papers folder)."""
 THIS_FILE = "tests/architecture/test_self_contained.py"
 
@@ -29,11 +31,21 @@ def test_no_file_cites_a_path_outside_the_repository():
             text = (ROOT / name).read_text()
         except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
             continue
-        found += [f"{name}:{n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1) if OUTSIDE.search(line)]
+        found += [
+            f"{name}:{n}: {line.strip()}"
+            for n, line in enumerate(text.splitlines(), 1)
+            if OUTSIDE.search(line)
+        ]
     assert found == []
 
 
 def test_the_pattern_finds_the_references_it_is_for():
-    for line in ("see ../shared/DESIGN.md", "papers/le-critique-privileged-value-functions.txt", "/work/shared/NOTES.md"):
+    for line in (
+        "see ../shared/DESIGN.md",
+        "papers/le-critique-privileged-value-functions.txt",
+        "/work/shared/NOTES.md",
+    ):
         assert OUTSIDE.search(line), line
-    assert not OUTSIDE.search("Le Critique: Privileged Value Functions for LLM Reinforcement Learning (arXiv:2608.16739)")
+    assert not OUTSIDE.search(
+        "Le Critique: Privileged Value Functions for LLM Reinforcement Learning (arXiv:2608.16739)"
+    )

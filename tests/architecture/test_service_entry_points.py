@@ -14,7 +14,9 @@ from tests.architecture.conftest import ROOT
 
 
 def test_every_service_is_an_entry_point_to_a_serve_function():
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][SERVICE_ENTRY_POINTS]
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][
+        SERVICE_ENTRY_POINTS
+    ]
     assert set(declared) == {service.value for service in Service}
     for target in declared.values():
         module, function = target.split(":")
@@ -23,7 +25,9 @@ def test_every_service_is_an_entry_point_to_a_serve_function():
 
 
 def test_the_installed_entry_points_name_the_same_functions():
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][SERVICE_ENTRY_POINTS]
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][
+        SERVICE_ENTRY_POINTS
+    ]
     for service in Service:
         function = service_entry(service)
         assert f"{function.__module__}:{function.__name__}" == declared[service.value]
@@ -47,15 +51,34 @@ def test_a_fresh_install_of_this_tree_registers_every_service(tmp_path):
         shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target), str(source)],
-        check=True, capture_output=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     result = subprocess.run(
         [sys.executable, "-c", _RESOLVE_EVERY_SERVICE],
-        check=True, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
         env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(target)},
     )
     resolved = json.loads(result.stdout.strip().splitlines()[-1])
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][SERVICE_ENTRY_POINTS]
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][
+        SERVICE_ENTRY_POINTS
+    ]
     assert {name: target_name for name, (target_name, _) in resolved.items()} == declared
     assert all(Path(filename).is_relative_to(target) for _, filename in resolved.values())

@@ -16,7 +16,11 @@ def _checked(modules):
 
 
 def test_no_module_is_over_400_lines(modules):
-    long = {m.relative: n for m in _checked(modules) if (n := len(m.path.read_text().splitlines())) > MAX_MODULE_LINES}
+    long = {
+        m.relative: n
+        for m in _checked(modules)
+        if (n := len(m.path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
     assert long == {}
 
 

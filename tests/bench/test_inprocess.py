@@ -29,7 +29,10 @@ def test_the_in_process_loop_trains_publishes_and_logs_every_step(tmp_path: Path
 
     completed = subprocess.run(
         [sys.executable, str(REPO_ROOT / "bench" / "inprocess.py"), str(spec_path), str(out)],
-        env=child_environment(REPO_ROOT), capture_output=True, text=True, timeout=600,
+        env=child_environment(REPO_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
     assert completed.returncode == 0, completed.stderr[-3000:]

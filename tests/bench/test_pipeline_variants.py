@@ -28,8 +28,13 @@ def bench():
 
 def test_the_budget_variant_is_the_vf_with_four_updates_per_step(bench, monkeypatch, tmp_path: Path) -> None:
     # The policy is resolved to a path: no tiny build in this test.
-    monkeypatch.setattr(bench, "resolve_policy", lambda spec: spec.model_copy(update={"policy": spec.policy.model_copy(
-        update={"tiny": None, "path": str(tmp_path)})}))
+    monkeypatch.setattr(
+        bench,
+        "resolve_policy",
+        lambda spec: spec.model_copy(
+            update={"policy": spec.policy.model_copy(update={"tiny": None, "path": str(tmp_path)})}
+        ),
+    )
     variants = bench.variants(REPO_ROOT / "examples" / "sudoku-mini-pvf.yaml", steps=3)
     assert list(variants) == ["MEAN", "VF", "VF, 4 updates/step", "TETHER", "MEAN, one process"]
     vf, budget = (parse_spec(variants[label][0]) for label in ("VF", "VF, 4 updates/step"))
@@ -38,6 +43,16 @@ def test_the_budget_variant_is_the_vf_with_four_updates_per_step(bench, monkeypa
     assert budget.orchestrator.steps == 3 and budget.rollout == vf.rollout
     assert budget.critic.model_copy(update={"updates_per_step": 0, "replay": vf.critic.replay}) == vf.critic
     assert spec_update_budget(budget).guaranteed >= 4 and update_budget_warnings(budget) == []
-    summary = bench._summary([{"step_seconds": 1.0, "train_seconds": 0.5, "batch_wait_seconds": 0.1, "rollout_seconds": 0.4,
-                               "critic_updates_per_step": updates} for updates in (9, 4, 6)])
+    summary = bench._summary(
+        [
+            {
+                "step_seconds": 1.0,
+                "train_seconds": 0.5,
+                "batch_wait_seconds": 0.1,
+                "rollout_seconds": 0.4,
+                "critic_updates_per_step": updates,
+            }
+            for updates in (9, 4, 6)
+        ]
+    )
     assert summary["updates"] == 5.0 and summary["rate"] == 1.0

@@ -15,8 +15,19 @@ from lecritique.launch.processes import child_environment
 def test_the_weights_benchmark_measures_publish_load_and_broadcast_on_the_tiny_size(tmp_path: Path) -> None:
     out = tmp_path / "weights.json"
     completed = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "bench" / "weights.py"), "--sizes", "tiny", "--skip-vllm", "--json", str(out)],
-        env=child_environment(REPO_ROOT), capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(REPO_ROOT / "bench" / "weights.py"),
+            "--sizes",
+            "tiny",
+            "--skip-vllm",
+            "--json",
+            str(out),
+        ],
+        env=child_environment(REPO_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
     assert completed.returncode == 0, completed.stderr[-3000:]

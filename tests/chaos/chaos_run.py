@@ -91,7 +91,10 @@ def chaos_spec(policy: Path, steps: int, policy_lr: float = POLICY_LR) -> dict[s
         critic={"context": "none", "warmup_updates": 2, "optimizer": {"lr": 1e-3}},
         orchestrator={
             # Degraded steps run fast while the evaluator restarts: the bound is not what is tested here.
-            "steps": steps, "rpc_deadline_seconds": 8.0, "service_down_seconds": 180.0, "max_degraded_steps": 1000,
+            "steps": steps,
+            "rpc_deadline_seconds": 8.0,
+            "service_down_seconds": 180.0,
+            "max_degraded_steps": 1000,
         },
     )
 
@@ -110,29 +113,45 @@ def schedule(seed: int, steps: int) -> list[Fault]:
 
 def _rows(out: Path) -> list[dict[str, Any]]:
     path = out / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return (
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    )
 
 
 def _events(out: Path) -> list[dict[str, Any]]:
     path = out / "logs" / "supervisor.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return (
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    )
 
 
 def restarted(fault: Fault, events: list[dict[str, Any]]) -> float | None:
     """When the supervisor started the faulted service again."""
-    again = [e["time"] for e in events if e["service"] == fault.service and e["event"] == "restarted" and e["time"] >= fault.time]
+    again = [
+        e["time"]
+        for e in events
+        if e["service"] == fault.service and e["event"] == "restarted" and e["time"] >= fault.time
+    ]
     return min(again) if again else None
 
 
 def recovered(fault: Fault, events: list[dict[str, Any]]) -> float | None:
     """When the faulted service was healthy again (its ``ready`` event after the fault)."""
-    ready = [e["time"] for e in events if e["service"] == fault.service and e["event"] == "ready" and e["time"] >= fault.time]
+    ready = [
+        e["time"]
+        for e in events
+        if e["service"] == fault.service and e["event"] == "ready" and e["time"] >= fault.time
+    ]
     return min(ready) if ready else None
 
 
 def detected(fault: Fault, events: list[dict[str, Any]]) -> float | None:
     """When the supervisor noticed the fault (the process exited, or failed its liveness probes)."""
-    seen = [e["time"] for e in events if e["service"] == fault.service and e["event"] in ("exited", "hung") and e["time"] >= fault.time]
+    seen = [
+        e["time"]
+        for e in events
+        if e["service"] == fault.service and e["event"] in ("exited", "hung") and e["time"] >= fault.time
+    ]
     return min(seen) if seen else None
 
 
@@ -154,7 +173,9 @@ def _replay_stats(launcher: LocalLauncher) -> Any:
     assert launcher.spec.critic is not None and launcher.redis_url is not None
     client = redis.Redis.from_url(launcher.redis_url)
     try:
-        return ReplayBuffer(client, launcher.experiment_id, **launcher.spec.critic.replay.model_dump()).stats()
+        return ReplayBuffer(
+            client, launcher.experiment_id, **launcher.spec.critic.replay.model_dump()
+        ).stats()
     finally:
         client.close()
 
@@ -169,7 +190,13 @@ def _settle(launcher: LocalLauncher, faults: list[Fault], out: Path, seconds: fl
 
 
 def run_chaos(
-    policy: Path, out: Path, *, seed: int = 0, steps: int = 120, settle_seconds: float = 0.0, echo: Any = print,
+    policy: Path,
+    out: Path,
+    *,
+    seed: int = 0,
+    steps: int = 120,
+    settle_seconds: float = 0.0,
+    echo: Any = print,
     policy_lr: float = POLICY_LR,
 ) -> ChaosResult:
     launcher = LocalLauncher(parse_spec(chaos_spec(policy, steps, policy_lr)), out)
@@ -178,7 +205,10 @@ def run_chaos(
     started = time.time()
     try:
         launcher.start_services()
-        echo(f"{time.time() - started:7.1f}s  services up; faults planned: " + ", ".join(f"{f.service}@{f.planned_step}" for f in faults))
+        echo(
+            f"{time.time() - started:7.1f}s  services up; faults planned: "
+            + ", ".join(f"{f.service}@{f.planned_step}" for f in faults)
+        )
         launcher.start_orchestrator()
         waiter = threading.Thread(target=lambda: exit_codes.append(launcher.wait()), daemon=True)
         waiter.start()
@@ -192,7 +222,9 @@ def run_chaos(
             if pending and completed >= pending[0].planned_step and handled:
                 fault = pending.pop(0)
                 _inject(launcher, fault, completed)
-                echo(f"{fault.time - started:7.1f}s  step {completed:3d}  FAULT {fault.signal} {fault.service}")
+                echo(
+                    f"{fault.time - started:7.1f}s  step {completed:3d}  FAULT {fault.signal} {fault.service}"
+                )
             waiter.join(timeout=0.2)
         if not exit_codes:
             raise RuntimeError("the supervision loop ended without an exit code")
@@ -203,12 +235,27 @@ def run_chaos(
     replay = launcher.spec.critic.replay if launcher.spec.critic is not None else None
     max_reuse = replay.max_reuse if replay is not None else 0
     result = ChaosResult(
-        _rows(out), faults, _events(out), exit_codes[0], started, out, max_reuse,
-        max(stats.reuse_histogram, default=0), stats.pushed_total, stats.sampled_total,
+        _rows(out),
+        faults,
+        _events(out),
+        exit_codes[0],
+        started,
+        out,
+        max_reuse,
+        max(stats.reuse_histogram, default=0),
+        stats.pushed_total,
+        stats.sampled_total,
     )
     result.timeline = timeline(result)
     (out / "chaos.json").write_text(
-        json.dumps({"faults": [vars(f) for f in faults], "measured": measurements(result), "timeline": result.timeline}, indent=1)
+        json.dumps(
+            {
+                "faults": [vars(f) for f in faults],
+                "measured": measurements(result),
+                "timeline": result.timeline,
+            },
+            indent=1,
+        )
     )
     return result
 
@@ -218,11 +265,15 @@ def timeline(result: ChaosResult) -> list[str]:
     lines += [(e["time"], f"supervisor: {e['service']} {e['event']}") for e in result.events]
     for row in result.rows:
         if row.get("critic_degraded"):
-            lines.append((row["evaluated_at"], f"step {row['step']} degraded ({row['critic_degraded_reason']})"))
+            lines.append(
+                (row["evaluated_at"], f"step {row['step']} degraded ({row['critic_degraded_reason']})")
+            )
     for window in range(0, len(result.rows), REWARD_WINDOW):
         rows = result.rows[window : window + REWARD_WINDOW]
         mean = sum(r["reward_mean"] for r in rows) / len(rows)
-        lines.append((rows[-1]["evaluated_at"], f"steps {rows[0]['step']}-{rows[-1]['step']}: mean reward {mean:.3f}"))
+        lines.append(
+            (rows[-1]["evaluated_at"], f"steps {rows[0]['step']}-{rows[-1]['step']}: mean reward {mean:.3f}")
+        )
     return [f"{t - result.started:7.1f}s  {text}" for t, text in sorted(lines)]
 
 
@@ -263,23 +314,37 @@ def measurements(result: ChaosResult) -> dict[str, Any]:
         "degraded_steps": [r["step"] for r in degraded],
         "steps_per_minute_degraded": per_minute(degraded),
         "steps_per_minute_healthy": per_minute(healthy),
-        "wall_seconds": round(max((e["time"] for e in result.events), default=result.started) - result.started, 1),
+        "wall_seconds": round(
+            max((e["time"] for e in result.events), default=result.started) - result.started, 1
+        ),
     }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/chaos"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=120)
-    parser.add_argument("--policy-lr", type=float, default=POLICY_LR, help="policy AdamW learning rate (1e-12: a run that cannot learn)")
+    parser.add_argument(
+        "--policy-lr",
+        type=float,
+        default=POLICY_LR,
+        help="policy AdamW learning rate (1e-12: a run that cannot learn)",
+    )
     args = parser.parse_args()
     from tests.services.conftest import build_pipeline_policy
 
     if args.out.exists() and any(args.out.iterdir()):
         parser.error(f"{args.out} is not empty (a run there would resume)")
     result = run_chaos(
-        build_pipeline_policy(), args.out, seed=args.seed, steps=args.steps, settle_seconds=180, policy_lr=args.policy_lr
+        build_pipeline_policy(),
+        args.out,
+        seed=args.seed,
+        steps=args.steps,
+        settle_seconds=180,
+        policy_lr=args.policy_lr,
     )
     print("\ntimeline:")
     print("\n".join(result.timeline))

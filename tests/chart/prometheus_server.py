@@ -32,13 +32,18 @@ class PrometheusServer:
         self.port = free_port()
         workdir.mkdir(parents=True, exist_ok=True)
         self.config = workdir / "prometheus.yml"
-        self.config.write_text(yaml.safe_dump({
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(path) for path in rule_files],
-            "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]} for job, port in sorted(targets.items())
-            ],
-        }))
+        self.config.write_text(
+            yaml.safe_dump(
+                {
+                    "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+                    "rule_files": [str(path) for path in rule_files],
+                    "scrape_configs": [
+                        {"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+                        for job, port in sorted(targets.items())
+                    ],
+                }
+            )
+        )
         self.log_path = workdir / "prometheus.log"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -49,14 +54,23 @@ class PrometheusServer:
     def start(self, timeout: float = 60.0) -> PrometheusServer:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [self.binary, f"--config.file={self.config}", f"--storage.tsdb.path={self.workdir / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    self.binary,
+                    f"--config.file={self.config}",
+                    f"--storage.tsdb.path={self.workdir / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--log.level=warn",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"prometheus exited with code {self.process.returncode}:\n{self.log_path.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"prometheus exited with code {self.process.returncode}:\n{self.log_path.read_text()[-3000:]}"
+                )
             try:
                 if httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200:
                     return self
@@ -67,7 +81,9 @@ class PrometheusServer:
 
     def query(self, expression: str, at: float) -> list[dict[str, Any]]:
         """The result of an instant query at Unix time ``at``; raises on a PromQL error."""
-        response = httpx.get(f"{self.url}/api/v1/query", params={"query": expression, "time": f"{at:.3f}"}, timeout=30)
+        response = httpx.get(
+            f"{self.url}/api/v1/query", params={"query": expression, "time": f"{at:.3f}"}, timeout=30
+        )
         body = response.json()
         if body.get("status") != "success":
             raise ValueError(f"{expression}: {body.get('errorType')}: {body.get('error')}")

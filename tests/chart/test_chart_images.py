@@ -10,7 +10,14 @@ import yaml
 
 from tests.helm_support import CHART, launcher_defaults, one, render_objects, render_templates
 
-COMPONENT_KEYS = ("orchestrator", "rollout", "environmentVerifier", "valueEvaluator", "valueTrainer", "policyTrainer")
+COMPONENT_KEYS = (
+    "orchestrator",
+    "rollout",
+    "environmentVerifier",
+    "valueEvaluator",
+    "valueTrainer",
+    "policyTrainer",
+)
 
 
 def _images(values: dict[str, Any] | None = None) -> dict[str, str]:
@@ -19,7 +26,11 @@ def _images(values: dict[str, Any] | None = None) -> dict[str, str]:
     [api] = one(objects, "Deployment", "-api")["spec"]["template"]["spec"]["containers"]
     [redis] = one(objects, "StatefulSet", "-redis")["spec"]["template"]["spec"]["containers"]
     defaults = launcher_defaults(values)["components"]
-    return {"api": api["image"], "redis": redis["image"], **{key: defaults[key]["image"] for key in COMPONENT_KEYS}}
+    return {
+        "api": api["image"],
+        "redis": redis["image"],
+        **{key: defaults[key]["image"] for key in COMPONENT_KEYS},
+    }
 
 
 def test_the_default_images_are_the_published_names_at_the_chart_version() -> None:
@@ -39,13 +50,15 @@ def test_one_global_setting_moves_both_images_to_another_registry_and_tag() -> N
 
 def test_a_component_still_overrides_its_repository_tag_or_digest() -> None:
     digest = "sha256:" + "ab" * 32
-    images = _images({
-        "global": {"image": {"registry": "registry.example.com/ml", "tag": "1.0"}},
-        "rollout": {"image": {"repository": "registry.example.com/ml/services-vllm", "tag": "1.0-cu129"}},
-        "valueTrainer": {"image": {"tag": "1.1"}},
-        "policyTrainer": {"image": {"digest": digest}},
-        "api": {"image": {"repository": "mirror.example.com/api"}},
-    })
+    images = _images(
+        {
+            "global": {"image": {"registry": "registry.example.com/ml", "tag": "1.0"}},
+            "rollout": {"image": {"repository": "registry.example.com/ml/services-vllm", "tag": "1.0-cu129"}},
+            "valueTrainer": {"image": {"tag": "1.1"}},
+            "policyTrainer": {"image": {"digest": digest}},
+            "api": {"image": {"repository": "mirror.example.com/api"}},
+        }
+    )
     assert images["rollout"] == "registry.example.com/ml/services-vllm:1.0-cu129"
     assert images["valueTrainer"] == "registry.example.com/ml/services:1.1"
     assert images["policyTrainer"] == f"registry.example.com/ml/services@{digest}"

@@ -27,7 +27,10 @@ def _rendered() -> tuple[list[str], dict[str, str]]:
     objects = render_objects()
     [container] = one(objects, "StatefulSet", "-redis")["spec"]["template"]["spec"]["containers"]
     secret = one(objects, "Secret", "-redis-auth")["data"]
-    values = {item["name"]: base64.b64decode(secret[item["valueFrom"]["secretKeyRef"]["key"]]).decode() for item in container["env"]}
+    values = {
+        item["name"]: base64.b64decode(secret[item["valueFrom"]["secretKeyRef"]["key"]]).decode()
+        for item in container["env"]
+    }
     assert container["command"][:2] == ["redis-server", "/etc/redis/redis.conf"]
     return container["command"][2:], values
 
@@ -47,8 +50,12 @@ def chart_redis(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
     expanded = [re.sub(r"\$\((\w+)\)", lambda m: values[m.group(1)], argument) for argument in arguments]
     port = _free_port()
     config = tmp_path / "redis.conf"
-    config.write_text(f"bind 127.0.0.1\nport {port}\ndir {tmp_path}\nsave \"\"\nappendonly no\n")
-    process = subprocess.Popen([_redis_server_executable(), str(config), *expanded], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    config.write_text(f'bind 127.0.0.1\nport {port}\ndir {tmp_path}\nsave ""\nappendonly no\n')
+    process = subprocess.Popen(
+        [_redis_server_executable(), str(config), *expanded],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     probe = redis_client(f"redis://127.0.0.1:{port}/0", connect_timeout_s=0.5)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
@@ -68,25 +75,37 @@ def test_the_chart_sets_exactly_the_libraries_acl_rules() -> None:
     arguments, _ = _rendered()
     users = _users(arguments)
     assert users["api"] == ["on", ">$(LECRITIQUE_REDIS_API_PASSWORD)", *redis_acl.rules("api")]
-    assert users["experiments"] == ["on", ">$(LECRITIQUE_REDIS_EXPERIMENTS_PASSWORD)", *redis_acl.rules("experiments")]
+    assert users["experiments"] == [
+        "on",
+        ">$(LECRITIQUE_REDIS_EXPERIMENTS_PASSWORD)",
+        *redis_acl.rules("experiments"),
+    ]
     assert users["default"] == ["on", *redis_acl.rules("default")]
 
 
-def test_experiments_cannot_read_the_api_records_and_anonymous_clients_only_ping(chart_redis: tuple[int, dict[str, str]]) -> None:
+def test_experiments_cannot_read_the_api_records_and_anonymous_clients_only_ping(
+    chart_redis: tuple[int, dict[str, str]],
+) -> None:
     port, passwords = chart_redis
     base = f"redis://127.0.0.1:{port}/0"
     api = redis_client(redis_user_url(base, "api", passwords["LECRITIQUE_REDIS_API_PASSWORD"]))
-    experiments = redis_client(redis_user_url(base, "experiments", passwords["LECRITIQUE_REDIS_EXPERIMENTS_PASSWORD"]))
+    experiments = redis_client(
+        redis_user_url(base, "experiments", passwords["LECRITIQUE_REDIS_EXPERIMENTS_PASSWORD"])
+    )
     anonymous = redis_client(base)
     api.set("lecritique:api:experiment:exp-0123456789", '{"tenant": "alice"}')
     experiments.rpush("lecritique:exp-0123456789:metrics", '{"step": 1}')
-    assert api.lrange("lecritique:exp-0123456789:metrics", 0, -1) == [b'{"step": 1}'], "the API reads what experiments write"
-    for attempt in (lambda: experiments.get("lecritique:api:experiment:exp-0123456789"),
-                    lambda: experiments.set("lecritique:api:idempotency:x", "1"),
-                    lambda: experiments.keys("*"),
-                    lambda: experiments.config_get("requirepass"),
-                    lambda: anonymous.get("lecritique:exp-0123456789:metrics"),
-                    lambda: anonymous.set("x", "1")):
+    assert api.lrange("lecritique:exp-0123456789:metrics", 0, -1) == [b'{"step": 1}'], (
+        "the API reads what experiments write"
+    )
+    for attempt in (
+        lambda: experiments.get("lecritique:api:experiment:exp-0123456789"),
+        lambda: experiments.set("lecritique:api:idempotency:x", "1"),
+        lambda: experiments.keys("*"),
+        lambda: experiments.config_get("requirepass"),
+        lambda: anonymous.get("lecritique:exp-0123456789:metrics"),
+        lambda: anonymous.set("x", "1"),
+    ):
         with pytest.raises(redis.exceptions.NoPermissionError):
             attempt()
     assert anonymous.ping() is True  # what the probes do

@@ -27,8 +27,22 @@ from tests.helm_support import (
 
 VALUE_SETS = {"default": with_operator_token({}), "gpu-pools": with_operator_token(gpu_values())}
 """The shipped values files, each with a token hash of the operator's own (without, the chart refuses: tests/chart/test_chart_tokens.py)."""
-COMPONENT_VALUE_KEYS = ["orchestrator", "rollout", "environmentVerifier", "valueEvaluator", "valueTrainer", "policyTrainer"]
-COMPONENT_LABELS = ["orchestrator", "rollout", "environment-verifier", "value-evaluator", "value-trainer", "policy-trainer"]
+COMPONENT_VALUE_KEYS = [
+    "orchestrator",
+    "rollout",
+    "environmentVerifier",
+    "valueEvaluator",
+    "valueTrainer",
+    "policyTrainer",
+]
+COMPONENT_LABELS = [
+    "orchestrator",
+    "rollout",
+    "environment-verifier",
+    "value-evaluator",
+    "value-trainer",
+    "policy-trainer",
+]
 GRPC_COMPONENTS = [c for c in COMPONENT_LABELS if c != "orchestrator"]
 CLUSTER_SCOPED = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
@@ -45,9 +59,22 @@ def test_helm_lint_is_clean(values_name: str) -> None:
 def test_every_object_is_valid_against_the_kubernetes_schemas(values_name: str) -> None:
     objects = render_objects(VALUE_SETS[values_name])
     kinds = {o["kind"] for o in objects}
-    assert {"Deployment", "StatefulSet", "Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "ServiceAccount",
-            "Role", "RoleBinding", "NetworkPolicy", "ServiceMonitor", "PrometheusRule", "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionPolicyBinding"} <= kinds
+    assert {
+        "Deployment",
+        "StatefulSet",
+        "Service",
+        "ConfigMap",
+        "Secret",
+        "PersistentVolumeClaim",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "NetworkPolicy",
+        "ServiceMonitor",
+        "PrometheusRule",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    } <= kinds
     for obj in objects:
         if obj["apiVersion"].startswith("monitoring.coreos.com/"):
             # Custom resources: kubernetes-validate has no schema; their shape is checked below
@@ -90,7 +117,9 @@ def _check_pod(name: str, pod: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("values_name", list(VALUE_SETS))
 def test_every_chart_pod_has_resources_probes_and_a_non_root_read_only_context(values_name: str) -> None:
-    pods = [(o["metadata"]["name"], pod) for o in render_objects(VALUE_SETS[values_name]) for pod in pod_specs(o)]
+    pods = [
+        (o["metadata"]["name"], pod) for o in render_objects(VALUE_SETS[values_name]) for pod in pod_specs(o)
+    ]
     assert {name.removeprefix(f"{RELEASE}-lecritique-") for name, _ in pods} == {"api", "redis"}
     for name, pod in pods:
         _check_pod(name, pod)
@@ -104,7 +133,9 @@ def test_redis_persists_to_an_append_only_file_on_a_volume_claim() -> None:
     assert "dir /data" in config
     [claim] = redis["spec"]["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data" and claim["spec"]["resources"]["requests"]["storage"] == "8Gi"
-    mounts = {m["name"]: m["mountPath"] for m in redis["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    mounts = {
+        m["name"]: m["mountPath"] for m in redis["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    }
     assert mounts["data"] == "/data"
     gpu = render_objects(gpu_values())
     assert "appendfsync always" in one(gpu, "ConfigMap", "-redis")["data"]["redis.conf"].splitlines()
@@ -120,7 +151,13 @@ def test_the_weight_volume_is_read_write_many_and_survives_uninstall() -> None:
 
 
 def _normalise(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-    return {(group, resource, verb) for rule in rules for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
 
 
 def test_the_api_role_grants_exactly_what_the_kubernetes_launcher_calls() -> None:
@@ -151,12 +188,27 @@ def _ingress_ports(policy: dict[str, Any]) -> dict[int, list[Any] | None]:
 
 def _egress(policy: dict[str, Any]) -> list[tuple[tuple[int, ...], list[Any] | None]]:
     """(ports, peers) of every egress rule (peers None: any destination)."""
-    return [(tuple(p["port"] for p in rule.get("ports", [])), rule.get("to")) for rule in policy["spec"].get("egress", [])]
+    return [
+        (tuple(p["port"] for p in rule.get("ports", [])), rule.get("to"))
+        for rule in policy["spec"].get("egress", [])
+    ]
 
 
-RELEASE_PODS = [{"podSelector": {"matchLabels": {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/part-of": "lecritique"}}}]
+RELEASE_PODS = [
+    {
+        "podSelector": {
+            "matchLabels": {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/part-of": "lecritique"}
+        }
+    }
+]
 DNS = [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
-REDIS_PODS = [{"podSelector": {"matchLabels": {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": "redis"}}}]
+REDIS_PODS = [
+    {
+        "podSelector": {
+            "matchLabels": {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": "redis"}
+        }
+    }
+]
 BASE_EGRESS = [((53, 53), DNS), ((6379,), REDIS_PODS)]
 
 
@@ -167,7 +219,10 @@ def test_every_pod_has_ingress_and_egress_policies_that_allow_only_dns_redis_and
     objects = render_objects()
     for component in COMPONENT_LABELS:
         policy = one(objects, "NetworkPolicy", f"-{component}")
-        assert policy["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": component}
+        assert policy["spec"]["podSelector"]["matchLabels"] == {
+            "app.kubernetes.io/instance": RELEASE,
+            "app.kubernetes.io/component": component,
+        }
         assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
         assert _ingress_ports(policy) == {9090: None}, component
         assert _egress(policy) == BASE_EGRESS, component
@@ -180,7 +235,9 @@ def test_every_pod_has_ingress_and_egress_policies_that_allow_only_dns_redis_and
     apiserver = [{"ipBlock": {"cidr": "10.0.0.1/32"}}]
     pinned = render_objects({"networkPolicy": {"kubernetesApi": {"to": apiserver, "ports": [443]}}})
     assert _egress(one(pinned, "NetworkPolicy", "-api"))[-1] == ((443,), apiserver)
-    assert _egress(one(render_objects({"api": {"launcher": "local"}}), "NetworkPolicy", "-api")) == BASE_EGRESS
+    assert (
+        _egress(one(render_objects({"api": {"launcher": "local"}}), "NetworkPolicy", "-api")) == BASE_EGRESS
+    )
     scrapers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
     restricted = render_objects({"networkPolicy": {"metricsFrom": scrapers}})
     assert _ingress_ports(one(restricted, "NetworkPolicy", "-rollout"))[9090] == scrapers
@@ -194,30 +251,48 @@ def test_pod_disruption_budgets_only_where_they_protect_something() -> None:
     [budget] = find(render_objects({"api": {"replicas": 3}}), "PodDisruptionBudget")
     assert budget["spec"]["maxUnavailable"] == 1
     assert budget["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "api"
-    assert find(render_objects({"api": {"replicas": 3, "pdb": {"enabled": False}}}), "PodDisruptionBudget") == []
+    assert (
+        find(render_objects({"api": {"replicas": 3, "pdb": {"enabled": False}}}), "PodDisruptionBudget") == []
+    )
 
 
 def test_service_monitors_scrape_every_component() -> None:
-    monitors = {o["metadata"]["labels"]["app.kubernetes.io/component"]: o for o in find(render_objects(), "ServiceMonitor")}
+    monitors = {
+        o["metadata"]["labels"]["app.kubernetes.io/component"]: o
+        for o in find(render_objects(), "ServiceMonitor")
+    }
     assert set(monitors) == {"api", *COMPONENT_LABELS}
     for component, monitor in monitors.items():
         assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
-        assert monitor["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": component}
+        assert monitor["spec"]["selector"]["matchLabels"] == {
+            "app.kubernetes.io/instance": RELEASE,
+            "app.kubernetes.io/component": component,
+        }
         assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
         [endpoint] = monitor["spec"]["endpoints"]
-        assert endpoint["port"] == ("http" if component == "api" else "metrics") and endpoint["path"] == "/metrics"
+        assert (
+            endpoint["port"] == ("http" if component == "api" else "metrics")
+            and endpoint["path"] == "/metrics"
+        )
     api_service = one(render_objects(), "Service", "-api")
     assert {p["name"] for p in api_service["spec"]["ports"]} == {"http"}
-    assert {k: api_service["metadata"]["labels"][k] for k in monitors["api"]["spec"]["selector"]["matchLabels"]} == monitors["api"]["spec"]["selector"]["matchLabels"]
+    assert {
+        k: api_service["metadata"]["labels"][k] for k in monitors["api"]["spec"]["selector"]["matchLabels"]
+    } == monitors["api"]["spec"]["selector"]["matchLabels"]
     labelled = find(render_objects(gpu_values()), "ServiceMonitor")
     assert all(m["metadata"]["labels"]["release"] == "kube-prometheus-stack" for m in labelled)
     assert find(render_objects({"serviceMonitor": {"enabled": False}}), "ServiceMonitor") == []
 
 
 def test_dashboards_ship_as_configmaps_labelled_for_grafana() -> None:
-    maps = [o for o in find(render_objects(), "ConfigMap") if o["metadata"]["labels"].get("app.kubernetes.io/component") == "dashboards"]
+    maps = [
+        o
+        for o in find(render_objects(), "ConfigMap")
+        if o["metadata"]["labels"].get("app.kubernetes.io/component") == "dashboards"
+    ]
     assert {m["metadata"]["name"] for m in maps} == {
-        f"{RELEASE}-lecritique-dashboard-lecritique-{name}" for name in ("critic", "training", "replay", "services")
+        f"{RELEASE}-lecritique-dashboard-lecritique-{name}"
+        for name in ("critic", "training", "replay", "services")
     }
     for config_map in maps:
         assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
@@ -232,13 +307,18 @@ def test_launcher_defaults_carry_each_values_block() -> None:
     defaults = launcher_defaults()
     assert defaults["release"] == RELEASE and defaults["namespace"] == NAMESPACE
     assert defaults["redisUrl"] == f"redis://{RELEASE}-lecritique-redis:6379/0"
-    assert defaults["redisAuth"] == {"secretName": f"{RELEASE}-lecritique-redis-auth", "passwordKey": "experiments-password",
-                                     "username": "experiments"}
+    assert defaults["redisAuth"] == {
+        "secretName": f"{RELEASE}-lecritique-redis-auth",
+        "passwordKey": "experiments-password",
+        "username": "experiments",
+    }
     assert set(defaults["components"]) == set(COMPONENT_VALUE_KEYS)
     for key in ("rollout", "valueEvaluator", "valueTrainer", "policyTrainer"):
         block = defaults["components"][key]
         assert block["resources"]["limits"]["nvidia.com/gpu"] == "1", key
-        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in block["tolerations"], key
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in block[
+            "tolerations"
+        ], key
     assert "nvidia.com/gpu" not in defaults["components"]["environmentVerifier"]["resources"]["limits"]
     assert defaults["components"]["rollout"]["image"] == "ghcr.io/lecritique/services:0.1.0"
     pinned = launcher_defaults({"rollout": {"image": {"digest": "sha256:" + "ab" * 32}}})
@@ -289,14 +369,23 @@ def test_a_latest_image_tag_is_refused_naming_the_field_and_why(component: str) 
     ("values", "path"),
     [
         ({"rollout": {"replicas": 0}}, "/rollout/replicas"),
-        ({"valueTrainer": {"resources": {"limits": {"nvidia.com/gpu": "lots"}}}}, "/valueTrainer/resources/limits/nvidia.com~1gpu"),
+        (
+            {"valueTrainer": {"resources": {"limits": {"nvidia.com/gpu": "lots"}}}},
+            "/valueTrainer/resources/limits/nvidia.com~1gpu",
+        ),
         ({"policyTrainer": {"nodeSelecter": {}}}, "/policyTrainer"),
         ({"weights": {"accessModes": ["ReadWriteOnce"]}}, "/weights/accessModes"),
         ({"api": {"auth": {"tokens": {"alice": "plain-token"}}}}, "/api/auth/tokens/alice"),
-        ({"rollout": {"tolerations": [{"key": "x", "operator": "Maybe"}]}}, "/rollout/tolerations/0/operator"),
+        (
+            {"rollout": {"tolerations": [{"key": "x", "operator": "Maybe"}]}},
+            "/rollout/tolerations/0/operator",
+        ),
         ({"api": {"launcher": "slurm"}}, "/api/launcher"),
         ({"redis": {"appendfsync": "sometimes"}}, "/redis/appendfsync"),
-        ({"environmentVerifier": {"resources": {"requests": {"cpu": None}}}}, "/environmentVerifier/resources/requests"),
+        (
+            {"environmentVerifier": {"resources": {"requests": {"cpu": None}}}},
+            "/environmentVerifier/resources/requests",
+        ),
         ({"api": {"tenantPolicies": {"alice": {"maxGpus": -1}}}}, "/api/tenantPolicies/alice/maxGpus"),
         ({"api": {"tenantPolicies": {"alice": {"secretz": []}}}}, "/api/tenantPolicies/alice"),
         ({"api": {"tenantPolicies": {"Alice!": {}}}}, "invalid propertyName 'Alice!'"),
@@ -334,27 +423,51 @@ def test_the_api_pod_environment_is_what_the_api_reads() -> None:
     assert settings.redis_url == f"redis://api:$(LECRITIQUE_REDIS_PASSWORD)@{RELEASE}-lecritique-redis:6379/0"
     names = [item["name"] for item in container["env"]]
     assert names.index("LECRITIQUE_REDIS_PASSWORD") < names.index("LECRITIQUE_API_REDIS_URL")
-    password = next(i for i in container["env"] if i["name"] == "LECRITIQUE_REDIS_PASSWORD")["valueFrom"]["secretKeyRef"]
+    password = next(i for i in container["env"] if i["name"] == "LECRITIQUE_REDIS_PASSWORD")["valueFrom"][
+        "secretKeyRef"
+    ]
     assert password == {"name": f"{RELEASE}-lecritique-redis-auth", "key": "api-password"}
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert str(settings.tokens_file) == f"{mounts['tokens']}/tokens.json"
-    assert volumes["tokens"]["secret"]["secretName"] == one(render_objects(), "Secret", "-api-tokens")["metadata"]["name"]
+    assert (
+        volumes["tokens"]["secret"]["secretName"]
+        == one(render_objects(), "Secret", "-api-tokens")["metadata"]["name"]
+    )
     assert str(settings.launcher_defaults) == f"{mounts['launcher-defaults']}/launcher-defaults.json"
-    assert volumes["launcher-defaults"]["configMap"]["name"] == one(render_objects(), "ConfigMap", "-api-launcher-defaults")["metadata"]["name"]
-    assert next(i for i in container["env"] if i["name"] == "LECRITIQUE_API_NAMESPACE")["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert (
+        volumes["launcher-defaults"]["configMap"]["name"]
+        == one(render_objects(), "ConfigMap", "-api-launcher-defaults")["metadata"]["name"]
+    )
+    assert next(i for i in container["env"] if i["name"] == "LECRITIQUE_API_NAMESPACE")["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.namespace"}
+    }
 
 
 def test_tenant_policies_from_values_are_what_the_api_enforces() -> None:
     from lecritique.tenancy.policy import resolve_policy
     from services.api.settings import ApiSettings
 
-    policies = {"*": {"maxGpus": 2, "modelRoots": ["/weights/models/shared"]},
-                "research": {"secrets": ["openai-research"], "llmEndpoints": ["https://api.openai.com/v1"], "maxGpus": 16}}
-    deployment = one(render_objects({"api": {"tenantPolicies": policies, "maxBodyBytes": 65536}}), "Deployment", "-api")
-    env = {i["name"]: i.get("value", "") for i in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    policies = {
+        "*": {"maxGpus": 2, "modelRoots": ["/weights/models/shared"]},
+        "research": {
+            "secrets": ["openai-research"],
+            "llmEndpoints": ["https://api.openai.com/v1"],
+            "maxGpus": 16,
+        },
+    }
+    deployment = one(
+        render_objects({"api": {"tenantPolicies": policies, "maxBodyBytes": 65536}}), "Deployment", "-api"
+    )
+    env = {
+        i["name"]: i.get("value", "") for i in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
     settings = ApiSettings.from_env(env)
     assert settings.max_body_bytes == 65536 and settings.models_root == "/weights/models"
     research = resolve_policy(settings.tenant_policies, "research")
-    assert research.max_gpus == 16 and research.secrets == ("openai-research",) and research.model_roots == ("/weights/models/shared",)
+    assert (
+        research.max_gpus == 16
+        and research.secrets == ("openai-research",)
+        and research.model_roots == ("/weights/models/shared",)
+    )
     assert resolve_policy(settings.tenant_policies, "someone").max_gpus == 2

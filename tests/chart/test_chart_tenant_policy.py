@@ -14,17 +14,28 @@ EGRESS = {"to": [{"ipBlock": {"cidr": "10.0.0.7/32"}}], "ports": [{"port": 5000,
 def test_verifier_dataset_and_tracker_rules_from_values_are_what_the_api_enforces() -> None:
     policies = {
         "*": {"datasetRoots": ["/weights/datasets/shared"]},
-        "research": {"verifierEntryPoints": ["team_verifiers.math:score"], "trackerEndpoints": ["https://mlflow.internal:5000"],
-                     "trackerEgress": [EGRESS], "sandboxPackages": ["networkx"]},
+        "research": {
+            "verifierEntryPoints": ["team_verifiers.math:score"],
+            "trackerEndpoints": ["https://mlflow.internal:5000"],
+            "trackerEgress": [EGRESS],
+            "sandboxPackages": ["networkx"],
+        },
     }
     values = {"api": {"tenantPolicies": policies, "datasetsRoot": "/weights/data"}}
     deployment = one(render_objects(values), "Deployment", "-api")
-    env = {i["name"]: i.get("value", "") for i in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = {
+        i["name"]: i.get("value", "") for i in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
     settings = ApiSettings.from_env(env)
     research = resolve_policy(settings.tenant_policies, "research")
     assert research.verifier_entry_points == ("team_verifiers.math:score",)
-    assert research.tracker_endpoints == ("https://mlflow.internal:5000",) and research.tracker_egress == (EGRESS,)
+    assert research.tracker_endpoints == ("https://mlflow.internal:5000",) and research.tracker_egress == (
+        EGRESS,
+    )
     assert research.sandbox_packages == ("networkx",)
-    assert tenant_dataset_roots("research", research, settings.datasets_root) == ["/weights/data/research", "/weights/datasets/shared"]
+    assert tenant_dataset_roots("research", research, settings.datasets_root) == [
+        "/weights/data/research",
+        "/weights/datasets/shared",
+    ]
     default = resolve_policy(settings.tenant_policies, "other")
     assert default.verifier_entry_points == () and default.tracker_endpoints == ()

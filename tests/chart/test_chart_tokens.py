@@ -42,20 +42,35 @@ def test_a_shipped_values_file_without_the_operators_token_does_not_install(name
 @pytest.mark.parametrize("name", list(SHIPPED))
 @pytest.mark.parametrize("digest", PUBLISHED_HASHES)
 def test_a_published_example_hash_does_not_install(name: str, digest: str) -> None:
-    values = {**SHIPPED[name], "api": {**SHIPPED[name].get("api", {}), "auth": {"tokens": {"ops": "sha256:" + "5e" * 32, "research": digest}}}}
+    values = {
+        **SHIPPED[name],
+        "api": {
+            **SHIPPED[name].get("api", {}),
+            "auth": {"tokens": {"ops": "sha256:" + "5e" * 32, "research": digest}},
+        },
+    }
     message = _refusal(values)
-    assert "api.auth.tokens.research" in message and "published" in message and "lecritique api hash-token" in message
+    assert (
+        "api.auth.tokens.research" in message
+        and "published" in message
+        and "lecritique api hash-token" in message
+    )
 
 
 @pytest.mark.parametrize("name", list(SHIPPED))
 def test_the_operators_own_token_or_secret_installs(name: str) -> None:
     assert render_objects(with_operator_token(SHIPPED[name]))
-    assert render_templates({**SHIPPED[name], "api": {**SHIPPED[name].get("api", {}), "auth": {"existingSecret": "ops-tokens"}}},
-                            operator_token=False)
+    assert render_templates(
+        {**SHIPPED[name], "api": {**SHIPPED[name].get("api", {}), "auth": {"existingSecret": "ops-tokens"}}},
+        operator_token=False,
+    )
 
 
 def test_the_published_hashes_are_those_of_the_published_tokens_and_the_chart_knows_them() -> None:
-    assert tuple("sha256:" + hashlib.sha256(token.encode()).hexdigest() for token in PUBLISHED_TOKENS) == PUBLISHED_HASHES
+    assert (
+        tuple("sha256:" + hashlib.sha256(token.encode()).hexdigest() for token in PUBLISHED_TOKENS)
+        == PUBLISHED_HASHES
+    )
     helpers = (CHART / "templates" / "_helpers.tpl").read_text()
     assert all(digest in helpers for digest in PUBLISHED_HASHES)
 
@@ -67,8 +82,18 @@ def test_the_api_refuses_a_published_hash_too() -> None:
 
 def test_no_shipped_file_carries_a_published_hash() -> None:
     """Values files, kustomize trees and docs: the hashes live only where they are refused."""
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     allowed = {"libs/lecritique/tenancy/tokens.py", "helm/lecritique/templates/_helpers.tpl"}
-    carrying = [path for path in tracked if path not in allowed and (ROOT / path).is_file()
-                and any(digest.removeprefix("sha256:") in (ROOT / path).read_text(errors="ignore") for digest in PUBLISHED_HASHES)]
+    carrying = [
+        path
+        for path in tracked
+        if path not in allowed
+        and (ROOT / path).is_file()
+        and any(
+            digest.removeprefix("sha256:") in (ROOT / path).read_text(errors="ignore")
+            for digest in PUBLISHED_HASHES
+        )
+    ]
     assert carrying == []

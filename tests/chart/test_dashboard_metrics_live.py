@@ -52,7 +52,8 @@ def panel_queries(experiment: str) -> list[tuple[str, str]]:
             if not where.startswith("panel"):
                 continue
             filled = (
-                expression.replace("${experiment:pipe}", experiment).replace("$experiment", experiment)
+                expression.replace("${experiment:pipe}", experiment)
+                .replace("$experiment", experiment)
                 .replace("$__rate_interval", RATE_WINDOW)
             )
             queries.append((f"{file_name}: {where}", filled))
@@ -70,7 +71,9 @@ def test_dashboards_and_alerts_against_a_live_run(tmp_path: Path, embedded_redis
     # A small critic probe every 2 steps, so the probe's gauges (dashboard panel, alert rule) are live too.
     probe = {"critic_probe": {"every": 2, "states": 4, "continuations": 2}}
     spec = parse_spec({**tiny_spec_data(experiment_id, steps=12, policy_path=quick_policy()), **probe})
-    launcher = LocalLauncher(spec, tmp_path / "run", redis_url=embedded_redis.url, experiment_id=experiment_id)
+    launcher = LocalLauncher(
+        spec, tmp_path / "run", redis_url=embedded_redis.url, experiment_id=experiment_id
+    )
     scraped: set[str] = set()
     prometheus: PrometheusServer | None = None
     live_at = 0.0
@@ -78,19 +81,40 @@ def test_dashboards_and_alerts_against_a_live_run(tmp_path: Path, embedded_redis
         launcher.start_services(timeout=300)
         addresses = launcher.addresses()
         orchestrator_metrics = free_port()
-        targets = {process.name: process.metrics_port for process in launcher.services if process.metrics_port}
+        targets = {
+            process.name: process.metrics_port for process in launcher.services if process.metrics_port
+        }
         assert len(targets) == len(launcher.services)
-        prometheus = PrometheusServer(tmp_path / "prometheus", {**targets, "orchestrator": orchestrator_metrics}, [RULES_FILE]).start()
+        prometheus = PrometheusServer(
+            tmp_path / "prometheus", {**targets, "orchestrator": orchestrator_metrics}, [RULES_FILE]
+        ).start()
         # LocalLauncher.start_orchestrator does not expose the orchestrator's metrics port; the same
         # command with --metrics-port does.
         orchestrator = ManagedProcess(
             name="orchestrator",
             command=python_command(
-                "lecritique", "orchestrate", "--spec", str(launcher.spec_path), "--out", str(launcher.out_dir),
-                "--experiment", experiment_id, "--rollout", ",".join(addresses["rollout"]),
-                "--environment", ",".join(addresses["environment"]), "--policy-trainer", ",".join(addresses["policy-trainer"]),
-                "--value-evaluator", ",".join(addresses["value-evaluator"]), "--value-trainer", ",".join(addresses["value-trainer"]),
-                "--redis-url", embedded_redis.url, "--metrics-port", str(orchestrator_metrics),
+                "lecritique",
+                "orchestrate",
+                "--spec",
+                str(launcher.spec_path),
+                "--out",
+                str(launcher.out_dir),
+                "--experiment",
+                experiment_id,
+                "--rollout",
+                ",".join(addresses["rollout"]),
+                "--environment",
+                ",".join(addresses["environment"]),
+                "--policy-trainer",
+                ",".join(addresses["policy-trainer"]),
+                "--value-evaluator",
+                ",".join(addresses["value-evaluator"]),
+                "--value-trainer",
+                ",".join(addresses["value-trainer"]),
+                "--redis-url",
+                embedded_redis.url,
+                "--metrics-port",
+                str(orchestrator_metrics),
             ),
             log_path=launcher.out_dir / "logs" / "orchestrator.log",
             env=launcher.env,

@@ -47,12 +47,23 @@ def test_sixteen_processes_on_eight_gpu_nodes_run_on_two_pods_that_meet_at_pod_z
     assert statefulset["spec"]["replicas"] == 2
     assert statefulset["spec"]["podManagementPolicy"] == "Parallel"  # both pods start at once to meet
     [container] = statefulset["spec"]["template"]["spec"]["containers"]
-    assert container["resources"]["limits"]["nvidia.com/gpu"] == container["resources"]["requests"]["nvidia.com/gpu"] == "8"
+    assert (
+        container["resources"]["limits"]["nvidia.com/gpu"]
+        == container["resources"]["requests"]["nvidia.com/gpu"]
+        == "8"
+    )
     command = container["command"]
     master = f"{TRAINER}-0.{TRAINER}-ranks.{NAMESPACE}.svc"
     assert command[:9] == [
-        "python", "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=8", "--node_rank=$(NODE_RANK)",
-        f"--master_addr={master}", f"--master_port={RENDEZVOUS_PORT}", "-m",
+        "python",
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=2",
+        "--nproc_per_node=8",
+        "--node_rank=$(NODE_RANK)",
+        f"--master_addr={master}",
+        f"--master_port={RENDEZVOUS_PORT}",
+        "-m",
     ]
     assert command[9:12] == ["lecritique", "serve", "policy-trainer"]
     [node_rank] = [item for item in container["env"] if item["name"] == "NODE_RANK"]
@@ -62,7 +73,9 @@ def test_sixteen_processes_on_eight_gpu_nodes_run_on_two_pods_that_meet_at_pod_z
     ranks = one(objects, "Service", "-policy-trainer-ranks")
     assert statefulset["spec"]["serviceName"] == ranks["metadata"]["name"] == f"{TRAINER}-ranks"
     assert ranks["spec"]["clusterIP"] == "None" and ranks["spec"]["publishNotReadyAddresses"] is True
-    assert ranks["spec"]["ports"] == [{"name": "rendezvous", "port": RENDEZVOUS_PORT, "targetPort": RENDEZVOUS_PORT, "protocol": "TCP"}]
+    assert ranks["spec"]["ports"] == [
+        {"name": "rendezvous", "port": RENDEZVOUS_PORT, "targetPort": RENDEZVOUS_PORT, "protocol": "TCP"}
+    ]
     pod_labels = statefulset["spec"]["template"]["metadata"]["labels"]
     assert ranks["spec"]["selector"].items() <= pod_labels.items()
     # The orchestrator's gRPC Service reaches global rank 0 only: pod 0.
@@ -86,7 +99,13 @@ def test_the_chart_value_sets_the_node_size_and_one_node_stays_standalone() -> N
     statefulset = _trainer(single)
     [container] = statefulset["spec"]["template"]["spec"]["containers"]
     assert statefulset["spec"]["replicas"] == 1 and statefulset["spec"]["serviceName"] == TRAINER
-    assert container["command"][:5] == ["python", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4"]
+    assert container["command"][:5] == [
+        "python",
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=4",
+    ]
     assert not [o for o in single if o["metadata"]["name"].endswith("-ranks")]
     assert POD_NAME_LABEL not in one(single, "Service", "-policy-trainer")["spec"]["selector"]
 
@@ -105,13 +124,19 @@ def test_the_schema_refuses_a_node_without_gpus() -> None:
 
 def _collective(objects: list[dict[str, Any]], component: str) -> tuple[set[str], set[str]]:
     """Components reached on any port, in and out, by one component's experiment policy (label of each peer)."""
-    [policy] = [o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == f"{EXPERIMENT}-{component}"]
+    [policy] = [
+        o
+        for o in objects
+        if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == f"{EXPERIMENT}-{component}"
+    ]
     spec = policy["spec"]
     sides = []
     for rules, key in ((spec.get("ingress", []), "from"), (spec.get("egress", []), "to")):
         peers = [peer for rule in rules if "ports" not in rule for peer in rule[key]]
         for peer in peers:
-            assert peer["podSelector"]["matchLabels"]["lecritique.dev/experiment"] == EXPERIMENT  # never another experiment's pods
+            assert (
+                peer["podSelector"]["matchLabels"]["lecritique.dev/experiment"] == EXPERIMENT
+            )  # never another experiment's pods
         sides.append({peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for peer in peers})
     return sides[0], sides[1]
 
@@ -167,7 +192,9 @@ def _render_critic(values: dict[str, Any] | None = None, **critic: Any) -> list[
 
 
 def _value_trainer(objects: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    [statefulset] = [o for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["name"] == VALUE_TRAINER]
+    [statefulset] = [
+        o for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["name"] == VALUE_TRAINER
+    ]
     [container] = statefulset["spec"]["template"]["spec"]["containers"]
     return statefulset, container
 
@@ -176,17 +203,33 @@ def test_a_critic_in_sixteen_processes_trains_on_two_value_trainer_pods_that_mee
     objects = _render_critic(processes=16, parallelism="fsdp2")  # the chart's valueTrainer.gpusPerNode: 8
     statefulset, container = _value_trainer(objects)
     assert statefulset["spec"]["replicas"] == 2 and statefulset["spec"]["podManagementPolicy"] == "Parallel"
-    assert container["resources"]["limits"]["nvidia.com/gpu"] == container["resources"]["requests"]["nvidia.com/gpu"] == "8"
+    assert (
+        container["resources"]["limits"]["nvidia.com/gpu"]
+        == container["resources"]["requests"]["nvidia.com/gpu"]
+        == "8"
+    )
     master = f"{VALUE_TRAINER}-0.{VALUE_TRAINER}-ranks.{NAMESPACE}.svc"
     assert container["command"][:12] == [
-        "python", "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=8", "--node_rank=$(NODE_RANK)",
-        f"--master_addr={master}", f"--master_port={RENDEZVOUS_PORT}", "-m", "lecritique", "serve", "value-trainer",
+        "python",
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=2",
+        "--nproc_per_node=8",
+        "--node_rank=$(NODE_RANK)",
+        f"--master_addr={master}",
+        f"--master_port={RENDEZVOUS_PORT}",
+        "-m",
+        "lecritique",
+        "serve",
+        "value-trainer",
     ]
     assert [item["name"] for item in container["env"]].count("NODE_RANK") == 1
     ranks = one(objects, "Service", "-value-trainer-ranks")
     assert statefulset["spec"]["serviceName"] == ranks["metadata"]["name"]
     assert ranks["spec"]["publishNotReadyAddresses"] is True
-    assert one(objects, "Service", "-value-trainer")["spec"]["selector"][POD_NAME_LABEL] == f"{VALUE_TRAINER}-0"
+    assert (
+        one(objects, "Service", "-value-trainer")["spec"]["selector"][POD_NAME_LABEL] == f"{VALUE_TRAINER}-0"
+    )
     # Its pods reach each other on any port; the policy trainer (one process here) opens nothing.
     assert _collective(objects, "value-trainer") == ({"value-trainer"}, {"value-trainer"})
     assert _collective(objects, "policy-trainer") == (set(), set())
@@ -198,7 +241,13 @@ def test_a_critic_in_two_processes_runs_standalone_torchrun_on_one_pod() -> None
     statefulset, container = _value_trainer(objects)
     assert statefulset["spec"]["replicas"] == 1
     assert container["command"][:7] == [
-        "python", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "lecritique",
+        "python",
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "lecritique",
     ]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
     assert "NODE_RANK" not in [item["name"] for item in container.get("env", [])]
@@ -213,7 +262,10 @@ def test_the_critics_processes_per_node_and_the_chart_value_set_the_pods() -> No
     values = {"valueTrainer": {"gpusPerNode": 4}}
     assert launcher_defaults(values)["components"]["valueTrainer"]["gpusPerNode"] == 4
     assert _value_trainer(_render_critic(values, processes=8))[0]["spec"]["replicas"] == 2
-    with pytest.raises(SpecError, match=r"^critic.processes: 12 processes do not fill pods of 8 \(critic.processes_per_node, else the chart's valueTrainer.gpusPerNode\)"):
+    with pytest.raises(
+        SpecError,
+        match=r"^critic.processes: 12 processes do not fill pods of 8 \(critic.processes_per_node, else the chart's valueTrainer.gpusPerNode\)",
+    ):
         _render_critic(processes=12)
 
 

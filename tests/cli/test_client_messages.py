@@ -25,8 +25,16 @@ from lecritique.client import LecritiqueClient, RetryPolicy, Unavailable
 from tests.helm_support import ROOT
 
 GOOD = "good-token"
-EXPERIMENT = {"id": "exp-0123456789", "name": "sudoku-mini-pvf", "tenant": "t", "status": "running", "launcher": "local",
-              "created_at": 1.0, "updated_at": 1.0, "step": 7}
+EXPERIMENT = {
+    "id": "exp-0123456789",
+    "name": "sudoku-mini-pvf",
+    "tenant": "t",
+    "status": "running",
+    "launcher": "local",
+    "created_at": 1.0,
+    "updated_at": 1.0,
+    "step": 7,
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +46,14 @@ def api_url() -> Iterator[str]:
             if self.headers.get("Authorization") == f"Bearer {GOOD}":
                 status, body = 200, {"experiments": [EXPERIMENT]}
             else:
-                status, body = 401, {"detail": [{"field": "Authorization", "message": "unknown token", "type": "unauthorized"}]}
+                status, body = (
+                    401,
+                    {
+                        "detail": [
+                            {"field": "Authorization", "message": "unknown token", "type": "unauthorized"}
+                        ]
+                    },
+                )
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -67,8 +82,15 @@ def environment(api_url: str, config: Path, token: str | None = None) -> dict[st
 
 
 def lecritique(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lecritique", *args], env=env, input=stdin, capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "lecritique", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_a_piped_login_reads_stdin_without_a_getpass_warning(api_url: str, tmp_path: Path) -> None:
@@ -83,7 +105,9 @@ def test_a_refused_token_names_where_it_came_from(api_url: str, tmp_path: Path) 
     config = tmp_path / "client.json"
     from_env = lecritique(environment(api_url, config, token="stale"), "experiments", "list")
     assert from_env.returncode == 3
-    assert "the token in LECRITIQUE_API_TOKEN is wrong: fix or unset LECRITIQUE_API_TOKEN" in from_env.stderr, from_env.stderr
+    assert (
+        "the token in LECRITIQUE_API_TOKEN is wrong: fix or unset LECRITIQUE_API_TOKEN" in from_env.stderr
+    ), from_env.stderr
 
     config.write_text(json.dumps({"api_url": api_url, "token": "stale"}))
     from_file = lecritique(environment(api_url, config), "experiments", "list")
@@ -91,7 +115,9 @@ def test_a_refused_token_names_where_it_came_from(api_url: str, tmp_path: Path) 
     assert f"saved in {config} is wrong: run `lecritique login` again" in from_file.stderr, from_file.stderr
     assert "set LECRITIQUE_API_TOKEN" not in from_file.stderr
 
-    typed = lecritique(environment(api_url, tmp_path / "other.json"), "login", "--token-stdin", stdin="stale\n")
+    typed = lecritique(
+        environment(api_url, tmp_path / "other.json"), "login", "--token-stdin", stdin="stale\n"
+    )
     assert typed.returncode == 3 and "refused this token; nothing was saved" in typed.stderr, typed.stderr
     assert "LECRITIQUE_API_TOKEN" not in typed.stderr and not (tmp_path / "other.json").exists()
 
@@ -106,10 +132,21 @@ def test_the_client_reports_each_retry_before_waiting() -> None:
     seen: list[tuple[str, int, int, float]] = []
     waits: list[float] = []
     url = f"http://127.0.0.1:{closed_port()}"
-    with LecritiqueClient(url, "t", retry=RetryPolicy(attempts=3, base_delay=0.5), sleep=waits.append,
-                          on_retry=lambda *args: seen.append(args)) as client, pytest.raises(Unavailable):
+    with (
+        LecritiqueClient(
+            url,
+            "t",
+            retry=RetryPolicy(attempts=3, base_delay=0.5),
+            sleep=waits.append,
+            on_retry=lambda *args: seen.append(args),
+        ) as client,
+        pytest.raises(Unavailable),
+    ):
         client.list()
-    assert [(failed, tries, wait) for _, failed, tries, wait in seen] == [(1, 3, 0.5), (2, 3, 1.0)] and waits == [0.5, 1.0]
+    assert [(failed, tries, wait) for _, failed, tries, wait in seen] == [
+        (1, 3, 0.5),
+        (2, 3, 1.0),
+    ] and waits == [0.5, 1.0]
     assert all(f"cannot reach the API at {url}" in problem for problem, *_ in seen)
 
 
@@ -117,8 +154,13 @@ def test_a_stopped_api_shows_the_first_retry_at_once(tmp_path: Path) -> None:
     """Not 16.5 s of silence then a count: the first failed try is on stderr within seconds."""
     env = environment(f"http://127.0.0.1:{closed_port()}", tmp_path / "client.json", token="t")
     started = time.monotonic()
-    process = subprocess.Popen([sys.executable, "-m", "lecritique", "experiments", "list"], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lecritique", "experiments", "list"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert process.stderr is not None
         ready, _, _ = select.select([process.stderr], [], [], 12.0)

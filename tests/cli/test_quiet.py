@@ -26,10 +26,20 @@ transformers.LlamaForSequenceClassification.from_pretrained(sys.argv[1])
 
 
 def output(tmp_path: Path, mode: str) -> str:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("TRANSFORMERS_", "HF_HUB_DISABLE", "LECRITIQUE_VERBOSE"))}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("TRANSFORMERS_", "HF_HUB_DISABLE", "LECRITIQUE_VERBOSE"))
+    }
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "libs"), str(ROOT)])
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / mode), mode], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / mode), mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout + done.stderr
 

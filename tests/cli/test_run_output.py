@@ -14,23 +14,41 @@ import yaml
 
 from tests.helm_support import ROOT
 
-SPEC = {"name": "rerun", "environment": {"kind": "sudoku"}, "policy": {"path": "/nonexistent/model"},
-        "estimator": {"name": "mean"}, "orchestrator": {"steps": 2}}
+SPEC = {
+    "name": "rerun",
+    "environment": {"kind": "sudoku"},
+    "policy": {"path": "/nonexistent/model"},
+    "estimator": {"name": "mean"},
+    "orchestrator": {"steps": 2},
+}
 
 
 def run(spec: dict[str, object], out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     path = out.parent / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "libs"), str(ROOT)]), "COLUMNS": "80"}
-    return subprocess.run([sys.executable, "-m", "lecritique", "run", str(path), "--out", str(out), *extra], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "lecritique", "run", str(path), "--out", str(out), *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def finished(out: Path, steps: int = 2) -> None:
     """What a run that completed ``steps`` policy steps leaves behind (checkpoint and metrics)."""
     (out / "orchestrator").mkdir(parents=True)
-    (out / "orchestrator" / "state.json").write_text(json.dumps({"completed_step": steps, "warmup_done": True}))
-    (out / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward_mean": 0.5, "seconds": 1.0 * s}) + "\n" for s in range(1, steps + 1)))
+    (out / "orchestrator" / "state.json").write_text(
+        json.dumps({"completed_step": steps, "warmup_done": True})
+    )
+    (out / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps({"step": s, "reward_mean": 0.5, "seconds": 1.0 * s}) + "\n"
+            for s in range(1, steps + 1)
+        )
+    )
 
 
 def test_a_rerun_into_a_finished_run_says_so_and_starts_nothing(tmp_path: Path) -> None:
@@ -56,7 +74,9 @@ def test_a_long_message_is_one_line(tmp_path: Path) -> None:
 def test_force_starts_again_and_the_stages_are_printed_as_lines(tmp_path: Path) -> None:
     out = tmp_path / "run"
     finished(out)
-    started = run(SPEC, out, "--force")  # the policy path does not exist: the policy trainer stops at start-up
+    started = run(
+        SPEC, out, "--force"
+    )  # the policy path does not exist: the policy trainer stops at start-up
     lines = started.stdout.splitlines()
     assert started.returncode == 1
     assert lines[0] == f"--force: deleting {out} and starting again"
@@ -65,5 +85,8 @@ def test_force_starts_again_and_the_stages_are_printed_as_lines(tmp_path: Path) 
     assert lines[3] == "policy-trainer exited with code 1:"
     assert "source directory /nonexistent/model does not exist" in started.stdout
     assert "Traceback (most recent call last)" not in started.stdout.split("policy-trainer exited")[0]
-    assert f"every service's log: {out / 'logs'}" in started.stdout and "orchestrator exited" not in started.stdout
+    assert (
+        f"every service's log: {out / 'logs'}" in started.stdout
+        and "orchestrator exited" not in started.stdout
+    )
     assert not (out / "orchestrator").exists()  # the finished run was deleted

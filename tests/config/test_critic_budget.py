@@ -16,8 +16,10 @@ def spec(k: int, **replay: int | None) -> dict:
     critic: dict = {"context": "none", "updates_per_step": k, "batch_size": replay.pop("batch_size", None)}
     critic["replay"] = {key: value for key, value in replay.items() if value is not None}
     return {
-        "name": "budget", "environment": {"kind": "sudoku", "size": 4, "empty_cells": [3, 4]},
-        "policy": {"tiny": "sudoku-mini"}, "rollout": {"tasks_per_step": 16, "group_size": 4},
+        "name": "budget",
+        "environment": {"kind": "sudoku", "size": 4, "empty_cells": [3, 4]},
+        "policy": {"tiny": "sudoku-mini"},
+        "rollout": {"tasks_per_step": 16, "group_size": 4},
         "critic": {key: value for key, value in critic.items() if value is not None},
     }
 
@@ -39,8 +41,13 @@ def test_a_setting_that_can_never_be_met_is_refused_naming_the_fields_and_number
     with pytest.raises(SpecError) as error:
         parse_spec(spec(3))  # 64 trajectories x 2 uses / 64 per update = 2
     message = str(error.value)
-    for text in ("critic.updates_per_step = 3 cannot be met", "rollout.tasks_per_step x rollout.group_size = 64",
-                 "critic.replay.max_reuse = 2", "critic.batch_size = 64", "64 x 2 / 64 = 2 updates per step"):
+    for text in (
+        "critic.updates_per_step = 3 cannot be met",
+        "rollout.tasks_per_step x rollout.group_size = 64",
+        "critic.replay.max_reuse = 2",
+        "critic.batch_size = 64",
+        "64 x 2 / 64 = 2 updates per step",
+    ):
         assert text in message, message
     with pytest.raises(SpecError, match=r"critic.replay.capacity = 16 keeps 16\).*16 x 2 / 16 = 2 updates"):
         parse_spec(spec(3, capacity=16, batch_size=16))  # a push of 64 keeps its newest 16
@@ -48,15 +55,21 @@ def test_a_setting_that_can_never_be_met_is_refused_naming_the_fields_and_number
 
 
 def test_marginal_settings_warn_and_comfortable_ones_do_not():
-    assert update_budget_warnings(parse_spec(spec(2))) == []  # k = max_reuse at a full-batch update: always met
+    assert (
+        update_budget_warnings(parse_spec(spec(2))) == []
+    )  # k = max_reuse at a full-batch update: always met
     warned = update_budget_warnings(parse_spec(spec(4, batch_size=32)))
     assert len(warned) == 1 and "marginal" in warned[0] and "only 3 whatever order" in warned[0]
     assert update_budget_warnings(parse_spec(spec(4, max_reuse=4))) == []
-    aged = update_budget_warnings(parse_spec(spec(2, max_age_versions=1)))  # prefetch_batches 1: ages 0..2 occur
+    aged = update_budget_warnings(
+        parse_spec(spec(2, max_age_versions=1))
+    )  # prefetch_batches 1: ages 0..2 occur
     assert len(aged) == 1 and "critic.replay.max_age_versions = 1" in aged[0]
 
 
-@pytest.mark.parametrize(("fresh", "batch", "reuse"), [(64, 64, 2), (64, 32, 2), (16, 4, 4), (24, 8, 3), (10, 7, 5)])
+@pytest.mark.parametrize(
+    ("fresh", "batch", "reuse"), [(64, 64, 2), (64, 32, 2), (16, 4, 4), (24, 8, 3), (10, 7, 5)]
+)
 def test_guaranteed_updates_happen_under_every_sampling_order(fresh, batch, reuse):
     """Uniform sampling of distinct entries, eviction at max_reuse: the guarantee always holds, and
     some orders fall short of the nominal count when the two differ."""

@@ -18,7 +18,9 @@ GROUP_ESTIMATORS = sorted(cls.name for cls in estimator_classes() if cls.min_gro
 
 def _spec(estimator, group_size, critic=None):
     critic = critic if critic is not None else {}
-    return parse_spec({**BASE, "estimator": {"name": estimator}, "rollout": {"group_size": group_size}, "critic": critic})
+    return parse_spec(
+        {**BASE, "estimator": {"name": estimator}, "rollout": {"group_size": group_size}, "critic": critic}
+    )
 
 
 def test_the_estimators_that_need_groups_are_the_issue_s_four():

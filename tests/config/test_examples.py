@@ -18,7 +18,11 @@ def _generator():
     return module
 
 
-@pytest.mark.parametrize("path", sorted(p for p in EXAMPLES.glob("**/*.yaml") if "studies" not in p.parts), ids=lambda p: str(p.relative_to(EXAMPLES)))
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in EXAMPLES.glob("**/*.yaml") if "studies" not in p.parts),
+    ids=lambda p: str(p.relative_to(EXAMPLES)),
+)
 def test_example_parses(path):
     spec = load_spec(path)
     if spec.estimator.build().uses_critic:
@@ -31,16 +35,24 @@ def test_every_environment_and_baseline_pair_is_present_and_current():
         for baseline in generator.baselines(environment):
             path = EXAMPLES / environment / f"{baseline}.yaml"
             assert path.exists(), f"missing {path}: run python examples/generate.py"
-            assert yaml.safe_load(path.read_text()) == generator.spec_for(environment, baseline), f"{path} is stale"
+            assert yaml.safe_load(path.read_text()) == generator.spec_for(environment, baseline), (
+                f"{path} is stale"
+            )
         shipped = {path.stem for path in (EXAMPLES / environment).glob("*.yaml")}
-        assert shipped == set(generator.baselines(environment)), f"{environment}: stale files, run python examples/generate.py"
+        assert shipped == set(generator.baselines(environment)), (
+            f"{environment}: stale files, run python examples/generate.py"
+        )
 
 
 @pytest.mark.parametrize("environment", sorted(p.parent.name for p in EXAMPLES.glob("*/tether.yaml")))
 def test_the_examples_are_the_papers_setups(environment):
     """TETHER mixes LOO with a plain value function; tether-pvf with the privileged one."""
     tether = load_spec(EXAMPLES / environment / "tether.yaml")
-    assert tether.estimator.name == "tether" and tether.critic.kind == "discriminative" and tether.critic.context == "none"
+    assert (
+        tether.estimator.name == "tether"
+        and tether.critic.kind == "discriminative"
+        and tether.critic.context == "none"
+    )
     privileged = load_spec(EXAMPLES / environment / "tether-pvf.yaml")
     assert privileged.estimator.name == "tether" and privileged.critic.context in ("reference", "loo_group")
 
@@ -56,8 +68,12 @@ def test_lvrl_ships_only_where_it_is_lvrl():
     for path in lvrl:
         assert build_environment(load_spec(path).environment).multi_turn, f"{path}: single-turn LVRL is GRPO"
         if path.parent.name == "critics":  # the tiny CPU ones say they show the mechanics only
-            assert "mechanics" in path.read_text().split("\nname:")[0], f"{path} does not say it is not LVRL's setup"
-    assert [p.relative_to(EXAMPLES).as_posix() for p in lvrl if p.parent.name != "critics"] == ["babyai-text/lvrl.yaml"]
+            assert "mechanics" in path.read_text().split("\nname:")[0], (
+                f"{path} does not say it is not LVRL's setup"
+            )
+    assert [p.relative_to(EXAMPLES).as_posix() for p in lvrl if p.parent.name != "critics"] == [
+        "babyai-text/lvrl.yaml"
+    ]
     spec = load_spec(EXAMPLES / "babyai-text" / "lvrl.yaml")
     critic = spec.critic
     assert critic.kind == "frozen_llm" and critic.hindsight and critic.llm.kind == "openai"

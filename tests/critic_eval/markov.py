@@ -36,9 +36,18 @@ def write_markov_policy(directory: Path) -> Path:
     tokenizer = build_char_tokenizer(ALPHABET)
     vocab = len(tokenizer)
     config = LlamaConfig(
-        vocab_size=vocab, hidden_size=vocab, intermediate_size=8, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False, rms_norm_eps=1e-6,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=vocab,
+        hidden_size=vocab,
+        intermediate_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+        rms_norm_eps=1e-6,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
     )
     model = LlamaForCausalLM(config)
     ids = {char: tokenizer.convert_tokens_to_ids(char) for char in ALPHABET}
@@ -108,7 +117,10 @@ class CountAEnvironment(Environment):
 
     def sample_tasks(self, n: int, split="train", seed: int = 0) -> list[Task]:
         rng = random.Random(seed)
-        return [Task(task_id=f"{split}-{seed}-{i}-{rng.random():.6f}", prompt=".", reference=None, privileged={}) for i in range(n)]
+        return [
+            Task(task_id=f"{split}-{seed}-{i}-{rng.random():.6f}", prompt=".", reference=None, privileged={})
+            for i in range(n)
+        ]
 
     def score(self, task: Task, completion: str) -> ScoreResult:
         count = completion.count("a")

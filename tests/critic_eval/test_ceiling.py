@@ -36,7 +36,13 @@ def test_the_perfect_critic_reaches_the_ceiling_and_a_constant_one_nothing():
     rng = np.random.default_rng(1)
     values = rng.choice([0.05, 0.5, 0.95], size=3000)
     rewards = bernoulli_states(rng, values, 8)
-    rows = ceiling_rows(rewards, np.zeros(len(values), int), {"perfect": values, "flat": np.full(len(values), rewards.mean())}, [1], bootstrap=50)
+    rows = ceiling_rows(
+        rewards,
+        np.zeros(len(values), int),
+        {"perfect": values, "flat": np.full(len(values), rewards.mean())},
+        [1],
+        bootstrap=50,
+    )
     overall = rows[0]
     true_ceiling = values.var() / (values.var() + np.mean(values * (1 - values)))
     assert overall["label"] == "all" and math.isclose(overall["ceiling"], true_ceiling, abs_tol=0.03)
@@ -70,7 +76,9 @@ def test_the_standard_error_resamples_whole_episodes():
     truth = np.std([ceiling_of(draw()[1]) for _ in range(300)])
     values, rewards = draw()
     episodes = np.repeat(np.arange(30), 8)
-    by_episode = ceiling_rows(rewards, np.zeros(len(values), int), {}, [1], episodes=episodes, bootstrap=300)[0]
+    by_episode = ceiling_rows(rewards, np.zeros(len(values), int), {}, [1], episodes=episodes, bootstrap=300)[
+        0
+    ]
     by_state = ceiling_rows(rewards, np.zeros(len(values), int), {}, [1], bootstrap=300)[0]
     assert by_episode["se_resampled_by"] == "episode" and by_episode["episodes"] == 30
     assert 0.7 * truth < by_episode["ceiling_se"] < 1.4 * truth
@@ -84,7 +92,10 @@ def test_a_ceiling_whose_interval_reaches_005_gets_no_ratio_and_says_why():
     rewards = bernoulli_states(rng, values, 4)
     row = ceiling_rows(rewards, np.zeros(200, int), {"v": values}, [1], bootstrap=100)[0]
     assert row["ceiling_low"] <= 0.05
-    assert math.isnan(row["critics"]["v"]["fraction"]) and row["critics"]["v"]["fraction_note"] == "ceiling too small"
+    assert (
+        math.isnan(row["critics"]["v"]["fraction"])
+        and row["critics"]["v"]["fraction_note"] == "ceiling too small"
+    )
     assert math.isfinite(row["critics"]["v"]["ev_mse"])
     assert best_critic(row) == "no verdict: ceiling too small"
 
@@ -95,10 +106,14 @@ def test_constant_returns_give_reasons_and_no_numpy_warning():
     rewards = np.zeros((12, 4))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        rows = ceiling_rows(rewards, np.arange(12) % 3, {"v": np.full(12, 0.2)}, [1, 2], episodes=np.arange(12) // 4)
+        rows = ceiling_rows(
+            rewards, np.arange(12) % 3, {"v": np.full(12, 0.2)}, [1, 2], episodes=np.arange(12) // 4
+        )
     overall = rows[0]
     assert "Var(R) = 0" in overall["ceiling_note"]
-    assert math.isnan(overall["critics"]["v"]["ev_mse"]) and "Var(R) = 0" in overall["critics"]["v"]["ev_note"]
+    assert (
+        math.isnan(overall["critics"]["v"]["ev_mse"]) and "Var(R) = 0" in overall["critics"]["v"]["ev_note"]
+    )
 
 
 def test_multi_turn_states_get_rows_per_turn_position_too():
@@ -106,16 +121,29 @@ def test_multi_turn_states_get_rows_per_turn_position_too():
     values = rng.uniform(0.1, 0.9, 60)
     positions = np.arange(60) % 6
     turn_positions = positions % 3  # two turns of three tokens
-    rows = ceiling_rows(bernoulli_states(rng, values, 4), positions, {}, [1, 3], turn_positions=turn_positions, bootstrap=20)
+    rows = ceiling_rows(
+        bernoulli_states(rng, values, 4), positions, {}, [1, 3], turn_positions=turn_positions, bootstrap=20
+    )
     assert [(r["axis"], r["label"]) for r in rows] == [
-        ("episode", "all"), ("episode", "t=0"), ("episode", "t=1-2"), ("episode", "t>=3"),
-        ("turn", "turn t=0"), ("turn", "turn t=1-2"), ("turn", "turn t>=3"),
+        ("episode", "all"),
+        ("episode", "t=0"),
+        ("episode", "t=1-2"),
+        ("episode", "t>=3"),
+        ("turn", "turn t=0"),
+        ("turn", "turn t=1-2"),
+        ("turn", "turn t>=3"),
     ]
     assert rows[1]["states"] == 10 and rows[4]["states"] == 20
-    single = ceiling_rows(bernoulli_states(rng, values, 4), positions, {}, [1, 3], turn_positions=positions, bootstrap=20)
+    single = ceiling_rows(
+        bernoulli_states(rng, values, 4), positions, {}, [1, 3], turn_positions=positions, bootstrap=20
+    )
     assert len(single) == 4, "single-turn: the two positions agree, no turn rows"
 
 
 def test_the_verdict_names_the_best_critic_its_fraction_and_the_ceiling():
-    row = {"ceiling": 0.55, "ceiling_se": 0.04, "critics": {"vf": {"fraction": 0.28}, "pvf": {"fraction": 0.41}}}
+    row = {
+        "ceiling": 0.55,
+        "ceiling_se": 0.04,
+        "critics": {"vf": {"fraction": 0.28}, "pvf": {"fraction": 0.41}},
+    }
     assert best_critic(row) == "best: pvf, 0.41 of the ceiling (ceiling 0.55 ± 0.04 s.e.); vf 0.28"

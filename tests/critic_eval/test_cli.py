@@ -15,8 +15,20 @@ def critic_eval(spec, tmp_path):
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     return subprocess.run(
-        [sys.executable, "-m", "lecritique", "critic-eval", str(path), "--out", str(tmp_path / "out"), "--no-progress"],
-        capture_output=True, text=True, env=child_environment(REPO_ROOT, threads=2), timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "lecritique",
+            "critic-eval",
+            str(path),
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        env=child_environment(REPO_ROOT, threads=2),
+        timeout=600,
     )
 
 
@@ -26,13 +38,21 @@ def test_critic_eval_compares_every_critic_kind(tiny_policy, tmp_path):
         "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
         "sampling": {"max_tokens": 8},
         "split": "train",
-        "tasks": 4, "group_size": 2, "states": 8, "continuations": 4,
-        "ranking_k": [2], "ranking_states": 3, "ranking_oversample": 3,
+        "tasks": 4,
+        "group_size": 2,
+        "states": 8,
+        "continuations": 4,
+        "ranking_k": [2],
+        "ranking_states": 3,
+        "ranking_oversample": 3,
         "segments": {"rule": "turn"},
         "critics": [
             {"name": "vf", "critic": {"context": "none"}},
             {"name": "pvf", "critic": {"context": "reference"}},
-            {"name": "genac", "critic": {"kind": "generative", "reasoning": False, "score_tag": "=", "max_tokens": 1}},
+            {
+                "name": "genac",
+                "critic": {"kind": "generative", "reasoning": False, "score_tag": "=", "max_tokens": 1},
+            },
             {"name": "lvrl", "critic": {"kind": "frozen_llm", "max_tokens": 8, "system_prompt": "values"}},
         ],
     }
@@ -63,8 +83,14 @@ def test_critic_eval_rejects_a_bad_spec_naming_the_field(tmp_path):
     result = critic_eval(spec, tmp_path)
     assert result.returncode == 2
     assert "continuations: Input should be greater than or equal to 1" in result.stderr
-    assert "critics.0.critic.temprature: unknown field 'temprature'; did you mean 'temperature'?" in result.stderr
-    assert "critics.1: Value error, critic 'y': a frozen_llm critic has no weights; remove 'path'" in result.stderr
+    assert (
+        "critics.0.critic.temprature: unknown field 'temprature'; did you mean 'temperature'?"
+        in result.stderr
+    )
+    assert (
+        "critics.1: Value error, critic 'y': a frozen_llm critic has no weights; remove 'path'"
+        in result.stderr
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -72,7 +98,12 @@ def test_the_shipped_critic_eval_example_parses():
     from lecritique.critic_eval import load_critic_eval_spec
 
     spec = load_critic_eval_spec(REPO_ROOT / "examples" / "critics" / "critic-eval-sudoku-mini.yml")
-    assert [c.critic.kind for c in spec.critics] == ["discriminative", "discriminative", "generative", "frozen_llm"]
+    assert [c.critic.kind for c in spec.critics] == [
+        "discriminative",
+        "discriminative",
+        "generative",
+        "frozen_llm",
+    ]
 
 
 def test_token_states_inside_responses_and_the_ceiling_table(tiny_policy, tmp_path):
@@ -82,9 +113,17 @@ def test_token_states_inside_responses_and_the_ceiling_table(tiny_policy, tmp_pa
         "policy": {"path": str(tiny_policy)},
         "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
         "sampling": {"max_tokens": 8},
-        "tasks": 4, "group_size": 2, "states": 24, "continuations": 3, "ranking_states": 0,
-        "segments": {"rule": "token", "max_segments": 64}, "position_edges": [1, 3],
-        "critics": [{"name": "vf", "critic": {"context": "none"}}, {"name": "pvf", "critic": {"context": "reference"}}],
+        "tasks": 4,
+        "group_size": 2,
+        "states": 24,
+        "continuations": 3,
+        "ranking_states": 0,
+        "segments": {"rule": "token", "max_segments": 64},
+        "position_edges": [1, 3],
+        "critics": [
+            {"name": "vf", "critic": {"context": "none"}},
+            {"name": "pvf", "critic": {"context": "reference"}},
+        ],
     }
     result = critic_eval(spec, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -104,11 +143,24 @@ def test_token_states_inside_responses_and_the_ceiling_table(tiny_policy, tmp_pa
 
 def test_an_experiment_spec_is_answered_with_what_to_do(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "lecritique", "critic-eval", str(REPO_ROOT / "examples" / "sudoku-mini-pvf.yaml"), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, env=child_environment(REPO_ROOT, threads=2), timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "lecritique",
+            "critic-eval",
+            str(REPO_ROOT / "examples" / "sudoku-mini-pvf.yaml"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env=child_environment(REPO_ROOT, threads=2),
+        timeout=120,
     )
     assert result.returncode == 2
-    assert "is an experiment spec" in result.stderr and "lecritique critic-eval --run RUN_DIR" in result.stderr
+    assert (
+        "is an experiment spec" in result.stderr and "lecritique critic-eval --run RUN_DIR" in result.stderr
+    )
     assert "unknown field" not in result.stderr
     assert not (tmp_path / "out").exists()
 
@@ -120,16 +172,24 @@ def fake_run(tiny_policy, folder, *, critic_versions=(3, 5)):
     from lecritique.config.experiment import parse_spec
     from lecritique.critics.kinds import critic_kind
 
-    spec = parse_spec({
-        "name": "r", "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]}, "policy": {"path": str(tiny_policy)},
-        "rollout": {"group_size": 2, "tasks_per_step": 4, "sampling": {"max_tokens": 8}}, "estimator": {"name": "value"},
-        "critic": {"context": "reference"}, "orchestrator": {"steps": 2},
-    })
+    spec = parse_spec(
+        {
+            "name": "r",
+            "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
+            "policy": {"path": str(tiny_policy)},
+            "rollout": {"group_size": 2, "tasks_per_step": 4, "sampling": {"max_tokens": 8}},
+            "estimator": {"name": "value"},
+            "critic": {"context": "reference"},
+            "orchestrator": {"steps": 2},
+        }
+    )
     folder.mkdir(parents=True)
     (folder / "spec.json").write_text(spec.model_dump_json(exclude_none=True))
     shutil.copytree(tiny_policy, folder / "weights" / "policy" / "00000002")
     for version in critic_versions:
-        critic_kind(spec.critic).untrained_weights(spec.critic, tiny_policy, folder / "weights" / "critic" / f"{version:08d}")
+        critic_kind(spec.critic).untrained_weights(
+            spec.critic, tiny_policy, folder / "weights" / "critic" / f"{version:08d}"
+        )
     return folder
 
 
@@ -160,11 +220,31 @@ def test_spec_from_a_run_folder_takes_its_newest_policy_and_critic(platform_poli
 def test_critic_eval_of_a_run_folder(platform_policy, tmp_path):
     run = fake_run(platform_policy, tmp_path / "run", critic_versions=(1,))
     result = subprocess.run(
-        [sys.executable, "-m", "lecritique", "critic-eval", "--run", str(run), "--out", str(tmp_path / "out"), "--no-progress",
-         "--tasks", "4", "--states", "8", "--continuations", "3"],
-        capture_output=True, text=True, env=child_environment(REPO_ROOT, threads=2), timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "lecritique",
+            "critic-eval",
+            "--run",
+            str(run),
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+            "--tasks",
+            "4",
+            "--states",
+            "8",
+            "--continuations",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        env=child_environment(REPO_ROOT, threads=2),
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Verdict (ev_var)" in result.stdout and "Verdict (all positions, ev_mse / ceiling)" in result.stdout
+    assert (
+        "Verdict (ev_var)" in result.stdout and "Verdict (all positions, ev_mse / ceiling)" in result.stdout
+    )
     data = json.loads((tmp_path / "out" / "critic_eval.json").read_text())
     assert data["spec"]["critics"][0]["path"].endswith("critic/00000001") and len(data["states"]) == 8

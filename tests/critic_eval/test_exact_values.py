@@ -30,8 +30,14 @@ def evaluation(tmp_path_factory):
             "policy": {"path": str(policy)},
             "environment": {"kind": "arithmetic"},  # replaced by the count_a environment below
             "sampling": {"max_tokens": MAX_TOKENS},
-            "tasks": 8, "group_size": 4, "states": 24, "continuations": M,
-            "ranking_k": [2, 4], "ranking_states": 8, "ranking_oversample": 8, "seed": 1,
+            "tasks": 8,
+            "group_size": 4,
+            "states": 24,
+            "continuations": M,
+            "ranking_k": [2, 4],
+            "ranking_states": 8,
+            "ranking_oversample": 8,
+            "seed": 1,
             "critics": [
                 {"name": "vf", "critic": {}},
                 {"name": "lvrl", "critic": {"kind": "frozen_llm", "max_tokens": 4}},
@@ -43,12 +49,21 @@ def evaluation(tmp_path_factory):
     environment = CountAEnvironment()
     rng = np.random.default_rng(1)
     player = EpisodePlayer(
-        EngineSampler(engine), LocalEnvironment(environment), tokenizer, PlainTemplate(),
-        SamplingParams(temperature=1.0, max_tokens=MAX_TOKENS), 64, max_turns=environment.max_turns,
+        EngineSampler(engine),
+        LocalEnvironment(environment),
+        tokenizer,
+        PlainTemplate(),
+        SamplingParams(temperature=1.0, max_tokens=MAX_TOKENS),
+        64,
+        max_turns=environment.max_turns,
         seeds=lambda: int(rng.integers(2**31)),
     )
-    backends = {entry.name: _Recording(build_critic(entry, spec, policy, root / "scratch")) for entry in spec.critics}
-    result = run_critic_eval(spec, player, environment, backends, actor_description="markov chain", show_progress=False)
+    backends = {
+        entry.name: _Recording(build_critic(entry, spec, policy, root / "scratch")) for entry in spec.critics
+    }
+    result = run_critic_eval(
+        spec, player, environment, backends, actor_description="markov chain", show_progress=False
+    )
     paths = write_report(result, root / "report", spec)
     result.shown = [actor for backend in backends.values() for actor in backend.actors]
     return result, paths, ExactValues(policy)
@@ -91,7 +106,9 @@ def test_monte_carlo_values_match_the_exact_values(evaluation):
     assert len(z) >= 10
     assert abs(np.mean(z)) < 1.0 and 0.5 < np.std(z) < 1.6  # unbiased, with binomial spread
     # The reported noise floor is the binomial variance of the estimates.
-    floor = np.mean([exact.of_prefix(s.prefix_text) * (1 - exact.of_prefix(s.prefix_text)) / M for s in result.states])
+    floor = np.mean(
+        [exact.of_prefix(s.prefix_text) * (1 - exact.of_prefix(s.prefix_text)) / M for s in result.states]
+    )
     assert result.mc_noise_mse == pytest.approx(floor, rel=0.5)
 
 
@@ -123,7 +140,9 @@ def test_reported_metrics_are_those_of_the_recorded_values(evaluation):
             assert metrics[f"top1_k{k}"] == pytest.approx(counts["top1"], nan_ok=True)
             assert metrics[f"mc_ties_k{k}"] + counts["decided"] == len(result.probes)
             # Ties left out: the hit count is the old (ties-are-misses) accuracy over the decided probes.
-            assert counts["top1"] * counts["decided"] == pytest.approx(top1_ranking_accuracy(guess[:, :k], truth[:, :k]) * len(result.probes))
+            assert counts["top1"] * counts["decided"] == pytest.approx(
+                top1_ranking_accuracy(guess[:, :k], truth[:, :k]) * len(result.probes)
+            )
         assert metrics["ranking_probes"] == len(result.probes)
     # The Markov model writes no "k: p" lines: the frozen critic falls back to the group's peers.
     assert result.metrics["lvrl"]["stat_fallback_states"] == result.metrics["lvrl"]["stat_states"] > 0

@@ -22,7 +22,9 @@ def test_probes_tied_at_the_top_are_left_out_of_top1_and_counted():
 
 def test_top1_where_every_probe_tied_is_na_with_the_reason_not_zero():
     truth = np.zeros((5, 2))
-    row, notes = critic_row(np.array([0.1, 0.2]), np.array([0.0, 1.0]), np.ones((5, 2)) * 0.3, truth, [2], ranking_states=5)
+    row, notes = critic_row(
+        np.array([0.1, 0.2]), np.array([0.0, 1.0]), np.ones((5, 2)) * 0.3, truth, [2], ranking_states=5
+    )
     assert math.isnan(row["top1_k2"]) and row["mc_ties_k2"] == 5
     assert notes["top1_k2"] == "all 5 probes tied: no single best candidate"
 
@@ -32,9 +34,19 @@ def test_a_split_where_the_policy_always_fails_says_why_without_a_numpy_warning(
     mc = np.zeros(states)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        row, notes = critic_row(np.full(states, 0.3), mc, np.zeros((0, 2)), np.zeros((0, 2)), [2], ranking_states=0)
-        ceiling = ceiling_rows(np.zeros((states, k)), np.arange(states) % 3, {"vf": np.full(states, 0.3)}, [1], episodes=np.arange(states) // 3)
-        result = CriticEvalResult({"vf": row}, [], [], 0.0, 0.0, scored_on={"vf": "prefix"}, ceiling=ceiling, notes={"vf": notes})
+        row, notes = critic_row(
+            np.full(states, 0.3), mc, np.zeros((0, 2)), np.zeros((0, 2)), [2], ranking_states=0
+        )
+        ceiling = ceiling_rows(
+            np.zeros((states, k)),
+            np.arange(states) % 3,
+            {"vf": np.full(states, 0.3)},
+            [1],
+            episodes=np.arange(states) // 3,
+        )
+        result = CriticEvalResult(
+            {"vf": row}, [], [], 0.0, 0.0, scored_on={"vf": "prefix"}, ceiling=ceiling, notes={"vf": notes}
+        )
         paths = write_report(result, tmp_path)
     text = paths["markdown"].read_text()
     assert "n/a (every Monte-Carlo value is 0.00: no variance to explain" in text
@@ -48,10 +60,16 @@ def test_the_two_evs_carry_different_names_and_each_table_has_a_verdict():
     rng = np.random.default_rng(0)
     values = rng.uniform(0.1, 0.9, 80)
     rewards = (rng.random((80, 8)) < values[:, None]).astype(float)
-    ceiling = ceiling_rows(rewards, np.arange(80) % 4, {"vf": values * 0.5 + 0.25, "pvf": values}, [1], bootstrap=50)
+    ceiling = ceiling_rows(
+        rewards, np.arange(80) % 4, {"vf": values * 0.5 + 0.25, "pvf": values}, [1], bootstrap=50
+    )
     metrics = {
-        "vf": critic_row(values * 0.5 + 0.25, rewards.mean(1), np.zeros((0, 2)), np.zeros((0, 2)), [2], ranking_states=4)[0],
-        "pvf": critic_row(values, rewards.mean(1), np.zeros((0, 2)), np.zeros((0, 2)), [2], ranking_states=4)[0],
+        "vf": critic_row(
+            values * 0.5 + 0.25, rewards.mean(1), np.zeros((0, 2)), np.zeros((0, 2)), [2], ranking_states=4
+        )[0],
+        "pvf": critic_row(values, rewards.mean(1), np.zeros((0, 2)), np.zeros((0, 2)), [2], ranking_states=4)[
+            0
+        ],
     }
     result = CriticEvalResult(metrics, [], [], 0.0, 0.5, scored_on={}, ceiling=ceiling)
     header, _ = table_rows(result)
@@ -59,5 +77,8 @@ def test_the_two_evs_carry_different_names_and_each_table_has_a_verdict():
     assert verdict(result).startswith("Verdict (ev_var): best: pvf,")
     table = ceiling_table(result)
     assert "| pvf ev_mse |" in table and "pvf ev_mse / ceiling" in table
-    assert re.search(r"Verdict \(all positions, ev_mse / ceiling\): best: pvf, \d\.\d\d of the ceiling \(ceiling 0\.\d\d ± 0\.\d\d s\.e\.\); vf -?\d", table)
+    assert re.search(
+        r"Verdict \(all positions, ev_mse / ceiling\): best: pvf, \d\.\d\d of the ceiling \(ceiling 0\.\d\d ± 0\.\d\d s\.e\.\); vf -?\d",
+        table,
+    )
     assert "ev_var" in markdown_table(result)

@@ -19,11 +19,17 @@ ASCII = "".join(c for c in string.printable if c not in "\r\x0b\x0c")
 @pytest.fixture(scope="session")
 def ascii_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An untrained tiny Llama over printable ASCII with a long context: text critics can read any prompt."""
-    architecture = TinyArchitecture(hidden_size=64, num_layers=1, num_heads=2, intermediate_size=128, max_positions=2048)
-    return write_random_tiny_policy(tmp_path_factory.mktemp("ascii") / "model", ASCII, seed=3, architecture=architecture)
+    architecture = TinyArchitecture(
+        hidden_size=64, num_layers=1, num_heads=2, intermediate_size=128, max_positions=2048
+    )
+    return write_random_tiny_policy(
+        tmp_path_factory.mktemp("ascii") / "model", ASCII, seed=3, architecture=architecture
+    )
 
 
-def text_trajectory(tokenizer, prompt: str, actions: list[str], reward: float, group_id: int = 0, name: str = "t") -> Trajectory:
+def text_trajectory(
+    tokenizer, prompt: str, actions: list[str], reward: float, group_id: int = 0, name: str = "t"
+) -> Trajectory:
     """A multi-turn trajectory: each action ends with EOS; observations "\\nok\\n" between turns."""
     ids, mask, steps = [], [], []
     for turn, action in enumerate(actions):

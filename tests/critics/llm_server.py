@@ -35,8 +35,10 @@ class RolloutLLM:
 def rollout_llm(model: Path, root: Path) -> Iterator[RolloutLLM]:
     """``lecritique serve rollout`` on ``model`` with its OpenAI-compatible route on a side port."""
     spec = {
-        "name": "llm", "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
-        "policy": {"path": str(model)}, "estimator": {"name": "rloo"},
+        "name": "llm",
+        "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
+        "policy": {"path": str(model)},
+        "estimator": {"name": "rloo"},
     }
     root.mkdir(parents=True, exist_ok=True)
     spec_path = root / "llm.yaml"
@@ -53,8 +55,21 @@ def rollout_llm(model: Path, root: Path) -> Iterator[RolloutLLM]:
     process = ManagedProcess(
         name="llm",
         command=python_command(
-            "lecritique", "serve", "rollout", "--spec", str(spec_path), "--weights-dir", str(root / "weights"),
-            "--port", "0", "--metrics-port", "0", "--host", "127.0.0.1", "--port-file", str(root / "llm.json"),
+            "lecritique",
+            "serve",
+            "rollout",
+            "--spec",
+            str(spec_path),
+            "--weights-dir",
+            str(root / "weights"),
+            "--port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--host",
+            "127.0.0.1",
+            "--port-file",
+            str(root / "llm.json"),
         ),
         log_path=root / "llm.log",
         port_file=root / "llm.json",
@@ -99,7 +114,9 @@ class ScriptedLLM:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with owner._lock:
-                    owner.requests.append({"path": self.path, "body": body, "authorization": self.headers.get("Authorization")})
+                    owner.requests.append(
+                        {"path": self.path, "body": body, "authorization": self.headers.get("Authorization")}
+                    )
                     reply = owner.script.pop(0) if owner.script else owner.default
                     owner.in_flight += 1
                     owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
@@ -135,7 +152,15 @@ def completion(request: dict[str, Any]) -> dict[str, Any]:
     """A valid chat completion whose text echoes the last message's length; 10 + 3 tokens."""
     content = request["messages"][-1]["content"]
     return {
-        "id": "x", "object": "chat.completion", "model": request["model"],
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": f"0: 0.25\nlen {len(content)}"}, "finish_reason": "stop"}],
+        "id": "x",
+        "object": "chat.completion",
+        "model": request["model"],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": f"0: 0.25\nlen {len(content)}"},
+                "finish_reason": "stop",
+            }
+        ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
     }

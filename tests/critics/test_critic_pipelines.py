@@ -37,7 +37,9 @@ def served_version(port, at_least, timeout=60.0):
 def run(spec, out, env=None, expect_version=0):
     """Run the experiment; returns metrics rows, the value trainer's status, evaluator metrics, inputs."""
     input_log = out / "critic-inputs.jsonl"
-    with running_services(spec, out / "run", {**(env or {}), "LECRITIQUE_VALUE_INPUT_LOG": str(input_log)}) as launcher:
+    with running_services(
+        spec, out / "run", {**(env or {}), "LECRITIQUE_VALUE_INPUT_LOG": str(input_log)}
+    ) as launcher:
         launcher.start_orchestrator()
         assert launcher.wait() == 0, (out / "run" / "logs" / "orchestrator.log").read_text()[-4000:]
         addresses = launcher.addresses()
@@ -63,9 +65,17 @@ def test_generative_critic_scores_segments_and_trains_through_the_services(tiny_
     # some scores parse and REINFORCE has a signal even from an untrained critic.
     spec = pipeline_spec(tiny_policy, estimator={"name": "value"})
     spec["critic"] = {
-        "kind": "generative", "reasoning": False, "score_tag": "=", "max_tokens": 1,
-        "segments": {"rule": "turn"}, "warmup_updates": 2, "batch_size": 8, "max_train_states": 16,
-        "samples_per_state": 2, "baseline": "state_mean", "optimizer": {"lr": 1e-3},
+        "kind": "generative",
+        "reasoning": False,
+        "score_tag": "=",
+        "max_tokens": 1,
+        "segments": {"rule": "turn"},
+        "warmup_updates": 2,
+        "batch_size": 8,
+        "max_train_states": 16,
+        "samples_per_state": 2,
+        "baseline": "state_mean",
+        "optimizer": {"lr": 1e-3},
     }
     rows, status, evaluator, inputs = run(spec, tmp_path, expect_version=1)
     assert [row["step"] for row in rows] == [1, 2]
@@ -83,7 +93,9 @@ def test_generative_critic_scores_segments_and_trains_through_the_services(tiny_
         assert 0.0 <= row["critic_reward_average"] <= 1.0
     assert sum(row["critic_parse_failures"] for row in rows) < sum(row["critic_states"] for row in rows)
     # In-Context Conditioning: the first batch sees the prior, later ones a running average.
-    assert {item["actor_reward_average"] for item in inputs if item["trajectory_id"].startswith("b0-")} == {0.5}
+    assert {item["actor_reward_average"] for item in inputs if item["trajectory_id"].startswith("b0-")} == {
+        0.5
+    }
     assert all(item["actor_description"].endswith("llama") for item in inputs)
     assert all(len(item["peers"]) == 3 for item in inputs)
 
@@ -96,9 +108,17 @@ def test_frozen_llm_critic_over_an_openai_endpoint_with_lvopd(tiny_policy, ascii
     )
     spec["critic"] = {
         "kind": "frozen_llm",
-        "llm": {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "model": LLM_MODEL, "api_key_env": "CRITIC_LLM_KEY",
-                "prompt_price_per_million": 5.0, "completion_price_per_million": 25.0},
-        "max_tokens": 12, "max_peer_chars": 40, "system_prompt": "Estimate state values.",
+        "llm": {
+            "kind": "openai",
+            "base_url": "http://127.0.0.1:1/v1",
+            "model": LLM_MODEL,
+            "api_key_env": "CRITIC_LLM_KEY",
+            "prompt_price_per_million": 5.0,
+            "completion_price_per_million": 25.0,
+        },
+        "max_tokens": 12,
+        "max_peer_chars": 40,
+        "system_prompt": "Estimate state values.",
     }
     with rollout_llm(ascii_model, tmp_path / "llm") as llm:
         spec["critic"]["llm"]["base_url"] = llm.base_url
@@ -110,7 +130,9 @@ def test_frozen_llm_critic_over_an_openai_endpoint_with_lvopd(tiny_policy, ascii
         assert row["critic_llm_requests"] == row["trajectories"] == 16
         assert row["critic_llm_failures"] == 0
         assert row["critic_llm_prompt_tokens"] > 0 and row["critic_llm_completion_tokens"] > 0
-        expected_cost = (row["critic_llm_prompt_tokens"] * 5.0 + row["critic_llm_completion_tokens"] * 25.0) / 1e6
+        expected_cost = (
+            row["critic_llm_prompt_tokens"] * 5.0 + row["critic_llm_completion_tokens"] * 25.0
+        ) / 1e6
         assert row["critic_llm_cost_usd"] == pytest.approx(expected_cost)
         assert 0.0 <= row["policy_distill_gated_fraction"] <= 1.0
     assert requests["ok"] >= 32 and requests["failed"] == 0

@@ -31,12 +31,16 @@ def test_a_hindsight_frozen_critic_is_refused_by_baseline_estimators(estimator):
 
 @pytest.mark.parametrize("estimator", sorted(PREFIX_ESTIMATORS))
 def test_a_prefix_only_frozen_critic_feeds_baseline_estimators(estimator):
-    parsed = parse_spec({**BASE, "critic": {"kind": "frozen_llm", "hindsight": False}, "estimator": {"name": estimator}})
+    parsed = parse_spec(
+        {**BASE, "critic": {"kind": "frozen_llm", "hindsight": False}, "estimator": {"name": estimator}}
+    )
     assert parsed.critic.hindsight is False
 
 
 def test_lvrl_keeps_hindsight_values_and_the_rule_lives_in_the_registry():
-    assert parse_spec({**BASE, "critic": {"kind": "frozen_llm"}, "estimator": {"name": "lvrl"}}).critic.hindsight
+    assert parse_spec(
+        {**BASE, "critic": {"kind": "frozen_llm"}, "estimator": {"name": "lvrl"}}
+    ).critic.hindsight
     critic = FrozenLLMCriticSpec()
     assert critic_kind(critic).refusal(critic, estimator_class("gae")) is not None
     assert critic_kind(critic).refusal(critic, estimator_class("lvrl")) is None
@@ -90,7 +94,9 @@ def test_prefix_mode_asks_once_per_state_and_keeps_each_answer(ascii_model, thre
     critic = _Scripted(FrozenLLMConfig(hindsight=False, segments={"rule": "sentence"}), ascii_model)
     result = critic.values([three_states], ActorInfo("x", 0.5))
     assert len(critic.chats) == 3 and result.stats["fallback_states"] == 0
-    starts = trajectory_states(three_states.trajectory, critic.policy_tokenizer, "sentence", 16).starts.tolist()
+    starts = trajectory_states(
+        three_states.trajectory, critic.policy_tokenizer, "sentence", 16
+    ).starts.tolist()
     assert [float(result.values[0][s]) for s in starts] == pytest.approx([0.1, 0.2, 0.3])
     hindsight = _Scripted(FrozenLLMConfig(segments={"rule": "sentence"}), ascii_model)
     hindsight.values([three_states], ActorInfo("x", 0.5))
@@ -110,6 +116,8 @@ def test_critic_eval_scores_frozen_critics_on_the_prefix_unless_the_spec_says_hi
     assert default.scored_critic(segments).hindsight is False and default.scored_on(segments) == "prefix"
     assert explicit.scored_critic(segments).hindsight is True and explicit.scored_on(segments) == "hindsight"
     assert vf.scored_on(segments) == "prefix"
-    result = CriticEvalResult({"lvrl": {}, "lvrl-h": {}}, [], [], 0.0, 0.5, scored_on={"lvrl": "prefix", "lvrl-h": "hindsight"})
+    result = CriticEvalResult(
+        {"lvrl": {}, "lvrl-h": {}}, [], [], 0.0, 0.5, scored_on={"lvrl": "prefix", "lvrl-h": "hindsight"}
+    )
     header, rows = table_rows(result)
     assert header[1] == "scored on" and [row[1] for row in rows] == ["prefix", "hindsight"]

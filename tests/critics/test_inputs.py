@@ -19,7 +19,9 @@ from lecritique.trajectory import Trajectory
 
 def members(n=3):
     return [
-        GroupMember(f"t{i}", response_text=f"answer-{i}", reward=float(i % 2), privileged={"solution": "1234"})
+        GroupMember(
+            f"t{i}", response_text=f"answer-{i}", reward=float(i % 2), privileged={"solution": "1234"}
+        )
         for i in range(n)
     ]
 
@@ -75,16 +77,29 @@ class CharTokenizer:
 
 def trajectory(name, group, reward):
     return Trajectory(
-        trajectory_id=name, task_id=f"task{group}", group_id=group, prompt_ids=np.array([1]),
-        token_ids=np.array([5, 6]), policy_mask=np.array([True, True]), logprobs=np.zeros(2),
-        step_ids=np.zeros(2), reward=reward, policy_version=0, metadata={"diagnostic": "x"},
+        trajectory_id=name,
+        task_id=f"task{group}",
+        group_id=group,
+        prompt_ids=np.array([1]),
+        token_ids=np.array([5, 6]),
+        policy_mask=np.array([True, True]),
+        logprobs=np.zeros(2),
+        step_ids=np.zeros(2),
+        reward=reward,
+        policy_version=0,
+        metadata={"diagnostic": "x"},
     )
 
 
 def attempts():
     """Two interleaved groups: ids a0, b0, a1, b1 (groups 0, 1, 0, 1)."""
     return [
-        Attempt(trajectory(f"{'ab'[i % 2]}{i // 2}", i % 2, float(i // 2)), f"said {i}", {"solution": f"sol{i % 2}"}, f"end {i}")
+        Attempt(
+            trajectory(f"{'ab'[i % 2]}{i // 2}", i % 2, float(i // 2)),
+            f"said {i}",
+            {"solution": f"sol{i % 2}"},
+            f"end {i}",
+        )
         for i in range(4)
     ]
 
@@ -93,7 +108,9 @@ ACTOR = ActorInfo("1.0M llama", 0.25)
 
 
 def test_loo_group_queries_show_each_trajectory_only_its_siblings():
-    queries = critic_queries(DiscriminativeCriticSpec(context="loo_group"), attempts(), CharTokenizer(), ACTOR)
+    queries = critic_queries(
+        DiscriminativeCriticSpec(context="loo_group"), attempts(), CharTokenizer(), ACTOR
+    )
     assert [q.trajectory.trajectory_id for q in queries] == ["a0", "b0", "a1", "b1"]
     for index, query in enumerate(queries):
         sibling = index ^ 2  # the other member of the same group
@@ -102,12 +119,17 @@ def test_loo_group_queries_show_each_trajectory_only_its_siblings():
         assert query.peers[0].reward == float(sibling // 2) and "end" in query.peers[0].summary
         assert "".join(map(chr, query.trajectory.critic_context_ids)) == query.context_text
         assert query.trajectory.metadata == {
-            "diagnostic": "x", CONTEXT_KIND_KEY: "loo_group", ACTOR_KEY: "1.0M llama", REWARD_AVERAGE_KEY: 0.25
+            "diagnostic": "x",
+            CONTEXT_KIND_KEY: "loo_group",
+            ACTOR_KEY: "1.0M llama",
+            REWARD_AVERAGE_KEY: 0.25,
         }
 
 
 def test_reference_and_none_contexts_and_the_kinds_peer_length():
-    reference = critic_queries(DiscriminativeCriticSpec(context="reference"), attempts(), CharTokenizer(), ACTOR)
+    reference = critic_queries(
+        DiscriminativeCriticSpec(context="reference"), attempts(), CharTokenizer(), ACTOR
+    )
     assert [q.context_text for q in reference] == ["ref:sol0\n", "ref:sol1\n", "ref:sol0\n", "ref:sol1\n"]
     plain = critic_queries(FrozenLLMCriticSpec(max_peer_chars=4), attempts(), CharTokenizer(), ACTOR)
     assert all(q.context_text == "" and q.trajectory.critic_context_ids is None for q in plain)
@@ -115,8 +137,12 @@ def test_reference_and_none_contexts_and_the_kinds_peer_length():
 
 
 def test_a_continuation_is_shown_what_its_episode_is_shown():
-    query = critic_queries(DiscriminativeCriticSpec(context="reference"), attempts(), CharTokenizer(), ACTOR)[0]
+    query = critic_queries(DiscriminativeCriticSpec(context="reference"), attempts(), CharTokenizer(), ACTOR)[
+        0
+    ]
     continued = shown_on(query, trajectory("later", 0, 1.0))
     assert continued.trajectory.trajectory_id == "later" and continued.context_text == query.context_text
-    np.testing.assert_array_equal(continued.trajectory.critic_context_ids, query.trajectory.critic_context_ids)
+    np.testing.assert_array_equal(
+        continued.trajectory.critic_context_ids, query.trajectory.critic_context_ids
+    )
     assert continued.peers == query.peers

@@ -30,9 +30,18 @@ def frozen_values(answer):
 def group(values=True):
     return [
         Trajectory(
-            trajectory_id=f"t{i}", task_id="task", group_id=7, prompt_ids=np.array([2, 5]), token_ids=np.arange(4, 10),
-            policy_mask=np.ones(6, bool), logprobs=np.full(6, -1.0), step_ids=STEPS, reward=reward, policy_version=0,
-            values=frozen_values(answer) if values else None, advantages=np.zeros(6),
+            trajectory_id=f"t{i}",
+            task_id="task",
+            group_id=7,
+            prompt_ids=np.array([2, 5]),
+            token_ids=np.arange(4, 10),
+            policy_mask=np.ones(6, bool),
+            logprobs=np.full(6, -1.0),
+            step_ids=STEPS,
+            reward=reward,
+            policy_version=0,
+            values=frozen_values(answer) if values else None,
+            advantages=np.zeros(6),
         )
         for i, (answer, reward) in enumerate(zip(ANSWERS, REWARDS, strict=True))
     ]
@@ -40,8 +49,10 @@ def group(values=True):
 
 def lvrl_batch(trajectories):
     return AdvantageBatch(
-        rewards=np.array([t.reward for t in trajectories]), group_ids=np.array([t.group_id for t in trajectories]),
-        mask=np.stack([t.policy_mask for t in trajectories]), values=np.stack([t.values for t in trajectories]),
+        rewards=np.array([t.reward for t in trajectories]),
+        group_ids=np.array([t.group_id for t in trajectories]),
+        mask=np.stack([t.policy_mask for t in trajectories]),
+        values=np.stack([t.values for t in trajectories]),
         step_ids=np.stack([t.step_ids for t in trajectories]),
     )
 
@@ -103,7 +114,9 @@ def test_distillation_moves_gated_tokens_toward_the_teacher(ascii_model, tmp_pat
     from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
     from tests.critics.conftest import ASCII
 
-    architecture = TinyArchitecture(hidden_size=64, num_layers=1, num_heads=2, intermediate_size=128, max_positions=512)
+    architecture = TinyArchitecture(
+        hidden_size=64, num_layers=1, num_heads=2, intermediate_size=128, max_positions=512
+    )
     teacher = write_random_tiny_policy(tmp_path / "teacher", ASCII, seed=11, architecture=architecture)
     config = PolicyTrainerConfig(
         optimizer={"lr": 1e-3, "weight_decay": 0.0},
@@ -117,7 +130,9 @@ def test_distillation_moves_gated_tokens_toward_the_teacher(ascii_model, tmp_pat
     def kl_by_gate():
         with torch.no_grad():
             student = trainer.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-            reference = trainer.distiller.teacher(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+            reference = trainer.distiller.teacher(
+                input_ids=batch.input_ids, attention_mask=batch.attention_mask
+            ).logits
         kl = reverse_kl_per_token(student[:, :-1], reference[:, :-1])
         return kl[gates].mean().item()
 
@@ -129,7 +144,11 @@ def test_distillation_moves_gated_tokens_toward_the_teacher(ascii_model, tmp_pat
 
 
 def test_spec_rejects_a_value_gate_without_a_critic(tiny_spec):
-    spec = {**tiny_spec, "estimator": {"name": "rloo"}, "policy_trainer": {"distillation": {"teacher": "/models/t"}}}
+    spec = {
+        **tiny_spec,
+        "estimator": {"name": "rloo"},
+        "policy_trainer": {"distillation": {"teacher": "/models/t"}},
+    }
     with pytest.raises(SpecError, match="distillation.gate 'value_decrease' needs a critic"):
         parse_spec(spec)
     spec["policy_trainer"]["distillation"]["gate"] = "trajectory_failure"
@@ -138,4 +157,8 @@ def test_spec_rejects_a_value_gate_without_a_critic(tiny_spec):
 
 @pytest.fixture
 def tiny_spec():
-    return {"name": "x", "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]}, "policy": {"tiny": "sudoku-mini"}}
+    return {
+        "name": "x",
+        "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
+        "policy": {"tiny": "sudoku-mini"},
+    }

@@ -44,8 +44,15 @@ def test_transient_failures_are_retried_with_backoff(scripted):
     assert time.monotonic() - started >= 0.2  # the Retry-After header was honoured
     assert result.text.startswith("0: 0.25") and (result.prompt_tokens, result.completion_tokens) == (10, 3)
     assert len(scripted.requests) == 3
-    assert all(r["authorization"] == "Bearer k" and r["path"] == "/v1/chat/completions" for r in scripted.requests)
-    assert scripted.requests[0]["body"] == {"model": "m", "messages": CHAT, "max_tokens": 5, "temperature": 0.0}
+    assert all(
+        r["authorization"] == "Bearer k" and r["path"] == "/v1/chat/completions" for r in scripted.requests
+    )
+    assert scripted.requests[0]["body"] == {
+        "model": "m",
+        "messages": CHAT,
+        "max_tokens": 5,
+        "temperature": 0.0,
+    }
     assert counter("lecritique_critic_llm_requests_total", experiment="retry", outcome="retried") == 2
     assert counter("lecritique_critic_llm_requests_total", experiment="retry", outcome="ok") == 1
     assert client.usage.retries == 2 and client.usage.requests == 1
@@ -83,22 +90,38 @@ def test_concurrency_limit_and_cost_counter(scripted):
     assert client.usage.cost_usd == pytest.approx((80 * 2.0 + 24 * 10.0) / 1e6)
     assert counter("lecritique_critic_llm_prompt_tokens_total", experiment="cost") == 80
     assert counter("lecritique_critic_llm_completion_tokens_total", experiment="cost") == 24
-    assert counter("lecritique_critic_llm_cost_usd_total", experiment="cost") == pytest.approx(client.usage.cost_usd)
+    assert counter("lecritique_critic_llm_cost_usd_total", experiment="cost") == pytest.approx(
+        client.usage.cost_usd
+    )
 
 
-def test_failed_chats_come_back_as_errors_and_the_critic_falls_back(scripted, ascii_model, ascii_tokenizer, monkeypatch):
+def test_failed_chats_come_back_as_errors_and_the_critic_falls_back(
+    scripted, ascii_model, ascii_tokenizer, monkeypatch
+):
     monkeypatch.setenv("CRITIC_KEY", "k")
     scripted.script = [Reply(500), Reply(500)]  # the first query fails for good (max_retries 1)
     config = FrozenLLMConfig(
-        llm=OpenAIEndpointConfig(base_url=scripted.base_url, model="m", api_key_env="CRITIC_KEY", max_retries=1, backoff_seconds=0.01, concurrency=1)
+        llm=OpenAIEndpointConfig(
+            base_url=scripted.base_url,
+            model="m",
+            api_key_env="CRITIC_KEY",
+            max_retries=1,
+            backoff_seconds=0.01,
+            concurrency=1,
+        )
     )
     critic = FrozenLLMCritic(config, policy_dir=ascii_model, experiment="fallback")
     trajectories = [text_trajectory(ascii_tokenizer, "2+2=?", ["It is 4."], 1.0, name=n) for n in "ab"]
-    queries = [CriticQuery(trajectories[0], peers=(Peer("b", "x", 0.0),)), CriticQuery(trajectories[1], peers=(Peer("a", "y", 1.0),))]
+    queries = [
+        CriticQuery(trajectories[0], peers=(Peer("b", "x", 0.0),)),
+        CriticQuery(trajectories[1], peers=(Peer("a", "y", 1.0),)),
+    ]
     result = critic.values(queries, ActorInfo())
     assert result.stats["llm_failures"] == 1 and result.stats["fallback_states"] == 1
     assert result.values[0] == pytest.approx(np.zeros(len(trajectories[0].token_ids)))  # peer mean
-    assert result.values[1] == pytest.approx(np.full(len(trajectories[1].token_ids), 0.25))  # the answer "0: 0.25"
+    assert result.values[1] == pytest.approx(
+        np.full(len(trajectories[1].token_ids), 0.25)
+    )  # the answer "0: 0.25"
     critic.close()
 
 
@@ -114,14 +137,18 @@ def test_api_key_comes_from_the_named_environment_variable(monkeypatch):
 
 def test_rollout_service_serves_an_openai_compatible_route(ascii_model, tmp_path):
     with rollout_llm(ascii_model, tmp_path) as llm:
-        models = httpx.get(f"{llm.base_url}/models", headers={"Authorization": f"Bearer {LLM_KEY}"}, timeout=10).json()
+        models = httpx.get(
+            f"{llm.base_url}/models", headers={"Authorization": f"Bearer {LLM_KEY}"}, timeout=10
+        ).json()
         assert [m["id"] for m in models["data"]] == [LLM_MODEL]
         assert httpx.get(f"{llm.base_url}/models", timeout=10).status_code == 401
         config = OpenAIEndpointConfig(base_url=llm.base_url, model=LLM_MODEL, api_key_env=None)
         with pytest.raises(LLMRequestError, match="HTTP 401"):
             OpenAIChatClient(config).complete(CHAT, max_tokens=4)
         with pytest.raises(LLMRequestError, match="HTTP 404.*not served"):
-            OpenAIChatClient(config.model_copy(update={"model": "gpt-x"}), api_key=LLM_KEY).complete(CHAT, max_tokens=4)
+            OpenAIChatClient(config.model_copy(update={"model": "gpt-x"}), api_key=LLM_KEY).complete(
+                CHAT, max_tokens=4
+            )
         client = OpenAIChatClient(config, api_key=LLM_KEY, experiment="route")
         messages = [{"role": "system", "content": "score states"}, {"role": "user", "content": "0: ?"}]
         result = client.complete(messages, max_tokens=6, temperature=1.0)
@@ -130,4 +157,6 @@ def test_rollout_service_serves_an_openai_compatible_route(ascii_model, tmp_path
         assert result.prompt_tokens == len(render_messages(messages, tokenizer))
         assert 1 <= result.completion_tokens <= 6
         assert result.finish_reason in ("stop", "length")
-        assert counter("lecritique_critic_llm_prompt_tokens_total", experiment="route") == result.prompt_tokens
+        assert (
+            counter("lecritique_critic_llm_prompt_tokens_total", experiment="route") == result.prompt_tokens
+        )

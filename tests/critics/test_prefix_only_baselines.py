@@ -118,7 +118,9 @@ def _values(critic_name: str, trajectory: Trajectory, tokenizer) -> np.ndarray:
     spec = CRITICS[critic_name]
     if isinstance(spec, DiscriminativeCriticSpec):
         return _discriminative_values(trajectory)
-    critic = (_StandInGenerative if isinstance(spec, GenerativeCriticSpec) else _StandInFrozen)(spec, tokenizer)
+    critic = (_StandInGenerative if isinstance(spec, GenerativeCriticSpec) else _StandInFrozen)(
+        spec, tokenizer
+    )
     return critic.values([CriticQuery(trajectory)], ActorInfo()).values[0]
 
 
@@ -143,7 +145,9 @@ def _advantages(estimator_name: str, values: list[np.ndarray], mask: np.ndarray,
 @pytest.mark.parametrize(("critic", "estimator"), PAIRS)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=_turns(), cut=st.integers(0, 1000), tail=st.text(ALPHABET, min_size=40, max_size=40))
-def test_values_and_advantages_up_to_t_ignore_the_tokens_from_t_on(ascii_tokenizer, critic, estimator, turns, cut, tail):
+def test_values_and_advantages_up_to_t_ignore_the_tokens_from_t_on(
+    ascii_tokenizer, critic, estimator, turns, cut, tail
+):
     trajectory = text_trajectory(ascii_tokenizer, "2+2=?", turns, 1.0, name="a")
     policy = np.flatnonzero(trajectory.policy_mask)
     t = int(policy[cut % policy.size])
@@ -151,7 +155,9 @@ def test_values_and_advantages_up_to_t_ignore_the_tokens_from_t_on(ascii_tokeniz
     changed = _with_tokens_changed(trajectory, t, replacement)
     assume(not np.array_equal(changed.token_ids, trajectory.token_ids))
     before, after = _values(critic, trajectory, ascii_tokenizer), _values(critic, changed, ascii_tokenizer)
-    np.testing.assert_array_equal(before[: t + 1], after[: t + 1], err_msg=f"V(h_s), s <= t = {t}, read tokens >= t")
+    np.testing.assert_array_equal(
+        before[: t + 1], after[: t + 1], err_msg=f"V(h_s), s <= t = {t}, read tokens >= t"
+    )
 
     # The same through the estimator: a peer (group of two), a state fitted on another batch.
     peer = text_trajectory(ascii_tokenizer, "2+2=?", ["It is 4."], 0.0, name="b")

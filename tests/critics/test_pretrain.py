@@ -36,7 +36,10 @@ PATTERNS = [".", "Q", "[a-z]", "Q"]
 
 @pytest.fixture(scope="module")
 def character_classes(tmp_path_factory):
-    rows = [{"prompt": f"find {PATTERNS[i % len(PATTERNS)]} #{i}", "answer": PATTERNS[i % len(PATTERNS)]} for i in range(64)]
+    rows = [
+        {"prompt": f"find {PATTERNS[i % len(PATTERNS)]} #{i}", "answer": PATTERNS[i % len(PATTERNS)]}
+        for i in range(64)
+    ]
     path = tmp_path_factory.mktemp("classes") / "rows.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
@@ -45,7 +48,11 @@ def character_classes(tmp_path_factory):
 def class_spec(policy, rows, **critic):
     return {
         "name": "classes",
-        "environment": {"kind": "dataset", "path": str(rows), "verifier": {"kind": "regex", "full_match": False}},
+        "environment": {
+            "kind": "dataset",
+            "path": str(rows),
+            "verifier": {"kind": "regex", "full_match": False},
+        },
         "policy": {"path": str(policy)},
         "rollout": {"group_size": 4, "tasks_per_step": 4, "sampling": {"max_tokens": 2}},
         "critic": {"context": "reference", "optimizer": {"lr": 1e-3}, **critic},
@@ -53,15 +60,25 @@ def class_spec(policy, rows, **critic):
 
 
 def settings(**overrides):
-    values = {"tasks_per_policy": 16, "held_out_fraction": 0.5, "max_epochs": 2, "patience": 100, "batch_size": 16}
+    values = {
+        "tasks_per_policy": 16,
+        "held_out_fraction": 0.5,
+        "max_epochs": 2,
+        "patience": 100,
+        "batch_size": 16,
+    }
     return PretrainConfig(**{**values, **overrides})
 
 
-def test_a_later_runs_value_trainer_starts_from_the_pretrained_critic(ascii_model, character_classes, tmp_path, embedded_redis, redis_db):
+def test_a_later_runs_value_trainer_starts_from_the_pretrained_critic(
+    ascii_model, character_classes, tmp_path, embedded_redis, redis_db
+):
     spec = parse_spec(class_spec(ascii_model, character_classes))
     # Diverse policies: the spec's and a checkpoint of an "earlier run" (here a copy of it).
     earlier = shutil.copytree(ascii_model, tmp_path / "earlier" / "weights" / "policy" / "00000007")
-    result = pretrain(spec, settings(max_epochs=3, policies=[str(earlier)]), tmp_path / "pretrain", show_progress=False)
+    result = pretrain(
+        spec, settings(max_epochs=3, policies=[str(earlier)]), tmp_path / "pretrain", show_progress=False
+    )
     history = result.state.history
     assert [row["epoch"] for row in history] == [0, 1, 2, 3]
     assert result.state.best_ev > history[0]["held_out_ev"] + 0.05, history
@@ -72,16 +89,24 @@ def test_a_later_runs_value_trainer_starts_from_the_pretrained_critic(ascii_mode
     assert len(summary["policies"]) == 2
 
     # A later run names it as critic.model_path: its value trainer publishes it as critic version 0.
-    later = spec.model_copy(update={"critic": spec.critic.model_copy(update={"model_path": str(result.critic_dir)})})
+    later = spec.model_copy(
+        update={"critic": spec.critic.model_copy(update={"model_path": str(result.critic_dir)})}
+    )
     runtime = ServiceRuntime(
-        port=0, spec_path=tmp_path / "spec.json", experiment_id="later", weights_dir=tmp_path / "weights",
+        port=0,
+        spec_path=tmp_path / "spec.json",
+        experiment_id="later",
+        weights_dir=tmp_path / "weights",
         redis_url=embedded_redis.url,
     )
     WeightStore(runtime.weights_dir, redis=redis_db, experiment="later").publish("policy", ascii_model)
     service = build_value_trainer(later, later.critic, runtime)
     version, published = service.store.latest("critic")
     assert version == 0
-    saved, loaded = load_file(result.critic_dir / "model.safetensors"), load_file(published / "model.safetensors")
+    saved, loaded = (
+        load_file(result.critic_dir / "model.safetensors"),
+        load_file(published / "model.safetensors"),
+    )
     assert saved.keys() == loaded.keys()
     for name, tensor in saved.items():
         assert torch.equal(tensor, loaded[name]), name
@@ -119,7 +144,9 @@ def test_a_rerun_continues_from_the_checkpoint(ascii_model, character_classes, t
     whole = pretrain(spec, settings(max_epochs=3), tmp_path / "whole", show_progress=False)
     assert whole.state.history == resumed.state.history
     straight = restored(spec, tmp_path / "whole")
-    for (name, tensor), (_, other) in zip(straight.model.state_dict().items(), cut.model.state_dict().items(), strict=True):
+    for (name, tensor), (_, other) in zip(
+        straight.model.state_dict().items(), cut.model.state_dict().items(), strict=True
+    ):
         assert torch.equal(tensor, other), name
     # AdamW's step count (bias correction) continued across the cut rather than restarting.
     assert adam_steps(cut) == adam_steps(straight) and len(adam_steps(cut)) == 1
@@ -139,8 +166,17 @@ def restored(spec, out):
 
 def test_the_held_out_split_keeps_whole_tasks_apart(ascii_tokenizer):
     trajectories = [
-        text_trajectory(ascii_tokenizer, f"task {task}", ["a"], float(member % 2), group_id=policy * 100 + task, name=f"{policy}-{task}-{member}")
-        for policy in range(2) for task in range(10) for member in range(4)
+        text_trajectory(
+            ascii_tokenizer,
+            f"task {task}",
+            ["a"],
+            float(member % 2),
+            group_id=policy * 100 + task,
+            name=f"{policy}-{task}-{member}",
+        )
+        for policy in range(2)
+        for task in range(10)
+        for member in range(4)
     ]
     for trajectory in trajectories:
         trajectory.task_id = f"task-{trajectory.group_id % 100}"  # both policies play the same tasks
@@ -148,14 +184,18 @@ def test_the_held_out_split_keeps_whole_tasks_apart(ascii_tokenizer):
     assert {t.task_id for t in train}.isdisjoint({t.task_id for t in held_out})
     assert {t.group_id for t in train}.isdisjoint({t.group_id for t in held_out})
     assert len({t.task_id for t in held_out}) == 3 and len(train) + len(held_out) == len(trajectories)
-    assert {t.trajectory_id for t in split_by_task(trajectories, 0.3, seed=5)[1]} == {t.trajectory_id for t in held_out}
+    assert {t.trajectory_id for t in split_by_task(trajectories, 0.3, seed=5)[1]} == {
+        t.trajectory_id for t in held_out
+    }
     with pytest.raises(ValueError, match="tasks_per_policy"):
         split_by_task(trajectories[:4], 0.3, seed=5)
 
 
 def _pretrain_cli(spec, tmp_path, *extra):
     path = write_spec(tmp_path / "spec.yaml", spec)
-    return CliRunner().invoke(app, ["critic", "pretrain", str(path), "--out", str(tmp_path / "out"), "--no-progress", *extra])
+    return CliRunner().invoke(
+        app, ["critic", "pretrain", str(path), "--out", str(tmp_path / "out"), "--no-progress", *extra]
+    )
 
 
 @pytest.mark.parametrize(
@@ -164,12 +204,18 @@ def _pretrain_cli(spec, tmp_path, *extra):
         ({"kind": "generative"}, [], "critic.kind: 'generative' cannot be pretrained"),
         ({"kind": "frozen_llm", "hindsight": False}, [], "critic.kind: 'frozen_llm' cannot be pretrained"),
         (None, [], "critic: the spec has no critic section"),
-        ({}, ["--policy", "/nowhere/policy"], "policies: Value error, policies.0: '/nowhere/policy' is not a saved policy"),
+        (
+            {},
+            ["--policy", "/nowhere/policy"],
+            "policies: Value error, policies.0: '/nowhere/policy' is not a saved policy",
+        ),
         ({}, ["--held-out-fraction", "1.5"], "held_out_fraction: Input should be less than 1"),
         ({}, ["--max-epochs", "0"], "max_epochs: Input should be greater than or equal to 1"),
     ],
 )
-def test_bad_input_is_refused_naming_the_field(ascii_model, character_classes, tmp_path, critic, extra, message):
+def test_bad_input_is_refused_naming_the_field(
+    ascii_model, character_classes, tmp_path, critic, extra, message
+):
     spec = class_spec(ascii_model, character_classes)
     spec.pop("critic")
     if critic is not None:
@@ -184,6 +230,13 @@ def test_bad_input_is_refused_naming_the_field(ascii_model, character_classes, t
 
 def test_a_policy_with_another_tokenizer_is_refused(ascii_model, character_classes, tmp_path):
     other = write_random_tiny_policy(tmp_path / "other", "abc", seed=0)
-    result = _pretrain_cli(class_spec(ascii_model, character_classes), tmp_path, "--policy", str(other), "--tasks-per-policy", "2")
+    result = _pretrain_cli(
+        class_spec(ascii_model, character_classes),
+        tmp_path,
+        "--policy",
+        str(other),
+        "--tasks-per-policy",
+        "2",
+    )
     assert result.exit_code == 2, result.output
     assert "does not share the spec policy's tokenizer" in " ".join(result.output.split())

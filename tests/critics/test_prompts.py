@@ -69,13 +69,17 @@ def test_frozen_prompt_shows_peers_states_and_no_own_reward():
 
 def test_generative_prompt_carries_in_context_conditioning():
     config = GenerativeCriticConfig()
-    prompt = generative_prompt(config, context="ref:1234\n", actor="0.5M llama", reward_average=0.375, prompt="2.43", prefix="r1c2=1")
+    prompt = generative_prompt(
+        config, context="ref:1234\n", actor="0.5M llama", reward_average=0.375, prompt="2.43", prefix="r1c2=1"
+    )
     assert prompt.startswith("ref:1234\nactor: 0.5M llama, avg reward 0.38")
     assert "so far: r1c2=1" in prompt and prompt.rstrip().endswith("score:N")
     # ICC part (a): the critic is told to infer the actor's ability from the partial response.
     assert "so far: r1c2=1\ninfer the actor's ability from its response so far" in prompt
     direct = GenerativeCriticConfig(reasoning=False)
-    assert generative_prompt(direct, context="", actor="a", reward_average=0, prompt="p", prefix="x").endswith("\nscore:")
+    assert generative_prompt(
+        direct, context="", actor="a", reward_average=0, prompt="p", prefix="x"
+    ).endswith("\nscore:")
     assert scored_text(direct, "7") == "score:7"
     assert scored_text(config, "so score:7") == "so score:7"
     with pytest.raises(ValidationError, match="unknown or malformed placeholder"):
@@ -84,7 +88,15 @@ def test_generative_prompt_carries_in_context_conditioning():
 
 def test_actor_description_reads_the_policy_config(tmp_path):
     (tmp_path / "config.json").write_text(
-        json.dumps({"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2, "vocab_size": 100, "intermediate_size": 512})
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 128,
+                "num_hidden_layers": 2,
+                "vocab_size": 100,
+                "intermediate_size": 512,
+            }
+        )
     )
     assert describe_actor(tmp_path) == "0.5M llama"
     assert describe_actor(tmp_path / "missing") == "unknown policy"
@@ -111,10 +123,15 @@ def test_the_frozen_prompt_of_a_trajectory_never_shows_its_own_reward():
     rewards = [0.73, 0.19]
     import dataclasses
 
-    group = [dataclasses.replace(a, trajectory=dataclasses.replace(a.trajectory, reward=r)) for a, r in zip(group, rewards, strict=True)]
+    group = [
+        dataclasses.replace(a, trajectory=dataclasses.replace(a.trajectory, reward=r))
+        for a, r in zip(group, rewards, strict=True)
+    ]
     queries = critic_queries(FrozenLLMCriticSpec(), group, CharTokenizer(), ActorInfo("a", 0.5))
     text = TrajectoryText("task", "", [CriticState(0, 0, "", "move")], np.array([0]))
     for own, other, query in zip(rewards, rewards[::-1], queries, strict=True):
-        content = frozen_messages(FrozenLLMConfig(), text, [PeerText(p.summary, p.reward) for p in query.peers])[1]["content"]
+        content = frozen_messages(
+            FrozenLLMConfig(), text, [PeerText(p.summary, p.reward) for p in query.peers]
+        )[1]["content"]
         assert f"{own:.2f}" not in content, content
         assert f"- reward {other:.2f}:" in content and f"mean reward {other:.2f}" in content

@@ -7,7 +7,13 @@ from lecritique.critics.scoring import critic_reward, parse_score
 
 @pytest.mark.parametrize(
     ("text", "score"),
-    [("score:7", 7), ("it looks solid, so Score: 10", 10), ("score:0 ", 0), ("reasoning...\nscore : 4.", 4), ("score:3c2=1", 3)],
+    [
+        ("score:7", 7),
+        ("it looks solid, so Score: 10", 10),
+        ("score:0 ", 0),
+        ("reasoning...\nscore : 4.", 4),
+        ("score:3c2=1", 3),
+    ],
 )
 def test_valid_scores_are_normalised_to_the_unit_interval(text, score):
     parsed = parse_score(text)

@@ -93,7 +93,14 @@ def test_token_rule_makes_every_policy_token_a_state():
     [
         # main chose max_segments starts evenly spaced over the whole trajectory's starts.
         ("max_segments", "sentence", "a. b. c. d. e. f. g. h.", 12, "zzzzzzzzzzzz", {"max_segments": 3}),
-        ("max_segments with a budget", "sentence", "a. b. c. d. e. f. g. h.", 12, "zzzzzzzzzzzz", {"max_segments": 3, "max_length": 24}),
+        (
+            "max_segments with a budget",
+            "sentence",
+            "a. b. c. d. e. f. g. h.",
+            12,
+            "zzzzzzzzzzzz",
+            {"max_segments": 3, "max_length": 24},
+        ),
         # main opened a segment at t when token t (not t - 1) was whitespace after "4."
         ("sentence lookahead", "sentence", "It is 4. Yes", 8, "5 Yes", {}),
         # main never opened a segment at an EOS: the decision read a_t itself.

@@ -19,7 +19,9 @@ from tests.critics.test_inputs import CharTokenizer, attempts
 def long_group(n=4, filler=300):
     """Responses that start with their name, reason at length, and end with their answer."""
     return [
-        GroupMember(f"t{i}", f"START{i} " + "x" * filler + f" ANSWER={i}{i}", float(i % 2), {"solution": "1234"})
+        GroupMember(
+            f"t{i}", f"START{i} " + "x" * filler + f" ANSWER={i}{i}", float(i % 2), {"solution": "1234"}
+        )
         for i in range(n)
     ]
 
@@ -35,7 +37,12 @@ def test_a_sibling_over_its_budget_keeps_its_start_and_final_answer():
     assert middle_out("abcdefghijklmnopqrstuvwxyz", 11) == "abcd...wxyz"
     context = build_group_contexts("loo_group", long_group(2), sibling_chars=24)[0]
     response = context.removeprefix("peer 1.00:").rstrip("\n")
-    assert len(response) == 24 and response.startswith("START1") and response.endswith("ANSWER=11") and "..." in response
+    assert (
+        len(response) == 24
+        and response.startswith("START1")
+        and response.endswith("ANSWER=11")
+        and "..." in response
+    )
 
 
 def test_a_total_budget_shortens_every_sibling_evenly_and_keeps_all_answers():
@@ -44,13 +51,19 @@ def test_a_total_budget_shortens_every_sibling_evenly_and_keeps_all_answers():
         assert len(context) <= 150
         lines = context.splitlines()
         assert len(lines) == 3  # every sibling survives, not just the first ones
-        assert all(line.endswith(f"ANSWER={j}{j}") for line, j in zip(lines, [j for j in range(4) if j != i], strict=True))
+        assert all(
+            line.endswith(f"ANSWER={j}{j}")
+            for line, j in zip(lines, [j for j in range(4) if j != i], strict=True)
+        )
 
 
 def test_the_token_bound_fits_the_context_and_defaults_to_half_the_models_length(tiny_policy):
     members = long_group(3)
     attempts_ = attempts()
-    long = [type(a)(a.trajectory, m.response_text, a.privileged) for a, m in zip(attempts_, [*members, members[0]], strict=True)]
+    long = [
+        type(a)(a.trajectory, m.response_text, a.privileged)
+        for a, m in zip(attempts_, [*members, members[0]], strict=True)
+    ]
     critic = DiscriminativeCriticSpec(context="loo_group", max_context_tokens=60)
     for query in critic_queries(critic, long, CharTokenizer(), ActorInfo()):
         assert 40 < len(query.trajectory.critic_context_ids) <= 60
@@ -74,6 +87,17 @@ def test_reference_and_group_together():
         assert all(group[j].response_text in context for j in range(3) if j != i)
     with pytest.raises(ValueError, match="at least 2"):
         build_group_contexts("reference_loo_group", group[:1])
-    base = {"name": "u", "environment": {"kind": "sudoku", "size": 4, "empty_cells": [3, 4]}, "policy": {"tiny": "sudoku-mini"}}
+    base = {
+        "name": "u",
+        "environment": {"kind": "sudoku", "size": 4, "empty_cells": [3, 4]},
+        "policy": {"tiny": "sudoku-mini"},
+    }
     with pytest.raises(ValueError, match="group_size must be >= 2"):
-        parse_spec({**base, "critic": {"context": "reference_loo_group"}, "rollout": {"group_size": 1}, "estimator": {"name": "value"}})
+        parse_spec(
+            {
+                **base,
+                "critic": {"context": "reference_loo_group"},
+                "rollout": {"group_size": 1},
+                "estimator": {"name": "value"},
+            }
+        )

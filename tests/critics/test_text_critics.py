@@ -63,7 +63,10 @@ def test_value_advantages_are_constant_within_a_segment(ascii_tokenizer, queries
     text = trajectory_states(trajectory, ascii_tokenizer, "sentence", 16)
     values = expand_segment_values(text.starts, [0.2, 0.6, 0.9], len(trajectory.token_ids))
     batch = AdvantageBatch(
-        rewards=np.array([1.0]), group_ids=np.array([0]), mask=trajectory.policy_mask[None], values=values[None]
+        rewards=np.array([1.0]),
+        group_ids=np.array([0]),
+        mask=trajectory.policy_mask[None],
+        values=values[None],
     )
     advantages = get_estimator("value").compute(batch)[0]
     bounds = [*text.starts.tolist(), len(values)]
@@ -89,7 +92,9 @@ def test_frozen_llm_falls_back_for_missing_states_and_counts_them(ascii_model, q
 def test_reinforce_baselines():
     rewards = np.array([[1.0, 0.0], [0.5, 0.5]])
     assert reinforce_advantages(rewards, GenerativeCriticConfig(baseline="none")) == pytest.approx(rewards)
-    assert reinforce_advantages(rewards, GenerativeCriticConfig(baseline="batch_mean")) == pytest.approx(rewards - 0.5)
+    assert reinforce_advantages(rewards, GenerativeCriticConfig(baseline="batch_mean")) == pytest.approx(
+        rewards - 0.5
+    )
     assert reinforce_advantages(rewards, GenerativeCriticConfig(baseline="state_mean")) == pytest.approx(
         np.array([[0.5, -0.5], [0.0, 0.0]])
     )
@@ -101,7 +106,11 @@ def test_reinforce_raises_the_critics_reward(ascii_model, ascii_tokenizer):
     Power (checked by hand): with the advantage's sign flipped the late reward fell to 0.00 from
     0.05, with a zero learning rate it stayed at 0.06; both fail the 0.1 gain asserted here."""
     config = GenerativeCriticConfig(
-        reasoning=False, max_tokens=2, samples_per_state=16, baseline="state_mean", max_train_states=None,
+        reasoning=False,
+        max_tokens=2,
+        samples_per_state=16,
+        baseline="state_mean",
+        max_train_states=None,
         optimizer={"lr": 1e-2, "weight_decay": 0.0},
     )
     trainer = GenerativeCriticTrainer.from_policy(ascii_model, config, seed=1)
@@ -124,19 +133,26 @@ class _Unparseable:
     def generate(self, prompts, sampling, n=1):
         from lecritique.critics.llm import Generated, GenerationBatch
 
-        return GenerationBatch([[Generated("no idea", [1], [0.0], len(p), "stop")] * n for p in prompts], list(prompts), 0, 0)
+        return GenerationBatch(
+            [[Generated("no idea", [1], [0.0], len(p), "stop")] * n for p in prompts], list(prompts), 0, 0
+        )
 
     def close(self):
         pass
 
 
 @pytest.mark.parametrize(("context", "expected"), [("none", 0.25), ("loo_group", 0.5)])
-def test_a_generative_critic_without_group_context_falls_back_to_the_actors_average(ascii_model, ascii_tokenizer, queries, context, expected):
+def test_a_generative_critic_without_group_context_falls_back_to_the_actors_average(
+    ascii_model, ascii_tokenizer, queries, context, expected
+):
     """Siblings' mean reward would hand a context-none critic group information on a parse failure."""
     from lecritique.critics.specs import GenerativeCriticSpec
 
     critic = GenerativeCritic(
-        GenerativeCriticSpec(context=context), ascii_model, policy_dir=ascii_model, generator=_Unparseable(ascii_tokenizer)
+        GenerativeCriticSpec(context=context),
+        ascii_model,
+        policy_dir=ascii_model,
+        generator=_Unparseable(ascii_tokenizer),
     )
     result = critic.values([queries[0]], ActorInfo("x", 0.25))  # peers' mean reward 0.5, actor average 0.25
     assert result.stats["fallback_states"] == 3

@@ -98,7 +98,9 @@ def commands(path: Path) -> list[Command]:
             text, comment = _split_comment(raw)
             if not text.strip():
                 needs_all = _NEEDS_COMMENT.search(comment)
-                if needs_all and number == body[0][0] and not block_kind:  # a block's first line: the whole block
+                if (
+                    needs_all and number == body[0][0] and not block_kind
+                ):  # a block's first line: the whole block
                     block_kind = "needs:" + needs_all.group(1)
                 continue
             if not pending:
@@ -114,7 +116,9 @@ def commands(path: Path) -> list[Command]:
             pending = []
     for command in out:
         if command.kind.startswith("needs:") and command.kind.split(":", 1)[1] not in NEEDS:
-            raise ValueError(f"{command.where}: unknown 'needs' {command.kind!r} (known: {', '.join(sorted(NEEDS))})")
+            raise ValueError(
+                f"{command.where}: unknown 'needs' {command.kind!r} (known: {', '.join(sorted(NEEDS))})"
+            )
     return out
 
 

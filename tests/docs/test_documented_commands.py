@@ -39,12 +39,16 @@ def shell_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     shim = bin_dir / "lecritique"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m lecritique "$@"\n')
     shim.chmod(0o755)
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("LECRITIQUE_API", "REDIS_URL"))}
-    env.update({
-        "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "libs"), str(ROOT)]),
-        "LECRITIQUE_CLIENT_CONFIG": str(folder / "client.json"),
-    })
+    env = {
+        key: value for key, value in os.environ.items() if not key.startswith(("LECRITIQUE_API", "REDIS_URL"))
+    }
+    env.update(
+        {
+            "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "libs"), str(ROOT)]),
+            "LECRITIQUE_CLIENT_CONFIG": str(folder / "client.json"),
+        }
+    )
     return env
 
 
@@ -56,27 +60,37 @@ def _cli_command(words: list[str]) -> tuple[Any, list[str], list[str]]:
     while hasattr(command, "commands") and rest:  # a group (typer vendors its own click: no isinstance)
         if rest[0].startswith("-"):  # the group's own option (`lecritique --verbose run ...`)
             group_options = {name for parameter in command.params for name in parameter.opts}
-            assert rest[0] in group_options, f"`lecritique {' '.join(path)}` has no option {rest[0]} (known: {sorted(group_options)})"
+            assert rest[0] in group_options, (
+                f"`lecritique {' '.join(path)}` has no option {rest[0]} (known: {sorted(group_options)})"
+            )
             path.append(rest.pop(0))
             continue
         names = rest[0].split("|")  # a synopsis may list alternatives: `experiments list|get|...`
         found = [command.commands.get(name) for name in names]
         missing = [name for name, sub in zip(names, found, strict=True) if sub is None]
-        assert not missing, f"`lecritique {' '.join(path)}` has no sub-command {missing} (known: {sorted(command.commands)})"
+        assert not missing, (
+            f"`lecritique {' '.join(path)}` has no sub-command {missing} (known: {sorted(command.commands)})"
+        )
         command = found[0]
         path.append(rest.pop(0))
     return command, path, rest
 
 
-@pytest.mark.parametrize("command", [c for c in COMMANDS if lecritique_words(c) is not None], ids=lambda c: c.where)
+@pytest.mark.parametrize(
+    "command", [c for c in COMMANDS if lecritique_words(c) is not None], ids=lambda c: c.where
+)
 def test_a_documented_lecritique_command_names_what_the_cli_has(command: Command) -> None:
     words = lecritique_words(command)
     assert words is not None
     cli_command, path, rest = _cli_command(words)
-    options = {name for parameter in cli_command.params for name in (*parameter.opts, *parameter.secondary_opts)} | {"--help"}
+    options = {
+        name for parameter in cli_command.params for name in (*parameter.opts, *parameter.secondary_opts)
+    } | {"--help"}
     named = {word.strip("[]").split("=", 1)[0] for word in rest if word.strip("[").startswith("--")}
     unknown = sorted(named - options)
-    assert not unknown, f"{command.where}: `lecritique {' '.join(path)}` has no option {unknown} (known: {sorted(options)})"
+    assert not unknown, (
+        f"{command.where}: `lecritique {' '.join(path)}` has no option {unknown} (known: {sorted(options)})"
+    )
     if command.kind == "synopsis":
         return
     for word in rest:  # files of the repository it names exist (examples/..., helm/...)
@@ -87,20 +101,37 @@ def test_a_documented_lecritique_command_names_what_the_cli_has(command: Command
 def test_every_command_is_run_or_marked() -> None:
     """The classification itself: every command is one of the known kinds, and some are run."""
     kinds = {command.kind for command in COMMANDS}
-    assert kinds <= {"run", "synopsis", "local-api"} | {f"needs:{kind}" for kind in ("cluster", "gpu", "long", "docker", "api")}
+    assert kinds <= {"run", "synopsis", "local-api"} | {
+        f"needs:{kind}" for kind in ("cluster", "gpu", "long", "docker", "api")
+    }
     assert [c.text for c in COMMANDS if c.kind == "run"], "no documented command is run"
     assert any(c.text.startswith("make demo") and c.kind == "needs:long" for c in COMMANDS)
 
 
-@pytest.mark.slow(seconds=30)  # each starts Python and imports the CLI's command (~10-50 s on a loaded 2-core machine)
+@pytest.mark.slow(
+    seconds=30
+)  # each starts Python and imports the CLI's command (~10-50 s on a loaded 2-core machine)
 @pytest.mark.parametrize("command", [c for c in COMMANDS if c.kind == "run"], ids=lambda c: c.where)
-def test_a_documented_command_runs_as_written(command: Command, shell_env: dict[str, str], tmp_path: Path) -> None:
+def test_a_documented_command_runs_as_written(
+    command: Command, shell_env: dict[str, str], tmp_path: Path
+) -> None:
     try:
-        done = subprocess.run(["bash", "-c", command.text], cwd=ROOT, env=shell_env, capture_output=True, text=True,
-                              timeout=RUN_SECONDS, check=False)
+        done = subprocess.run(
+            ["bash", "-c", command.text],
+            cwd=ROOT,
+            env=shell_env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_SECONDS,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
-        pytest.fail(f"{command.where}: `{command.text}` ran past {RUN_SECONDS:.0f} s: mark it `# needs: long` in the doc")
-    assert done.returncode == 0, f"{command.where}: `{command.text}` exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+        pytest.fail(
+            f"{command.where}: `{command.text}` ran past {RUN_SECONDS:.0f} s: mark it `# needs: long` in the doc"
+        )
+    assert done.returncode == 0, (
+        f"{command.where}: `{command.text}` exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    )
 
 
 def _local_api_blocks() -> list[list[tuple[int, str]]]:
@@ -118,8 +149,15 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def _server(command: str, env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
     """The documented server command, and the ``export NAME=value`` lines it printed."""
-    process = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        ["bash", "-c", f"exec {command}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     printed: dict[str, str] = {}
     output: list[str] = []
     try:
@@ -159,8 +197,12 @@ def test_the_local_mode_sequence_runs_as_written(shell_env: dict[str, str], tmp_
     through LECRITIQUE_API_PORT and LECRITIQUE_API_RUNS_DIR; status refreshed every second)."""
     server_block, client_block = _local_api_blocks()
     [server_command] = [text for _, raw in server_block if (text := raw.split("#", 1)[0].strip())]
-    env = {**shell_env, "LECRITIQUE_API_PORT": str(_free_port()), "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "runs"),
-           "LECRITIQUE_API_RECONCILE_SECONDS": "1"}
+    env = {
+        **shell_env,
+        "LECRITIQUE_API_PORT": str(_free_port()),
+        "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "runs"),
+        "LECRITIQUE_API_RECONCILE_SECONDS": "1",
+    }
     with _server(server_command, env) as (_, printed):
         script = ["set -euo pipefail"]
         for _, raw in client_block:
@@ -170,8 +212,15 @@ def test_the_local_mode_sequence_runs_as_written(shell_env: dict[str, str], tmp_
             else:
                 script.append(raw)
         script.append('echo "documented-id=$ID"')
-        done = subprocess.run(["bash", "-c", "\n".join(script)], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=120, check=False)
+        done = subprocess.run(
+            ["bash", "-c", "\n".join(script)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
         experiment = done.stdout.rsplit("documented-id=", 1)[1].strip()
         assert experiment.startswith("exp-")

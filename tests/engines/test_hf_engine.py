@@ -28,7 +28,9 @@ PROMPTS = ["12+3=", "abc", "9-4=\nj", "7"]
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_random_tiny_policy(tmp_path_factory.mktemp("tiny") / "policy", ALPHABET, seed=0, architecture=ARCHITECTURE)
+    return write_random_tiny_policy(
+        tmp_path_factory.mktemp("tiny") / "policy", ALPHABET, seed=0, architecture=ARCHITECTURE
+    )
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,9 @@ def engine(model_dir: Path) -> HFEngine:
     return HFEngine(HFEngineConfig(model_path=str(model_dir), max_batch_size=64))
 
 
-def teacher_forced_logprobs(model_dir: Path, prompt_ids: list[int], completion_ids: list[int]) -> torch.Tensor:
+def teacher_forced_logprobs(
+    model_dir: Path, prompt_ids: list[int], completion_ids: list[int]
+) -> torch.Tensor:
     model, _ = load_policy(model_dir)
     ids = torch.tensor([prompt_ids + completion_ids])
     with torch.no_grad():
@@ -82,22 +86,31 @@ def test_logprobs_are_raw_model_logprobs_of_sampled_tokens(engine: HFEngine, mod
 
 
 def test_stop_tokens_end_completions_and_are_kept(engine: HFEngine) -> None:
-    long = engine.generate(["12+3="], sampling=SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True))[0][0]
+    long = engine.generate(
+        ["12+3="], sampling=SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True)
+    )[0][0]
     assert len(long.token_ids) == 30 and long.finish_reason == "length"
     stop_token = long.token_ids[3]
     first = long.token_ids.index(stop_token)
     stopped = engine.generate(
-        ["12+3="], sampling=SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True, stop_token_ids=[stop_token])
+        ["12+3="],
+        sampling=SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True, stop_token_ids=[stop_token]),
     )[0][0]
     assert stopped.token_ids == long.token_ids[: first + 1]
     assert stopped.finish_reason == "stop"
-    short = engine.generate(["12+3="], sampling=SamplingParams(temperature=0.0, max_tokens=2, ignore_eos=True))[0][0]
+    short = engine.generate(
+        ["12+3="], sampling=SamplingParams(temperature=0.0, max_tokens=2, ignore_eos=True)
+    )[0][0]
     assert short.token_ids == long.token_ids[:2] and short.finish_reason == "length"
 
 
 def test_eos_ends_a_completion_and_text_excludes_it(engine: HFEngine) -> None:
     eos = engine.tokenizer.eos_token_id
-    completions = [c for group in engine.generate(PROMPTS, n=8, sampling=SamplingParams(max_tokens=40, seed=1)) for c in group]
+    completions = [
+        c
+        for group in engine.generate(PROMPTS, n=8, sampling=SamplingParams(max_tokens=40, seed=1))
+        for c in group
+    ]
     ended = [c for c in completions if c.finish_reason == "stop"]
     assert ended, "an untrained model with a 29-token vocabulary emits EOS within 40 tokens"
     for completion in ended:
@@ -127,7 +140,10 @@ def test_load_weights_switches_the_model(engine: HFEngine, tmp_path: Path, model
     other_dir = write_random_tiny_policy(tmp_path / "other", ALPHABET, seed=1, architecture=ARCHITECTURE)
     greedy = SamplingParams(temperature=0.0, max_tokens=16)
     before = [g[0].token_ids for g in engine.generate(PROMPTS, sampling=greedy)]
-    fresh = [g[0].token_ids for g in HFEngine(HFEngineConfig(model_path=str(other_dir))).generate(PROMPTS, sampling=greedy)]
+    fresh = [
+        g[0].token_ids
+        for g in HFEngine(HFEngineConfig(model_path=str(other_dir))).generate(PROMPTS, sampling=greedy)
+    ]
     assert before != fresh
     engine.load_weights(3, str(other_dir))
     try:

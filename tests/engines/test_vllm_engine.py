@@ -77,7 +77,9 @@ def test_greedy_tokens_identical_and_logprobs_agree(vllm_engine: VLLMEngine, hf_
     assert finished == {"stop", "length"}, "the prompts exercise both ways a completion ends"
 
 
-def test_sampled_logprobs_are_raw_model_logprobs(vllm_engine: VLLMEngine, model_dirs: tuple[Path, Path]) -> None:
+def test_sampled_logprobs_are_raw_model_logprobs(
+    vllm_engine: VLLMEngine, model_dirs: tuple[Path, Path]
+) -> None:
     """vLLM reports temperature-1 logprobs of what it sampled at temperature 0.7 / top-p 0.9, like HF."""
     model, tokenizer = load_policy(model_dirs[0])
     sampling = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=20, seed=3)
@@ -123,9 +125,12 @@ def test_weight_update_changes_output_like_a_fresh_engine(
     greedy = SamplingParams(temperature=0.0, max_tokens=24)
     before = [g[0].token_ids for g in vllm_engine.generate(PROMPTS, sampling=greedy)]
     fresh_on_second = [
-        g[0].token_ids for g in HFEngine(HFEngineConfig(model_path=str(second_dir))).generate(PROMPTS, sampling=greedy)
+        g[0].token_ids
+        for g in HFEngine(HFEngineConfig(model_path=str(second_dir))).generate(PROMPTS, sampling=greedy)
     ]
-    assert before != fresh_on_second, "the two weight sets must behave differently for this test to mean anything"
+    assert before != fresh_on_second, (
+        "the two weight sets must behave differently for this test to mean anything"
+    )
 
     for engine in (vllm_engine, hf_engine):
         engine.load_weights(5, str(second_dir))

@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-EXAMPLE_DATA = Path(__file__).resolve().parents[2] / "examples" / "datasets" / "arithmetic-word-problems.jsonl"
+EXAMPLE_DATA = (
+    Path(__file__).resolve().parents[2] / "examples" / "datasets" / "arithmetic-word-problems.jsonl"
+)
 
 
 def example_rows() -> list[dict[str, Any]]:

@@ -69,7 +69,9 @@ def test_splits_disjoint_and_deterministic():
     ]
     # Not a constant: the tasks differ from each other and under another seed.
     assert len({t.task_id for t in env.sample_tasks(20, seed=5)}) > 1
-    assert [t.task_id for t in env.sample_tasks(20, seed=6)] != [t.task_id for t in env.sample_tasks(20, seed=5)]
+    assert [t.task_id for t in env.sample_tasks(20, seed=6)] != [
+        t.task_id for t in env.sample_tasks(20, seed=5)
+    ]
 
 
 def test_bad_config():

@@ -127,7 +127,9 @@ def test_seed_range_splits_and_determinism(env):
     ]
     # Not a constant: the tasks differ from each other and under another seed.
     assert len({t.task_id for t in env.sample_tasks(5, seed=3)}) > 1
-    assert [t.task_id for t in env.sample_tasks(5, seed=4)] != [t.task_id for t in env.sample_tasks(5, seed=3)]
+    assert [t.task_id for t in env.sample_tasks(5, seed=4)] != [
+        t.task_id for t in env.sample_tasks(5, seed=3)
+    ]
     only_two = get_environment("babyai_text", door_distances=[2]).sample_tasks(5, seed=0)
     assert {t.metadata["door_distance"] for t in only_two} == {2}
     with pytest.raises(ValueError, match="overlap"):

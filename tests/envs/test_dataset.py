@@ -22,7 +22,12 @@ from tests.envs.dataset_support import (
     write_parquet,
 )
 
-COLUMNS = {"prompt_column": "expression", "prompt_template": "{prompt}=", "id_column": "id", "verifier": {"kind": "numeric"}}
+COLUMNS = {
+    "prompt_column": "expression",
+    "prompt_template": "{prompt}=",
+    "id_column": "id",
+    "verifier": {"kind": "numeric"},
+}
 
 
 def dataset(path: Path | str, **settings: Any) -> DatasetEnvironment:
@@ -38,7 +43,9 @@ def _hf_directory(tmp_path: Path, rows: list[dict[str, Any]], as_dict: bool) -> 
     if as_dict:
         train = [row for row in rows if row["split"] == "train"]
         test = [row for row in rows if row["split"] == "test"]
-        datasets.DatasetDict({"train": datasets.Dataset.from_list(train), "test": datasets.Dataset.from_list(test)}).save_to_disk(str(directory))
+        datasets.DatasetDict(
+            {"train": datasets.Dataset.from_list(train), "test": datasets.Dataset.from_list(test)}
+        ).save_to_disk(str(directory))
     else:
         datasets.Dataset.from_list(rows).save_to_disk(str(directory))
     return directory
@@ -50,7 +57,10 @@ def _signature(env: DatasetEnvironment, split: str) -> list[tuple[str, str, str 
 
 def test_every_format_yields_the_same_tasks(tmp_path: Path) -> None:
     rows = example_rows()
-    settings = {"privileged_columns": ["solution"], "split": {"kind": "column", "train": ["train"], "eval": ["test"]}}
+    settings = {
+        "privileged_columns": ["solution"],
+        "split": {"kind": "column", "train": ["train"], "eval": ["test"]},
+    }
     reference = dataset(EXAMPLE_DATA, **settings)
     assert split_sizes(reference) == {"train": 347, "eval": 53}
     for path in (
@@ -65,9 +75,15 @@ def test_every_format_yields_the_same_tasks(tmp_path: Path) -> None:
 
 def test_a_dataset_dict_splits_by_its_split_names(tmp_path: Path) -> None:
     directory = _hf_directory(tmp_path, example_rows(), as_dict=True)
-    env = dataset(directory, split={"kind": "column", "column": "_split", "train": ["train"], "eval": ["test"]})
+    env = dataset(
+        directory, split={"kind": "column", "column": "_split", "train": ["train"], "eval": ["test"]}
+    )
     assert split_sizes(env) == {"train": 347, "eval": 53}
-    only_train = dataset(directory, hf_splits=["train"], split={"kind": "column", "column": "_split", "train": ["train"], "eval": ["test"]})
+    only_train = dataset(
+        directory,
+        hf_splits=["train"],
+        split={"kind": "column", "column": "_split", "train": ["train"], "eval": ["test"]},
+    )
     assert split_sizes(only_train) == {"train": 347, "eval": 0}
     with pytest.raises(DatasetError, match=r"no split\(s\) dev in the DatasetDict \(it has train, test\)"):
         dataset(directory, hf_splits=["dev"])
@@ -96,8 +112,12 @@ def test_column_split_leaves_out_rows_of_other_values(tmp_path: Path) -> None:
 
 def test_sampling_is_seeded_and_cycles_past_the_split_size() -> None:
     env = dataset(EXAMPLE_DATA, split={"kind": "column", "train": ["train"], "eval": ["test"]})
-    assert [t.task_id for t in env.sample_tasks(16, seed=3)] == [t.task_id for t in env.sample_tasks(16, seed=3)]
-    assert [t.task_id for t in env.sample_tasks(16, seed=3)] != [t.task_id for t in env.sample_tasks(16, seed=4)]
+    assert [t.task_id for t in env.sample_tasks(16, seed=3)] == [
+        t.task_id for t in env.sample_tasks(16, seed=3)
+    ]
+    assert [t.task_id for t in env.sample_tasks(16, seed=3)] != [
+        t.task_id for t in env.sample_tasks(16, seed=4)
+    ]
     held_out = env.sample_tasks(120, split="eval", seed=0)
     assert len(held_out) == 120 and len({t.task_id for t in held_out[:53]}) == 53  # each row once per pass
     assert {t.task_id for t in held_out} == {t.task_id for t in env._tasks["eval"]}
@@ -109,10 +129,16 @@ def test_privileged_columns_feed_the_critic_context() -> None:
     assert env.privileged_kinds == ("answer", "solution", "question")
     task = env.sample_tasks(1, seed=0)[0]
     row = env.row(task)
-    assert task.privileged == {"answer": row["answer"], "solution": row["solution"], "question": row["question"]}
+    assert task.privileged == {
+        "answer": row["answer"],
+        "solution": row["solution"],
+        "question": row["question"],
+    }
     member = GroupMember("t0", "41", 0.0, task.privileged)
     assert build_group_contexts("reference", [member]) == [f"ref:{row['answer']}\n"]
-    assert build_group_contexts("reference", [member], privileged_key="solution") == [f"ref:{row['solution']}\n"]
+    assert build_group_contexts("reference", [member], privileged_key="solution") == [
+        f"ref:{row['solution']}\n"
+    ]
     assert row["answer"] not in task.prompt.replace(row["expression"], "")  # the policy never sees the answer
 
 
@@ -159,18 +185,57 @@ def _rows_with(change: dict[str, Any], at: int = 2) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     ("rows", "settings", "message"),
     [
-        (_rows_with({"answer": ...}), {}, r"row 3 \(line 3\), column 'answer': missing \(the row has columns expression, id, question, solution, split\)"),
+        (
+            _rows_with({"answer": ...}),
+            {},
+            r"row 3 \(line 3\), column 'answer': missing \(the row has columns expression, id, question, solution, split\)",
+        ),
         (_rows_with({"answer": "  "}), {}, r"row 3 \(line 3\), column 'answer': empty value"),
-        (_rows_with({"answer": "eleven"}), {}, r"row 3 \(line 3\), column 'answer': reference 'eleven' is not a number"),
-        (_rows_with({"solution": None}), {"privileged_columns": ["solution"]}, r"row 3 \(line 3\), column 'solution': empty value"),
-        (_rows_with({"id": "arith-0000"}), {}, r"row 3 \(line 3\), column 'id': id 'arith-0000' repeats row 1 \(line 1\)"),
-        (_rows_with({"answer": "("}), {"verifier": {"kind": "regex"}}, r"row 3 \(line 3\), column 'answer': the pattern does not compile"),
-        (_rows_with({}), {"prompt_template": "{prompt}= ({units})"}, r"row 1 \(line 1\), column 'units': missing"),
-        (_rows_with({"split": ...}), {"split": {"kind": "column"}}, r"row 3 \(line 3\), column 'split': missing"),
+        (
+            _rows_with({"answer": "eleven"}),
+            {},
+            r"row 3 \(line 3\), column 'answer': reference 'eleven' is not a number",
+        ),
+        (
+            _rows_with({"solution": None}),
+            {"privileged_columns": ["solution"]},
+            r"row 3 \(line 3\), column 'solution': empty value",
+        ),
+        (
+            _rows_with({"id": "arith-0000"}),
+            {},
+            r"row 3 \(line 3\), column 'id': id 'arith-0000' repeats row 1 \(line 1\)",
+        ),
+        (
+            _rows_with({"answer": "("}),
+            {"verifier": {"kind": "regex"}},
+            r"row 3 \(line 3\), column 'answer': the pattern does not compile",
+        ),
+        (
+            _rows_with({}),
+            {"prompt_template": "{prompt}= ({units})"},
+            r"row 1 \(line 1\), column 'units': missing",
+        ),
+        (
+            _rows_with({"split": ...}),
+            {"split": {"kind": "column"}},
+            r"row 3 \(line 3\), column 'split': missing",
+        ),
     ],
-    ids=["missing", "blank", "not-a-number", "privileged-empty", "duplicate-id", "bad-regex", "template-column", "split-column"],
+    ids=[
+        "missing",
+        "blank",
+        "not-a-number",
+        "privileged-empty",
+        "duplicate-id",
+        "bad-regex",
+        "template-column",
+        "split-column",
+    ],
 )
-def test_bad_rows_are_named_by_row_and_column(tmp_path: Path, rows: list[dict[str, Any]], settings: dict[str, Any], message: str) -> None:
+def test_bad_rows_are_named_by_row_and_column(
+    tmp_path: Path, rows: list[dict[str, Any]], settings: dict[str, Any], message: str
+) -> None:
     path = write_jsonl(tmp_path / "rows.jsonl", rows)
     with pytest.raises(DatasetError, match=message):
         dataset(path, **settings)
@@ -229,7 +294,9 @@ def test_unusable_files_and_settings_are_explained(tmp_path: Path) -> None:
 def test_the_shipped_problems_file_is_current() -> None:
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("generate_problems", EXAMPLE_DATA.parent / "generate_problems.py")
+    spec = importlib.util.spec_from_file_location(
+        "generate_problems", EXAMPLE_DATA.parent / "generate_problems.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -243,7 +310,11 @@ def test_dataset_roots_confine_what_a_spec_may_read(tmp_path: Path, monkeypatch:
     (tmp_path / "escape.jsonl").symlink_to(inside)
     (allowed / "link-out.jsonl").symlink_to(EXAMPLE_DATA)
     monkeypatch.setenv("LECRITIQUE_DATASET_ROOTS", f"{allowed}:{tmp_path / 'other'}")
-    assert split_sizes(dataset(inside, eval_fraction=0.01))["train"] + split_sizes(dataset(inside, eval_fraction=0.01))["eval"] == 5
+    assert (
+        split_sizes(dataset(inside, eval_fraction=0.01))["train"]
+        + split_sizes(dataset(inside, eval_fraction=0.01))["eval"]
+        == 5
+    )
     for outside in ("/etc/passwd", str(allowed / ".." / "x.jsonl"), str(allowed / "link-out.jsonl")):
         with pytest.raises(DatasetError, match="is outside the allowed folders"):
             dataset(outside, format="csv")

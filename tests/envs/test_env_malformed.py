@@ -16,8 +16,17 @@ ENVIRONMENTS = {
     "codeio": {"parallel_executions": 2},
     "babyai_text": {},
     "dataset": {"path": str(EXAMPLE_DATA), "prompt_column": "expression", "verifier": {"kind": "numeric"}},
-    "dataset-math": {"path": str(EXAMPLE_DATA), "prompt_column": "question", "answer_tags": True, "verifier": {"kind": "math_verify"}},
-    "dataset-python": {"path": str(EXAMPLE_DATA), "prompt_column": "expression", "verifier": {"kind": "python", "entry_point": "tests.envs.dataset_verifiers:within_one"}},
+    "dataset-math": {
+        "path": str(EXAMPLE_DATA),
+        "prompt_column": "question",
+        "answer_tags": True,
+        "verifier": {"kind": "math_verify"},
+    },
+    "dataset-python": {
+        "path": str(EXAMPLE_DATA),
+        "prompt_column": "expression",
+        "verifier": {"kind": "python", "entry_point": "tests.envs.dataset_verifiers:within_one"},
+    },
 }
 
 MALFORMED = {

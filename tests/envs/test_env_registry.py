@@ -16,7 +16,9 @@ from lecritique.envs import (
 from tests.envs.dataset_support import EXAMPLE_DATA
 
 # Settings an environment cannot do without (every other environment builds from its defaults).
-REQUIRED = {"dataset": {"path": str(EXAMPLE_DATA), "prompt_column": "question", "privileged_columns": ["solution"]}}
+REQUIRED = {
+    "dataset": {"path": str(EXAMPLE_DATA), "prompt_column": "question", "privileged_columns": ["solution"]}
+}
 
 
 class Spec(BaseModel):

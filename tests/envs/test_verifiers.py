@@ -54,7 +54,9 @@ def test_numeric_tolerance() -> None:
 
 def test_math_verify_compares_mathematics() -> None:
     v = verifier(kind="math_verify")
-    assert rewards(v, "\\frac{1}{2}", ["0.5", "$\\frac{2}{4}$", "The answer is \\boxed{\\frac12}", "1/3"]) == [1, 1, 1, 0]
+    assert rewards(
+        v, "\\frac{1}{2}", ["0.5", "$\\frac{2}{4}$", "The answer is \\boxed{\\frac12}", "1/3"]
+    ) == [1, 1, 1, 0]
     assert v.verify("no maths here", "\\frac{1}{2}", ROW).diagnostic.startswith("no mathematical answer")
 
 
@@ -79,11 +81,18 @@ def test_regex_from_the_spec_or_the_row() -> None:
 
 def test_python_entry_point() -> None:
     v = verifier(kind="python", entry_point="tests.envs.dataset_verifiers:within_one")
-    assert [(r.reward, r.diagnostic) for r in (v.verify(a, "10", ROW) for a in ["10", "11", "30", "ten"])] == [
-        (1.0, "exact"), (0.5, "one off"), (0.0, "far off"), (0.0, "not an integer (row row-7)"),
+    assert [
+        (r.reward, r.diagnostic) for r in (v.verify(a, "10", ROW) for a in ["10", "11", "30", "ten"])
+    ] == [
+        (1.0, "exact"),
+        (0.5, "one off"),
+        (0.0, "far off"),
+        (0.0, "not an integer (row row-7)"),
     ]
     failing = verifier(kind="python", entry_point="tests.envs.dataset_verifiers:broken")
-    assert failing.verify("1", "1", ROW).diagnostic.startswith("tests.envs.dataset_verifiers:broken raised RuntimeError")
+    assert failing.verify("1", "1", ROW).diagnostic.startswith(
+        "tests.envs.dataset_verifiers:broken raised RuntimeError"
+    )
     odd = verifier(kind="python", entry_point="tests.envs.dataset_verifiers:not_a_reward")
     assert odd.verify("1", "1", ROW).diagnostic.endswith("returned \"'yes'\", not a reward")
     with pytest.raises(ValueError, match="cannot import 'tests.envs.no_such_module'"):

@@ -46,7 +46,9 @@ class SolverEngine:
         self.calls: list[tuple[int, int, int, int | None]] = []
         """(prompts, n, max_tokens, seed) of every call."""
 
-    def generate(self, prompts: Prompts, n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
+    def generate(
+        self, prompts: Prompts, n: int = 1, sampling: SamplingParams | None = None
+    ) -> list[list[Completion]]:
         assert sampling is not None
         self.calls.append((len(prompts), n, sampling.max_tokens, sampling.seed))
         out = []
@@ -77,12 +79,19 @@ class SolverEngine:
 
 def player(engine: SolverEngine, max_context_tokens: int = 512, **options: Any) -> EpisodePlayer:
     return EpisodePlayer(
-        EngineSampler(engine), LocalEnvironment(ENV), TOKENIZER, PlainTemplate(), SamplingParams(max_tokens=8),
-        max_context_tokens, **options,
+        EngineSampler(engine),
+        LocalEnvironment(ENV),
+        TOKENIZER,
+        PlainTemplate(),
+        SamplingParams(max_tokens=8),
+        max_context_tokens,
+        **options,
     )
 
 
-def played(engine: SolverEngine, tasks: list[Any], max_context_tokens: int = 512, **options: Any) -> list[Any]:
+def played(
+    engine: SolverEngine, tasks: list[Any], max_context_tokens: int = 512, **options: Any
+) -> list[Any]:
     episodes = player(engine, max_context_tokens, **options)
     records = episodes.start(tasks, 1)
     episodes.play(records)
@@ -96,13 +105,18 @@ def test_a_solving_policy_succeeds_turn_by_turn() -> None:
     for task, record in zip(tasks, records, strict=True):
         empties = task.prompt.count(".")
         assert record.task is task and record.reward == 1.0 and record.diagnostic == "solved"
-        assert len(record.actions) == empties and all(a.startswith("r") and "<eos>" not in a for a in record.actions)
+        assert len(record.actions) == empties and all(
+            a.startswith("r") and "<eos>" not in a for a in record.actions
+        )
         text = TOKENIZER.decode(record.prompt_ids + record.token_ids)
         # <bos>grid act<eos>\ngrid act<eos>...: observations between turns, EOS after every action
         assert text.startswith("<bos>" + task.prompt) and text.endswith("<eos>")
         assert text.count("<eos>") == empties and text.count("\n") == 4 + 5 * (empties - 1)
         trajectory = record.trajectory("t")
-        assert trajectory.num_policy_tokens == sum(record.policy_mask) and trajectory.metadata["turns"] == empties
+        assert (
+            trajectory.num_policy_tokens == sum(record.policy_mask)
+            and trajectory.metadata["turns"] == empties
+        )
         assert sorted(set(trajectory.step_ids)) == list(range(empties))
     # Turn t+1 is prompted with exactly the conversation so far (prefix-consistent token ids).
     first_turn = {p for p in engine.prompts_seen if p.count("<eos>") == 0}
@@ -111,7 +125,9 @@ def test_a_solving_policy_succeeds_turn_by_turn() -> None:
 
 def test_illegal_moves_end_episodes_with_reward_zero() -> None:
     records = played(SolverEngine(wrong=True), ENV.sample_tasks(4, split="eval", seed=1))
-    assert all(r.reward == 0.0 and len(r.actions) == 1 and r.diagnostic.startswith("illegal move") for r in records)
+    assert all(
+        r.reward == 0.0 and len(r.actions) == 1 and r.diagnostic.startswith("illegal move") for r in records
+    )
 
 
 def test_context_and_turn_limits_end_an_episode_with_reward_zero() -> None:
@@ -119,7 +135,9 @@ def test_context_and_turn_limits_end_an_episode_with_reward_zero() -> None:
     records = played(SolverEngine(), tasks, max_context_tokens=40)
     assert all(r.reward == 0.0 and r.diagnostic == "context limit reached" and r.actions for r in records)
     capped = played(SolverEngine(), tasks, max_turns=1)
-    assert all(r.reward == 0.0 and r.diagnostic == "turn limit reached" and len(r.actions) == 1 for r in capped)
+    assert all(
+        r.reward == 0.0 and r.diagnostic == "turn limit reached" and len(r.actions) == 1 for r in capped
+    )
 
 
 def test_groups_share_their_first_sampling_call_and_each_call_takes_the_next_seed() -> None:
@@ -130,7 +148,9 @@ def test_groups_share_their_first_sampling_call_and_each_call_takes_the_next_see
     assert [(r.group_id, r.member) for r in records] == [(10 + g, m) for g in range(3) for m in range(4)]
     # First turn: one prompt per task with n = 4; later turns: one prompt per live member.
     assert engine.calls[0] == (3, 4, 8, 100)
-    assert [call[1:] for call in engine.calls[1:]] == [(1, 8, 101 + turn) for turn in range(len(engine.calls) - 1)]
+    assert [call[1:] for call in engine.calls[1:]] == [
+        (1, 8, 101 + turn) for turn in range(len(engine.calls) - 1)
+    ]
     assert all(r.reward == 1.0 for r in records)
 
 
@@ -139,7 +159,12 @@ def test_a_cut_episode_finishes_its_action_and_plays_on() -> None:
     (record,) = played(SolverEngine(), [task])
     second_turn_start = record.turn_starts[1]
     cut = record.cut(second_turn_start + 2)  # two tokens into the second action
-    assert cut.turn == 1 and len(cut.partial_action()) == 2 and cut.actions == record.actions[:1] and not cut.done
+    assert (
+        cut.turn == 1
+        and len(cut.partial_action()) == 2
+        and cut.actions == record.actions[:1]
+        and not cut.done
+    )
     engine = SolverEngine()
     player(engine).play([cut])
     assert engine.calls[0][2] == 8 - 2  # the cut action keeps its own token budget

@@ -51,7 +51,10 @@ policy steps' batches (the stand-in spec has no critic warmup, so no batch goes 
 
 
 def write_stand_in(
-    directory: Path, max_positions: int, chat: bool, demonstrations: list[list[tuple[str, str]]] | None = None,
+    directory: Path,
+    max_positions: int,
+    chat: bool,
+    demonstrations: list[list[tuple[str, str]]] | None = None,
     max_sft_steps: int = 300,
 ) -> Path:
     """A tiny Llama with a character tokenizer, ``max_positions`` long (the spec's context, so its
@@ -76,7 +79,10 @@ def write_stand_in(
         tokenizer.chat_template = CHAT_TEMPLATE
     width = 16 if demonstrations is None else 32
     architecture = TinyArchitecture(
-        hidden_size=width, num_layers=1 if demonstrations is None else 2, num_heads=2, intermediate_size=2 * width,
+        hidden_size=width,
+        num_layers=1 if demonstrations is None else 2,
+        num_heads=2,
+        intermediate_size=2 * width,
         max_positions=max_positions,
     )
     torch.manual_seed(0)
@@ -112,7 +118,9 @@ def demonstrations_of(spec: ExperimentSpec) -> list[list[tuple[str, str]]]:
     return [
         environment.demonstrations(task, rng).turns
         for cursor in range(MEMORISED_BATCHES)
-        for task in environment.sample_tasks(spec.rollout.tasks_per_step, "train", spec.seed * 1_000_003 + cursor)
+        for task in environment.sample_tasks(
+            spec.rollout.tasks_per_step, "train", spec.seed * 1_000_003 + cursor
+        )
     ]
 
 
@@ -137,19 +145,34 @@ def stand_in(data: dict[str, Any], models: Path, llm_url: str | None) -> dict[st
     chat = spec["policy"].get("template", {}).get("kind") == "chat"
     spec["rollout"] = {**spec["rollout"], "engine": _hf(engine), "tasks_per_step": 1}
     # Its tasks decide the stand-in: one per environment setting, template and context.
-    key = hashlib.sha256(json.dumps([spec["environment"], spec.get("seed", 0), context, chat], sort_keys=True).encode()).hexdigest()[:12]
+    key = hashlib.sha256(
+        json.dumps([spec["environment"], spec.get("seed", 0), context, chat], sort_keys=True).encode()
+    ).hexdigest()[:12]
     policy = models / f"policy-{key}"
     if not policy.exists():
-        placeholder = {**spec, "policy": {"tiny": "placeholder"}, "critic": None, "estimator": {"name": "mean"}}
+        placeholder = {
+            **spec,
+            "policy": {"tiny": "placeholder"},
+            "critic": None,
+            "estimator": {"name": "mean"},
+        }
         fitted = spec["environment"]["kind"] not in UNFITTED
         write_stand_in(policy, context, chat, demonstrations_of(parse_spec(placeholder)) if fitted else None)
-    spec["policy"] = {"path": str(policy), **({"template": spec["policy"]["template"]} if "template" in spec["policy"] else {})}
+    spec["policy"] = {
+        "path": str(policy),
+        **({"template": spec["policy"]["template"]} if "template" in spec["policy"] else {}),
+    }
     trainer = {**spec.get("policy_trainer", {}), "dtype": "float32", "processes": 1, "checkpoint_every": None}
     trainer.pop("processes_per_node", None)
     if trainer.get("distillation"):
         trainer["distillation"] = {**trainer["distillation"], "teacher": str(policy)}
     spec["policy_trainer"] = trainer
-    spec["orchestrator"] = {**spec.get("orchestrator", {}), "steps": 2, "eval_every": None, "max_off_policy_steps": 8}
+    spec["orchestrator"] = {
+        **spec.get("orchestrator", {}),
+        "steps": 2,
+        "eval_every": None,
+        "max_off_policy_steps": 8,
+    }
     spec.pop("tracking", None)
     if spec["environment"]["kind"] == "babyai_text":
         # A random stand-in plays every episode to the step limit: 100 turns of character tokens
@@ -204,11 +227,21 @@ class StandInLLM:
                 states = sorted({int(k) for k in StandInLLM.MARKER.findall(text)})
                 owner.queries += 1
                 answer = "\n".join(f"{k}: {0.15 + 0.7 * ((k * 37) % 11) / 10:.2f}" for k in states)
-                data = json.dumps({
-                    "id": "stand-in", "object": "chat.completion", "model": body.get("model", ""),
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": len(text) // 4, "completion_tokens": len(answer) // 4},
-                }).encode()
+                data = json.dumps(
+                    {
+                        "id": "stand-in",
+                        "object": "chat.completion",
+                        "model": body.get("model", ""),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": answer},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": len(text) // 4, "completion_tokens": len(answer) // 4},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -260,8 +293,13 @@ def run_example(data: dict[str, Any], out: Path, redis_url: str) -> ExampleRun:
 
     def start(module: Any, name: str) -> str:
         runtime = ServiceRuntime(
-            port=0, spec_path=spec_path, experiment_id=experiment, weights_dir=out / "weights",
-            redis_url=redis_url, host="127.0.0.1", state_dir=out / "state" / name,
+            port=0,
+            spec_path=spec_path,
+            experiment_id=experiment,
+            weights_dir=out / "weights",
+            redis_url=redis_url,
+            host="127.0.0.1",
+            state_dir=out / "state" / name,
         )
         service = module.start(runtime)
         started.append(service)
@@ -277,7 +315,9 @@ def run_example(data: dict[str, Any], out: Path, redis_url: str) -> ExampleRun:
             environment=[start(environment_server, "environment")],
             policy_trainer=[trainer],
             value_trainer=[start(value_trainer_server, "value-trainer")] if spec.critic is not None else [],
-            value_evaluator=[start(value_evaluator_server, "value-evaluator")] if spec.critic is not None else [],
+            value_evaluator=[start(value_evaluator_server, "value-evaluator")]
+            if spec.critic is not None
+            else [],
         )
         orchestrator = build_orchestrator(spec, out, addresses, experiment_id=experiment, redis_url=redis_url)
         train = orchestrator.clients.policy_trainer.train

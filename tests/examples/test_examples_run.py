@@ -33,7 +33,6 @@ with real Redis (embedded). What this skips is the process boundary and the supe
 tests/services and tests/launch cover with real processes.
 """
 
-
 from __future__ import annotations
 
 from pathlib import Path
@@ -108,12 +107,16 @@ BASELINE_IS_THE_VALUE = frozenset({"value", "gae", "lvrl"})
 
 @pytest.mark.slow(seconds=20)
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(EXAMPLES)))
-def test_the_example_runs_with_stand_in_models(path: Path, models: Path, llm: StandInLLM, tmp_path: Path, embedded_redis: Any) -> None:
+def test_the_example_runs_with_stand_in_models(
+    path: Path, models: Path, llm: StandInLLM, tmp_path: Path, embedded_redis: Any
+) -> None:
     data = load_spec(path).model_dump(mode="json", exclude_unset=True)
     run = run_example(stand_in(data, models, llm.base_url), tmp_path / "run", embedded_redis.url)
     _check_acted(run)
     advantages = np.concatenate([np.asarray(t.advantages) for s in run.steps for t in s.trajectories])
-    rewards_vary = any(len({t.reward for t in s.trajectories}) > 1 for s in run.steps)  # one task (group) per step
+    rewards_vary = any(
+        len({t.reward for t in s.trajectories}) > 1 for s in run.steps
+    )  # one task (group) per step
     fitted = run.spec.environment.kind not in UNFITTED
     if fitted:
         assert rewards_vary, "the fitted stand-in solved every attempt or none: no reward signal to check"

@@ -87,10 +87,14 @@ def test_every_image_is_pinned_multi_stage_non_root_and_locked(path: Path):
             continue
         name, _, tag = image.partition("@")[0].rpartition(":")
         pinned_by_digest = re.search(r"@sha256:[0-9a-f]{64}$", image) is not None
-        assert pinned_by_digest or (name and re.search(r"\d+\.\d+", tag) and tag != "latest"), f"{path}: {image} is not pinned"
+        assert pinned_by_digest or (name and re.search(r"\d+\.\d+", tag) and tag != "latest"), (
+            f"{path}: {image} is not pinned"
+        )
     final = _final_stage(instructions)
     copies = [rest for keyword, rest in final if keyword == "COPY"]
-    assert copies and all(rest.startswith("--from=") for rest in copies), f"{path}: the final stage must only copy built files"
+    assert copies and all(rest.startswith("--from=") for rest in copies), (
+        f"{path}: the final stage must only copy built files"
+    )
     users = [rest for keyword, rest in final if keyword == "USER"]
     assert users and users[-1] == f"{RUN_AS_USER}:{RUN_AS_USER}", users
     assert any(f"--uid {RUN_AS_USER}" in rest for keyword, rest in final if keyword == "RUN")
@@ -205,7 +209,9 @@ def _api_set() -> dict[str, set[str]]:
 
 def test_the_api_extra_is_pinned_and_a_subset_of_the_dependencies():
     pins = _constraints()
-    dependencies = {canonicalize_name(Requirement(r).name): r for r in _pyproject()["project"]["dependencies"]}
+    dependencies = {
+        canonicalize_name(Requirement(r).name): r for r in _pyproject()["project"]["dependencies"]
+    }
     for text in _pyproject()["project"]["optional-dependencies"]["api"]:
         requirement = Requirement(text)
         name = canonicalize_name(requirement.name)
@@ -279,10 +285,25 @@ def test_the_api_runs_on_its_image_requirement_set_alone(tmp_path):
     renders every example experiment for Kubernetes and writes a report."""
     allowed = _importable_names(set(_api_set()))
     result = subprocess.run(
-        [sys.executable, "-c", _RUN_THE_API, json.dumps(sorted(allowed)), json.dumps(launcher_defaults()),
-         str(ROOT / "examples"), str(tmp_path)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={"PYTHONPATH": f"{ROOT / 'libs'}:{ROOT}", "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "HOME": str(tmp_path)},
+        [
+            sys.executable,
+            "-c",
+            _RUN_THE_API,
+            json.dumps(sorted(allowed)),
+            json.dumps(launcher_defaults()),
+            str(ROOT / "examples"),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={
+            "PYTHONPATH": f"{ROOT / 'libs'}:{ROOT}",
+            "PATH": "/usr/bin:/bin",
+            "MPLBACKEND": "Agg",
+            "HOME": str(tmp_path),
+        },
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []

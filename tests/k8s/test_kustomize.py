@@ -18,7 +18,9 @@ K8S = ROOT / "k8s"
 
 def _build(directory: Path) -> list[dict[str, Any]]:
     # kubectl (with its built-in kustomize) is part of the dev/CI machine, like Helm's Go SDK.
-    result = subprocess.run(["kubectl", "kustomize", str(directory)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        ["kubectl", "kustomize", str(directory)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
@@ -38,7 +40,14 @@ def test_committed_tree_equals_the_generator_output() -> None:
 
 def test_base_builds_and_every_object_is_valid() -> None:
     objects = _build(K8S / "base")
-    assert {o["kind"] for o in objects} >= {"Deployment", "StatefulSet", "Role", "RoleBinding", "NetworkPolicy", "PersistentVolumeClaim"}
+    assert {o["kind"] for o in objects} >= {
+        "Deployment",
+        "StatefulSet",
+        "Role",
+        "RoleBinding",
+        "NetworkPolicy",
+        "PersistentVolumeClaim",
+    }
     assert not [o for o in objects if o["kind"] in ("ServiceMonitor", "PrometheusRule")]
     for obj in objects:
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
@@ -49,14 +58,25 @@ def test_base_builds_and_every_object_is_valid() -> None:
 def test_gpu_pool_overlay_builds_with_the_pools_and_service_monitors() -> None:
     objects = _build(K8S / "overlays" / "gpu-pools")
     by_kind_name = {(o["kind"], o["metadata"]["name"]): o for o in objects}
-    defaults = json.loads(by_kind_name[("ConfigMap", "lecritique-api-launcher-defaults")]["data"]["launcher-defaults.json"])
+    defaults = json.loads(
+        by_kind_name[("ConfigMap", "lecritique-api-launcher-defaults")]["data"]["launcher-defaults.json"]
+    )
     values = gpu_values()
-    for key in ("rollout", "valueEvaluator", "valueTrainer", "policyTrainer", "environmentVerifier", "orchestrator"):
+    for key in (
+        "rollout",
+        "valueEvaluator",
+        "valueTrainer",
+        "policyTrainer",
+        "environmentVerifier",
+        "orchestrator",
+    ):
         assert defaults["components"][key]["nodeSelector"] == values[key]["nodeSelector"], key
     api = by_kind_name[("Deployment", "lecritique-api")]["spec"]["template"]["spec"]
     assert api["nodeSelector"] == {"lecritique.dev/pool": "system"}
     monitors = [o for o in objects if o["kind"] == "ServiceMonitor"]
-    assert len(monitors) == 7 and all(m["metadata"]["labels"]["release"] == "kube-prometheus-stack" for m in monitors)
+    assert len(monitors) == 7 and all(
+        m["metadata"]["labels"]["release"] == "kube-prometheus-stack" for m in monitors
+    )
     rules = [o for o in objects if o["kind"] == "PrometheusRule"]
     assert len(rules) == 1 and rules[0]["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     for obj in objects:

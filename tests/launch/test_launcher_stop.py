@@ -38,7 +38,13 @@ def _wait_until_ready(tmp_path: Path, names: list[str]) -> None:
 def _service(tmp_path: Path, name: str) -> ManagedProcess:
     process = ManagedProcess(
         name=name,
-        command=[sys.executable, "-c", DRAINING_SERVICE, str(tmp_path / f"{name}.times"), str(tmp_path / f"{name}.ready")],
+        command=[
+            sys.executable,
+            "-c",
+            DRAINING_SERVICE,
+            str(tmp_path / f"{name}.times"),
+            str(tmp_path / f"{name}.ready"),
+        ],
         log_path=tmp_path / f"{name}.log",
     )
     process.start()
@@ -54,9 +60,13 @@ def test_every_service_is_signalled_before_the_launcher_waits_for_any(tmp_path: 
     processes = list(launcher.services)
     launcher.stop()
     assert all(process.process is not None and process.process.returncode == 0 for process in processes)
-    times = {name: [float(line) for line in (tmp_path / f"{name}.times").read_text().split()] for name in names}
+    times = {
+        name: [float(line) for line in (tmp_path / f"{name}.times").read_text().split()] for name in names
+    }
     # Every SIGTERM arrived before the first service finished draining.
-    assert max(received for received, _ in times.values()) < min(drained for _, drained in times.values()), times
+    assert max(received for received, _ in times.values()) < min(drained for _, drained in times.values()), (
+        times
+    )
 
 
 def test_a_service_is_signalled_once_per_start(tmp_path: Path) -> None:

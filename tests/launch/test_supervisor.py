@@ -21,7 +21,14 @@ REPO = Path(__file__).resolve().parents[2]
 def service(tmp_path):
     process = ManagedProcess(
         name="health-0",
-        command=[sys.executable, str(Path(__file__).with_name("health_service.py")), "--port", "0", "--port-file", str(tmp_path / "port.json")],
+        command=[
+            sys.executable,
+            str(Path(__file__).with_name("health_service.py")),
+            "--port",
+            "0",
+            "--port-file",
+            str(tmp_path / "port.json"),
+        ],
         log_path=tmp_path / "health.log",
         port_file=tmp_path / "port.json",
         env=child_environment(REPO),
@@ -32,11 +39,17 @@ def service(tmp_path):
     process.stop(grace=2)
 
 
-def _supervise_until(supervisor: Supervisor, process: ManagedProcess, event: str, seconds: float = 60) -> list[dict]:
+def _supervise_until(
+    supervisor: Supervisor, process: ManagedProcess, event: str, seconds: float = 60
+) -> list[dict]:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         supervisor.check(process)
-        events = [json.loads(line) for line in supervisor.events_path.read_text().splitlines()] if supervisor.events_path.exists() else []
+        events = (
+            [json.loads(line) for line in supervisor.events_path.read_text().splitlines()]
+            if supervisor.events_path.exists()
+            else []
+        )
         if any(e["event"] == event for e in events):
             return events
         time.sleep(0.1)
@@ -53,7 +66,9 @@ def test_an_exited_service_is_restarted_on_the_same_port(service, tmp_path):
 
 
 def test_a_hung_service_is_killed_and_restarted(service, tmp_path):
-    supervisor = Supervisor(tmp_path / "supervisor.jsonl", backoff_seconds=0.2, liveness_every_seconds=0.2, liveness_failures=2)
+    supervisor = Supervisor(
+        tmp_path / "supervisor.jsonl", backoff_seconds=0.2, liveness_every_seconds=0.2, liveness_failures=2
+    )
     os.kill(service.process.pid, signal.SIGSTOP)
     events = _supervise_until(supervisor, service, "ready")
     assert [e["event"] for e in events] == ["hung", "exited", "restarted", "ready"]

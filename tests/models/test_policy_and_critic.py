@@ -42,7 +42,9 @@ def test_load_policy_returns_a_causal_lm_and_left_padding_tokenizer(policy_dir: 
 
 
 def test_the_policy_spec_parses_template_variants() -> None:
-    config = PolicyModelSpec.model_validate({"path": "/m", "template": {"kind": "chat", "system_prompt": "hi"}})
+    config = PolicyModelSpec.model_validate(
+        {"path": "/m", "template": {"kind": "chat", "system_prompt": "hi"}}
+    )
     assert isinstance(config.template, ChatTemplateConfig)
     assert PolicyModelSpec(path="/m").template.kind == "plain"
     with pytest.raises(ValidationError, match="template"):

@@ -65,7 +65,12 @@ def test_chat_template_increments_equal_the_full_rendering(chat_tokenizer, syste
     ]
     full = chat_tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     # The policy's action ends with its EOS token, which also closes the assistant turn.
-    incremental = template.initial("grid 12.4") + "r1c3=3" + chat_tokenizer.eos_token + template.continuation("grid 1234")
+    incremental = (
+        template.initial("grid 12.4")
+        + "r1c3=3"
+        + chat_tokenizer.eos_token
+        + template.continuation("grid 1234")
+    )
     assert incremental == full
     ids, mask = encode_turns(template, chat_tokenizer, [("grid 12.4", "r1c3=3"), ("grid 1234", "r2c1=1")])
     assert chat_tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m]) == "r1c3=3<eos>r2c1=1<eos>"

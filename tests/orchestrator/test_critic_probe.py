@@ -45,7 +45,7 @@ class Policy:
                     chars += "1" if rng.random() < p else "0"
                 if len(chars) == 1:
                     chars += "1" if rng.random() < 0.5 else "0"
-                ids = [*TOKENIZER.encode(chars[len(partial):], add_special_tokens=False), EOS]
+                ids = [*TOKENIZER.encode(chars[len(partial) :], add_special_tokens=False), EOS]
                 actions.append(SampledAction(ids, [0.0] * len(ids)))
             out.append(actions)
         return out
@@ -81,23 +81,48 @@ class ExactCritic:
 
 
 def probe(critic: ExactCritic, states: int = 96, continuations: int = 8) -> CriticProbe:
-    spec = parse_spec({
-        "name": "probe", "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]}, "policy": {"path": "/unused"},
-        "critic": {"context": "none"}, "critic_probe": {"every": 5, "states": states, "continuations": continuations},
-    })
-    player = EpisodePlayer(Policy(), Environment(), TOKENIZER, build_template("plain"), SamplingParams(max_tokens=3),
-                           max_context_tokens=64)
+    spec = parse_spec(
+        {
+            "name": "probe",
+            "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
+            "policy": {"path": "/unused"},
+            "critic": {"context": "none"},
+            "critic_probe": {"every": 5, "states": states, "continuations": continuations},
+        }
+    )
+    player = EpisodePlayer(
+        Policy(),
+        Environment(),
+        TOKENIZER,
+        build_template("plain"),
+        SamplingParams(max_tokens=3),
+        max_context_tokens=64,
+    )
     assert spec.critic_probe is not None
-    return CriticProbe(spec.critic_probe, spec.critic, player, Environment(), critic, lambda: ActorInfo("synthetic", 0.5),
-                       group_size=4, seed=0)
+    return CriticProbe(
+        spec.critic_probe,
+        spec.critic,
+        player,
+        Environment(),
+        critic,
+        lambda: ActorInfo("synthetic", 0.5),
+        group_size=4,
+        seed=0,
+    )
 
 
 def test_a_critic_equal_to_the_monte_carlo_mean_scores_the_ceiling_within_the_bootstrap_error():
     exact = probe(ExactCritic()).run(step=5)
-    assert exact["probe_states"] == 96 and exact["probe_continuations"] == 8 and exact["probe_value_version"] == 7
+    assert (
+        exact["probe_states"] == 96
+        and exact["probe_continuations"] == 8
+        and exact["probe_value_version"] == 7
+    )
     assert exact["probe_ceiling"] > 0.3  # most of the variance is decided by the state
     assert abs(exact["probe_critic_ev"] - exact["probe_ceiling"]) <= 2 * exact["probe_ceiling_se"]
-    assert abs(exact["probe_ceiling_fraction"] - 1.0) <= 2 * exact["probe_ceiling_se"] / exact["probe_ceiling"]
+    assert (
+        abs(exact["probe_ceiling_fraction"] - 1.0) <= 2 * exact["probe_ceiling_se"] / exact["probe_ceiling"]
+    )
     flat = probe(ExactCritic(constant=0.3)).run(step=5)
     assert flat["probe_ceiling"] == exact["probe_ceiling"]  # the same states and continuations
     assert flat["probe_ceiling_fraction"] < 0.1
@@ -106,7 +131,11 @@ def test_a_critic_equal_to_the_monte_carlo_mean_scores_the_ceiling_within_the_bo
 
 def test_it_is_due_every_n_steps_and_off_by_default():
     assert [step for step in range(1, 16) if probe(ExactCritic()).due(step)] == [5, 10, 15]
-    base = {"name": "p", "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]}, "policy": {"path": "/x"}}
+    base = {
+        "name": "p",
+        "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 2]},
+        "policy": {"path": "/x"},
+    }
     assert parse_spec({**base, "critic": {}}).critic_probe is None
     with pytest.raises(SpecError, match="critic_probe: needs a critic"):
         parse_spec({**base, "estimator": {"name": "mean"}, "critic_probe": {}})

@@ -38,11 +38,18 @@ GROUPS, K = 3, 4
 def _trajectory(row: int, rng: np.random.Generator, values: bool) -> Trajectory:
     n = 5
     return Trajectory(
-        trajectory_id=f"t{row}", task_id=f"task{row // K}", group_id=row // K,
-        prompt_ids=np.arange(3, dtype=np.int32), token_ids=np.arange(n, dtype=np.int32),
-        policy_mask=np.ones(n, dtype=bool), logprobs=np.zeros(n, dtype=np.float32), step_ids=np.zeros(n, dtype=np.int32),
-        reward=float(rng.integers(0, 2)), policy_version=0,
-        values=rng.random(n).astype(np.float32) if values else None, value_version=3 if values else -1,
+        trajectory_id=f"t{row}",
+        task_id=f"task{row // K}",
+        group_id=row // K,
+        prompt_ids=np.arange(3, dtype=np.int32),
+        token_ids=np.arange(n, dtype=np.int32),
+        policy_mask=np.ones(n, dtype=bool),
+        logprobs=np.zeros(n, dtype=np.float32),
+        step_ids=np.zeros(n, dtype=np.int32),
+        reward=float(rng.integers(0, 2)),
+        policy_version=0,
+        values=rng.random(n).astype(np.float32) if values else None,
+        value_version=3 if values else -1,
     )
 
 
@@ -56,8 +63,10 @@ def _batch(cursor: int, degraded: str | None) -> GeneratedBatch:
 @dataclass
 class _Batches:
     degraded_cursors: set[int]
+
     def next(self, cursor: int) -> GeneratedBatch:
         return _batch(cursor, "evaluator UNAVAILABLE" if cursor in self.degraded_cursors else None)
+
     def join(self) -> None:
         pass
 
@@ -66,6 +75,7 @@ class _Batches:
 class _Trainer:
     steps: list[int] = field(default_factory=list)
     advantages: dict[int, list[np.ndarray]] = field(default_factory=dict)
+
     def train(self, step: int, trajectories: list[Trajectory]) -> policy_pb2.TrainResponse:
         self.steps.append(step)
         self.advantages[step] = [t.advantages for t in trajectories]
@@ -73,15 +83,23 @@ class _Trainer:
 
 
 def _orchestrator(tmp_path, degraded: set[int], **orchestrator: Any) -> tuple[Orchestrator, _Trainer]:
-    spec = parse_spec({
-        "name": "degraded", "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 1]},
-        "policy": {"path": str(tmp_path)}, "rollout": {"group_size": K, "tasks_per_step": GROUPS},
-        "estimator": {"name": "tether", "ema_decay": 0.5}, "critic": {"context": "none", "warmup_updates": 0},
-        "orchestrator": {"steps": 6, "prefetch_batches": 0, **orchestrator},
-    })
+    spec = parse_spec(
+        {
+            "name": "degraded",
+            "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 1]},
+            "policy": {"path": str(tmp_path)},
+            "rollout": {"group_size": K, "tasks_per_step": GROUPS},
+            "estimator": {"name": "tether", "ema_decay": 0.5},
+            "critic": {"context": "none", "warmup_updates": 0},
+            "orchestrator": {"steps": 6, "prefetch_batches": 0, **orchestrator},
+        }
+    )
     trainer = _Trainer()
     clients = SimpleNamespace(
-        policy_trainer=trainer, value_evaluator=None, value_trainer=None, environment=None,
+        policy_trainer=trainer,
+        value_evaluator=None,
+        value_trainer=None,
+        environment=None,
         rollout=SimpleNamespace(load_weights=lambda version, path: {"r0": object()}),
     )
     player = EpisodePlayer(None, None, SimpleNamespace(eos_token_id=0), None, None, 64)  # type: ignore[arg-type]
@@ -98,7 +116,9 @@ def test_degraded_steps_use_the_loo_baseline_and_never_fit_rho(tmp_path):
     assert [row["critic_degraded"] for row in rows] == [0, 0, 1, 1, 0, 0]
     assert rows[2]["critic_degraded_reason"] == "evaluator UNAVAILABLE"
     for step in (3, 4):  # TETHER at rho = 0 is the leave-one-out baseline
-        expected = critic_free_advantages(AdvantageBatch.from_trajectories(_batch(step - 1, "down").scored.trajectories))
+        expected = critic_free_advantages(
+            AdvantageBatch.from_trajectories(_batch(step - 1, "down").scored.trajectories)
+        )
         np.testing.assert_allclose(np.stack(trainer.advantages[step]), expected, rtol=1e-6)
     # rho after the stretch is the one fitted on the last healthy batch, untouched by the degraded ones.
     reference = get_estimator("tether", ema_decay=0.5)
@@ -125,7 +145,9 @@ def test_max_degraded_steps_is_a_finite_documented_spec_field():
 
 def test_critic_free_fallback_is_tether_at_rho_zero_and_rloo():
     batch = AdvantageBatch.from_trajectories(_batch(7, None).scored.trajectories)
-    np.testing.assert_allclose(critic_free_advantages(batch), get_estimator("tether").compute(batch), rtol=1e-6)
+    np.testing.assert_allclose(
+        critic_free_advantages(batch), get_estimator("tether").compute(batch), rtol=1e-6
+    )
     np.testing.assert_allclose(critic_free_advantages(batch), get_estimator("rloo").compute(batch), rtol=1e-6)
 
 
@@ -133,10 +155,14 @@ def test_critic_free_fallback_is_tether_at_rho_zero_and_rloo():
 
 
 def _stage(evaluator: ValueEvaluatorClient) -> CriticStage:
-    spec = parse_spec({
-        "name": "stage", "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 1]}, "policy": {"path": "/tmp"},
-        "critic": {"context": "none"},
-    })
+    spec = parse_spec(
+        {
+            "name": "stage",
+            "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 1]},
+            "policy": {"path": "/tmp"},
+            "critic": {"context": "none"},
+        }
+    )
     return CriticStage(spec.critic, evaluator, None, "/tmp")
 
 
@@ -148,8 +174,13 @@ def _free_port() -> int:
 
 def _plain_queries(monkeypatch: pytest.MonkeyPatch) -> None:
     """The critic is shown each trajectory as is (what it is shown is tested in tests/critics)."""
-    monkeypatch.setattr("lecritique.orchestrator.critic_stage.critic_queries", lambda *a: [SimpleNamespace(trajectory=t, context_text="", peers=[]) for t in a[1]])
-    monkeypatch.setattr("lecritique.orchestrator.critic_stage.attempt_of", lambda record, trajectory: trajectory)
+    monkeypatch.setattr(
+        "lecritique.orchestrator.critic_stage.critic_queries",
+        lambda *a: [SimpleNamespace(trajectory=t, context_text="", peers=[]) for t in a[1]],
+    )
+    monkeypatch.setattr(
+        "lecritique.orchestrator.critic_stage.attempt_of", lambda record, trajectory: trajectory
+    )
 
 
 def _episodes() -> EpisodeBatch:
@@ -158,7 +189,9 @@ def _episodes() -> EpisodeBatch:
 
 
 def test_an_unreachable_evaluator_degrades_the_batch(monkeypatch):
-    pool = ReplicaPool("value-evaluator", [f"127.0.0.1:{_free_port()}"], value_evaluator_stub, deadline_seconds=2.0)
+    pool = ReplicaPool(
+        "value-evaluator", [f"127.0.0.1:{_free_port()}"], value_evaluator_stub, deadline_seconds=2.0
+    )
     stage = _stage(ValueEvaluatorClient(pool))
     _plain_queries(monkeypatch)
     scored = stage.score(_episodes())
@@ -169,6 +202,7 @@ def test_an_unreachable_evaluator_degrades_the_batch(monkeypatch):
 class _HungEvaluator(value_pb2_grpc.ValueEvaluatorServicer):
     def __init__(self, release: threading.Event) -> None:
         self.release = release
+
     def Evaluate(self, request, context):
         self.release.wait(30)
         return value_pb2.EvaluateResponse()
@@ -181,7 +215,9 @@ def test_a_hung_evaluator_is_treated_as_down_after_the_deadline(monkeypatch):
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        pool = ReplicaPool("value-evaluator", [f"127.0.0.1:{port}"], value_evaluator_stub, deadline_seconds=0.5)
+        pool = ReplicaPool(
+            "value-evaluator", [f"127.0.0.1:{port}"], value_evaluator_stub, deadline_seconds=0.5
+        )
         stage = _stage(ValueEvaluatorClient(pool))
         _plain_queries(monkeypatch)
         assert stage.score(_episodes()).degraded == "evaluator DEADLINE_EXCEEDED"
@@ -209,9 +245,11 @@ class _ScoringBatches:
     """Batches scored by the orchestrator's own evaluation stage (what a restart must not forget)."""
 
     stage: CriticStage
+
     def next(self, cursor: int) -> GeneratedBatch:
         episodes = EpisodeBatch(_episodes().records, _batch(cursor, None).scored.trajectories)
         return GeneratedBatch(cursor, episodes, self.stage.score(episodes), 0.0, (0.0, 0.0))
+
     def join(self) -> None:
         pass
 
@@ -219,6 +257,7 @@ class _ScoringBatches:
 @dataclass
 class _VersionedEvaluator:
     version: int
+
     def evaluate(self, queries, prompts, actor: ActorInfo):
         return [np.zeros(len(q.trajectory.token_ids), np.float32) for q in queries], self.version, {}
 

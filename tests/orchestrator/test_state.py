@@ -9,14 +9,25 @@ def test_state_and_pending_round_trip(tmp_path):
     store = CheckpointStore(tmp_path)
     assert store.load() == OrchestratorState()
     state = OrchestratorState(
-        completed_step=3, cursor=5, estimator={"rho": [0.2]}, warmup_done=True, policy_version=3,
-        reward_average=0.25, reward_average_batches=5,
+        completed_step=3,
+        cursor=5,
+        estimator={"rho": [0.2]},
+        warmup_done=True,
+        policy_version=3,
+        reward_average=0.25,
+        reward_average_batches=5,
     )
     store.save(state)
     assert CheckpointStore(tmp_path).load() == state
-    trajectory = Trajectory("a", "t", 0, [1], [2, 3], [1, 1], [-0.5, -0.1], [0, 0], 1.0, 3, advantages=np.array([0.5, 0.5]))
+    trajectory = Trajectory(
+        "a", "t", 0, [1], [2, 3], [1, 1], [-0.5, -0.1], [0, 0], 1.0, 3, advantages=np.array([0.5, 0.5])
+    )
     row = StepRow(
-        step=4, critic={"states": 3.0}, estimator={"tether_rho": 0.5}, value_ev_buckets={1: 0.25}, train_seconds=2.0
+        step=4,
+        critic={"states": 3.0},
+        estimator={"tether_rho": 0.5},
+        value_ev_buckets={1: 0.25},
+        train_seconds=2.0,
     )
     pending = PendingStep(4, [trajectory, trajectory], OrchestratorState(completed_step=4, cursor=6), row)
     store.save_pending(pending)

@@ -19,17 +19,25 @@ SUDOKU = {"kind": "sudoku", "size": 4, "empty_cells": [1, 1]}
 
 
 def _spec(tmp_path, estimator: str, environment: dict[str, Any], critic: dict[str, Any] | None):
-    return parse_spec({
-        "name": "rows", "environment": environment, "policy": {"path": str(tmp_path)},
-        "rollout": {"group_size": K, "tasks_per_step": GROUPS, "sampling": {"max_tokens": 2}},
-        "estimator": {"name": estimator}, "critic": critic,
-        "orchestrator": {"steps": 3, "prefetch_batches": 0},
-    })
+    return parse_spec(
+        {
+            "name": "rows",
+            "environment": environment,
+            "policy": {"path": str(tmp_path)},
+            "rollout": {"group_size": K, "tasks_per_step": GROUPS, "sampling": {"max_tokens": 2}},
+            "estimator": {"name": estimator},
+            "critic": critic,
+            "orchestrator": {"steps": 3, "prefetch_batches": 0},
+        }
+    )
 
 
 def _rows(tmp_path, spec, degraded=frozenset()) -> list[dict[str, Any]]:
     clients = SimpleNamespace(
-        policy_trainer=_Trainer(), value_evaluator=None, value_trainer=None, environment=None,
+        policy_trainer=_Trainer(),
+        value_evaluator=None,
+        value_trainer=None,
+        environment=None,
         rollout=SimpleNamespace(load_weights=lambda version, path: {"r0": object()}),
     )
     player = EpisodePlayer(None, None, SimpleNamespace(eos_token_id=0), None, None, 64)  # type: ignore[arg-type]
@@ -44,7 +52,9 @@ def _rows(tmp_path, spec, degraded=frozenset()) -> list[dict[str, Any]]:
 def test_every_critic_estimator_reports_explained_variance_per_bucket(tmp_path, estimator):
     """Finding 4 of issue 27: on main only TETHER with buckets > 1 reported ``value_ev_bucket_{m}``."""
     uses_critic = next(cls for cls in estimator_classes() if cls.name == estimator).uses_critic
-    spec = _spec(tmp_path, estimator, SUDOKU, {"kind": "frozen_llm", "hindsight": False} if uses_critic else None)
+    spec = _spec(
+        tmp_path, estimator, SUDOKU, {"kind": "frozen_llm", "hindsight": False} if uses_critic else None
+    )
     assert spec.response_budget < 5  # the stand-in's 5-token responses reach past the first bucket
     rows = _rows(tmp_path, spec, degraded={1})
     buckets = [sorted(key for key in row if key.startswith("value_ev_bucket_")) for row in rows]
@@ -57,10 +67,25 @@ def test_every_critic_estimator_reports_explained_variance_per_bucket(tmp_path, 
 
 
 def test_rows_round_trip_and_keep_their_keys():
-    row = StepRow(step=2, critic={"states": 4.0}, estimator={"tether_rho": 0.1}, value_ev_buckets={0: 0.5},
-                  policy={"loss": 1.0}, policy_version=2, held_out={"eval_success": 0.5}, train_seconds=1.0)
+    row = StepRow(
+        step=2,
+        critic={"states": 4.0},
+        estimator={"tether_rho": 0.1},
+        value_ev_buckets={0: 0.5},
+        policy={"loss": 1.0},
+        policy_version=2,
+        held_out={"eval_success": 0.5},
+        train_seconds=1.0,
+    )
     written = row.to_dict()
-    assert {"critic_states", "tether_rho", "value_ev_bucket_0", "policy_loss", "policy_version", "eval_success"} <= written.keys()
+    assert {
+        "critic_states",
+        "tether_rho",
+        "value_ev_bucket_0",
+        "policy_loss",
+        "policy_version",
+        "eval_success",
+    } <= written.keys()
     assert "warnings" not in written and "step_seconds" not in written
     assert StepRow.from_dict(written) == row
 

@@ -14,7 +14,15 @@ ORCHESTRATOR = Path(__file__).resolve().parents[2] / "libs" / "lecritique" / "or
 
 
 def _row(**extra):
-    return StepRow(step=1, reward_mean=0.5, value_version=3, step_seconds=1.0, value_wait_seconds=0.0, policy_tokens=7, **extra)
+    return StepRow(
+        step=1,
+        reward_mean=0.5,
+        value_version=3,
+        step_seconds=1.0,
+        value_wait_seconds=0.0,
+        policy_tokens=7,
+        **extra,
+    )
 
 
 def test_estimator_gauges_follow_the_estimators_report():
@@ -34,7 +42,9 @@ def test_estimator_gauges_follow_the_estimators_report():
     assert sample("lecritique_value_explained_variance", critic_context="reference") == 0.4
     assert sample("lecritique_reward_mean") == 0.5 and sample("lecritique_value_version") == 3
     # The critic dashboard's per-bucket panel, for every critic estimator (not only TETHER's buckets).
-    assert sample("lecritique_value_ev", bucket="0") == 0.1 and sample("lecritique_value_ev", bucket="2") == 0.7
+    assert (
+        sample("lecritique_value_ev", bucket="0") == 0.1 and sample("lecritique_value_ev", bucket="2") == 0.7
+    )
 
 
 def test_the_orchestrator_names_no_estimator_metric():
@@ -43,7 +53,11 @@ def test_the_orchestrator_names_no_estimator_metric():
     for name in ("tether", "evpo"):
         keys |= set(get_estimator(name).metrics())
     for path in ORCHESTRATOR.glob("*.py"):
-        strings = {n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        strings = {
+            n.value
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
         assert not {s for s in strings if any(key in s for key in keys)}, path.name
 
 
@@ -53,7 +67,9 @@ def test_the_step_log_finds_steps_written_before_a_restart(tmp_path):
     log.append({"step": 1})
     (tmp_path / "metrics.jsonl").open("a").write("not json\n")
     assert StepLog(tmp_path / "metrics.jsonl").has_step(1) and not log.has_step(2)
-    assert sunk == [{"step": 1}] and json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0]) == {"step": 1}
+    assert sunk == [{"step": 1}] and json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0]) == {
+        "step": 1
+    }
 
 
 def test_critic_budget_and_probe_gauges():

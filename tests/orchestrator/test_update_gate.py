@@ -67,7 +67,9 @@ class Plane:
 
 
 def gate(plane: Plane, k: int, publish_every: int = 1, wait: float = 60.0) -> UpdateGate:
-    return UpdateGate(k, publish_every, 16, plane, plane.progress, wait, clock=plane.time.clock, sleep=plane.time.sleep)
+    return UpdateGate(
+        k, publish_every, 16, plane, plane.progress, wait, clock=plane.time.clock, sleep=plane.time.sleep
+    )
 
 
 def test_no_bound_without_a_previous_version_or_when_asynchronous():
@@ -109,10 +111,14 @@ def test_an_unreachable_evaluator_ends_the_wait_at_once():
 
 
 def test_the_stage_scores_each_batch_k_updates_after_the_last_and_rescores_a_lagging_replica(monkeypatch):
-    spec = parse_spec({
-        "name": "gate", "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 1]}, "policy": {"path": "/tmp"},
-        "critic": {"context": "none", "updates_per_step": 2},
-    })
+    spec = parse_spec(
+        {
+            "name": "gate",
+            "environment": {"kind": "sudoku", "size": 4, "empty_cells": [1, 1]},
+            "policy": {"path": "/tmp"},
+            "critic": {"context": "none", "updates_per_step": 2},
+        }
+    )
     time = FakeTime()
     plane = Plane(time, every=0.1)
     answers = iter([0, 1, 2, 4])  # the replica that answers the second batch still serves version 1 once
@@ -126,12 +132,32 @@ def test_the_stage_scores_each_batch_k_updates_after_the_last_and_rescores_a_lag
 
     evaluator = Evaluator()
     g = update_gate(spec.critic, spec.critic_batch_size, evaluator, None, 60.0)
-    assert g is not None and update_gate(spec.critic.model_copy(update={"updates_per_step": 0}), 16, evaluator, None, 1.0) is None
+    assert (
+        g is not None
+        and update_gate(spec.critic.model_copy(update={"updates_per_step": 0}), 16, evaluator, None, 1.0)
+        is None
+    )
     g.clock, g.sleep = time.clock, time.sleep
     stage = CriticStage(spec.critic, evaluator, None, "/tmp", g)  # type: ignore[arg-type]
-    monkeypatch.setattr("lecritique.orchestrator.critic_stage.critic_queries", lambda *a: [SimpleNamespace(trajectory=t, context_text="", peers=[]) for t in a[1]])
-    monkeypatch.setattr("lecritique.orchestrator.critic_stage.attempt_of", lambda record, trajectory: trajectory)
-    trajectory = Trajectory("t", "task", 0, np.array([1]), np.array([2, 3]), np.array([True, True]), np.zeros(2), np.zeros(2), 1.0, 0)
+    monkeypatch.setattr(
+        "lecritique.orchestrator.critic_stage.critic_queries",
+        lambda *a: [SimpleNamespace(trajectory=t, context_text="", peers=[]) for t in a[1]],
+    )
+    monkeypatch.setattr(
+        "lecritique.orchestrator.critic_stage.attempt_of", lambda record, trajectory: trajectory
+    )
+    trajectory = Trajectory(
+        "t",
+        "task",
+        0,
+        np.array([1]),
+        np.array([2, 3]),
+        np.array([True, True]),
+        np.zeros(2),
+        np.zeros(2),
+        1.0,
+        0,
+    )
     episodes = EpisodeBatch([SimpleNamespace(prompt_text="p")], [trajectory])  # type: ignore[list-item]
     assert stage.score(episodes, 0).value_version == 0
     g.consumed_through(0)

@@ -72,7 +72,9 @@ def test_four_processes_drain_one_stream_without_exceeding_max_reuse(
     ids = buffer.push([f"entry-{index}".encode() for index in range(entries)], policy_version=0)
 
     roles = {f"sampler{index}": {"role": "sampler", "sample_size": 4} for index in range(4)}
-    results = _finish(*_run_workers(embedded_redis, redis_db, subprocess_env, tmp_path, "drain", entries, max_reuse, roles))
+    results = _finish(
+        *_run_workers(embedded_redis, redis_db, subprocess_env, tmp_path, "drain", entries, max_reuse, roles)
+    )
 
     uses = _uses_by_id(results)
     assert set(uses) == set(ids)
@@ -96,7 +98,8 @@ def test_concurrent_pushers_and_samplers_keep_counters_consistent(
     buffer = ReplayBuffer(redis_db, "mixed", capacity=capacity, max_reuse=max_reuse)
     roles = {f"pusher{index}": {"role": "pusher", "batches": 40, "batch_size": 10} for index in range(2)}
     roles |= {
-        f"sampler{index}": {"role": "sampler", "sample_size": 3, "done_key": "test:pushers-done"} for index in range(4)
+        f"sampler{index}": {"role": "sampler", "sample_size": 3, "done_key": "test:pushers-done"}
+        for index in range(4)
     }
     processes, outputs = _run_workers(
         embedded_redis, redis_db, subprocess_env, tmp_path, "mixed", capacity, max_reuse, roles

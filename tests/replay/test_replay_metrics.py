@@ -42,4 +42,4 @@ def test_metrics_count_pushes_samples_and_evictions(make_buffer):
         "lecritique_replay_sample_age_versions_bucket",
         "lecritique_replay_reuse_count_bucket",
     ):
-        assert f'{name}{{' in exposition
+        assert f"{name}{{" in exposition

@@ -81,7 +81,10 @@ def test_client_reconnects_with_backoff_after_a_restart(tmp_path, caplog):
 
         restarted: list = []
         restart = threading.Thread(
-            target=lambda: (time.sleep(0.5), restarted.append(start_embedded_redis(tmp_path / "data", port=server.port)))
+            target=lambda: (
+                time.sleep(0.5),
+                restarted.append(start_embedded_redis(tmp_path / "data", port=server.port)),
+            )
         )
         restart.start()
         with caplog.at_level(logging.INFO, logger="lecritique.redis_connection"):
@@ -89,7 +92,9 @@ def test_client_reconnects_with_backoff_after_a_restart(tmp_path, caplog):
         restart.join()
         server = restarted[0]
 
-        reconnect_lines = [record.getMessage() for record in caplog.records if "reconnecting in" in record.getMessage()]
+        reconnect_lines = [
+            record.getMessage() for record in caplog.records if "reconnecting in" in record.getMessage()
+        ]
         assert reconnect_lines, "no log line for the reconnect attempts"
         assert f"127.0.0.1:{server.port}" in reconnect_lines[0]
         assert any("Reconnected to Redis" in record.getMessage() for record in caplog.records)
@@ -107,7 +112,9 @@ def test_unreachable_redis_raises_after_the_retry_budget_and_stores_nothing(tmp_
         buffer.push([b"kept"], policy_version=0)
         server.stop()
 
-        with pytest.raises(RedisUnavailableError, match=rf"redis://127\.0\.0\.1:{server.port}/0 .*gave up after 3 attempts"):
+        with pytest.raises(
+            RedisUnavailableError, match=rf"redis://127\.0\.0\.1:{server.port}/0 .*gave up after 3 attempts"
+        ):
             buffer.push([b"lost"], policy_version=1)
         with pytest.raises(RedisUnavailableError, match="replay sample"):
             buffer.sample(1)

@@ -183,7 +183,9 @@ def test_trajectories_round_trip_and_are_stored_as_packed_bytes(redis_db, make_b
     assert stored == trajectory.to_bytes()
     # 1000 int32 ids + 1000 float32 logprobs + 1000 float32 values + mask + steps, packed:
     # ~ 14 KB. A JSON list of the same numbers would be several times that.
-    json_size = len(json.dumps([trajectory.token_ids.tolist(), trajectory.logprobs.tolist(), trajectory.values.tolist()]))
+    json_size = len(
+        json.dumps([trajectory.token_ids.tolist(), trajectory.logprobs.tolist(), trajectory.values.tolist()])
+    )
     assert len(stored) < 4 * 1000 * 3 + 1000 + 4 * 1000 + 1024 < json_size
     assert fields[b"v"] == b"3"
 
@@ -201,7 +203,9 @@ def test_keys_live_under_the_experiment_prefix(redis_db, make_buffer):
     keys = sorted(key.decode() for key in redis_db.keys("*"))
     assert buffer.keys.stream == "lecritique:exp1:replay"
     assert redis_db.type("lecritique:exp1:replay") == b"stream"
-    assert all(key == "lecritique:exp1:replay" or key.startswith("lecritique:exp1:replay:") for key in keys), keys
+    assert all(
+        key == "lecritique:exp1:replay" or key.startswith("lecritique:exp1:replay:") for key in keys
+    ), keys
 
 
 def test_experiments_are_isolated(redis_db):

@@ -16,7 +16,9 @@ def _start(experiment: str):
     servicer = EnvironmentVerifierServicer(get_environment("arithmetic"), experiment)
     return start_server(
         service="environment-verifier",
-        add_servicers=lambda server: environment_pb2_grpc.add_EnvironmentVerifierServicer_to_server(servicer, server),
+        add_servicers=lambda server: environment_pb2_grpc.add_EnvironmentVerifierServicer_to_server(
+            servicer, server
+        ),
         service_names=[environment_pb2.DESCRIPTOR.services_by_name["EnvironmentVerifier"].full_name],
         port=0,
         host="127.0.0.1",
@@ -38,7 +40,9 @@ def servers():
 
 
 def test_round_robin_reaches_every_replica(servers):
-    pool = ReplicaPool("env", [f"127.0.0.1:{s.port}" for s in servers], environment_pb2_grpc.EnvironmentVerifierStub)
+    pool = ReplicaPool(
+        "env", [f"127.0.0.1:{s.port}" for s in servers], environment_pb2_grpc.EnvironmentVerifierStub
+    )
     seen = {pool.call("Info", common_pb2.ServiceInfoRequest()).experiment for _ in range(6)}
     assert seen == {"a", "b"}
     pool.close()
@@ -47,7 +51,10 @@ def test_round_robin_reaches_every_replica(servers):
 def test_a_dead_replica_is_skipped(servers):
     dead = _dead_address()
     pool = ReplicaPool(
-        "env", [dead, f"127.0.0.1:{servers[0].port}"], environment_pb2_grpc.EnvironmentVerifierStub, deadline_seconds=5
+        "env",
+        [dead, f"127.0.0.1:{servers[0].port}"],
+        environment_pb2_grpc.EnvironmentVerifierStub,
+        deadline_seconds=5,
     )
     answers = [pool.call("Info", common_pb2.ServiceInfoRequest()).experiment for _ in range(5)]
     assert answers == ["a"] * 5
@@ -57,7 +64,9 @@ def test_a_dead_replica_is_skipped(servers):
 
 
 def test_no_replica_available_is_a_clear_error():
-    pool = ReplicaPool("env", [_dead_address()], environment_pb2_grpc.EnvironmentVerifierStub, deadline_seconds=2)
+    pool = ReplicaPool(
+        "env", [_dead_address()], environment_pb2_grpc.EnvironmentVerifierStub, deadline_seconds=2
+    )
     with pytest.raises(NoReplicaAvailable, match="no env replica answered Info"):
         pool.call("Info", common_pb2.ServiceInfoRequest())
 
@@ -67,10 +76,14 @@ def test_health_and_reflection_are_served(servers):
     from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
     with grpc.insecure_channel(f"127.0.0.1:{servers[0].port}") as channel:
-        status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+        status = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=""), timeout=5
+        )
         assert status.status == health_pb2.HealthCheckResponse.SERVING
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
-        responses = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5)
+        responses = stub.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
+        )
         names = {s.name for r in responses for s in r.list_services_response.service}
     assert "lecritique.v1.EnvironmentVerifier" in names and "grpc.health.v1.Health" in names
 

@@ -36,15 +36,37 @@ def test_unset_tensor_is_none_and_bad_tensors_are_named():
 def _batch() -> list[Trajectory]:
     return [
         Trajectory(
-            trajectory_id="b0-1-2", task_id="t", group_id=1, prompt_ids=[1, 2], token_ids=[3, 4, 5],
-            policy_mask=[1, 0, 1], logprobs=[-1.0, 0.0, -2.0], step_ids=[0, 1, 1], reward=1.0, policy_version=3,
-            values=[0.1, 0.2, 0.3], value_version=4, critic_context_ids=[7], metadata={"turns": 2},
+            trajectory_id="b0-1-2",
+            task_id="t",
+            group_id=1,
+            prompt_ids=[1, 2],
+            token_ids=[3, 4, 5],
+            policy_mask=[1, 0, 1],
+            logprobs=[-1.0, 0.0, -2.0],
+            step_ids=[0, 1, 1],
+            reward=1.0,
+            policy_version=3,
+            values=[0.1, 0.2, 0.3],
+            value_version=4,
+            critic_context_ids=[7],
+            metadata={"turns": 2},
         ),
         # No values, no context, empty completion: None and length 0 are different things.
         Trajectory("b0-1-3", "t", 1, [1, 2], [], [], [], [], 0.0, 3),
         Trajectory(
-            "b0-2-0", "u", 2, [9], [8, 7], [1, 1], [-0.5, -0.25], [0, 0], 0.5, 3,
-            values=[0.4, 0.5], advantages=[1.0, 1.0], critic_context_ids=[],
+            "b0-2-0",
+            "u",
+            2,
+            [9],
+            [8, 7],
+            [1, 1],
+            [-0.5, -0.25],
+            [0, 0],
+            0.5,
+            3,
+            values=[0.4, 0.5],
+            advantages=[1.0, 1.0],
+            critic_context_ids=[],
         ),
     ]
 
@@ -79,7 +101,10 @@ def test_decoded_arrays_are_writable_and_independent_of_the_message():
 
 def test_read_only_decoding_hands_out_the_same_arrays_and_refuses_writes():
     message = _encoded(_batch())
-    writable, read_only = trajectory_batch_from_proto(message), trajectory_batch_from_proto(message, writable=False)
+    writable, read_only = (
+        trajectory_batch_from_proto(message),
+        trajectory_batch_from_proto(message, writable=False),
+    )
     assert [t.to_bytes() for t in read_only] == [t.to_bytes() for t in writable]
     with pytest.raises(ValueError, match="read-only"):
         read_only[0].token_ids[0] = 99
@@ -92,15 +117,27 @@ def test_an_empty_batch_round_trips():
 @pytest.mark.parametrize(
     ("corrupt", "message"),
     [
-        (lambda m: m.ClearField("token_ids"), "'token_ids' is required; trajectories without it: \\['b0-1-2'"),
-        (lambda m: m.token_ids.lengths.__setitem__(1, -1), "'token_ids' is required; trajectories without it: \\['b0-1-3'"),
+        (
+            lambda m: m.ClearField("token_ids"),
+            "'token_ids' is required; trajectories without it: \\['b0-1-2'",
+        ),
+        (
+            lambda m: m.token_ids.lengths.__setitem__(1, -1),
+            "'token_ids' is required; trajectories without it: \\['b0-1-3'",
+        ),
         (lambda m: m.logprobs.lengths.pop(), "'logprobs' has 2 lengths for 3 trajectories"),
         (lambda m: setattr(m.logprobs, "data", m.logprobs.data[:-4]), "'logprobs' needs 20 bytes"),
         (lambda m: setattr(m.values, "dtype", "float64"), "'values' has dtype 'float64', expected 'float32'"),
         (lambda m: m.step_ids.lengths.__setitem__(1, -2), "'step_ids' has a negative length"),
         (lambda m: m.rewards.pop(), "'rewards' has 2 entries for 3 trajectory ids"),
-        (lambda m: m.policy_mask.lengths.__setitem__(1, 1) or m.policy_mask.lengths.__setitem__(2, 1), "'policy_mask' has shape"),
-        (lambda m: m.rewards.__setitem__(2, float("nan")), "trajectory 'b0-2-0': field 'reward' is not finite: nan"),
+        (
+            lambda m: m.policy_mask.lengths.__setitem__(1, 1) or m.policy_mask.lengths.__setitem__(2, 1),
+            "'policy_mask' has shape",
+        ),
+        (
+            lambda m: m.rewards.__setitem__(2, float("nan")),
+            "trajectory 'b0-2-0': field 'reward' is not finite: nan",
+        ),
         (lambda m: m.rewards.__setitem__(0, float("inf")), "field 'reward' is not finite: inf"),
     ],
 )

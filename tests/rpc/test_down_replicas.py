@@ -32,7 +32,9 @@ def start(experiment: str, port: int = 0):
     servicer = EnvironmentVerifierServicer(get_environment("arithmetic"), experiment)
     return start_server(
         service="environment-verifier",
-        add_servicers=lambda server: environment_pb2_grpc.add_EnvironmentVerifierServicer_to_server(servicer, server),
+        add_servicers=lambda server: environment_pb2_grpc.add_EnvironmentVerifierServicer_to_server(
+            servicer, server
+        ),
         service_names=[environment_pb2.DESCRIPTOR.services_by_name["EnvironmentVerifier"].full_name],
         port=port,
         host="127.0.0.1",
@@ -70,10 +72,16 @@ def test_a_hung_replica_is_treated_as_down_and_the_others_serve(hung_replica):
     process, hung = hung_replica
     live = start("live")
     pool = ReplicaPool(
-        "env", [hung, f"127.0.0.1:{live.port}"], environment_pb2_grpc.EnvironmentVerifierStub, deadline_seconds=1.0
+        "env",
+        [hung, f"127.0.0.1:{live.port}"],
+        environment_pb2_grpc.EnvironmentVerifierStub,
+        deadline_seconds=1.0,
     )
     try:
-        assert {pool.call("Info", common_pb2.ServiceInfoRequest()).experiment for _ in range(4)} == {"hung", "live"}
+        assert {pool.call("Info", common_pb2.ServiceInfoRequest()).experiment for _ in range(4)} == {
+            "hung",
+            "live",
+        }
         _stop(process.pid)
         answers = [pool.call("Info", common_pb2.ServiceInfoRequest()).experiment for _ in range(6)]
         assert answers == ["live"] * 6
@@ -89,7 +97,11 @@ def test_a_call_waits_for_a_restarted_replica_within_retry_seconds():
     restarted: list = []
     threading.Timer(1.5, lambda: restarted.append(start("restarted", port))).start()
     pool = ReplicaPool(
-        "env", [f"127.0.0.1:{port}"], environment_pb2_grpc.EnvironmentVerifierStub, deadline_seconds=2, retry_seconds=30
+        "env",
+        [f"127.0.0.1:{port}"],
+        environment_pb2_grpc.EnvironmentVerifierStub,
+        deadline_seconds=2,
+        retry_seconds=30,
     )
     try:
         assert pool.call("Info", common_pb2.ServiceInfoRequest()).experiment == "restarted"
@@ -104,7 +116,9 @@ def test_without_retry_seconds_a_down_service_fails_fast_with_its_status():
     placeholder = start("placeholder")
     port = placeholder.port
     placeholder.stop(grace=0)
-    pool = ReplicaPool("env", [f"127.0.0.1:{port}"], environment_pb2_grpc.EnvironmentVerifierStub, deadline_seconds=2)
+    pool = ReplicaPool(
+        "env", [f"127.0.0.1:{port}"], environment_pb2_grpc.EnvironmentVerifierStub, deadline_seconds=2
+    )
     with pytest.raises(NoReplicaAvailable) as raised:
         pool.call("Info", common_pb2.ServiceInfoRequest())
     assert raised.value.code.name == "UNAVAILABLE"

@@ -17,10 +17,24 @@ from lecritique.v1 import policy_pb2, value_pb2
 def _trajectories(tokens: int) -> list[Trajectory]:
     rng = np.random.default_rng(tokens)
     return [
-        Trajectory("a", "t", 0, [1, 2], rng.integers(0, 50, tokens), rng.random(tokens) < 0.5, rng.random(tokens),
-                   np.zeros(tokens), 1.0, 3, values=rng.random(tokens), metadata={"k": [1]}),
+        Trajectory(
+            "a",
+            "t",
+            0,
+            [1, 2],
+            rng.integers(0, 50, tokens),
+            rng.random(tokens) < 0.5,
+            rng.random(tokens),
+            np.zeros(tokens),
+            1.0,
+            3,
+            values=rng.random(tokens),
+            metadata={"k": [1]},
+        ),
         Trajectory("b", "t", 0, [1, 2], [], [], [], [], 0.0, 3),  # empty completion, no values
-        Trajectory("c", "u", 1, [4], [5, 6], [1, 1], [-0.5, -0.25], [0, 0], 0.5, 3, critic_context_ids=[9, 9]),
+        Trajectory(
+            "c", "u", 1, [4], [5, 6], [1, 1], [-0.5, -0.25], [0, 0], 0.5, 3, critic_context_ids=[9, 9]
+        ),
     ]
 
 
@@ -52,7 +66,9 @@ def test_an_evaluate_request_parses_to_the_protobuf_message(tokens):
     request = _evaluate_request(tokens)
     expected = _protobuf_path(request, trajectories)
 
-    parsed = value_pb2.EvaluateRequest.FromString(serialize_with_trajectories(request, "trajectories", trajectories))
+    parsed = value_pb2.EvaluateRequest.FromString(
+        serialize_with_trajectories(request, "trajectories", trajectories)
+    )
 
     assert _without_padding(parsed) == expected
     decoded = trajectory_batch_from_proto(parsed.trajectories)
@@ -65,11 +81,15 @@ def test_a_train_request_and_an_empty_batch():
         t.advantages = np.ones(len(t.token_ids), np.float32)
     request = policy_pb2.TrainRequest(step=7)
     expected = _protobuf_path(request, trajectories)
-    parsed = policy_pb2.TrainRequest.FromString(serialize_with_trajectories(request, "trajectories", trajectories))
+    parsed = policy_pb2.TrainRequest.FromString(
+        serialize_with_trajectories(request, "trajectories", trajectories)
+    )
     assert _without_padding(parsed) == expected
 
     empty = policy_pb2.TrainRequest(step=8)
-    assert policy_pb2.TrainRequest.FromString(serialize_with_trajectories(empty, "trajectories", [])) == _protobuf_path(empty, [])
+    assert policy_pb2.TrainRequest.FromString(
+        serialize_with_trajectories(empty, "trajectories", [])
+    ) == _protobuf_path(empty, [])
 
 
 def test_a_bad_array_is_refused_before_anything_is_sent():
@@ -82,7 +102,16 @@ def test_a_bad_array_is_refused_before_anything_is_sent():
 def _without_data(message):
     if not message.HasField("trajectories"):
         return message
-    for field in ("prompt_ids", "token_ids", "policy_mask", "logprobs", "step_ids", "values", "advantages", "critic_context_ids"):
+    for field in (
+        "prompt_ids",
+        "token_ids",
+        "policy_mask",
+        "logprobs",
+        "step_ids",
+        "values",
+        "advantages",
+        "critic_context_ids",
+    ):
         if message.trajectories.HasField(field):
             getattr(message.trajectories, field).ClearField("data")
     message.trajectories.ClearField("alignment")
@@ -100,7 +129,12 @@ def test_the_servers_reader_views_the_aligned_columns_of_the_received_bytes(toke
     decoded = read.trajectories()
     assert [t.to_bytes() for t in decoded] == [t.to_bytes() for t in trajectories]
     received = np.frombuffer(data, np.uint8)
-    for array in (decoded[0].token_ids, decoded[0].logprobs, decoded[0].values, decoded[2].critic_context_ids):
+    for array in (
+        decoded[0].token_ids,
+        decoded[0].logprobs,
+        decoded[0].values,
+        decoded[2].critic_context_ids,
+    ):
         assert np.shares_memory(array, received), "a view of the received bytes, not a copy"
         assert array.ctypes.data % ALIGNMENT == received.ctypes.data % ALIGNMENT, "the writer aligned it"
         assert not array.flags.writeable
@@ -116,14 +150,20 @@ def test_the_servers_reader_reads_a_plain_protobuf_encoding_and_aligns_what_it_m
     assert read.message == _without_data(value_pb2.EvaluateRequest.FromString(data))
     decoded = read.trajectories()
     assert [t.to_bytes() for t in decoded] == [t.to_bytes() for t in trajectories]
-    assert all(array.flags.aligned and not array.flags.writeable for t in decoded for array in (t.token_ids, t.logprobs))
+    assert all(
+        array.flags.aligned and not array.flags.writeable
+        for t in decoded
+        for array in (t.token_ids, t.logprobs)
+    )
 
 
 def test_repeated_occurrences_merge_as_protobuf_merges_them():
     """Two requests end to end are one request to protobuf: scalars and lengths concatenate, a
     column's last ``data`` wins (here the second request's, except where it has none)."""
     first = serialize_with_trajectories(_evaluate_request(40), "trajectories", _trajectories(40))
-    second_message = _protobuf_path(value_pb2.EvaluateRequest(actor_description="later"), _trajectories(6)[2:])
+    second_message = _protobuf_path(
+        value_pb2.EvaluateRequest(actor_description="later"), _trajectories(6)[2:]
+    )
     second = second_message.SerializeToString()
     merged = value_pb2.EvaluateRequest.FromString(first + second)
 
@@ -161,7 +201,20 @@ def test_every_column_size_is_written_aligned_across_varint_boundaries():
     """The batch record's length grows a byte at 128, 16384, ...: padding must still reach every
     alignment (30 and 114 tokens put a column's record right at such a boundary)."""
     for tokens in [*range(0, 3000), *range(16_000, 17_000)]:
-        trajectories = [Trajectory("a", "t", 0, [1], np.arange(tokens), np.ones(tokens, bool), np.zeros(tokens), np.zeros(tokens), 1.0, 0)]
+        trajectories = [
+            Trajectory(
+                "a",
+                "t",
+                0,
+                [1],
+                np.arange(tokens),
+                np.ones(tokens, bool),
+                np.zeros(tokens),
+                np.zeros(tokens),
+                1.0,
+                0,
+            )
+        ]
         data = serialize_with_trajectories(value_pb2.EvaluateRequest(), "trajectories", trajectories)
         read = parse_with_trajectories(data, value_pb2.EvaluateRequest, "trajectories")
         received = np.frombuffer(data, np.uint8)

@@ -32,7 +32,12 @@ def build_pipeline_policy() -> Path:
     from lecritique.tinybuild import TinyBuildConfig, build_tiny_model
 
     config = TinyBuildConfig(
-        task="sudoku-mini", batch_size=32, max_steps=320, eval_every=10_000, eval_tasks=16, validation_tasks=16,
+        task="sudoku-mini",
+        batch_size=32,
+        max_steps=320,
+        eval_every=10_000,
+        eval_tasks=16,
+        validation_tasks=16,
         # Never the time guard: a build cut short by a loaded machine is a weaker policy (the chaos
         # test's reward rise depends on it) and is not cached, so every test process would rebuild.
         max_minutes=60,
@@ -64,7 +69,9 @@ def pipeline_spec(policy: Path, **sections: Any) -> dict[str, Any]:
 
 
 @contextmanager
-def running_services(spec: dict[str, Any], out: Path, extra_env: dict[str, str] | None = None) -> Iterator[LocalLauncher]:
+def running_services(
+    spec: dict[str, Any], out: Path, extra_env: dict[str, str] | None = None
+) -> Iterator[LocalLauncher]:
     launcher = LocalLauncher(parse_spec(spec), out)
     if extra_env:
         launcher.env.update(extra_env)
@@ -75,7 +82,9 @@ def running_services(spec: dict[str, Any], out: Path, extra_env: dict[str, str] 
         launcher.stop()
 
 
-def run_experiment(spec: dict[str, Any], out: Path, extra_env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def run_experiment(
+    spec: dict[str, Any], out: Path, extra_env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Start every service, run the orchestrator to the end, stop everything; return metrics rows."""
     with running_services(spec, out, extra_env) as launcher:
         launcher.start_orchestrator()

@@ -39,7 +39,9 @@ def test_a_run_survives_one_fault_per_service(tiny_policy, tmp_path):
     assert [r["step"] for r in rows] == list(range(1, STEPS + 1)), report
     versions = [r["policy_version"] for r in rows]
     assert all(later > earlier for earlier, later in itertools.pairwise(versions)), versions
-    assert versions[-1] - versions[0] <= STEPS - 1 + sum(1 for f in result.faults if f.service.startswith("policy-trainer")), versions
+    assert versions[-1] - versions[0] <= STEPS - 1 + sum(
+        1 for f in result.faults if f.service.startswith("policy-trainer")
+    ), versions
 
     # Degraded steps are exactly those whose batch was evaluated while the evaluator was down.
     hang = next(f for f in result.faults if f.service == "value-evaluator-0")
@@ -66,7 +68,9 @@ def test_a_run_survives_one_fault_per_service(tiny_policy, tmp_path):
     # None lost that was acknowledged: the stream counts every trajectory the orchestrator pushed
     # (warmup batches before step 1's batch, then every healthy step's batch).
     batch = TASKS_PER_STEP * GROUP_SIZE
-    pushed = rows[0]["batch_cursor"] * batch + sum(r["trajectories"] for r in rows if not r["critic_degraded"])
+    pushed = rows[0]["batch_cursor"] * batch + sum(
+        r["trajectories"] for r in rows if not r["critic_degraded"]
+    )
     assert result.pushed_total >= pushed, (result.pushed_total, pushed)
 
     # Reward still rises: the mean batch reward of the last third of the steps beats the first

@@ -17,11 +17,21 @@ pytestmark = pytest.mark.slow(seconds=120)
 
 def test_four_updates_per_step_are_achieved_at_every_step(tmp_path):
     # 16 trajectories a step, 4 uses each, 8 per update: 8 updates per step on average, 5 whatever the sampling order.
-    critic = {"context": "none", "warmup_updates": 2, "updates_per_step": 4, "batch_size": 8, "replay": {"max_reuse": 4}}
-    spec = pipeline_spec(quick_policy(), estimator={"name": "value"}, critic=critic, orchestrator={"steps": 4})
+    critic = {
+        "context": "none",
+        "warmup_updates": 2,
+        "updates_per_step": 4,
+        "batch_size": 8,
+        "replay": {"max_reuse": 4},
+    }
+    spec = pipeline_spec(
+        quick_policy(), estimator={"name": "value"}, critic=critic, orchestrator={"steps": 4}
+    )
     rows = run_experiment(spec, tmp_path)
     assert [row["step"] for row in rows] == [1, 2, 3, 4]
-    assert all(row["critic_updates_per_step"] >= 4 for row in rows), [row["critic_updates_per_step"] for row in rows]
+    assert all(row["critic_updates_per_step"] >= 4 for row in rows), [
+        row["critic_updates_per_step"] for row in rows
+    ]
     assert all(row["critic_update_short"] is None for row in rows)
     assert all(row["critic_update_wait_seconds"] >= 0 for row in rows)
 
@@ -29,15 +39,26 @@ def test_four_updates_per_step_are_achieved_at_every_step(tmp_path):
 def test_a_critic_of_four_times_the_parameters_trains_asynchronously(tmp_path):
     critic = {"context": "none", "warmup_updates": 2, "tiny": {"layers": 8}}  # the policy has 2 layers
     spec = pipeline_spec(quick_policy(), estimator={"name": "value"}, critic=critic)
-    spec["critic_probe"] = {"every": 2, "states": 4, "continuations": 2}  # the probe through the real services too
+    spec["critic_probe"] = {
+        "every": 2,
+        "states": 4,
+        "continuations": 2,
+    }  # the probe through the real services too
     rows = run_experiment(spec, tmp_path)
     assert [row["step"] for row in rows] == [1, 2]
-    assert "probe_states" not in rows[0] and rows[1]["probe_states"] == 4 and rows[1]["probe_continuations"] == 2
+    assert (
+        "probe_states" not in rows[0] and rows[1]["probe_states"] == 4 and rows[1]["probe_continuations"] == 2
+    )
     assert rows[1]["probe_value_version"] >= 2 and rows[1]["probe_seconds"] > 0
     # The asynchronous default reports what it achieved and never waits for updates.
-    assert all(isinstance(row["critic_updates_per_step"], int) and row["critic_updates_per_step"] >= 0 for row in rows)
+    assert all(
+        isinstance(row["critic_updates_per_step"], int) and row["critic_updates_per_step"] >= 0
+        for row in rows
+    )
     assert all(row["critic_update_wait_seconds"] == 0.0 for row in rows)
-    assert all(row["value_version"] >= 2 for row in rows)  # warmed up: versions of the deep critic were served
+    assert all(
+        row["value_version"] >= 2 for row in rows
+    )  # warmed up: versions of the deep critic were served
     store = WeightStore(tmp_path / "weights")
     served = load_critic(store.latest("critic")[1])
     policy = critic_from_policy(store.latest("policy")[1])  # the critic of the policy's own shape

@@ -33,17 +33,32 @@ def quick_arithmetic_policy() -> Path:
 
     from lecritique.tinybuild import TinyBuildConfig, build_tiny
 
-    config = TinyBuildConfig(task="arithmetic", max_steps=60, batch_size=32, eval_every=60, eval_tasks=8, validation_tasks=8, train_pool=256)
+    config = TinyBuildConfig(
+        task="arithmetic",
+        max_steps=60,
+        batch_size=32,
+        eval_every=60,
+        eval_tasks=8,
+        validation_tasks=8,
+        train_pool=256,
+    )
     cache_dir = tempfile.mkdtemp(prefix="lecritique-test-arithmetic-")
     atexit.register(shutil.rmtree, cache_dir, ignore_errors=True)
     return build_tiny(config, cache_dir=cache_dir, show_progress=False)
 
 
-def _lecritique_run(spec: Path, out: Path, extra_env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def _lecritique_run(
+    spec: Path, out: Path, extra_env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     env = {**child_environment(ROOT), **(extra_env or {})}
     return subprocess.run(
         [sys.executable, "-m", "lecritique", "run", str(spec), "--out", str(out)],
-        env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=timeout, check=False,
+        env=env,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -52,7 +67,9 @@ def _short_copy(folder: Path, **changes: object) -> Path:
     spec = yaml.safe_load(EXAMPLE_SPEC.read_text())
     spec["policy"] = {"path": str(quick_arithmetic_policy())}
     spec["rollout"]["tasks_per_step"] = 8
-    spec["critic"].update({"warmup_updates": 2, "privileged_key": "solution", "replay": {"capacity": 64, "max_reuse": 2}})
+    spec["critic"].update(
+        {"warmup_updates": 2, "privileged_key": "solution", "replay": {"capacity": 64, "max_reuse": 2}}
+    )
     spec["orchestrator"] = {"steps": 3, "eval_every": 3, "eval_tasks": 8}
     spec.update(changes)
     folder.mkdir(parents=True, exist_ok=True)
@@ -68,7 +85,9 @@ def test_the_dataset_example_runs_end_to_end(tmp_path: Path) -> None:
     spec = _short_copy(tmp_path / "project")
     prompt_log, input_log = tmp_path / "prompts.jsonl", tmp_path / "critic-inputs.jsonl"
     result = _lecritique_run(
-        spec, tmp_path / "run", {"LECRITIQUE_ROLLOUT_PROMPT_LOG": str(prompt_log), "LECRITIQUE_VALUE_INPUT_LOG": str(input_log)}
+        spec,
+        tmp_path / "run",
+        {"LECRITIQUE_ROLLOUT_PROMPT_LOG": str(prompt_log), "LECRITIQUE_VALUE_INPUT_LOG": str(input_log)},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -80,10 +99,14 @@ def test_the_dataset_example_runs_end_to_end(tmp_path: Path) -> None:
 
     solutions = {row["solution"] for row in example_rows()}
     contexts = [json.loads(line)["context_text"] for line in input_log.read_text().splitlines()]
-    assert contexts and all(text.startswith("ref:") and text[4:].rstrip("\n") in solutions for text in contexts)
+    assert contexts and all(
+        text.startswith("ref:") and text[4:].rstrip("\n") in solutions for text in contexts
+    )
     prompts = [json.loads(line) for line in prompt_log.read_text().splitlines()]
     expressions = {row["expression"] + "=" for row in example_rows()}
-    assert prompts and all(any(expression in str(prompt) for expression in expressions) for prompt in prompts[:20])
+    assert prompts and all(
+        any(expression in str(prompt) for expression in expressions) for prompt in prompts[:20]
+    )
     assert not any(solution in str(prompt) for prompt in prompts for solution in solutions)
 
 
@@ -97,5 +120,7 @@ def test_a_bad_row_stops_lecritique_run_before_any_service_starts(tmp_path: Path
     path.write_text(yaml.safe_dump(spec))
     result = _lecritique_run(path, tmp_path / "run", timeout=120)
     assert result.returncode == 2
-    assert "row 12 (line 12), column 'answer': reference 'twelve' is not a number" in " ".join(result.stdout.split())
+    assert "row 12 (line 12), column 'answer': reference 'twelve' is not a number" in " ".join(
+        result.stdout.split()
+    )
     assert not (tmp_path / "run").exists()

@@ -21,7 +21,12 @@ from tests.services.conftest import pipeline_spec, read_metrics, run_experiment,
 pytestmark = pytest.mark.slow
 
 CRITIC_FREE = {"mean": {}, "rloo": {}}
-CRITIC_ESTIMATORS = {"value": {}, "gae": {"lambda_gae": "auto", "lambda_target": "auto"}, "evpo": {}, "lvrl": {}}
+CRITIC_ESTIMATORS = {
+    "value": {},
+    "gae": {"lambda_gae": "auto", "lambda_target": "auto"},
+    "evpo": {},
+    "lvrl": {},
+}
 AUTO_LAMBDA = 0.4 ** (1 / 16)
 """Le Critique §7.2 calibration for the pipeline spec: 8 tokens per turn x 2 turns (1-2 empty cells)."""
 
@@ -84,11 +89,15 @@ def test_pvf_tether_with_two_rollout_replicas(tiny_policy, tmp_path):
         launcher.start_orchestrator()
         assert launcher.wait() == 0
         rollouts = [p for p in launcher.services if p.name.startswith("rollout-")]
-        served = [_metric(p.metrics_port, "lecritique_rpc_requests_total", method="Generate") for p in rollouts]
+        served = [
+            _metric(p.metrics_port, "lecritique_rpc_requests_total", method="Generate") for p in rollouts
+        ]
         assert len(served) == 2 and all(count > 0 for count in served), served
         evaluator = next(p for p in launcher.services if p.name.startswith("value-evaluator"))
         first_version = read_metrics(tmp_path / "run")[0]["value_version"]
-        served_version = _wait_for_metric(evaluator.metrics_port, "lecritique_value_evaluator_version", first_version + 1)
+        served_version = _wait_for_metric(
+            evaluator.metrics_port, "lecritique_value_evaluator_version", first_version + 1
+        )
         with grpc.insecure_channel(launcher.addresses()["value-trainer"][0]) as channel:
             info = value_pb2_grpc.ValueTrainerStub(channel).Info(common_pb2.ServiceInfoRequest(), timeout=30)
         assert json.loads(info.details_json)["processes"] == 2
@@ -106,11 +115,11 @@ def test_pvf_tether_with_two_rollout_replicas(tiny_policy, tmp_path):
     assert inputs
     for item in inputs:
         assert item["context_text"].startswith("ref:")
-        solution = item["context_text"][len("ref:"):].strip()
+        solution = item["context_text"][len("ref:") :].strip()
         assert len(solution) == 19  # the solved 4x4 grid: 4 rows of 4 digits
         # The critic reads exactly that text: the tiny tokenizer covers printable ASCII.
         assert tokenizer.decode(item["context_ids"]) == item["context_text"]
-    solutions = {item["context_text"][len("ref:"):] for item in inputs}
+    solutions = {item["context_text"][len("ref:") :] for item in inputs}
     prompts = [json.loads(line) for line in prompt_log.read_text().splitlines()]
     assert prompts
     for prompt in prompts:
@@ -154,7 +163,9 @@ def test_killed_orchestrator_resumes_without_repeating_or_skipping_a_step(tiny_p
     assert [row["policy_version"] for row in rows] == [1, 2, 3, 4, 5, 6]
     # Held-out greedy evaluation every 3 steps, on the weights that step published.
     assert [row["step"] for row in rows if "eval_success" in row] == [3, 6]
-    assert all(0.0 <= row["eval_success"] <= row["eval_reward_mean"] <= 1.0 for row in rows if "eval_success" in row)
+    assert all(
+        0.0 <= row["eval_success"] <= row["eval_reward_mean"] <= 1.0 for row in rows if "eval_success" in row
+    )
     record = json.loads((tmp_path / "state" / "policy_trainer.json").read_text())
     assert record["step"] == 6 and record["policy_version"] == 6
     # The critic's running reward average resumed too: every consumed batch is folded in once
@@ -170,7 +181,10 @@ def test_a_wrong_spec_field_fails_before_any_process_starts(tiny_policy, tmp_pat
     out = tmp_path / "run"
     result = subprocess.run(
         [sys.executable, "-m", "lecritique", "run", str(path), "--out", str(out)],
-        capture_output=True, text=True, env=child_environment(REPO_ROOT), timeout=120,
+        capture_output=True,
+        text=True,
+        env=child_environment(REPO_ROOT),
+        timeout=120,
     )
     assert result.returncode == 2
     assert "critic.replay.capcity: unknown field" in result.stdout + result.stderr

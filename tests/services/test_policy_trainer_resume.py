@@ -42,9 +42,25 @@ def _service(spec: Path, out: Path) -> ManagedProcess:
     process = ManagedProcess(
         name="policy-trainer",
         command=python_command(
-            "lecritique", "serve", "policy-trainer", "--spec", str(spec), "--experiment", "resume",
-            "--weights-dir", str(out / "weights"), "--state-dir", str(out / "state"), "--port", "0",
-            "--metrics-port", "0", "--host", "127.0.0.1", "--port-file", str(out / "port.json"),
+            "lecritique",
+            "serve",
+            "policy-trainer",
+            "--spec",
+            str(spec),
+            "--experiment",
+            "resume",
+            "--weights-dir",
+            str(out / "weights"),
+            "--state-dir",
+            str(out / "state"),
+            "--port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--host",
+            "127.0.0.1",
+            "--port-file",
+            str(out / "port.json"),
         ),
         log_path=out / "policy-trainer.log",
         port_file=out / "port.json",
@@ -59,11 +75,14 @@ def _train(process: ManagedProcess, step: int) -> policy_pb2.TrainResponse:
     rng = np.random.default_rng(step)
     request = policy_pb2.TrainRequest(step=step)
     trajectories = [
-        make_trajectory(rng, index, prompt_len=3, num_tokens=5 + index % 3, advantage=float(rng.normal())) for index in range(6)
+        make_trajectory(rng, index, prompt_len=3, num_tokens=5 + index % 3, advantage=float(rng.normal()))
+        for index in range(6)
     ]
     fill_trajectory_batch(request.trajectories, trajectories)
     with grpc.insecure_channel(process.address) as channel:
-        response: policy_pb2.TrainResponse = policy_pb2_grpc.PolicyTrainerStub(channel).Train(request, timeout=120)
+        response: policy_pb2.TrainResponse = policy_pb2_grpc.PolicyTrainerStub(channel).Train(
+            request, timeout=120
+        )
     return response
 
 
@@ -71,7 +90,10 @@ def _train_malformed(process: ManagedProcess) -> grpc.RpcError:
     """Step 1 with one trajectory's logprobs a token short: refused before anything trains."""
     request = policy_pb2.TrainRequest(step=1)
     rng = np.random.default_rng(1)
-    fill_trajectory_batch(request.trajectories, [make_trajectory(rng, i, prompt_len=3, num_tokens=5, advantage=1.0) for i in range(2)])
+    fill_trajectory_batch(
+        request.trajectories,
+        [make_trajectory(rng, i, prompt_len=3, num_tokens=5, advantage=1.0) for i in range(2)],
+    )
     request.trajectories.logprobs.lengths[0] -= 1
     request.trajectories.logprobs.data = request.trajectories.logprobs.data[4:]
     with grpc.insecure_channel(process.address) as channel, pytest.raises(grpc.RpcError) as error:
@@ -106,15 +128,22 @@ def test_a_killed_trainer_resumes_adamw_state_and_step(tmp_path: Path, checkpoin
     second = _service(spec, resumed_dir)
     try:
         with grpc.insecure_channel(second.address) as channel:
-            status = policy_pb2_grpc.PolicyTrainerStub(channel).Status(policy_pb2.PolicyTrainerStatusRequest(), timeout=30)
+            status = policy_pb2_grpc.PolicyTrainerStub(channel).Status(
+                policy_pb2.PolicyTrainerStatusRequest(), timeout=30
+            )
         assert status.last_step == 2
         third = _train(second, 3)
     finally:
         second.stop()
     assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT and "'logprobs' has shape" in refused.details()
     assert third.metrics["step"] == expected[2].metrics["step"] == 3.0
-    assert third.metrics["loss"] == pytest.approx(expected[2].metrics["loss"], rel=1e-6)  # same weights before step 3
-    differences = [float((weight - _published(reference_dir)[name]).abs().max()) for name, weight in _published(resumed_dir).items()]
+    assert third.metrics["loss"] == pytest.approx(
+        expected[2].metrics["loss"], rel=1e-6
+    )  # same weights before step 3
+    differences = [
+        float((weight - _published(reference_dir)[name]).abs().max())
+        for name, weight in _published(resumed_dir).items()
+    ]
     if checkpoint_every is not None:  # the same update, bit for bit, as if never stopped
         assert max(differences) == 0.0
     else:  # published versions carry weights only: AdamW restarted from zero moments

@@ -42,8 +42,11 @@ def _spec(policy: Path, path: Path, **critic: Any) -> Path:
         "policy": {"path": str(policy)},
         "estimator": {"name": "value"},
         "critic": {
-            "batch_size": BATCH, "optimizer": {"lr": 1e-2}, "micro_batch_tokens": 40,
-            "replay": REPLAY.model_dump(), **critic,
+            "batch_size": BATCH,
+            "optimizer": {"lr": 1e-2},
+            "micro_batch_tokens": 40,
+            "replay": REPLAY.model_dump(),
+            **critic,
         },
     }
     path.write_text(json.dumps(spec))
@@ -53,8 +56,14 @@ def _spec(policy: Path, path: Path, **critic: Any) -> Path:
 def _trajectories(seed: int = 3) -> list[Any]:
     rng = np.random.default_rng(seed)
     return [
-        make_trajectory(rng, index, prompt_len=int(rng.integers(2, 5)), num_tokens=int(rng.integers(3, 9)),
-                        reward=float((index + seed) % 2), critic_context_len=index % 3)
+        make_trajectory(
+            rng,
+            index,
+            prompt_len=int(rng.integers(2, 5)),
+            num_tokens=int(rng.integers(3, 9)),
+            reward=float((index + seed) % 2),
+            critic_context_len=index % 3,
+        )
         for index in range(BATCH)
     ]
 
@@ -72,16 +81,45 @@ def _run(root: Path, embedded_redis: Any, name: str, seed: int = 3, **critic: An
     redis = embedded_redis.client()
     ReplayBuffer(redis, name, **REPLAY.model_dump()).push(_trajectories(seed), policy_version=0)
     args = [
-        "lecritique", "serve", "value-trainer", "--spec", str(spec), "--experiment", name,
-        "--weights-dir", str(out / "weights"), "--state-dir", str(out / "state"), "--port", "0",
-        "--metrics-port", "0", "--host", "127.0.0.1", "--port-file", str(out / "port.json"),
+        "lecritique",
+        "serve",
+        "value-trainer",
+        "--spec",
+        str(spec),
+        "--experiment",
+        name,
+        "--weights-dir",
+        str(out / "weights"),
+        "--state-dir",
+        str(out / "state"),
+        "--port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--host",
+        "127.0.0.1",
+        "--port-file",
+        str(out / "port.json"),
     ]
     processes = int(critic.get("processes", 1))
-    command = python_command(*args) if processes == 1 else [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}", "-m", *args,
-    ]
+    command = (
+        python_command(*args)
+        if processes == 1
+        else [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={processes}",
+            "-m",
+            *args,
+        ]
+    )
     process = ManagedProcess(
-        name=name, command=command, log_path=out / "value-trainer.log", port_file=out / "port.json",
+        name=name,
+        command=command,
+        log_path=out / "value-trainer.log",
+        port_file=out / "port.json",
         env={**child_environment(REPO_ROOT), "REDIS_URL": embedded_redis.url},
     )
     process.start()
@@ -124,7 +162,9 @@ def _two_ranks(root: Path, embedded_redis: Any, parallelism: str) -> dict[str, A
     """The two-rank run of ``parallelism`` (once per module and worker: the resume test continues it)."""
     key = (root, parallelism)
     if key not in _TWO_RANKS:
-        _TWO_RANKS[key] = _run(root, embedded_redis, f"two-{parallelism}", processes=2, parallelism=parallelism)
+        _TWO_RANKS[key] = _run(
+            root, embedded_redis, f"two-{parallelism}", processes=2, parallelism=parallelism
+        )
     return _TWO_RANKS[key]
 
 
@@ -157,7 +197,9 @@ def test_two_ranks_publish_the_critic_one_process_publishes(
     assert moved > 1e-3  # the two updates changed the critic: the comparison is not of untouched weights
 
 
-def test_a_two_rank_fsdp2_critic_resumes_its_adamw_state_in_one_process(runs_root: Path, embedded_redis: Any) -> None:
+def test_a_two_rank_fsdp2_critic_resumes_its_adamw_state_in_one_process(
+    runs_root: Path, embedded_redis: Any
+) -> None:
     """The checkpoint two FSDP2 ranks wrote (DCP shards) restores weights, AdamW moments and step
     in one process: its next two updates equal an uninterrupted trainer's, and differ from a
     trainer that restarted from the published weights alone (fresh moments)."""

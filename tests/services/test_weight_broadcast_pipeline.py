@@ -24,11 +24,18 @@ def _info(address: str, stub: type) -> common_pb2.ServiceInfo:
     return info
 
 
-def test_policy_and_critic_versions_reach_every_replica_by_broadcast(tiny_policy: Path, tmp_path: Path) -> None:
+def test_policy_and_critic_versions_reach_every_replica_by_broadcast(
+    tiny_policy: Path, tmp_path: Path
+) -> None:
     spec = pipeline_spec(
         tiny_policy,
         rollout={"replicas": 2},
-        critic={"context": "none", "warmup_updates": 2, "optimizer": {"lr": 1e-3}, "weight_transport": BROADCAST},
+        critic={
+            "context": "none",
+            "warmup_updates": 2,
+            "optimizer": {"lr": 1e-3},
+            "weight_transport": BROADCAST,
+        },
         policy_trainer={"optimizer": {"lr": 1e-4}, "weight_transport": BROADCAST},
         orchestrator={"steps": 3},
     )
@@ -41,7 +48,9 @@ def test_policy_and_critic_versions_reach_every_replica_by_broadcast(tiny_policy
         # written to the store, so the store read after the stop may hold a later version.
         store = WeightStore(tmp_path / "weights")
         critic_stored = store.versions("critic")
-        rollout_versions = [_info(a, rollout_pb2_grpc.RolloutStub).weights_version for a in addresses["rollout"]]
+        rollout_versions = [
+            _info(a, rollout_pb2_grpc.RolloutStub).weights_version for a in addresses["rollout"]
+        ]
         evaluator = _info(addresses["value-evaluator"][0], value_pb2_grpc.ValueEvaluatorStub)
     rows = read_metrics(tmp_path)
     assert [row["policy_version"] for row in rows] == [1, 2, 3]

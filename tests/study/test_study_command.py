@@ -29,7 +29,10 @@ def write_study(tmp_path: Path, quick_variants: list[str] | None = None) -> Path
         "orchestrator": {"steps": 100, "max_off_policy_steps": 0},
     }
     study = {
-        "name": "quick", "base": base, "reference": "pvf", "seeds": [0, 1, 2],
+        "name": "quick",
+        "base": base,
+        "reference": "pvf",
+        "seeds": [0, 1, 2],
         "variants": [
             {"name": "pvf", "description": "privileged critic"},
             {"name": "mean", "overrides": {"estimator": {"name": "mean"}, "critic": None}},
@@ -44,10 +47,15 @@ def write_study(tmp_path: Path, quick_variants: list[str] | None = None) -> Path
     return path
 
 
-def study_command(study: Path, out: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def study_command(
+    study: Path, out: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "lecritique", "study", str(study), "--out", str(out), "--quick", *extra],
-        capture_output=True, text=True, timeout=800, env={**child_environment(REPO_ROOT, threads=2), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=800,
+        env={**child_environment(REPO_ROOT, threads=2), **(env or {})},
     )
 
 
@@ -71,10 +79,16 @@ def test_quick_study_runs_reports_probes_the_ceiling_and_resumes(tmp_path):
     labels = [row["label"] for row in data["ceiling"]["pvf/seed0"]["buckets"]]
     assert labels == ["all", "t=0", "t=1-2", "t>=3"]
     markdown = (out / "study.md").read_text()
-    assert "| pvf (reference) |" in markdown and "| mean vs pvf | final reward |" in markdown and "Oracle ceiling" in markdown
+    assert (
+        "| pvf (reference) |" in markdown
+        and "| mean vs pvf | final reward |" in markdown
+        and "Oracle ceiling" in markdown
+    )
     assert "quick: checks the machinery, not results" in markdown and "± n/a (1 seed)" in markdown
     probe = data["ceiling"]["pvf/seed0"]
-    assert probe["critic_version"] == data["runs"]["pvf"]["0"]["figures"]["critic_updates"], "the last step's critic, not the newest"
+    assert probe["critic_version"] == data["runs"]["pvf"]["0"]["figures"]["critic_updates"], (
+        "the last step's critic, not the newest"
+    )
     assert (out / "study.png").read_bytes()[:4] == b"\x89PNG"
 
     again = study_command(study, out)
@@ -91,7 +105,9 @@ def test_quick_study_through_a_real_api_process(tmp_path, embedded_redis):
         "LECRITIQUE_API_LAUNCHER": "local",
         "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "api-runs"),
         "LECRITIQUE_API_TOKENS": json.dumps({"tester": hash_token(TOKEN)}),
-        "LECRITIQUE_API_TENANT_POLICIES": json.dumps({"*": {"modelRoots": [str(Path(quick_policy()).resolve().parent)]}}),
+        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(
+            {"*": {"modelRoots": [str(Path(quick_policy()).resolve().parent)]}}
+        ),
         "LECRITIQUE_API_RECONCILE_SECONDS": "2",
     }
     api = ApiProcess(settings, tmp_path / "api.log").start()
@@ -99,14 +115,29 @@ def test_quick_study_through_a_real_api_process(tmp_path, embedded_redis):
         # Two critic-free variants: the submit / wait / resume machinery is the same for every spec,
         # and critic runs (with the ceiling probe) are covered by the local test above.
         study, out = write_study(tmp_path, ["mean", "rloo"]), tmp_path / "out"
-        result = study_command(study, out, "--api", api.url, env={"LECRITIQUE_API_TOKEN": TOKEN, "LECRITIQUE_CLIENT_CONFIG": str(tmp_path / "none.json")})
+        result = study_command(
+            study,
+            out,
+            "--api",
+            api.url,
+            env={"LECRITIQUE_API_TOKEN": TOKEN, "LECRITIQUE_CLIENT_CONFIG": str(tmp_path / "none.json")},
+        )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:] + api.log_tail()
         data = json.loads((out / "study.json").read_text())
         assert set(data["runs"]) == {"mean", "rloo"}
         assert all(data["runs"][v]["0"]["steps"] == 2 for v in ("mean", "rloo"))
-        ids = {json.loads((out / "runs" / v / "seed0" / "api_experiment.json").read_text())["id"] for v in ("mean", "rloo")}
+        ids = {
+            json.loads((out / "runs" / v / "seed0" / "api_experiment.json").read_text())["id"]
+            for v in ("mean", "rloo")
+        }
         assert len(ids) == 2
-        again = study_command(study, out, "--api", api.url, env={"LECRITIQUE_API_TOKEN": TOKEN, "LECRITIQUE_CLIENT_CONFIG": str(tmp_path / "none.json")})
+        again = study_command(
+            study,
+            out,
+            "--api",
+            api.url,
+            env={"LECRITIQUE_API_TOKEN": TOKEN, "LECRITIQUE_CLIENT_CONFIG": str(tmp_path / "none.json")},
+        )
         assert again.returncode == 0 and again.stdout.count("finished before, skipped") == 2
     finally:
         api.stop()

@@ -67,7 +67,12 @@ def test_the_reference_must_be_a_variant():
 
 
 def test_a_bad_override_is_reported_with_its_variant_and_seed():
-    bad = study(variants=[{"name": "pvf"}, {"name": "typo", "overrides": {"estimator": {"name": "tether", "ema_decy": 1}}}])
+    bad = study(
+        variants=[
+            {"name": "pvf"},
+            {"name": "typo", "overrides": {"estimator": {"name": "tether", "ema_decy": 1}}},
+        ]
+    )
     with pytest.raises(SpecError, match="variant 'typo', seed 0"):
         plan_runs(bad, Path("."))
 
@@ -96,13 +101,17 @@ def test_the_shipped_studies_are_valid():
         plan_runs(apply_quick(spec), folder, quick=True)
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).parents[2] / "examples" / "studies").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).parents[2] / "examples" / "studies").glob("*.yaml")), ids=lambda p: p.name
+)
 def test_every_shipped_study_plans_valid_experiments(path: Path) -> None:
     from lecritique.study.config import load_study_spec
 
     study = load_study_spec(path)
     if needs_critic_knobs(path):
-        pytest.skip("uses critic.updates_per_step / tiny / init, which the critic-knobs branch of issue #26 adds")
+        pytest.skip(
+            "uses critic.updates_per_step / tiny / init, which the critic-knobs branch of issue #26 adds"
+        )
     runs = plan_runs(study, path.parent)
     assert len(runs) == len(study.variants) * len(study.seeds)
 
@@ -111,7 +120,10 @@ def needs_critic_knobs(path: Path) -> bool:
     """A study file that sets the critic knobs of issue #26 before this tree's critic spec has them."""
     from lecritique.critics.specs import DiscriminativeCriticSpec
 
-    return "updates_per_step" in path.read_text() and "updates_per_step" not in DiscriminativeCriticSpec.model_fields
+    return (
+        "updates_per_step" in path.read_text()
+        and "updates_per_step" not in DiscriminativeCriticSpec.model_fields
+    )
 
 
 def test_the_levers_study_declares_its_comparisons_pretrain_stage_and_budget_arms():
@@ -133,7 +145,9 @@ def test_the_levers_study_declares_its_comparisons_pretrain_stage_and_budget_arm
 def test_comparisons_and_pretrain_references_are_checked():
     with pytest.raises(ValueError, match=r"comparisons.0: \[vf, nope\] must name two different variants"):
         study(comparisons=[["vf", "nope"]])
-    with pytest.raises(ValueError, match="names pretrain stage 'pvf', but the study's pretrain stages are none"):
+    with pytest.raises(
+        ValueError, match="names pretrain stage 'pvf', but the study's pretrain stages are none"
+    ):
         study(variants=[{"name": "pvf", "overrides": {"critic": {"model_path": "pretrained:pvf"}}}])
     assert study().compared() == [("mean", "pvf"), ("vf", "pvf"), ("tether", "pvf")]
 
@@ -144,5 +158,7 @@ def test_a_variant_naming_the_pretrain_stage_gets_its_critic_in_the_study_folder
         variants=[{"name": "pvf"}, {"name": "pre", "overrides": {"critic": {"model_path": "pretrained"}}}],
     )
     runs = {r.key: r.spec for r in plan_runs(spec, Path("."), out=tmp_path / "out")}
-    assert runs["pre/seed0"].critic.model_path == str((tmp_path / "out" / "pretrain" / "pvf" / "critic").resolve())
+    assert runs["pre/seed0"].critic.model_path == str(
+        (tmp_path / "out" / "pretrain" / "pvf" / "critic").resolve()
+    )
     assert runs["pvf/seed0"].critic.model_path is None

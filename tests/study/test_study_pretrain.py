@@ -13,12 +13,26 @@ from tests.study.test_study_plan import BASE
 
 
 def levers(**changes):
-    return StudySpec.model_validate({
-        "name": "s", "base": BASE, "reference": "pvf", "seeds": [0, 1],
-        "pretrain": [{"name": "pvf", "overrides": {"critic": {"context": "reference"}}, "budget": {"tasks_per_policy": 64, "max_epochs": 3}}],
-        "variants": [{"name": "pvf"}, {"name": "pre", "overrides": {"critic": {"model_path": "pretrained:pvf"}}}],
-        **changes,
-    })
+    return StudySpec.model_validate(
+        {
+            "name": "s",
+            "base": BASE,
+            "reference": "pvf",
+            "seeds": [0, 1],
+            "pretrain": [
+                {
+                    "name": "pvf",
+                    "overrides": {"critic": {"context": "reference"}},
+                    "budget": {"tasks_per_policy": 64, "max_epochs": 3},
+                }
+            ],
+            "variants": [
+                {"name": "pvf"},
+                {"name": "pre", "overrides": {"critic": {"model_path": "pretrained:pvf"}}},
+            ],
+            **changes,
+        }
+    )
 
 
 def test_the_stage_runs_once_on_the_shared_policy_with_its_budget_and_is_then_skipped(tmp_path, monkeypatch):
@@ -49,12 +63,28 @@ def test_an_unused_stage_does_not_run_and_quick_cuts_the_budget(tmp_path, monkey
     import lecritique.pretrain.run as pretrain_run
 
     calls = []
-    monkeypatch.setattr(pretrain_run, "pretrain", lambda spec, budget, folder, show_progress=True: calls.append(budget))
+    monkeypatch.setattr(
+        pretrain_run, "pretrain", lambda spec, budget, folder, show_progress=True: calls.append(budget)
+    )
     unused = levers(variants=[{"name": "pvf"}])
-    run_pretrain(unused, Path("."), plan_runs(unused, Path("."), out=tmp_path), tmp_path, Console(quiet=True), quick=False)
+    run_pretrain(
+        unused,
+        Path("."),
+        plan_runs(unused, Path("."), out=tmp_path),
+        tmp_path,
+        Console(quiet=True),
+        quick=False,
+    )
     assert calls == []
     used = levers()
-    run_pretrain(used, Path("."), plan_runs(used, Path("."), out=tmp_path, quick=True), tmp_path, Console(quiet=True), quick=True)
+    run_pretrain(
+        used,
+        Path("."),
+        plan_runs(used, Path("."), out=tmp_path, quick=True),
+        tmp_path,
+        Console(quiet=True),
+        quick=True,
+    )
     assert calls[0].tasks_per_policy == 8 and calls[0].max_epochs == 1
 
 
@@ -67,4 +97,6 @@ def test_the_runner_keeps_the_critic_version_each_step_used(tmp_path):
     keep_scoring_critic(tmp_path, 4)
     keep_scoring_critic(tmp_path, 9)  # already pruned: nothing to keep, the older copy stays
     assert [p.name for p in (tmp_path / KEPT).iterdir()] == ["00000004"]
-    assert (tmp_path / KEPT / "00000004" / "model.safetensors").stat().st_nlink == 2, "a hard link, not a copy"
+    assert (tmp_path / KEPT / "00000004" / "model.safetensors").stat().st_nlink == 2, (
+        "a hard link, not a copy"
+    )

@@ -10,8 +10,14 @@ from tests.study.test_study_plan import BASE
 
 def test_report_only_marks_a_partial_study_and_reports_what_finished(tmp_path):
     study = {
-        "name": "s", "base": {**BASE, "orchestrator": {"steps": 4}}, "reference": "pvf", "seeds": [0, 1],
-        "variants": [{"name": "pvf"}, {"name": "mean", "overrides": {"estimator": {"name": "mean"}, "critic": None}}],
+        "name": "s",
+        "base": {**BASE, "orchestrator": {"steps": 4}},
+        "reference": "pvf",
+        "seeds": [0, 1],
+        "variants": [
+            {"name": "pvf"},
+            {"name": "mean", "overrides": {"estimator": {"name": "mean"}, "critic": None}},
+        ],
     }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study))

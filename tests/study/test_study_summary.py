@@ -18,7 +18,12 @@ from lecritique.study.summary import (
 def rows(rewards, ev=None, rho=None, success=None, versions=None):
     out = []
     for i, reward in enumerate(rewards, start=1):
-        row = {"step": i, "reward_mean": reward, "seconds": 10.0 + 2.0 * i, "value_version": -1 if versions is None else versions[i - 1]}
+        row = {
+            "step": i,
+            "reward_mean": reward,
+            "seconds": 10.0 + 2.0 * i,
+            "value_version": -1 if versions is None else versions[i - 1],
+        }
         if ev is not None:
             row["value_explained_variance"] = ev[i - 1]
         if rho is not None:
@@ -31,7 +36,13 @@ def rows(rewards, ev=None, rho=None, success=None, versions=None):
 
 def test_run_figures_follow_the_stated_definitions():
     figures = run_figures(
-        rows([0.0, 0.2, 0.4, 0.6], ev=[None, 0.1, 0.3, 0.5], rho=[0.0, 0.1, 0.2, 0.3], success=0.5, versions=[20, 22, 23, 27]),
+        rows(
+            [0.0, 0.2, 0.4, 0.6],
+            ev=[None, 0.1, 0.3, 0.5],
+            rho=[0.0, 0.1, 0.2, 0.3],
+            success=0.5,
+            versions=[20, 22, 23, 27],
+        ),
         window=2,
     )
     assert math.isclose(figures["final_reward"], 0.5)
@@ -64,7 +75,11 @@ def test_paired_difference_t_interval_matches_the_formula():
 def test_aggregate_pairs_by_seed_against_the_reference():
     runs = {
         "ref": {0: run_summary(rows([0.1] * 4), 2), 1: run_summary(rows([0.3] * 4), 2)},
-        "new": {0: run_summary(rows([0.2] * 4), 2), 1: run_summary(rows([0.5] * 4), 2), 2: run_summary(rows([0.9] * 4), 2)},
+        "new": {
+            0: run_summary(rows([0.2] * 4), 2),
+            1: run_summary(rows([0.5] * 4), 2),
+            2: run_summary(rows([0.9] * 4), 2),
+        },
     }
     summary = aggregate(runs, [("new", "ref")], bootstrap_samples=200)
     assert math.isclose(summary["variants"]["new"]["final_reward"]["mean"], (0.2 + 0.5 + 0.9) / 3)
@@ -83,7 +98,12 @@ def test_curve_is_mean_and_std_over_seeds_on_common_steps():
 
 def test_only_declared_comparisons_get_intervals_with_holm_adjusted_p_values():
     runs = {
-        name: {seed: run_summary(rows([base + 0.01 * seed + (0.05 if name == "a" else 0.0) * (seed % 2 + 1)] * 4), 2) for seed in range(5)}
+        name: {
+            seed: run_summary(
+                rows([base + 0.01 * seed + (0.05 if name == "a" else 0.0) * (seed % 2 + 1)] * 4), 2
+            )
+            for seed in range(5)
+        }
         for name, base in (("a", 0.3), ("b", 0.1), ("c", 0.2))
     }
     summary = aggregate(runs, [("a", "b"), ("c", "b")], bootstrap_samples=300)
@@ -91,11 +111,16 @@ def test_only_declared_comparisons_get_intervals_with_holm_adjusted_p_values():
     cells = [summary["differences"][pair]["final_reward"] for pair in ("a vs b", "c vs b")]
     assert all(math.isfinite(c["boot_low"]) for c in cells), "5 seeds: the bootstrap is given"
     ordered = sorted(c["p"] for c in cells)
-    assert sorted(c["p_holm"] for c in cells) == [min(1.0, 2 * ordered[0]), max(min(1.0, 2 * ordered[0]), ordered[1])]
+    assert sorted(c["p_holm"] for c in cells) == [
+        min(1.0, 2 * ordered[0]),
+        max(min(1.0, 2 * ordered[0]), ordered[1]),
+    ]
 
 
 def test_t_test_p_values_and_holm_match_known_values():
-    assert math.isclose(t_test_p(2.776, 4), 0.05, abs_tol=1e-4) and math.isclose(t_test_p(4.303, 2), 0.05, abs_tol=1e-4)
+    assert math.isclose(t_test_p(2.776, 4), 0.05, abs_tol=1e-4) and math.isclose(
+        t_test_p(4.303, 2), 0.05, abs_tol=1e-4
+    )
     assert math.isclose(t_test_p(1.0, 1), 0.5, abs_tol=1e-9)
     assert holm([0.01, 0.04, 0.03, float("nan")])[:3] == [0.03, 0.06, 0.06]
 

@@ -23,7 +23,9 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     allowed = tmp_path / "datasets" / "alice"
     allowed.mkdir(parents=True)
     monkeypatch.setenv(dataset_files.ROOTS_ENV, str(allowed))
-    monkeypatch.setattr(dataset_files, "check_allowed", lambda path: None)  # the race: checked earlier, swapped since
+    monkeypatch.setattr(
+        dataset_files, "check_allowed", lambda path: None
+    )  # the race: checked earlier, swapped since
     return allowed
 
 

@@ -23,9 +23,13 @@ from lecritique.config.experiment import ExperimentSpec
 from lecritique.tenancy.spec_rules import CHECKS, RULE_KEY, RULES, rule_of
 
 ROOT = Path(__file__).resolve().parents[2]
-NAME_HINT = re.compile(r"(^|_)(path|paths|dir|dirs|directory|folder|file|files|uri|url|urls|endpoint|host|module|modules|"
-                       r"package|packages|entry|script|command|teacher|secret|env|root|location)($|_)")
-DOC_HINT = re.compile(r"\b(directory|folder|path|file|URL|URI|endpoint|module|importable|Secret|environment variable|package)\b")
+NAME_HINT = re.compile(
+    r"(^|_)(path|paths|dir|dirs|directory|folder|file|files|uri|url|urls|endpoint|host|module|modules|"
+    r"package|packages|entry|script|command|teacher|secret|env|root|location)($|_)"
+)
+DOC_HINT = re.compile(
+    r"\b(directory|folder|path|file|URL|URI|endpoint|module|importable|Secret|environment variable|package)\b"
+)
 NOT_ADDRESSES = {
     "OpenAIEndpointConfig.api_key_secret_key": "a key inside the Secret that api_key_secret names (that one is checked)",
 }
@@ -47,7 +51,11 @@ def _names_text(annotation: typing.Any) -> bool:
     origin = typing.get_origin(annotation)
     if origin is typing.Literal:
         return False
-    return any(_names_text(argument) for argument in typing.get_args(annotation)) if origin or isinstance(annotation, types.UnionType) else False
+    return (
+        any(_names_text(argument) for argument in typing.get_args(annotation))
+        if origin or isinstance(annotation, types.UnionType)
+        else False
+    )
 
 
 def spec_fields(root: type[BaseModel]) -> Iterator[tuple[str, str, typing.Any]]:
@@ -65,7 +73,9 @@ def spec_fields(root: type[BaseModel]) -> Iterator[tuple[str, str, typing.Any]]:
 
 
 def looks_like_an_address(name: str, info: typing.Any) -> bool:
-    return _names_text(info.annotation) and bool(NAME_HINT.search(name) or DOC_HINT.search(info.description or ""))
+    return _names_text(info.annotation) and bool(
+        NAME_HINT.search(name) or DOC_HINT.search(info.description or "")
+    )
 
 
 def unruled(root: type[BaseModel]) -> list[str]:
@@ -89,13 +99,20 @@ def test_the_walk_reaches_the_fields_the_issue_named() -> None:
     assert rules["DatasetConfig.path"] == "dataset_path"
     assert rules["PythonVerifierConfig.entry_point"] == "verifier_entry_point"
     assert rules["TensorBoardTrackerConfig.log_dir"] == rules["TrackioTrackerConfig.dir"] == "tracker_dir"
-    assert rules["MlflowTrackerConfig.tracking_uri"] == "tracker_uri" and rules["WandbTrackerConfig.mode"] == "wandb_mode"
+    assert (
+        rules["MlflowTrackerConfig.tracking_uri"] == "tracker_uri"
+        and rules["WandbTrackerConfig.mode"] == "wandb_mode"
+    )
     assert rules["DistillationConfig.teacher"] == "model_path"  # found by the walk, not named in the issue
 
 
 def test_no_exception_is_stale() -> None:
     """Each exception is a field of the spec that the hints match and that carries no rule."""
-    matched = {q for q, name, info in spec_fields(ExperimentSpec) if looks_like_an_address(name, info) and rule_of(info) is None}
+    matched = {
+        q
+        for q, name, info in spec_fields(ExperimentSpec)
+        if looks_like_an_address(name, info) and rule_of(info) is None
+    }
     assert set(NOT_ADDRESSES) <= matched
 
 
@@ -129,16 +146,26 @@ class _Sneaky(BaseModel):
 
 
 def test_the_walk_catches_unmarked_path_module_and_url_fields_and_unknown_rules() -> None:
-    assert sorted(unruled(_Sneaky)) == sorted([
-        "_Inner.checkpoint_dir", "_Inner.callback", "_Sneaky.webhook_url", "_Sneaky.marked: unknown rule 'no_such_rule'",
-    ])
+    assert sorted(unruled(_Sneaky)) == sorted(
+        [
+            "_Inner.checkpoint_dir",
+            "_Inner.callback",
+            "_Sneaky.webhook_url",
+            "_Sneaky.marked: unknown rule 'no_such_rule'",
+        ]
+    )
 
 
-@pytest.mark.parametrize("annotation", [str, str | None, tuple[str, ...], list[str], dict[str, str], typing.Optional[str]])  # noqa: UP045
+@pytest.mark.parametrize(
+    "annotation",
+    [str, str | None, tuple[str, ...], list[str], dict[str, str], typing.Optional[str]],  # noqa: UP045
+)
 def test_string_shapes_are_recognised(annotation: typing.Any) -> None:
     assert _names_text(annotation)
 
 
-@pytest.mark.parametrize("annotation", [int, float, bool, typing.Literal["a", "b"], typing.Literal["a"] | None])
+@pytest.mark.parametrize(
+    "annotation", [int, float, bool, typing.Literal["a", "b"], typing.Literal["a"] | None]
+)
 def test_other_shapes_are_not(annotation: typing.Any) -> None:
     assert not _names_text(annotation)

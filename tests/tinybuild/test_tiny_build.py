@@ -56,7 +56,13 @@ def first_build(cache: Path):  # type: ignore[no-untyped-def]
 def test_build_is_a_loadable_hf_directory_with_a_report(first_build) -> None:  # type: ignore[no-untyped-def]
     path = first_build.path
     assert not first_build.cached
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "build_report.json"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "build_report.json",
+    ):
         assert (path / name).is_file(), name
     model = AutoModelForCausalLM.from_pretrained(str(path))
     tokenizer = AutoTokenizer.from_pretrained(str(path))
@@ -90,7 +96,9 @@ def test_builds_are_deterministic_from_the_seed(first_build, tmp_path: Path) -> 
     assert all(torch.equal(first[name], second[name]) for name in first)
     assert load_build_report(rebuilt.path)["eval"] == first_build.report["eval"]
 
-    reseeded = build_tiny_model(small_config(), seed=1, cache_dir=tmp_path / "other-cache", show_progress=False)
+    reseeded = build_tiny_model(
+        small_config(), seed=1, cache_dir=tmp_path / "other-cache", show_progress=False
+    )
     assert reseeded.path.name != first_build.path.name
     third = AutoModelForCausalLM.from_pretrained(str(reseeded.path)).state_dict()
     assert not torch.equal(first["model.embed_tokens.weight"], third["model.embed_tokens.weight"])
@@ -100,7 +108,9 @@ def test_out_directory_gets_a_copy_and_is_not_clobbered(first_build, cache: Path
     out = tmp_path / "model"
     assert build_tiny(small_config(), cache_dir=cache, out=out, show_progress=False) == out
     assert (out / "model.safetensors").read_bytes() == (first_build.path / "model.safetensors").read_bytes()
-    assert build_tiny(small_config(), cache_dir=cache, out=out, show_progress=False) == out  # same build: fine
+    assert (
+        build_tiny(small_config(), cache_dir=cache, out=out, show_progress=False) == out
+    )  # same build: fine
     occupied = tmp_path / "occupied"
     occupied.mkdir()
     (occupied / "notes.txt").write_text("mine")
@@ -118,7 +128,9 @@ def test_unknown_task_and_bad_settings_are_rejected(cache: Path) -> None:
         small_config(batch_size=0)
     with pytest.raises(ValueError, match="not divisible"):
         build_tiny(
-            small_config(architecture=TinyArchitecture(hidden_size=30, num_heads=4)), cache_dir=cache, show_progress=False
+            small_config(architecture=TinyArchitecture(hidden_size=30, num_heads=4)),
+            cache_dir=cache,
+            show_progress=False,
         )
     assert {"sudoku-mini", "arithmetic"} <= set(TINY_TASKS)
 
@@ -132,13 +144,25 @@ def test_cli_build_tiny_writes_the_model(tmp_path: Path, monkeypatch: pytest.Mon
     assert result.exit_code != 0 and "unknown tiny task 'nope'" in result.output
     bad = tmp_path / "bad.yaml"
     bad.write_text("batch_sise: 3\n")
-    result = runner.invoke(models_app, ["build-tiny", "--task", "arithmetic", "--out", str(tmp_path / "y"), "--config", str(bad)])
+    result = runner.invoke(
+        models_app, ["build-tiny", "--task", "arithmetic", "--out", str(tmp_path / "y"), "--config", str(bad)]
+    )
     assert result.exit_code != 0 and "batch_sise" in result.output
     overrides = tmp_path / "small.json"
     overrides.write_text(small_config().model_dump_json(exclude={"task", "max_steps"}))
     result = runner.invoke(
         models_app,
-        ["build-tiny", "--task", "arithmetic", "--out", str(tmp_path / "arith"), "--max-steps", "2", "--config", str(overrides)],
+        [
+            "build-tiny",
+            "--task",
+            "arithmetic",
+            "--out",
+            str(tmp_path / "arith"),
+            "--max-steps",
+            "2",
+            "--config",
+            str(overrides),
+        ],
     )
     assert result.exit_code == 0, result.output
     assert "2 steps (max_steps)" in result.output

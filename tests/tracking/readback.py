@@ -70,10 +70,18 @@ def wandb_offline_run(directory: Path) -> tuple[dict[int, dict[str, Any]], dict[
             record.ParseFromString(raw)
             kind = record.WhichOneof("record_type")
             if kind == "history":
-                values = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+                values = {
+                    item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                    for item in record.history.item
+                }
                 history[int(values["_step"])] = values
             elif kind == "summary":
-                summary.update({item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.summary.update})
+                summary.update(
+                    {
+                        item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                        for item in record.summary.update
+                    }
+                )
     return history, summary, logs[-1].parent / "files"
 
 

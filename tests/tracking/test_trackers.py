@@ -29,15 +29,39 @@ from tests.tracking.readback import (
 )
 
 ROWS = [
-    {"step": 1, "reward_mean": 0.25, "value_explained_variance": None, "tether_rho": 0.5, "policy_tokens": 96, "dropped_stale": 0},
-    {"step": 2, "reward_mean": 0.5, "value_explained_variance": 0.125, "tether_rho": 0.25, "policy_tokens": 80, "dropped_stale": 4},
-    {"step": 3, "reward_mean": 0.75, "value_explained_variance": 0.25, "tether_rho": 0.75, "policy_tokens": 64, "dropped_stale": 0, "eval_success": 0.5},
+    {
+        "step": 1,
+        "reward_mean": 0.25,
+        "value_explained_variance": None,
+        "tether_rho": 0.5,
+        "policy_tokens": 96,
+        "dropped_stale": 0,
+    },
+    {
+        "step": 2,
+        "reward_mean": 0.5,
+        "value_explained_variance": 0.125,
+        "tether_rho": 0.25,
+        "policy_tokens": 80,
+        "dropped_stale": 4,
+    },
+    {
+        "step": 3,
+        "reward_mean": 0.75,
+        "value_explained_variance": 0.25,
+        "tether_rho": 0.75,
+        "policy_tokens": 64,
+        "dropped_stale": 0,
+        "eval_success": 0.5,
+    },
 ]
 
 
 def context(run_dir: Path, experiment_id: str = "exp-tracked") -> TrackerContext:
     run_dir.mkdir(parents=True, exist_ok=True)
-    return TrackerContext(run_dir, experiment_id, "tracked", {"name": "tracked", "critic": {"replay": {"capacity": 64}}})
+    return TrackerContext(
+        run_dir, experiment_id, "tracked", {"name": "tracked", "critic": {"replay": {"capacity": 64}}}
+    )
 
 
 def run_steps(trackers: Trackers, run_dir: Path, rows: list[dict[str, Any]] = ROWS) -> FinalReport:
@@ -57,7 +81,15 @@ def expected(key: str) -> dict[int, float]:
 
 
 def test_scalar_metrics_keeps_the_finite_numbers_of_a_row() -> None:
-    row = {"step": 4, "reward_mean": 0.5, "value_explained_variance": None, "nan": math.nan, "ok": True, "name": "x", "tokens": 7}
+    row = {
+        "step": 4,
+        "reward_mean": 0.5,
+        "value_explained_variance": None,
+        "nan": math.nan,
+        "ok": True,
+        "name": "x",
+        "tokens": 7,
+    }
     assert scalar_metrics(row) == {"reward_mean": 0.5, "ok": 1.0, "tokens": 7.0}
 
 
@@ -65,7 +97,14 @@ def test_tensorboard_event_files(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     report = run_steps(Trackers.open([TensorBoardTrackerConfig()], context(run_dir)), run_dir)
     scalars = tensorboard_scalars(run_dir / "tensorboard")
-    for key in ("reward_mean", "value_explained_variance", "tether_rho", "policy_tokens", "dropped_stale", "eval_success"):
+    for key in (
+        "reward_mean",
+        "value_explained_variance",
+        "tether_rho",
+        "policy_tokens",
+        "dropped_stale",
+        "eval_success",
+    ):
         assert scalars[key] == pytest.approx(expected(key)), key
     assert scalars["summary/reward_end"] == pytest.approx({3: report.summary["reward_end"]})
     text, images = tensorboard_report(run_dir / "tensorboard")
@@ -74,7 +113,10 @@ def test_tensorboard_event_files(tmp_path: Path) -> None:
 
 def test_wandb_offline_run(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    report = run_steps(Trackers.open([WandbTrackerConfig(project="lecritique-tests", mode="offline")], context(run_dir)), run_dir)
+    report = run_steps(
+        Trackers.open([WandbTrackerConfig(project="lecritique-tests", mode="offline")], context(run_dir)),
+        run_dir,
+    )
     history, summary, files = wandb_offline_run(run_dir)
     assert sorted(history) == [1, 2, 3]
     for key in ("reward_mean", "value_explained_variance", "tether_rho", "policy_tokens", "eval_success"):
@@ -93,7 +135,9 @@ def test_mlflow_file_store(tmp_path: Path) -> None:
     assert state["tracking_uri"] == (run_dir / "mlruns").resolve().as_uri()
     client, run = mlflow_run(state["tracking_uri"], state["run_id"])
     for key in ("reward_mean", "value_explained_variance", "tether_rho", "eval_success"):
-        assert {m.step: m.value for m in client.get_metric_history(run.info.run_id, key)} == expected(key), key
+        assert {m.step: m.value for m in client.get_metric_history(run.info.run_id, key)} == expected(key), (
+            key
+        )
     assert run.data.metrics["summary/reward_end"] == pytest.approx(report.summary["reward_end"])
     assert run.data.params["critic.replay.capacity"] == "64" and run.info.run_name == "exp-tracked"
     assert sorted(a.path for a in client.list_artifacts(run.info.run_id)) == ["report.md", "report.png"]
@@ -110,12 +154,18 @@ def test_trackio_local_store(tmp_path: Path) -> None:
         assert {entry["step"]: entry[key] for entry in logs if key in entry} == expected(key), key
     final = next(entry for entry in logs if "report" in entry)
     assert final["report"]["_value"] == (run_dir / "report.md").read_text()
-    assert final["summary/reward_end"] == pytest.approx(report.summary["reward_end"]) and "report_png" in final
+    assert (
+        final["summary/reward_end"] == pytest.approx(report.summary["reward_end"]) and "report_png" in final
+    )
 
 
 def test_a_restarted_orchestrator_continues_the_same_runs(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    configs = [WandbTrackerConfig(project="lecritique-tests", mode="offline"), MlflowTrackerConfig(), TrackioTrackerConfig(project="lecritique-tests")]
+    configs = [
+        WandbTrackerConfig(project="lecritique-tests", mode="offline"),
+        MlflowTrackerConfig(),
+        TrackioTrackerConfig(project="lecritique-tests"),
+    ]
     first = Trackers.open(configs, context(run_dir))
     first.log_step(ROWS[0])
     first.close()
@@ -131,7 +181,10 @@ def test_a_restarted_orchestrator_continues_the_same_runs(tmp_path: Path) -> Non
     # The same spec in another run directory is another run, not a continuation.
     other = tmp_path / "other"
     Trackers.open(configs[:1], context(other)).close()
-    assert json.loads((other / "tracking" / "state.json").read_text())["wandb"]["run_id"] != state["wandb"]["run_id"]
+    assert (
+        json.loads((other / "tracking" / "state.json").read_text())["wandb"]["run_id"]
+        != state["wandb"]["run_id"]
+    )
 
 
 class _Recorder:
@@ -150,7 +203,9 @@ class _Recorder:
         self.closed += 1
 
 
-def test_a_failing_tracker_is_switched_off_and_training_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failing_tracker_is_switched_off_and_training_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     failing, healthy = _Recorder(fail_on="metrics"), _Recorder()
     trackers = Trackers([("failing", failing), ("healthy", healthy)])
     run_dir = tmp_path / "run"
@@ -165,20 +220,40 @@ def test_a_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a)
+    )
     check_tracker_packages([TensorBoardTrackerConfig()])
-    with pytest.raises(ImportError, match=r"tracker 'wandb' needs the wandb package: pip install 'lecritique\[wandb\]'"):
+    with pytest.raises(
+        ImportError, match=r"tracker 'wandb' needs the wandb package: pip install 'lecritique\[wandb\]'"
+    ):
         check_tracker_packages([TensorBoardTrackerConfig(), WandbTrackerConfig()])
 
 
 def test_the_spec_lists_trackers_by_kind() -> None:
-    base = {"name": "t", "environment": {"kind": "arithmetic"}, "policy": {"path": "/m"}, "estimator": {"name": "mean"}}
-    spec = parse_spec({**base, "tracking": [{"kind": "tensorboard"}, {"kind": "wandb", "mode": "offline", "tags": ["a"]}, {"kind": "mlflow"}]})
+    base = {
+        "name": "t",
+        "environment": {"kind": "arithmetic"},
+        "policy": {"path": "/m"},
+        "estimator": {"name": "mean"},
+    }
+    spec = parse_spec(
+        {
+            **base,
+            "tracking": [
+                {"kind": "tensorboard"},
+                {"kind": "wandb", "mode": "offline", "tags": ["a"]},
+                {"kind": "mlflow"},
+            ],
+        }
+    )
     assert [t.kind for t in spec.tracking] == ["tensorboard", "wandb", "mlflow"]
     assert parse_spec(base).tracking == []
     with pytest.raises(ValueError, match="tracking.0"):
         parse_spec({**base, "tracking": [{"kind": "neptune"}]})
-    with pytest.raises(ValueError, match=r"tracking.0.projekt: unknown field 'projekt'; did you mean 'project'"):
+    with pytest.raises(
+        ValueError, match=r"tracking.0.projekt: unknown field 'projekt'; did you mean 'project'"
+    ):
         parse_spec({**base, "tracking": [{"kind": "wandb", "projekt": "x"}]})
     for config in (TensorBoardTrackerConfig, WandbTrackerConfig, MlflowTrackerConfig, TrackioTrackerConfig):
         assert all(field.description for field in config.model_fields.values()), config

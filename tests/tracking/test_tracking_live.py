@@ -36,7 +36,11 @@ def test_every_tracker_receives_every_metrics_row_and_the_report(tmp_path: Path)
         {"kind": "tensorboard"},
         {"kind": "wandb", "project": "lecritique-live", "mode": "offline"},
         {"kind": "mlflow"},
-        {"kind": "trackio", "project": "lecritique-live", "dir": os.environ["TRACKIO_DIR"]}  # set by conftest.py,
+        {
+            "kind": "trackio",
+            "project": "lecritique-live",
+            "dir": os.environ["TRACKIO_DIR"],
+        },  # set by conftest.py,
     ]
     out = tmp_path / "run"
     launcher = LocalLauncher(parse_spec(data), out)
@@ -60,7 +64,9 @@ def test_every_tracker_receives_every_metrics_row_and_the_report(tmp_path: Path)
         for key, value in metrics.items():
             assert board[key][step] == pytest.approx(value, rel=1e-6, abs=1e-6), ("tensorboard", key, step)
             assert history[step][key] == pytest.approx(value), ("wandb", key, step)
-            assert any(entry["step"] == step and entry.get(key) == pytest.approx(value) for entry in trackio), ("trackio", key, step)
+            assert any(
+                entry["step"] == step and entry.get(key) == pytest.approx(value) for entry in trackio
+            ), ("trackio", key, step)
     for key in expected[3]:
         assert {m.step: m.value for m in client.get_metric_history(run.info.run_id, key)} == pytest.approx(
             {step: metrics[key] for step, metrics in expected.items() if key in metrics}

@@ -25,7 +25,9 @@ def main() -> None:
     # Each rank draws a different random head on purpose: identical starting weights must come
     # from DDP (or the FSDP2 engine) broadcasting rank 0's parameters.
     torch.manual_seed(1000 + context.rank)
-    critic = CriticTrainer.from_policy(policy_dir, CriticTrainerConfig(optimizer=OptimizerConfig(lr=1e-2), parallelism=parallelism))
+    critic = CriticTrainer.from_policy(
+        policy_dir, CriticTrainerConfig(optimizer=OptimizerConfig(lr=1e-2), parallelism=parallelism)
+    )
     batches = read_batch_file(batch_file) if context.is_main else None
     history = []
     for step in range(3):
@@ -33,7 +35,9 @@ def main() -> None:
         history.append(critic.train_step(trajectories))
     predictions = critic.predict(trajectories)
     if context.is_main:
-        Path(metrics_out).write_text(json.dumps({"steps": history, "predictions": [p.tolist() for p in predictions]}))
+        Path(metrics_out).write_text(
+            json.dumps({"steps": history, "predictions": [p.tolist() for p in predictions]})
+        )
     del critic
     if context.enabled:
         dist.barrier()

@@ -58,7 +58,9 @@ def main() -> None:
         trained.append([t.trajectory_id for t in batch] + [str(int(total[0]))])
 
     follow_batches(next_batch, train)
-    (out_dir / f"rank{context.rank}.json").write_text(json.dumps({"trained": trained, "idle_messages": idle_messages}))
+    (out_dir / f"rank{context.rank}.json").write_text(
+        json.dumps({"trained": trained, "idle_messages": idle_messages})
+    )
     dist.barrier()
     dist.destroy_process_group()
 

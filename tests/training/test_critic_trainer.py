@@ -26,7 +26,9 @@ def _prompt_class_task(count: int, seed: int, critic_context: bool = True) -> li
     trajectories = []
     for index in range(count):
         context_len = index % 3 if critic_context else 0
-        trajectory = make_trajectory(rng, index, prompt_len=3, num_tokens=4, env_tokens=1, critic_context_len=context_len)
+        trajectory = make_trajectory(
+            rng, index, prompt_len=3, num_tokens=4, env_tokens=1, critic_context_len=context_len
+        )
         succeeds = index % 2 == 0
         low, high = (1, VOCAB_SIZE // 2) if succeeds else (VOCAB_SIZE // 2, VOCAB_SIZE)
         trajectory.prompt_ids = rng.integers(low, high, 3).astype(np.int32)
@@ -78,19 +80,29 @@ def test_critic_learns_the_value_and_explained_variance_rises(tiny_llama_dir: Pa
     assert history[0]["trained_tokens"] == sum(t.num_policy_tokens for t in train)
 
 
-def test_train_step_reports_loss_and_explained_variance_of_the_pre_update_predictions(tiny_llama_dir: Path) -> None:
+def test_train_step_reports_loss_and_explained_variance_of_the_pre_update_predictions(
+    tiny_llama_dir: Path,
+) -> None:
     trajectories = _prompt_class_task(8, seed=2)
-    critic = CriticTrainer.from_policy(tiny_llama_dir, CriticTrainerConfig(optimizer=OptimizerConfig(lr=1e-2)))
+    critic = CriticTrainer.from_policy(
+        tiny_llama_dir, CriticTrainerConfig(optimizer=OptimizerConfig(lr=1e-2))
+    )
     values = critic.predict(trajectories)
     flat_values = np.concatenate([v[t.policy_mask] for v, t in zip(values, trajectories, strict=True)])
     returns = np.concatenate([np.full(t.num_policy_tokens, t.reward) for t in trajectories])
     probabilities = np.clip(flat_values.astype(np.float64), 1e-7, 1 - 1e-7)
-    expected_bce = float(-np.mean(returns * np.log(probabilities) + (1 - returns) * np.log(1 - probabilities)))
+    expected_bce = float(
+        -np.mean(returns * np.log(probabilities) + (1 - returns) * np.log(1 - probabilities))
+    )
     metrics = critic.train_step(trajectories)
     assert metrics["loss"] == pytest.approx(expected_bce, rel=1e-4)
-    assert metrics["explained_variance"] == pytest.approx(explained_variance(flat_values, returns), rel=1e-4, abs=1e-5)
+    assert metrics["explained_variance"] == pytest.approx(
+        explained_variance(flat_values, returns), rel=1e-4, abs=1e-5
+    )
     assert metrics["value_mean"] == pytest.approx(float(flat_values.mean()), rel=1e-5)
-    after = np.concatenate([v[t.policy_mask] for v, t in zip(critic.predict(trajectories), trajectories, strict=True)])
+    after = np.concatenate(
+        [v[t.policy_mask] for v, t in zip(critic.predict(trajectories), trajectories, strict=True)]
+    )
     assert not np.allclose(after, flat_values)
 
 
@@ -124,7 +136,9 @@ def test_predict_aligns_values_with_trajectory_tokens_and_survives_publish_and_l
     tiny_llama_dir: Path, tmp_path: Path
 ) -> None:
     trajectories = _prompt_class_task(5, seed=4)
-    critic = CriticTrainer.from_policy(tiny_llama_dir, CriticTrainerConfig(optimizer=OptimizerConfig(lr=1e-2)))
+    critic = CriticTrainer.from_policy(
+        tiny_llama_dir, CriticTrainerConfig(optimizer=OptimizerConfig(lr=1e-2))
+    )
     critic.train_step(trajectories)
     values = critic.predict(trajectories)
     assert [v.shape for v in values] == [t.token_ids.shape for t in trajectories]

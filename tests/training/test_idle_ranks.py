@@ -41,5 +41,8 @@ def test_idle_messages_keep_waiting_ranks_alive_past_the_collective_timeout(tmp_
 def test_without_idle_messages_the_same_wait_aborts_the_group(tmp_path: Path) -> None:
     result = _run(tmp_path, "silent")
     assert result.returncode != 0
-    assert "timed out" in (result.stdout + result.stderr).lower() or "timeout" in (result.stdout + result.stderr).lower()
+    assert (
+        "timed out" in (result.stdout + result.stderr).lower()
+        or "timeout" in (result.stdout + result.stderr).lower()
+    )
     assert not (tmp_path / "rank1.json").exists()

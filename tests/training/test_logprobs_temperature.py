@@ -36,15 +36,23 @@ def test_tempered_rollouts_give_unit_ratios_from_the_recorded_temperature(tiny_p
     engine = HFEngine(HFEngineConfig(model_path=str(tiny_policy)))
     environment = build_environment(SudokuConfig(kind="sudoku", size=4, empty_cells=[2, 3]))
     player = EpisodePlayer(
-        EngineSampler(engine), LocalEnvironment(environment), tokenizer, PlainTemplate(),
-        SamplingParams(temperature=0.7, max_tokens=8), 512, max_turns=environment.max_turns, seeds=lambda: 7,
+        EngineSampler(engine),
+        LocalEnvironment(environment),
+        tokenizer,
+        PlainTemplate(),
+        SamplingParams(temperature=0.7, max_tokens=8),
+        512,
+        max_turns=environment.max_turns,
+        seeds=lambda: 7,
     )
     records = player.play_groups(environment.sample_tasks(4, split="train", seed=0), 2)
     trajectories = [r.trajectory(f"t{i}") for i, r in enumerate(records)]
     rng = np.random.default_rng(0)
     for trajectory in trajectories:
         assert trajectory.metadata[LOGPROBS_TEMPERATURE_KEY] == 1.0
-        trajectory.advantages = np.where(trajectory.policy_mask, rng.normal(size=trajectory.token_ids.shape), 0.0).astype(np.float32)
+        trajectory.advantages = np.where(
+            trajectory.policy_mask, rng.normal(size=trajectory.token_ids.shape), 0.0
+        ).astype(np.float32)
     trainer = PolicyTrainer(tiny_policy, PolicyTrainerConfig(optimizer=OptimizerConfig(lr=1e-6)))
     batch = collate_policy(trajectories)
     with torch.no_grad():
@@ -53,7 +61,9 @@ def test_tempered_rollouts_give_unit_ratios_from_the_recorded_temperature(tiny_p
         divided = token_logprobs(logits, batch.target_ids, 0.7)
     mask = batch.loss_mask
     assert torch.allclose(recorded[mask], batch.old_logprobs[mask], atol=1e-4)
-    assert not torch.allclose(divided[mask], batch.old_logprobs[mask], atol=1e-2)  # the mismatch the old knob allowed
+    assert not torch.allclose(
+        divided[mask], batch.old_logprobs[mask], atol=1e-2
+    )  # the mismatch the old knob allowed
     metrics = trainer.train_step(trajectories)
     assert metrics["mean_ratio"] == pytest.approx(1.0, abs=1e-4)
 
@@ -62,5 +72,9 @@ def test_each_row_is_divided_by_its_own_recorded_temperature():
     logits = torch.tensor([[[2.0, 0.0], [0.0, 0.0]], [[2.0, 0.0], [0.0, 0.0]]])
     targets = torch.tensor([[0], [0]])
     result = token_logprobs(logits, targets, torch.tensor([1.0, 0.5]))
-    assert float(result[0, 0]) == pytest.approx(float(torch.log_softmax(torch.tensor([2.0, 0.0]), -1)[0]), rel=1e-5)
-    assert float(result[1, 0]) == pytest.approx(float(torch.log_softmax(torch.tensor([4.0, 0.0]), -1)[0]), rel=1e-5)
+    assert float(result[0, 0]) == pytest.approx(
+        float(torch.log_softmax(torch.tensor([2.0, 0.0]), -1)[0]), rel=1e-5
+    )
+    assert float(result[1, 0]) == pytest.approx(
+        float(torch.log_softmax(torch.tensor([4.0, 0.0]), -1)[0]), rel=1e-5
+    )

@@ -110,7 +110,9 @@ def test_ppo_clip_matches_the_clipped_surrogate() -> None:
     # ratios 2, 2, 0.4, 0.4, 1.1
     advantages = torch.tensor([1.0, -1.0, -1.0, 1.0, 1.0], dtype=torch.float64)
     mask = torch.ones(5, dtype=torch.bool)
-    loss, statistics = ppo_clip_loss(new, old, advantages, mask, PPOClipLossConfig(clip_low=0.2, clip_high=0.2))
+    loss, statistics = ppo_clip_loss(
+        new, old, advantages, mask, PPOClipLossConfig(clip_low=0.2, clip_high=0.2)
+    )
     # A>0, r=2: clipped at 1.2. A<0, r=2: -2 (unclipped is smaller). A<0, r=0.4: clipped at -0.8.
     # A>0, r=0.4: 0.4 (unclipped is smaller). A>0, r=1.1: inside the range.
     objective = [1.2, -2.0, -0.8, 0.4, 1.1]
@@ -137,7 +139,9 @@ def test_ppo_clip_lower_side_uses_clip_low_not_clip_high() -> None:
     new, old = _logs(0.15), _logs(0.3)  # ratio 0.5
     advantages = -torch.ones(1, dtype=torch.float64)
     mask = torch.ones(1, dtype=torch.bool)
-    loss, statistics = ppo_clip_loss(new, old, advantages, mask, PPOClipLossConfig(clip_low=0.2, clip_high=0.28))
+    loss, statistics = ppo_clip_loss(
+        new, old, advantages, mask, PPOClipLossConfig(clip_low=0.2, clip_high=0.28)
+    )
     assert float(loss) == pytest.approx(0.8)
     assert float(statistics.clipped) == 1
 
@@ -151,8 +155,12 @@ def test_loss_is_normalised_by_the_global_token_count_and_adds_up_over_pieces() 
     config = DPPOLossConfig()
     full, full_statistics = dppo_loss(new, old, advantages, mask, config)
     total_tokens = float(mask.sum())
-    first, first_statistics = dppo_loss(new[:1], old[:1], advantages[:1], mask[:1], config, num_tokens=total_tokens)
-    second, second_statistics = dppo_loss(new[1:], old[1:], advantages[1:], mask[1:], config, num_tokens=total_tokens)
+    first, first_statistics = dppo_loss(
+        new[:1], old[:1], advantages[:1], mask[:1], config, num_tokens=total_tokens
+    )
+    second, second_statistics = dppo_loss(
+        new[1:], old[1:], advantages[1:], mask[1:], config, num_tokens=total_tokens
+    )
     assert float(first + second) == pytest.approx(float(full), rel=1e-12)
     combined = first_statistics + second_statistics
     torch.testing.assert_close(combined.as_tensor(), full_statistics.as_tensor())
@@ -162,7 +170,11 @@ def test_policy_loss_dispatches_on_the_discriminated_config() -> None:
     adapter = pydantic.TypeAdapter(PolicyLossConfig)
     dppo = adapter.validate_python({"kind": "dppo"})
     ppo = adapter.validate_python({"kind": "ppo_clip", "clip_high": 0.28})
-    assert isinstance(dppo, DPPOLossConfig) and (dppo.mask_low, dppo.mask_high, dppo.kl_coef) == (0.2, 0.2, 1e-3)
+    assert isinstance(dppo, DPPOLossConfig) and (dppo.mask_low, dppo.mask_high, dppo.kl_coef) == (
+        0.2,
+        0.2,
+        1e-3,
+    )
     assert isinstance(ppo, PPOClipLossConfig) and ppo.clip_high == 0.28
     new, old = _logs(0.6), _logs(0.3)
     advantages, mask = torch.ones(1, dtype=torch.float64), torch.ones(1, dtype=torch.bool)

@@ -22,7 +22,9 @@ def _fixed_batch(policy_dir: Path, seed: int = 0) -> list[Trajectory]:
     """8 trajectories, half with advantage +1 and half -1, with on-policy rollout logprobs."""
     rng = np.random.default_rng(seed)
     trajectories = [
-        make_trajectory(rng, i, prompt_len=3, num_tokens=6 + i % 3, advantage=1.0 if i % 2 else -1.0, env_tokens=1)
+        make_trajectory(
+            rng, i, prompt_len=3, num_tokens=6 + i % 3, advantage=1.0 if i % 2 else -1.0, env_tokens=1
+        )
         for i in range(8)
     ]
     # Rollout logprobs from the initial policy itself, as an on-policy engine would report them.
@@ -30,10 +32,14 @@ def _fixed_batch(policy_dir: Path, seed: int = 0) -> list[Trajectory]:
     batch = collate_policy(trajectories)
     with torch.no_grad():
         logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-        logprobs = torch.log_softmax(logits[:, :-1], -1).gather(-1, batch.target_ids.unsqueeze(-1)).squeeze(-1)
+        logprobs = (
+            torch.log_softmax(logits[:, :-1], -1).gather(-1, batch.target_ids.unsqueeze(-1)).squeeze(-1)
+        )
     for row, trajectory in enumerate(trajectories):
         columns = slice(2, 2 + trajectory.token_ids.shape[0])
-        trajectory.logprobs = np.where(trajectory.policy_mask, logprobs[row, columns].numpy(), 0.0).astype(np.float32)
+        trajectory.logprobs = np.where(trajectory.policy_mask, logprobs[row, columns].numpy(), 0.0).astype(
+            np.float32
+        )
     return trajectories
 
 
@@ -54,7 +60,9 @@ def test_on_policy_rollout_logprobs_give_unit_ratios_and_no_masking(tiny_llama_d
     assert metrics["mismatch_kl"] == pytest.approx(0.0, abs=1e-6)
     assert metrics["masked_fraction"] == 0.0
     # Half the tokens have A = +1, half -1, at ratio 1: the loss is -mean(A).
-    advantages = np.concatenate([t.advantages[t.policy_mask] for t in trajectories if t.advantages is not None])
+    advantages = np.concatenate(
+        [t.advantages[t.policy_mask] for t in trajectories if t.advantages is not None]
+    )
     assert metrics["loss"] == pytest.approx(-float(advantages.mean()), abs=1e-5)
     assert metrics["policy_tokens"] == sum(t.num_policy_tokens for t in trajectories)
     assert metrics["step"] == 1.0 and trainer.steps == 1
@@ -109,10 +117,14 @@ def test_gradient_is_clipped_to_the_configured_global_norm(tiny_llama_dir: Path)
     metrics = trainer.train_step(trajectories)
     assert metrics["grad_norm"] > 0.5
     clipped_norm = torch.linalg.vector_norm(
-        torch.stack([torch.linalg.vector_norm(p.grad) for p in trainer.model.parameters() if p.grad is not None])
+        torch.stack(
+            [torch.linalg.vector_norm(p.grad) for p in trainer.model.parameters() if p.grad is not None]
+        )
     )
     assert float(clipped_norm) == pytest.approx(0.5, rel=1e-4)
-    assert any(not torch.equal(before, p) for before, p in zip(initial, trainer.model.parameters(), strict=True))
+    assert any(
+        not torch.equal(before, p) for before, p in zip(initial, trainer.model.parameters(), strict=True)
+    )
 
 
 def test_save_writes_a_loadable_hf_directory_with_the_tokenizer(tiny_llama_dir: Path, tmp_path: Path) -> None:
@@ -127,9 +139,13 @@ def test_save_writes_a_loadable_hf_directory_with_the_tokenizer(tiny_llama_dir: 
     assert saved == tmp_path / "v1"
     assert (saved / "tokenizer.json").read_text() == '{"version": "1.0"}'
     reloaded = AutoModelForCausalLM.from_pretrained(str(saved))
-    for original, loaded in zip(trainer.model.state_dict().values(), reloaded.state_dict().values(), strict=True):
+    for original, loaded in zip(
+        trainer.model.state_dict().values(), reloaded.state_dict().values(), strict=True
+    ):
         torch.testing.assert_close(loaded, original)
-    assert not torch.equal(next(iter(model.state_dict().values())), next(iter(reloaded.state_dict().values())))
+    assert not torch.equal(
+        next(iter(model.state_dict().values())), next(iter(reloaded.state_dict().values()))
+    )
 
 
 def test_bad_batches_are_rejected_before_any_update(tiny_llama_dir: Path) -> None:
@@ -190,5 +206,7 @@ def test_a_restarted_trainer_resumes_bit_for_bit(tiny_llama_dir: Path, tmp_path:
     assert resume(restarted, checkpoints, applied_step=2).mode == "exact"
     assert restarted.steps == 2
     restarted.train_step(batches[2])
-    for (name, expected), actual in zip(unstopped.model.state_dict().items(), restarted.model.state_dict().values(), strict=True):
+    for (name, expected), actual in zip(
+        unstopped.model.state_dict().items(), restarted.model.state_dict().values(), strict=True
+    ):
         assert torch.equal(expected, actual), name

@@ -37,7 +37,9 @@ def _environment() -> dict[str, str]:
 
 def _launch(processes: int, program: list[str]) -> None:
     command = launch_command(processes, program)
-    result = subprocess.run(command, env=_environment(), capture_output=True, text=True, timeout=240, check=False)
+    result = subprocess.run(
+        command, env=_environment(), capture_output=True, text=True, timeout=240, check=False
+    )
     assert result.returncode == 0, f"{command} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
 
 
@@ -81,7 +83,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
 _RUNS: dict[tuple[str, int, str], tuple[dict[str, Any], Path]] = {}
 
 
-def _policy_run(workspace: Path, processes: int, config: str = "ddp", *extra: str) -> tuple[dict[str, Any], Path]:
+def _policy_run(
+    workspace: Path, processes: int, config: str = "ddp", *extra: str
+) -> tuple[dict[str, Any], Path]:
     """Train on the batch file (cached per workspace, layout and config); the metrics and the saved policy."""
     key = (str(workspace), processes, config + " ".join(extra))
     if key in _RUNS:
@@ -91,13 +95,20 @@ def _policy_run(workspace: Path, processes: int, config: str = "ddp", *extra: st
     _launch(
         processes,
         [
-            "-m", "lecritique.training.policy_worker",
-            "--model-dir", str(workspace / "policy"),
-            "--batches", str(workspace / "batches.bin"),
-            "--config", str(workspace / f"{config}.json"),
-            "--metrics-out", str(out.with_suffix(".json")),
-            "--save-dir", str(out),
-            "--weights-root", str(workspace / f"weights_{name}"),
+            "-m",
+            "lecritique.training.policy_worker",
+            "--model-dir",
+            str(workspace / "policy"),
+            "--batches",
+            str(workspace / "batches.bin"),
+            "--config",
+            str(workspace / f"{config}.json"),
+            "--metrics-out",
+            str(out.with_suffix(".json")),
+            "--save-dir",
+            str(out),
+            "--weights-root",
+            str(workspace / f"weights_{name}"),
             *extra,
         ],
     )
@@ -154,7 +165,9 @@ def test_two_processes_follow_the_single_process_loss_trajectory(workspace: Path
     for name, weight in single_model.state_dict().items():
         torch.testing.assert_close(double_model.state_dict()[name], weight, rtol=1e-3, atol=1e-4)
         torch.testing.assert_close(published_model.state_dict()[name], double_model.state_dict()[name])
-    moved = [not torch.allclose(w, initial_model.state_dict()[n]) for n, w in single_model.state_dict().items()]
+    moved = [
+        not torch.allclose(w, initial_model.state_dict()[n]) for n, w in single_model.state_dict().items()
+    ]
     assert all(moved)
 
 
@@ -162,7 +175,10 @@ def _critic_run(workspace: Path, processes: int, parallelism: str) -> dict[str, 
     script = str(Path(__file__).with_name("critic_worker_script.py"))
     out = workspace / f"critic_{processes}_{parallelism}.json"
     if not out.exists():
-        _launch(processes, [script, str(workspace / "policy"), str(workspace / "batches.bin"), str(out), parallelism])
+        _launch(
+            processes,
+            [script, str(workspace / "policy"), str(workspace / "batches.bin"), str(out), parallelism],
+        )
     result: dict[str, Any] = json.loads(out.read_text())
     return result
 

@@ -57,7 +57,9 @@ def test_policy_columns_describe_the_token_after_each_position() -> None:
 
 def test_token_logprobs_read_the_logit_one_position_before_the_token() -> None:
     rng = np.random.default_rng(0)
-    trajectories = [make_trajectory(rng, i, prompt_len=2 + i, num_tokens=5 + i, advantage=1.0) for i in range(3)]
+    trajectories = [
+        make_trajectory(rng, i, prompt_len=2 + i, num_tokens=5 + i, advantage=1.0) for i in range(3)
+    ]
     batch = collate_policy(trajectories)
     batch_size, width = batch.input_ids.shape
     # Logits that put all mass on input_ids[p + 1] at position p: aligned logprobs are ~0,
@@ -73,14 +75,18 @@ def test_token_logprobs_read_the_logit_one_position_before_the_token() -> None:
         prompt_len = trajectory.prompt_ids.shape[0]
         for t, token in enumerate(trajectory.token_ids):
             assert int(batch.target_ids[row, prompt_len + t - 1]) == int(token)
-            assert float(batch.old_logprobs[row, prompt_len + t - 1]) == pytest.approx(float(trajectory.logprobs[t]))
+            assert float(batch.old_logprobs[row, prompt_len + t - 1]) == pytest.approx(
+                float(trajectory.logprobs[t])
+            )
 
 
 def test_token_logprobs_divide_by_the_rollout_temperature() -> None:
     logits = torch.tensor([[[2.0, 0.0], [0.0, 0.0]]])
     targets = torch.tensor([[0]])
     expected = torch.log_softmax(torch.tensor([4.0, 0.0]), -1)[0]
-    assert float(token_logprobs(logits, targets, temperature=0.5)[0, 0]) == pytest.approx(float(expected), rel=1e-5)
+    assert float(token_logprobs(logits, targets, temperature=0.5)[0, 0]) == pytest.approx(
+        float(expected), rel=1e-5
+    )
 
 
 def test_critic_positions_follow_context_then_prompt_then_tokens() -> None:
@@ -102,7 +108,9 @@ def test_critic_reads_the_model_output_at_the_position_before_each_token(tiny_ll
     critic = critic_from_policy(tiny_llama_dir)
     batch = collate_critic(trajectories)
     with torch.no_grad():
-        gathered = value_outputs(critic, batch.input_ids, batch.attention_mask).gather(1, batch.value_positions)
+        gathered = value_outputs(critic, batch.input_ids, batch.attention_mask).gather(
+            1, batch.value_positions
+        )
         for row, trajectory in enumerate(trajectories):
             # Score the trajectory alone, unpadded: the value of the state before token t is the
             # output at the last position of the prefix that ends just before it.
@@ -148,7 +156,9 @@ def test_bad_policy_inputs_raise_errors_naming_the_trajectory_and_field() -> Non
         collate_policy([good, {}])  # type: ignore[list-item]
     mutated = _trajectory([1], [2, 3], [True, True])
     mutated.advantages = np.zeros(5, dtype=np.float32)
-    with pytest.raises(ValueError, match=r"trajectory 0 \('x'\): field 'advantages' has shape \(5,\), expected \(2,\)"):
+    with pytest.raises(
+        ValueError, match=r"trajectory 0 \('x'\): field 'advantages' has shape \(5,\), expected \(2,\)"
+    ):
         collate_policy([mutated])
     with pytest.raises(ValueError, match="'advantages' has shape"):
         _trajectory([1], [2, 3], [True, True], advantages=np.zeros(3))

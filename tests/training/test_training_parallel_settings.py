@@ -20,13 +20,18 @@ from lecritique.trajectory import Trajectory
 def _batches(count: int, seed: int = 3) -> list[list[Trajectory]]:
     rng = np.random.default_rng(seed)
     return [
-        [make_trajectory(rng, i, prompt_len=3, num_tokens=5 + i % 4, advantage=float(rng.normal())) for i in range(6)]
+        [
+            make_trajectory(rng, i, prompt_len=3, num_tokens=5 + i % 4, advantage=float(rng.normal()))
+            for i in range(6)
+        ]
         for _ in range(count)
     ]
 
 
 def _config(**settings: object) -> PolicyTrainerConfig:
-    return PolicyTrainerConfig.model_validate({"optimizer": {"lr": 1e-2}, "micro_batch_tokens": 30, **settings})
+    return PolicyTrainerConfig.model_validate(
+        {"optimizer": {"lr": 1e-2}, "micro_batch_tokens": 30, **settings}
+    )
 
 
 def test_activation_checkpointing_gives_the_same_steps_and_weights(tiny_llama_dir: Path) -> None:
@@ -41,7 +46,9 @@ def test_activation_checkpointing_gives_the_same_steps_and_weights(tiny_llama_di
         assert two["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-5)
     names = [name for name, _ in plain.model.named_parameters()]
     assert names == [name for name, _ in recomputing.model.named_parameters()]  # names unchanged
-    for (_, a), (_, b) in zip(plain.model.named_parameters(), recomputing.model.named_parameters(), strict=True):
+    for (_, a), (_, b) in zip(
+        plain.model.named_parameters(), recomputing.model.named_parameters(), strict=True
+    ):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
 
 
@@ -57,7 +64,11 @@ def test_mixed_precision_is_bf16_only_where_asked_or_on_gpus() -> None:
 
 
 def test_models_without_decoder_layer_classes_cannot_be_wrapped_per_layer() -> None:
-    model = BertModel(BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8, vocab_size=10))
+    model = BertModel(
+        BertConfig(
+            hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8, vocab_size=10
+        )
+    )
     model._no_split_modules = None
     with pytest.raises(ValueError, match="decoder-layer"):
         apply_activation_checkpointing(model)
@@ -71,7 +82,9 @@ def test_a_plain_bf16_process_uses_autocast_and_keeps_float32_weights(tiny_llama
     assert len(decoder_layers(trainer.model)) == 1
 
 
-def test_checkpoint_in_one_process_resumes_the_optimizer_and_step(tiny_llama_dir: Path, tmp_path: Path) -> None:
+def test_checkpoint_in_one_process_resumes_the_optimizer_and_step(
+    tiny_llama_dir: Path, tmp_path: Path
+) -> None:
     batches = _batches(4)
     straight = PolicyTrainer(tiny_llama_dir, _config())
     straight_metrics = [straight.train_step(batch) for batch in batches]
@@ -95,7 +108,9 @@ def test_checkpoint_in_one_process_resumes_the_optimizer_and_step(tiny_llama_dir
     resumed_metrics = [resumed.train_step(batch) for batch in batches[2:]]
     for one, two in zip(straight_metrics[2:], resumed_metrics, strict=True):
         assert two["loss"] == pytest.approx(one["loss"], rel=1e-6) and two["step"] == one["step"]
-    for (_, a), (_, b) in zip(straight.model.named_parameters(), resumed.model.named_parameters(), strict=True):
+    for (_, a), (_, b) in zip(
+        straight.model.named_parameters(), resumed.model.named_parameters(), strict=True
+    ):
         torch.testing.assert_close(b, a, rtol=0, atol=0)  # same process layout: bit for bit
 
     # Optimiser state only: the weights stay those of the trainer it is loaded into.
@@ -117,7 +132,9 @@ def test_an_unfinished_save_is_never_the_latest_checkpoint(tiny_llama_dir: Path,
     assert latest is not None and latest[0].step == 1
 
 
-def test_resume_restores_what_the_newest_checkpoint_holds_for_the_applied_step(tiny_llama_dir: Path, tmp_path: Path) -> None:
+def test_resume_restores_what_the_newest_checkpoint_holds_for_the_applied_step(
+    tiny_llama_dir: Path, tmp_path: Path
+) -> None:
     batches = _batches(3)
     trainer = PolicyTrainer(tiny_llama_dir, _config())
     checkpoints = TrainerCheckpoints(tmp_path / "ckpt", keep=3)

@@ -1,7 +1,7 @@
 """Run by test_weight_broadcast in real processes: a trainer publishing by broadcast, or a replica receiving.
 
-    python broadcast_worker.py publish ROOT MODEL_DIR RECEIVERS STEPS CONFIG_JSON OUT_DIR   (python or torchrun)
-    python broadcast_worker.py receive ROOT MODEL_DIR OUT_DIR
+python broadcast_worker.py publish ROOT MODEL_DIR RECEIVERS STEPS CONFIG_JSON OUT_DIR   (python or torchrun)
+python broadcast_worker.py receive ROOT MODEL_DIR OUT_DIR
 """
 
 from __future__ import annotations
@@ -34,13 +34,18 @@ def publish(root: Path, model_dir: str, receivers: int, steps: int, config_json:
     if settings.get("freeze_embeddings"):
         trainer.model.get_input_embeddings().weight.requires_grad_(False)
     transport = BroadcastTransport(
-        port=0, persist_every=settings.get("persist_every", 100), join_timeout_seconds=settings.get("join_timeout", 120)
+        port=0,
+        persist_every=settings.get("persist_every", 100),
+        join_timeout_seconds=settings.get("join_timeout", 120),
     )
     sync = WeightSync(trainer, WeightStore(root), "policy", transport, receivers)
     rng = np.random.default_rng(0)
     versions = []
     for _ in range(steps):
-        batch = [make_trajectory(rng, i, prompt_len=3, num_tokens=6, advantage=float(rng.normal())) for i in range(4)]
+        batch = [
+            make_trajectory(rng, i, prompt_len=3, num_tokens=6, advantage=float(rng.normal()))
+            for i in range(4)
+        ]
         trainer.train_step(batch)
         versions.append(sync.publish())
     trainer.save(out / "trainer")  # a collective under FSDP2
@@ -58,11 +63,16 @@ def receive(root: Path, model_dir: str, out: Path) -> None:
     lock = threading.Lock()
     versions: list[int] = []
     receiver = BroadcastReceiver(
-        WeightStore(root).role_dir("policy"), lambda: dict(model_tensors(model)), lambda: lock, versions.append
+        WeightStore(root).role_dir("policy"),
+        lambda: dict(model_tensors(model)),
+        lambda: lock,
+        versions.append,
     ).start()
     receiver._thread.join(timeout=300)
     model.save_pretrained(out)
-    (out / "receiver.json").write_text(json.dumps({"versions": versions, "tensors_received": receiver.tensors_received}))
+    (out / "receiver.json").write_text(
+        json.dumps({"versions": versions, "tensors_received": receiver.tensors_received})
+    )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,16 @@ def test_each_tensor_is_on_disk_before_the_next_one_is_asked_for(tmp_path: Path)
 
 def test_large_models_are_split_into_shards_with_an_index_that_from_pretrained_reads(tmp_path: Path) -> None:
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                         num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=True)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+    )
     model = LlamaForCausalLM(config)
     named = [(name, p.detach()) for name, p in model.named_parameters()]  # tied head appears once
     layout = [layout_of(name, tensor) for name, tensor in named]
@@ -90,6 +98,10 @@ def test_a_stream_out_of_step_with_its_layout_is_refused(tmp_path: Path) -> None
 
 
 def test_shard_plan_keeps_order_and_gives_an_oversized_tensor_its_own_file() -> None:
-    layout = [TensorLayout("a", "float32", (10,)), TensorLayout("b", "float32", (100,)), TensorLayout("c", "float32", (5,))]
+    layout = [
+        TensorLayout("a", "float32", (10,)),
+        TensorLayout("b", "float32", (100,)),
+        TensorLayout("c", "float32", (5,)),
+    ]
     assert [[e.name for e in shard] for shard in plan_shards(layout, 100)] == [["a"], ["b"], ["c"]]
     assert [[e.name for e in shard] for shard in plan_shards(layout, 1000)] == [["a", "b", "c"]]

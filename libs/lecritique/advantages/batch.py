@@ -63,7 +63,9 @@ class AdvantageBatch:
         rewards_f = _checked_rewards(rewards)
         group_np = _to_numpy(group_ids)
         if group_np.shape != rewards_f.shape:
-            raise ValueError(f"group_ids must have shape [{rewards_f.shape[0]}] like rewards, got {group_np.shape}")
+            raise ValueError(
+                f"group_ids must have shape [{rewards_f.shape[0]}] like rewards, got {group_np.shape}"
+            )
         if not np.issubdtype(group_np.dtype, np.integer):
             raise ValueError(f"group_ids must be integers, got dtype {group_np.dtype}")
         mask_np = _checked_mask(mask, rewards_f.shape[0])
@@ -72,7 +74,9 @@ class AdvantageBatch:
         if step_ids is not None:
             steps_np = _to_numpy(step_ids)
             if steps_np.shape != mask_np.shape:
-                raise ValueError(f"step_ids must have the shape of mask {mask_np.shape}, got {steps_np.shape}")
+                raise ValueError(
+                    f"step_ids must have the shape of mask {mask_np.shape}, got {steps_np.shape}"
+                )
             if not np.issubdtype(steps_np.dtype, np.integer):
                 raise ValueError(f"step_ids must be integers, got dtype {steps_np.dtype}")
             steps_i = steps_np.astype(np.int64)
@@ -85,7 +89,9 @@ class AdvantageBatch:
         object.__setattr__(self, "returns_torch", _is_torch(rewards))
 
     @classmethod
-    def from_trajectories(cls, trajectories: Sequence[Trajectory], *, values_needed_by: str | None = None) -> AdvantageBatch:
+    def from_trajectories(
+        cls, trajectories: Sequence[Trajectory], *, values_needed_by: str | None = None
+    ) -> AdvantageBatch:
         """The batch of ``trajectories``, each row right-padded to the longest one.
 
         Values come with the trajectories that carry them (the value evaluator's); a batch mixes

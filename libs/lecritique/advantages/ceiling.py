@@ -43,7 +43,9 @@ def critic_ev(rewards: np.ndarray, values: np.ndarray) -> float:
     return 1.0 - float(((rewards - values[:, None]) ** 2).mean()) / total
 
 
-def probe_summary(rewards: np.ndarray, values: np.ndarray, *, bootstrap: int = 200, seed: int = 0) -> dict[str, Any]:
+def probe_summary(
+    rewards: np.ndarray, values: np.ndarray, *, bootstrap: int = 200, seed: int = 0
+) -> dict[str, Any]:
     """Ceiling, critic EV and their ratio on ``rewards`` [n, K] with ``values`` [n], each with a
     bootstrap standard error over states (one state per episode, so states are independent).
 
@@ -56,7 +58,9 @@ def probe_summary(rewards: np.ndarray, values: np.ndarray, *, bootstrap: int = 2
     evs = np.array([critic_ev(rewards[d], values[d]) for d in draws])
     fraction = ev / ceiling if ceiling > 0 else None
     return {
-        "ceiling": ceiling, "ceiling_se": float(np.nanstd(ceilings)),
-        "critic_ev": ev, "critic_ev_se": float(np.nanstd(evs)),
+        "ceiling": ceiling,
+        "ceiling_se": float(np.nanstd(ceilings)),
+        "critic_ev": ev,
+        "critic_ev_se": float(np.nanstd(evs)),
         "fraction": fraction,
     }

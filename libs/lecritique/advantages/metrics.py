@@ -97,7 +97,9 @@ VALUE_EV_BUCKETS = 4
 buckets (TETHER with ``buckets > 1`` uses its own, so each rho_m has its EV next to it)."""
 
 
-def bucket_explained_variance(values: Any, returns: Any, mask: Any, buckets: int, max_length: int) -> FloatArray:
+def bucket_explained_variance(
+    values: Any, returns: Any, mask: Any, buckets: int, max_length: int
+) -> FloatArray:
     """The critic's explained variance on the policy tokens of each response-position bucket
     (``buckets`` uniform bins of [0, max_length), :func:`~lecritique.advantages.positions.position_buckets`);
     NaN where undefined (no tokens, or equal returns in the bucket)."""

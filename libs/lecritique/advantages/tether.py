@@ -20,7 +20,9 @@ def _per_bucket_sum(weights: FloatArray, bucket: IntArray | None, buckets: int) 
     """Sum of ``weights`` per bucket (the whole sum when there is one bucket)."""
     if bucket is None:
         return np.array([weights.sum()])
-    sums: FloatArray = np.bincount(bucket.ravel(), weights=weights.ravel(), minlength=buckets).astype(np.float64)
+    sums: FloatArray = np.bincount(bucket.ravel(), weights=weights.ravel(), minlength=buckets).astype(
+        np.float64
+    )
     return sums
 
 
@@ -131,7 +133,9 @@ class TetherEstimator(AdvantageEstimator):
     def update(self, batch: AdvantageBatch) -> None:
         fitted = self.fit(batch)
         defined = ~np.isnan(fitted)
-        self.rho = np.where(defined, self.ema_decay * self.rho + (1 - self.ema_decay) * np.nan_to_num(fitted), self.rho)
+        self.rho = np.where(
+            defined, self.ema_decay * self.rho + (1 - self.ema_decay) * np.nan_to_num(fitted), self.rho
+        )
         self.last_fit = fitted
         self.updates += 1
 

@@ -23,29 +23,50 @@ if TYPE_CHECKING:
 API_FACTORY = "services.api.app:create_app_from_env"
 """The API service's application factory, as uvicorn names it."""
 
-api_app = typer.Typer(name="api", help="The REST API (submit, inspect and cancel experiments).", no_args_is_help=True)
+api_app = typer.Typer(
+    name="api", help="The REST API (submit, inspect and cancel experiments).", no_args_is_help=True
+)
 
 
 @api_app.command("serve")
 def serve(
     redis_url: Annotated[
-        str | None, typer.Option(envvar=["LECRITIQUE_API_REDIS_URL", "REDIS_URL"], help="Redis for experiment records (--dev: an embedded one).")
+        str | None,
+        typer.Option(
+            envvar=["LECRITIQUE_API_REDIS_URL", "REDIS_URL"],
+            help="Redis for experiment records (--dev: an embedded one).",
+        ),
     ] = None,
     dev: Annotated[
-        bool, typer.Option("--dev", help="This machine only: start an embedded Redis (as `lecritique run` does), make a token "
-                           "for tenant 'dev' (printed once) and use the local launcher.")
+        bool,
+        typer.Option(
+            "--dev",
+            help="This machine only: start an embedded Redis (as `lecritique run` does), make a token "
+            "for tenant 'dev' (printed once) and use the local launcher.",
+        ),
     ] = False,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(envvar="LECRITIQUE_API_PORT", help="HTTP port.")] = 8000,
-    launcher: Annotated[str, typer.Option(envvar="LECRITIQUE_API_LAUNCHER", help="local or kubernetes.")] = "local",
+    launcher: Annotated[
+        str, typer.Option(envvar="LECRITIQUE_API_LAUNCHER", help="local or kubernetes.")
+    ] = "local",
     tokens_file: Annotated[
-        Path | None, typer.Option(envvar="LECRITIQUE_API_TOKENS_FILE", help="JSON of tenant -> sha256:<hex> token hash.")
+        Path | None,
+        typer.Option(envvar="LECRITIQUE_API_TOKENS_FILE", help="JSON of tenant -> sha256:<hex> token hash."),
     ] = None,
-    runs_dir: Annotated[Path, typer.Option(envvar="LECRITIQUE_API_RUNS_DIR", help="Local launcher: run directories.")] = Path("runs"),
+    runs_dir: Annotated[
+        Path, typer.Option(envvar="LECRITIQUE_API_RUNS_DIR", help="Local launcher: run directories.")
+    ] = Path("runs"),
     launcher_defaults: Annotated[
-        Path | None, typer.Option(envvar="LECRITIQUE_API_LAUNCHER_DEFAULTS", help="Kubernetes launcher: the chart's launcher-defaults.json.")
+        Path | None,
+        typer.Option(
+            envvar="LECRITIQUE_API_LAUNCHER_DEFAULTS",
+            help="Kubernetes launcher: the chart's launcher-defaults.json.",
+        ),
     ] = None,
-    reconcile_seconds: Annotated[float, typer.Option(envvar="LECRITIQUE_API_RECONCILE_SECONDS", help="Status refresh period.")] = 15.0,
+    reconcile_seconds: Annotated[
+        float, typer.Option(envvar="LECRITIQUE_API_RECONCILE_SECONDS", help="Status refresh period.")
+    ] = 15.0,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "info",
 ) -> None:
     """Serve the REST API with uvicorn (OpenAPI at /docs). Every other setting (tokens, tenant
@@ -60,8 +81,12 @@ def serve(
             raise typer.BadParameter("--dev runs experiments on this machine: it needs --launcher local")
         redis_url, redis, token = _dev_setup(runs_dir, host, port)
     elif not redis_url:
-        typer.secho("error: the API needs a Redis: give --redis-url (or LECRITIQUE_API_REDIS_URL), or run "
-                    "`lecritique api serve --dev` for an embedded one on this machine (docs/deployment.md, Local mode)", fg="red", err=True)
+        typer.secho(
+            "error: the API needs a Redis: give --redis-url (or LECRITIQUE_API_REDIS_URL), or run "
+            "`lecritique api serve --dev` for an embedded one on this machine (docs/deployment.md, Local mode)",
+            fg="red",
+            err=True,
+        )
         raise typer.Exit(2)
     options = {
         "LECRITIQUE_API_REDIS_URL": redis_url,
@@ -111,7 +136,9 @@ def _dev_setup(runs_dir: Path, host: str, port: int) -> tuple[str, EmbeddedRedis
 @api_app.command("hash-token")
 def hash_token_command(
     tenant: Annotated[str, typer.Argument(help="Tenant the token belongs to.")],
-    stdin: Annotated[bool, typer.Option("--stdin", help="Hash the token read from stdin instead of making a new one.")] = False,
+    stdin: Annotated[
+        bool, typer.Option("--stdin", help="Hash the token read from stdin instead of making a new one.")
+    ] = False,
 ) -> None:
     """Make a bearer token and print it with the hash to configure (only the hash is stored): as a
     Helm value, a --tokens-file entry and the LECRITIQUE_API_TOKENS variable."""
@@ -119,12 +146,16 @@ def hash_token_command(
     if not token:
         raise typer.BadParameter("empty token on stdin")
     if not is_tenant_name(tenant):
-        raise typer.BadParameter(f"tenant name {tenant[:80]!r} must be 1-63 of a-z 0-9 _ . - (starting alphanumeric)")
+        raise typer.BadParameter(
+            f"tenant name {tenant[:80]!r} must be 1-63 of a-z 0-9 _ . - (starting alphanumeric)"
+        )
     digest = hash_token(token)
     if not stdin:
         typer.echo(f"token (give it to {tenant}; it is not stored anywhere): {token}")
     typer.echo(f"hash: {digest}")
     typer.echo(f"helm: --set api.auth.tokens.{tenant}={digest}")
     entry = json.dumps({tenant: digest})
-    typer.echo(f"tokens file (lecritique api serve --tokens-file FILE; a JSON object, one entry per tenant): {entry}")
+    typer.echo(
+        f"tokens file (lecritique api serve --tokens-file FILE; a JSON object, one entry per tenant): {entry}"
+    )
     typer.echo(f"or the variable: export LECRITIQUE_API_TOKENS='{entry}'")

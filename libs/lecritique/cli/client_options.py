@@ -15,7 +15,10 @@ if TYPE_CHECKING:
 
 ApiOption = Annotated[
     str | None,
-    typer.Option("--api", help="REST API base URL (default: LECRITIQUE_API_URL, the login file, http://127.0.0.1:8000)."),
+    typer.Option(
+        "--api",
+        help="REST API base URL (default: LECRITIQUE_API_URL, the login file, http://127.0.0.1:8000).",
+    ),
 ]
 PollOption = Annotated[float, typer.Option(help="Seconds between status polls while waiting.")]
 
@@ -46,8 +49,11 @@ def exit_for(error: Exception) -> NoReturn:
 
     typer.secho(f"error: {error}", fg="red", err=True)
     if isinstance(error, Unavailable) and "cannot reach the API" in str(error):
-        typer.echo("is the API running? `lecritique api serve --dev` starts one on this machine "
-                   "(docs/deployment.md, Local mode); --api or LECRITIQUE_API_URL names another", err=True)
+        typer.echo(
+            "is the API running? `lecritique api serve --dev` starts one on this machine "
+            "(docs/deployment.md, Local mode); --api or LECRITIQUE_API_URL names another",
+            err=True,
+        )
     raise typer.Exit(EXIT_CODES.get(error.status or 0, 1) if isinstance(error, ApiError) else 1) from None
 
 
@@ -71,7 +77,8 @@ def progress_printer() -> Callable[[Experiment], None]:
         print(
             f"{experiment.id} {experiment.status:<10} {where}  reward {_number(row, 'reward_mean')}"
             f"  EV {_number(row, 'value_explained_variance')}  rho {_number(row, 'tether_rho')}",
-            file=sys.stderr, flush=True,
+            file=sys.stderr,
+            flush=True,
         )
 
     return show
@@ -82,5 +89,9 @@ def finish_waiting(experiment: Experiment) -> None:
     if experiment.status == "succeeded":
         typer.echo(f"{experiment.id} succeeded at step {experiment.step}", err=True)
         return
-    typer.secho(f"{experiment.id} {experiment.status}" + (f": {experiment.error}" if experiment.error else ""), fg="red", err=True)
+    typer.secho(
+        f"{experiment.id} {experiment.status}" + (f": {experiment.error}" if experiment.error else ""),
+        fg="red",
+        err=True,
+    )
     raise typer.Exit(1)

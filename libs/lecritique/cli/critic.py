@@ -13,18 +13,30 @@ critic_app = typer.Typer(help="Critic tools: offline pretraining.", no_args_is_h
 
 @critic_app.command()
 def pretrain(
-    spec: Annotated[Path, typer.Argument(help="Experiment spec (YAML or JSON) whose critic is pretrained.", exists=True, dir_okay=False)],
+    spec: Annotated[
+        Path,
+        typer.Argument(
+            help="Experiment spec (YAML or JSON) whose critic is pretrained.", exists=True, dir_okay=False
+        ),
+    ],
     out: Annotated[Path, typer.Option(help="Output directory (created; an existing one is resumed).")],
     policy: Annotated[
-        list[str] | None, typer.Option("--policy", help="Another policy to play (repeatable): a checkpoint of an earlier run.")
+        list[str] | None,
+        typer.Option("--policy", help="Another policy to play (repeatable): a checkpoint of an earlier run."),
     ] = None,
     spec_policy: Annotated[bool, typer.Option(help="Whether the spec's own policy plays too.")] = True,
-    tasks_per_policy: Annotated[int, typer.Option(help="Tasks each policy plays (rollout.group_size episodes each).")] = 256,
-    held_out_fraction: Annotated[float, typer.Option(help="Share of tasks held out for the EV plateau.")] = 0.2,
+    tasks_per_policy: Annotated[
+        int, typer.Option(help="Tasks each policy plays (rollout.group_size episodes each).")
+    ] = 256,
+    held_out_fraction: Annotated[
+        float, typer.Option(help="Share of tasks held out for the EV plateau.")
+    ] = 0.2,
     max_epochs: Annotated[int, typer.Option(help="Epochs at most.")] = 50,
     patience: Annotated[int, typer.Option(help="Epochs without held-out EV gain before stopping.")] = 3,
     min_delta: Annotated[float, typer.Option(help="Held-out EV gain that counts as progress.")] = 0.005,
-    batch_size: Annotated[int | None, typer.Option(help="Trajectories per update (default: the spec's critic batch size).")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="Trajectories per update (default: the spec's critic batch size).")
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed (default: the spec's).")] = None,
     cache_dir: Annotated[Path | None, typer.Option(help="Cache of built tiny models.")] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
@@ -33,7 +45,9 @@ def pretrain(
     """Play the spec's policy (and --policy checkpoints) with the critic's own privileged contexts,
     train the spec's discriminative critic on the returns to a held-out EV plateau, and save it as
     OUT/critic: name it as critic.model_path in a later run."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s pretrain %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s pretrain %(levelname)s %(name)s: %(message)s"
+    )
     from rich.console import Console
 
     from lecritique.config import SpecError, load_spec
@@ -42,9 +56,15 @@ def pretrain(
 
     console = Console(soft_wrap=True)  # messages whole: the terminal wraps, a log keeps them on one line
     settings = {
-        "policies": policy or [], "include_spec_policy": spec_policy, "tasks_per_policy": tasks_per_policy,
-        "held_out_fraction": held_out_fraction, "max_epochs": max_epochs, "patience": patience,
-        "min_delta": min_delta, "batch_size": batch_size, "seed": seed,
+        "policies": policy or [],
+        "include_spec_policy": spec_policy,
+        "tasks_per_policy": tasks_per_policy,
+        "held_out_fraction": held_out_fraction,
+        "max_epochs": max_epochs,
+        "patience": patience,
+        "min_delta": min_delta,
+        "batch_size": batch_size,
+        "seed": seed,
     }
     try:
         experiment = load_spec(spec)

@@ -12,19 +12,34 @@ import typer
 def critic_eval(
     out: Annotated[Path, typer.Option(help="Output directory: critic_eval.json, .md, .png.")],
     spec: Annotated[
-        Path | None, typer.Argument(help="critic-eval spec (YAML): policy, environment, critics. Not an experiment spec: use --run.", dir_okay=False)
+        Path | None,
+        typer.Argument(
+            help="critic-eval spec (YAML): policy, environment, critics. Not an experiment spec: use --run.",
+            dir_okay=False,
+        ),
     ] = None,
     run: Annotated[
-        Path | None, typer.Option("--run", help="A run folder (`lecritique run --out`): its spec.json, newest policy and critic.", file_okay=False)
+        Path | None,
+        typer.Option(
+            "--run",
+            help="A run folder (`lecritique run --out`): its spec.json, newest policy and critic.",
+            file_okay=False,
+        ),
     ] = None,
-    tasks: Annotated[int | None, typer.Option(help="With --run: held-out tasks the states come from.")] = None,
+    tasks: Annotated[
+        int | None, typer.Option(help="With --run: held-out tasks the states come from.")
+    ] = None,
     states: Annotated[int | None, typer.Option(help="With --run: states measured.")] = None,
-    continuations: Annotated[int | None, typer.Option(help="With --run: Monte-Carlo continuations per state.")] = None,
+    continuations: Annotated[
+        int | None, typer.Option(help="With --run: Monte-Carlo continuations per state.")
+    ] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Value MSE, ev_var, top-1 ranking accuracy and the oracle ceiling of every critic (GenAC §6.3)."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s critic-eval %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s critic-eval %(levelname)s %(name)s: %(message)s"
+    )
     from rich.console import Console
     from rich.table import Table
 
@@ -58,7 +73,9 @@ def _spec(spec: Path | None, run: Path | None, settings: dict[str, Any]) -> Any:
     from lecritique.critic_eval.from_run import spec_from_run
 
     if (spec is None) == (run is None):
-        raise SpecError("name either a critic-eval spec (SPEC) or a run folder (--run RUN_DIR), not both and not neither")
+        raise SpecError(
+            "name either a critic-eval spec (SPEC) or a run folder (--run RUN_DIR), not both and not neither"
+        )
     if run is not None:
         return spec_from_run(run, **{key: value for key, value in settings.items() if value is not None})
     assert spec is not None

@@ -11,7 +11,9 @@ import typer
 
 from lecritique.cli.client_options import ApiOption, PollOption, api_client, finish_waiting, progress_printer
 
-experiments_app = typer.Typer(name="experiments", help="Experiments submitted to the REST API.", no_args_is_help=True)
+experiments_app = typer.Typer(
+    name="experiments", help="Experiments submitted to the REST API.", no_args_is_help=True
+)
 IdArgument = Annotated[str, typer.Argument(help="Experiment id (exp-...).")]
 
 
@@ -25,13 +27,20 @@ def list_experiments(
     with api_client(api) as client:
         experiments = client.list(limit=limit, offset=offset)
     if not experiments:
-        typer.echo("no experiments" + (f" after the first {offset}" if offset else "") + ": `lecritique submit SPEC` starts one", err=True)
+        typer.echo(
+            "no experiments"
+            + (f" after the first {offset}" if offset else "")
+            + ": `lecritique submit SPEC` starts one",
+            err=True,
+        )
         return
     typer.echo(f"{'ID':<14}  {'STATUS':<10}  {'STEP':>6}  {'SUBMITTED':<16}  NAME")
     for experiment in experiments:
         created = datetime.datetime.fromtimestamp(experiment.created_at).strftime("%Y-%m-%d %H:%M")
         step = "-" if experiment.step is None else str(experiment.step)
-        typer.echo(f"{experiment.id:<14}  {experiment.status:<10}  {step:>6}  {created:<16}  {experiment.name}")
+        typer.echo(
+            f"{experiment.id:<14}  {experiment.status:<10}  {step:>6}  {created:<16}  {experiment.name}"
+        )
 
 
 @experiments_app.command("get")
@@ -57,7 +66,10 @@ def metrics(
 def logs(
     experiment_id: IdArgument,
     api: ApiOption = None,
-    component: Annotated[str, typer.Option(help="run (the console of lecritique run) or a service: orchestrator, rollout-0, ...")] = "run",
+    component: Annotated[
+        str,
+        typer.Option(help="run (the console of lecritique run) or a service: orchestrator, rollout-0, ..."),
+    ] = "run",
     tail: Annotated[int, typer.Option(help="Last lines.")] = 200,
 ) -> None:
     """The last lines of a local run's log."""

@@ -13,7 +13,9 @@ from lecritique.cli.client_options import ApiOption, exit_for, show_retry
 
 def login(
     api: ApiOption = None,
-    token_stdin: Annotated[bool, typer.Option("--token-stdin", help="Read the token from stdin instead of a prompt.")] = False,
+    token_stdin: Annotated[
+        bool, typer.Option("--token-stdin", help="Read the token from stdin instead of a prompt.")
+    ] = False,
 ) -> None:
     """Ask for your token, check it with the API, and save both in the client config file (mode 0600)."""
     from lecritique.client import ApiError, LecritiqueClient, Unauthorized
@@ -30,8 +32,12 @@ def login(
         with LecritiqueClient(url, token, on_retry=show_retry) as client:
             client.list(limit=1)  # a wrong token stops here (401): nothing is saved
     except Unauthorized:
-        typer.secho(f"error: the API at {url} refused this token; nothing was saved. Check it with whoever runs the API "
-                    "(`lecritique api hash-token TENANT` makes a token and the hash the API must be given)", fg="red", err=True)
+        typer.secho(
+            f"error: the API at {url} refused this token; nothing was saved. Check it with whoever runs the API "
+            "(`lecritique api hash-token TENANT` makes a token and the hash the API must be given)",
+            fg="red",
+            err=True,
+        )
         raise typer.Exit(3) from None
     except (ApiError, TimeoutError, ValueError, OSError) as error:
         exit_for(error)

@@ -36,7 +36,12 @@ app = typer.Typer(
 @app.callback()
 def main(
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Keep third-party progress bars and load reports (Hugging Face) in the output.")
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Keep third-party progress bars and load reports (Hugging Face) in the output.",
+        ),
     ] = False,
 ) -> None:
     """lecritique command line."""

@@ -18,12 +18,19 @@ def build_tiny_command(
     task: Annotated[str, typer.Option(help="Tiny task name (see `lecritique models tasks`).")],
     out: Annotated[Path, typer.Option(help="Directory that receives the model (a copy of the cache entry).")],
     seed: Annotated[int, typer.Option(help="Seed of initialisation, data and evaluation.")] = 0,
-    minutes: Annotated[float, typer.Option(help="Wall-clock guard on training; a build cut by it is not cached.")] = 6.0,
+    minutes: Annotated[
+        float, typer.Option(help="Wall-clock guard on training; a build cut by it is not cached.")
+    ] = 6.0,
     max_steps: Annotated[int | None, typer.Option(help="Step budget (default: the task's).")] = None,
     force: Annotated[bool, typer.Option(help="Replace OUT if it holds something else.")] = False,
-    cache_dir: Annotated[Path | None, typer.Option(help="Cache root (default: $LECRITIQUE_CACHE/tiny).")] = None,
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="Cache root (default: $LECRITIQUE_CACHE/tiny).")
+    ] = None,
     config: Annotated[
-        Path | None, typer.Option(help="YAML/JSON file of further TinyBuildConfig fields (architecture, batch_size, ...).")
+        Path | None,
+        typer.Option(
+            help="YAML/JSON file of further TinyBuildConfig fields (architecture, batch_size, ...)."
+        ),
     ] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
@@ -34,13 +41,17 @@ def build_tiny_command(
     from lecritique.tinybuild import TINY_TASKS, TinyBuildConfig, build_tiny_model
 
     if task not in TINY_TASKS:
-        raise typer.BadParameter(f"unknown tiny task {task!r}; known: {', '.join(sorted(TINY_TASKS))}", param_hint="--task")
+        raise typer.BadParameter(
+            f"unknown tiny task {task!r}; known: {', '.join(sorted(TINY_TASKS))}", param_hint="--task"
+        )
     import yaml
     from pydantic import ValidationError
 
     settings = yaml.safe_load(config.read_text()) if config is not None else {}
     if not isinstance(settings, dict):
-        raise typer.BadParameter(f"{config} must hold a mapping of TinyBuildConfig fields", param_hint="--config")
+        raise typer.BadParameter(
+            f"{config} must hold a mapping of TinyBuildConfig fields", param_hint="--config"
+        )
     settings.update(task=task, seed=seed, max_minutes=minutes)
     if max_steps is not None:
         settings["max_steps"] = max_steps

@@ -14,22 +14,32 @@ def _addresses(value: str | None) -> list[str]:
 
 
 def orchestrate(
-    spec: Annotated[Path, typer.Option(help="Resolved experiment spec (YAML or JSON).", exists=True, dir_okay=False)],
+    spec: Annotated[
+        Path, typer.Option(help="Resolved experiment spec (YAML or JSON).", exists=True, dir_okay=False)
+    ],
     out: Annotated[Path, typer.Option(help="Run directory: metrics.jsonl, checkpoints.")],
     rollout: Annotated[str, typer.Option(help="Rollout addresses, comma-separated host:port.")],
     environment: Annotated[str, typer.Option(help="Environment-verifier addresses.")],
     policy_trainer: Annotated[str, typer.Option(help="Policy-trainer address.")],
     value_evaluator: Annotated[str | None, typer.Option(help="Value-evaluator addresses.")] = None,
     value_trainer: Annotated[str | None, typer.Option(help="Value-trainer address.")] = None,
-    weights_dir: Annotated[Path | None, typer.Option(help="Weight store root (default: OUT/weights).")] = None,
-    redis_url: Annotated[str | None, typer.Option(envvar="REDIS_URL", help="Redis URL (replay, records).")] = None,
+    weights_dir: Annotated[
+        Path | None, typer.Option(help="Weight store root (default: OUT/weights).")
+    ] = None,
+    redis_url: Annotated[
+        str | None, typer.Option(envvar="REDIS_URL", help="Redis URL (replay, records).")
+    ] = None,
     experiment: Annotated[str | None, typer.Option(help="Experiment id (default: the spec's name).")] = None,
-    metrics_port: Annotated[int | None, typer.Option(help="Prometheus /metrics port (0: any free port).")] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Prometheus /metrics port (0: any free port).")
+    ] = None,
     port_file: Annotated[Path | None, typer.Option(help="Write the bound metrics port here as JSON.")] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Run the policy loop of one experiment against running services; resumes from OUT's checkpoint."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s orchestrator %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s orchestrator %(levelname)s %(name)s: %(message)s"
+    )
     from prometheus_client import start_http_server
 
     from lecritique.config import load_spec

@@ -9,7 +9,9 @@ import typer
 
 
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory holding metrics.jsonl.", exists=True, file_okay=False)],
+    run_dir: Annotated[
+        Path, typer.Argument(help="Run directory holding metrics.jsonl.", exists=True, file_okay=False)
+    ],
 ) -> None:
     """Write RUN_DIR/report.png (reward, explained variance, rho) and RUN_DIR/report.md."""
     from lecritique.reporting import write_report

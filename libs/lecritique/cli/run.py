@@ -15,16 +15,33 @@ if TYPE_CHECKING:
 
 
 def run(
-    spec: Annotated[Path, typer.Argument(help="Experiment spec (YAML or JSON).", exists=True, dir_okay=False)],
+    spec: Annotated[
+        Path, typer.Argument(help="Experiment spec (YAML or JSON).", exists=True, dir_okay=False)
+    ],
     out: Annotated[Path, typer.Option(help="Run directory (created; an existing one is resumed).")],
-    redis_url: Annotated[str | None, typer.Option(envvar="REDIS_URL", help="Use this Redis instead of an embedded one.")] = None,
+    redis_url: Annotated[
+        str | None, typer.Option(envvar="REDIS_URL", help="Use this Redis instead of an embedded one.")
+    ] = None,
     cache_dir: Annotated[Path | None, typer.Option(help="Cache of built tiny models.")] = None,
     experiment_id: Annotated[
-        str | None, typer.Option("--experiment", help="Experiment id (Redis keys, metric labels); default: the spec's name.")
+        str | None,
+        typer.Option(
+            "--experiment", help="Experiment id (Redis keys, metric labels); default: the spec's name."
+        ),
     ] = None,
     log_level: Annotated[str, typer.Option(help="Logging level of this launcher.")] = "WARNING",
-    force: Annotated[bool, typer.Option("--force", help="Start again from scratch: delete OUT's contents first (a finished run too).")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Keep Hugging Face's progress bars and load reports in the logs.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Start again from scratch: delete OUT's contents first (a finished run too)."
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Keep Hugging Face's progress bars and load reports in the logs."
+        ),
+    ] = False,
 ) -> None:
     """Start every service on loopback, run the experiment, stop everything, write the report.
 
@@ -152,7 +169,10 @@ def _follow(launcher: Any, steps: int, console: Any, resumed_at: int = 0) -> int
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
         TextColumn("{task.fields[summary]}"),
     )
     with Progress(*columns, console=console) as progress:
@@ -162,10 +182,15 @@ def _follow(launcher: Any, steps: int, console: Any, resumed_at: int = 0) -> int
         def on_metrics(row: dict[str, Any]) -> None:
             def fmt(key: str) -> str:
                 value = row.get(key)
-                return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+                return (
+                    "-"
+                    if value is None or (isinstance(value, float) and math.isnan(value))
+                    else f"{value:.3f}"
+                )
 
             progress.update(
-                task, completed=row["step"],
+                task,
+                completed=row["step"],
                 summary=f"reward {fmt('reward_mean')}  EV {fmt('value_explained_variance')}  rho {fmt('tether_rho')}",
             )
 
@@ -180,7 +205,11 @@ def _fmt(row: dict[str, Any], key: str) -> str:
 
 def _follow_plain(launcher: Any, steps: int, console: Any, resumed_at: int) -> int:
     """Outside a terminal (a log, a pipe, the API's local launcher): one line per policy step."""
-    console.print("warming up the critic, then the policy steps" if resumed_at == 0 else f"resuming after step {resumed_at}")
+    console.print(
+        "warming up the critic, then the policy steps"
+        if resumed_at == 0
+        else f"resuming after step {resumed_at}"
+    )
 
     def on_metrics(row: dict[str, Any]) -> None:
         console.print(

@@ -41,7 +41,9 @@ def serve(
     service: Annotated[Service, typer.Argument(help="Which service to run.")],
     spec: Annotated[Path, typer.Option(help="Experiment spec (YAML or JSON).", exists=True, dir_okay=False)],
     port: Annotated[int, typer.Option(help="gRPC port (0: any free port, see --port-file).")] = 0,
-    metrics_port: Annotated[int | None, typer.Option(help="Prometheus /metrics port (0: any free port).")] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Prometheus /metrics port (0: any free port).")
+    ] = None,
     experiment: Annotated[str | None, typer.Option(help="Experiment id (default: the spec's name).")] = None,
     weights_dir: Annotated[Path, typer.Option(help="Root of the weight store.")] = Path("weights"),
     redis_url: Annotated[str | None, typer.Option(envvar="REDIS_URL", help="Redis URL.")] = None,
@@ -51,7 +53,9 @@ def serve(
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Run one lecritique service until SIGTERM/SIGINT."""
-    logging.basicConfig(level=log_level.upper(), format=f"%(asctime)s {service.value} %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(), format=f"%(asctime)s {service.value} %(levelname)s %(name)s: %(message)s"
+    )
     from lecritique.config import load_spec
 
     experiment_id = experiment or load_spec(spec).name

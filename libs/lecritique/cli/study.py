@@ -11,14 +11,29 @@ from lecritique.cli.client_options import ApiOption
 
 
 def study(
-    spec: Annotated[Path, typer.Argument(help="Study spec (YAML): base spec, variants, seeds.", exists=True, dir_okay=False)],
+    spec: Annotated[
+        Path,
+        typer.Argument(help="Study spec (YAML): base spec, variants, seeds.", exists=True, dir_okay=False),
+    ],
     out: Annotated[Path, typer.Option(help="Study folder (created; an existing one is resumed).")],
-    quick: Annotated[bool, typer.Option("--quick", help="The spec's quick profile: 1 seed, few steps, 2 variants.")] = False,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="The spec's quick profile: 1 seed, few steps, 2 variants.")
+    ] = False,
     api: ApiOption = None,
-    ceiling: Annotated[bool, typer.Option(help="Probe the oracle ceiling on the critic variants' final checkpoints.")] = True,
-    report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: report the runs in --out (or its study.json alone).")] = False,
+    ceiling: Annotated[
+        bool, typer.Option(help="Probe the oracle ceiling on the critic variants' final checkpoints.")
+    ] = True,
+    report_only: Annotated[
+        bool,
+        typer.Option(
+            "--report-only", help="Run nothing: report the runs in --out (or its study.json alone)."
+        ),
+    ] = False,
     doc: Annotated[
-        Path | None, typer.Option(help="Also put this study's tables into DOC's generated block, its data into DOC's .json, its figure beside it.")
+        Path | None,
+        typer.Option(
+            help="Also put this study's tables into DOC's generated block, its data into DOC's .json, its figure beside it."
+        ),
     ] = None,
 ) -> None:
     """Run every (variant, seed) experiment, resumably, then write study.json, study.md, study.png.

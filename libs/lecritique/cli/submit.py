@@ -11,8 +11,13 @@ from lecritique.cli.client_options import ApiOption, PollOption, api_client, fin
 
 
 def submit(
-    spec: Annotated[Path, typer.Argument(help="Experiment spec (YAML or JSON), sent as written.", exists=True, dir_okay=False)],
-    wait: Annotated[bool, typer.Option("--wait", help="Follow its progress until it ends; exit 1 unless it succeeded.")] = False,
+    spec: Annotated[
+        Path,
+        typer.Argument(help="Experiment spec (YAML or JSON), sent as written.", exists=True, dir_okay=False),
+    ],
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Follow its progress until it ends; exit 1 unless it succeeded.")
+    ] = False,
     api: ApiOption = None,
     poll: PollOption = 5.0,
 ) -> None:
@@ -25,10 +30,16 @@ def submit(
 
     document = spec_document(spec)
     environment = document.get("environment") or {}
-    if isinstance(environment, dict) and isinstance(environment.get("path"), str) and not Path(environment["path"]).is_absolute():
+    if (
+        isinstance(environment, dict)
+        and isinstance(environment.get("path"), str)
+        and not Path(environment["path"]).is_absolute()
+    ):
         typer.secho(
             f"warning: environment.path {environment['path']!r} is relative; the API reads it where the experiment runs, "
-            "not next to this file: give an absolute path there", fg="yellow", err=True,
+            "not next to this file: give an absolute path there",
+            fg="yellow",
+            err=True,
         )
     with api_client(api) as client:
         experiment = client.submit(document)

@@ -48,14 +48,26 @@ def spec_document(spec: Mapping[str, Any] | str | Path | Any) -> dict[str, Any]:
 
 class LecritiqueClient:
     def __init__(
-        self, api_url: str | None = None, token: str | None = None, *, timeout: float = 60.0,
-        retry: RetryPolicy | None = None, sleep: Callable[[float], None] = time.sleep, on_retry: RetryCallback | None = None,
+        self,
+        api_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 60.0,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        on_retry: RetryCallback | None = None,
     ) -> None:
         """``on_retry`` sees each failed try before the wait that follows it (the commands print it)."""
         settings = resolve_settings(api_url, token)
         self.api_url = settings.api_url
         self._transport = Transport(
-            settings.api_url, settings.token, timeout=timeout, retry=retry, sleep=sleep, token_source=settings.token_source, on_retry=on_retry,
+            settings.api_url,
+            settings.token,
+            timeout=timeout,
+            retry=retry,
+            sleep=sleep,
+            token_source=settings.token_source,
+            on_retry=on_retry,
         )
         self._sleep = sleep
 
@@ -69,26 +81,40 @@ class LecritiqueClient:
         self._transport.close()
 
     # ---- experiments -----------------------------------------------------------------------
-    def submit(self, spec: Mapping[str, Any] | str | Path | Any, idempotency_key: str | None = None) -> Experiment:
+    def submit(
+        self, spec: Mapping[str, Any] | str | Path | Any, idempotency_key: str | None = None
+    ) -> Experiment:
         """Submit a spec; retries reuse one Idempotency-Key, so at most one experiment starts."""
         key = idempotency_key or uuid.uuid4().hex
-        response = self._transport.request("POST", "/v1/experiments", json=spec_document(spec), headers={"Idempotency-Key": key})
+        response = self._transport.request(
+            "POST", "/v1/experiments", json=spec_document(spec), headers={"Idempotency-Key": key}
+        )
         return Experiment.model_validate(response.json())
 
     def list(self, limit: int = 100, offset: int = 0) -> list[Experiment]:
         """Your experiments, newest first."""
-        response = self._transport.request("GET", "/v1/experiments", params={"limit": limit, "offset": offset})
+        response = self._transport.request(
+            "GET", "/v1/experiments", params={"limit": limit, "offset": offset}
+        )
         return [Experiment.model_validate(item) for item in response.json()["experiments"]]
 
     def get(self, experiment_id: str) -> Experiment:
-        return Experiment.model_validate(self._transport.request("GET", f"/v1/experiments/{experiment_id}").json())
+        return Experiment.model_validate(
+            self._transport.request("GET", f"/v1/experiments/{experiment_id}").json()
+        )
 
     def cancel(self, experiment_id: str) -> Experiment:
         """Ask the API to stop it (status ``cancelling``, then ``cancelled``)."""
-        return Experiment.model_validate(self._transport.request("DELETE", f"/v1/experiments/{experiment_id}").json())
+        return Experiment.model_validate(
+            self._transport.request("DELETE", f"/v1/experiments/{experiment_id}").json()
+        )
 
     def wait(
-        self, experiment_id: str, *, poll_seconds: float = 5.0, timeout: float | None = None,
+        self,
+        experiment_id: str,
+        *,
+        poll_seconds: float = 5.0,
+        timeout: float | None = None,
         on_update: Callable[[Experiment], None] | None = None,
     ) -> Experiment:
         """Poll until it succeeded, failed or was cancelled; ``on_update`` sees every poll."""
@@ -100,16 +126,22 @@ class LecritiqueClient:
             if experiment.final:
                 return experiment
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"experiment {experiment_id} is still {experiment.status} after {timeout:.0f} s")
+                raise TimeoutError(
+                    f"experiment {experiment_id} is still {experiment.status} after {timeout:.0f} s"
+                )
             self._sleep(poll_seconds)
 
     # ---- what an experiment produced -------------------------------------------------------
-    def iter_metrics(self, experiment_id: str, offset: int = 0, page_size: int = 1000) -> Iterator[dict[str, Any]]:
+    def iter_metrics(
+        self, experiment_id: str, offset: int = 0, page_size: int = 1000
+    ) -> Iterator[dict[str, Any]]:
         """Metrics rows from ``offset`` on, fetched a page at a time."""
         next_offset: int | None = offset
         while next_offset is not None:
             response = self._transport.request(
-                "GET", f"/v1/experiments/{experiment_id}/metrics.jsonl", params={"offset": next_offset, "limit": page_size}
+                "GET",
+                f"/v1/experiments/{experiment_id}/metrics.jsonl",
+                params={"offset": next_offset, "limit": page_size},
             )
             for line in response.text.splitlines():
                 if line.strip():
@@ -117,7 +149,9 @@ class LecritiqueClient:
             following = response.headers.get("X-Next-Offset")
             next_offset = int(following) if following is not None else None
 
-    def metrics(self, experiment_id: str, offset: int = 0, page_size: int = 1000) -> builtins.list[dict[str, Any]]:
+    def metrics(
+        self, experiment_id: str, offset: int = 0, page_size: int = 1000
+    ) -> builtins.list[dict[str, Any]]:
         """Every metrics row (one per policy step) from ``offset`` on."""
         return list(self.iter_metrics(experiment_id, offset, page_size))
 

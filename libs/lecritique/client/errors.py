@@ -61,6 +61,8 @@ def field_problems(body: Any) -> list[FieldProblem]:
         if "field" in item:
             problems.append(FieldProblem(str(item["field"]), str(item.get("message", ""))))
         else:
-            location = ".".join(str(part) for part in item.get("loc", []) if part not in ("body", "query", "path"))
+            location = ".".join(
+                str(part) for part in item.get("loc", []) if part not in ("body", "query", "path")
+            )
             problems.append(FieldProblem(location or "request", str(item.get("msg", ""))))
     return problems or [FieldProblem("request", str(body))]

@@ -36,7 +36,11 @@ def read_config(path: Path | None = None) -> dict[str, str]:
         return {}
     except (OSError, ValueError) as error:
         raise ValueError(f"cannot read the client config {path}: {error}") from None
-    return {key: str(value) for key, value in data.items() if isinstance(value, str)} if isinstance(data, dict) else {}
+    return (
+        {key: str(value) for key, value in data.items() if isinstance(value, str)}
+        if isinstance(data, dict)
+        else {}
+    )
 
 
 def write_config(api_url: str, token: str, path: Path | None = None) -> Path:
@@ -77,10 +81,14 @@ def resolve_settings(api_url: str | None = None, token: str | None = None) -> Cl
 def refused_token_advice(source: str) -> str:
     """What to fix when the API refuses the token that came from ``source`` (see :class:`ClientSettings`)."""
     if source == "env":
-        return (f"the token in {TOKEN_ENV} is wrong: fix or unset {TOKEN_ENV} "
-                "(it takes precedence over the token `lecritique login` saved)")
+        return (
+            f"the token in {TOKEN_ENV} is wrong: fix or unset {TOKEN_ENV} "
+            "(it takes precedence over the token `lecritique login` saved)"
+        )
     if source == "config":
         return f"the token `lecritique login` saved in {config_path()} is wrong: run `lecritique login` again"
     if source == "none":
         return f"no token was given: run `lecritique login` (or set {TOKEN_ENV})"
-    return "the token given is wrong: ask whoever runs the API for yours (`lecritique api hash-token` makes one)"
+    return (
+        "the token given is wrong: ask whoever runs the API for yours (`lecritique api hash-token` makes one)"
+    )

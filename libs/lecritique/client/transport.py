@@ -62,8 +62,13 @@ def _detail(response: httpx.Response) -> tuple[Any, str]:
         return None, response.text.strip() or response.reason_phrase
     detail = body.get("detail") if isinstance(body, dict) else None
     if isinstance(detail, list):  # the API's ErrorResponse: [{field, message, type}, ...]
-        parts = [f"{d.get('field')}: {d.get('message')}" if d.get("field") not in (None, "request") else str(d.get("message"))
-                 for d in detail if isinstance(d, dict)]
+        parts = [
+            f"{d.get('field')}: {d.get('message')}"
+            if d.get("field") not in (None, "request")
+            else str(d.get("message"))
+            for d in detail
+            if isinstance(d, dict)
+        ]
         detail = "; ".join(parts) or None
     return body, detail if isinstance(detail, str) else response.reason_phrase
 
@@ -76,7 +81,9 @@ def raise_for_status(response: httpx.Response, token_source: str = "argument") -
     body, detail = _detail(response)
     code = response.status_code
     if code == 401:
-        raise Unauthorized(f"the API refused the token ({detail}): {refused_token_advice(token_source)}", code)
+        raise Unauthorized(
+            f"the API refused the token ({detail}): {refused_token_advice(token_source)}", code
+        )
     if code == 403:
         raise Forbidden(f"forbidden: {detail}", code)
     if code == 404:
@@ -92,9 +99,16 @@ class Transport:
     """An ``httpx.Client`` bound to the API's base URL and token, with retries."""
 
     def __init__(
-        self, api_url: str, token: str | None, *, timeout: float = 60.0, retry: RetryPolicy | None = None,
-        sleep: Callable[[float], None] = time.sleep, transport: httpx.BaseTransport | None = None,
-        token_source: str = "argument", on_retry: RetryCallback | None = None,
+        self,
+        api_url: str,
+        token: str | None,
+        *,
+        timeout: float = 60.0,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        transport: httpx.BaseTransport | None = None,
+        token_source: str = "argument",
+        on_retry: RetryCallback | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.api_url = api_url

@@ -33,7 +33,9 @@ def spec_update_budget(spec: ExperimentSpec) -> UpdateBudget | None:
     critic = spec.critic
     if not isinstance(critic, TrainedCriticSpec):
         return None
-    return update_budget(spec.batch_size, spec.critic_batch_size, critic.replay.max_reuse, critic.replay.capacity)
+    return update_budget(
+        spec.batch_size, spec.critic_batch_size, critic.replay.max_reuse, critic.replay.capacity
+    )
 
 
 def _settings(spec: ExperimentSpec, budget: UpdateBudget) -> str:

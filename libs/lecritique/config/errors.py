@@ -44,13 +44,22 @@ def _step(alternatives: list[Any], part: Any) -> tuple[list[Any], bool]:
             if part in (name, field.alias):
                 return _flatten(field.annotation), False
     if isinstance(part, str):
-        tagged = [model for model in models if any(part in _literals(field.annotation) for field in model.model_fields.values())]
+        tagged = [
+            model
+            for model in models
+            if any(part in _literals(field.annotation) for field in model.model_fields.values())
+        ]
         if tagged:
             return list(tagged), True
     for item in alternatives:
         origin = get_origin(item)
         arguments = get_args(item)
-        if origin is not None and isinstance(origin, type) and issubclass(origin, Mapping) and len(arguments) == 2:
+        if (
+            origin is not None
+            and isinstance(origin, type)
+            and issubclass(origin, Mapping)
+            and len(arguments) == 2
+        ):
             return _flatten(arguments[1]), False
         if origin is not None and isinstance(origin, type) and issubclass(origin, _CONTAINERS) and arguments:
             return _flatten(arguments[0]), False
@@ -85,7 +94,12 @@ def describe_errors(error: ValidationError, model: type[BaseModel]) -> list[tupl
         location = item["loc"]
         if item["type"] == "extra_forbidden":
             path, name = yaml_path(model, location[:-1]), str(location[-1])
-            problems.append((f"{path}.{name}" if path else name, unknown_field_message(name, _parents_of(model, location))))
+            problems.append(
+                (
+                    f"{path}.{name}" if path else name,
+                    unknown_field_message(name, _parents_of(model, location)),
+                )
+            )
         else:
             problems.append((yaml_path(model, location), str(item["msg"])))
     return problems
@@ -103,7 +117,9 @@ def model_named(title: str, default: type[BaseModel]) -> type[BaseModel]:
     """The model class a ValidationError's title names (the spec models are subclasses of
     ``default``'s base); ``default`` when none or several have that name."""
     found: list[type[BaseModel]] = []
-    stack: list[type[BaseModel]] = [default.__mro__[1] if issubclass(default.__mro__[1], BaseModel) else default]
+    stack: list[type[BaseModel]] = [
+        default.__mro__[1] if issubclass(default.__mro__[1], BaseModel) else default
+    ]
     seen: set[type[BaseModel]] = set()
     while stack:
         current = stack.pop()

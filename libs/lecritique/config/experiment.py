@@ -245,7 +245,9 @@ class ExperimentSpec(SpecModel):
     @classmethod
     def _dns_name(cls, name: str) -> str:
         if not _NAME.fullmatch(name):
-            raise ValueError("name must be 1-50 lowercase letters, digits or '-' (starting and ending alphanumeric)")
+            raise ValueError(
+                "name must be 1-50 lowercase letters, digits or '-' (starting and ending alphanumeric)"
+            )
         return name
 
     @model_validator(mode="after")
@@ -267,10 +269,16 @@ class ExperimentSpec(SpecModel):
             )
         distillation = self.policy_trainer.distillation
         if distillation is not None and distillation.gate == "value_decrease" and self.critic is None:
-            raise ValueError("policy_trainer.distillation.gate 'value_decrease' needs a critic: add a 'critic' section")
+            raise ValueError(
+                "policy_trainer.distillation.gate 'value_decrease' needs a critic: add a 'critic' section"
+            )
         if self.policy_trainer.weight_transport.kind == "broadcast" and self.rollout.engine.kind != "hf":
-            raise ValueError("policy_trainer.weight_transport 'broadcast' needs rollout.engine.kind 'hf' (vLLM loads from the volume)")
-        if self.critic_probe is not None and (self.critic is None or critic_kind(self.critic).hindsight(self.critic)):
+            raise ValueError(
+                "policy_trainer.weight_transport 'broadcast' needs rollout.engine.kind 'hf' (vLLM loads from the volume)"
+            )
+        if self.critic_probe is not None and (
+            self.critic is None or critic_kind(self.critic).hindsight(self.critic)
+        ):
             raise ValueError(
                 "critic_probe: needs a critic that scores each state from its prefix (add a 'critic' section; "
                 "a frozen_llm critic needs critic.hindsight: false)"
@@ -316,7 +324,10 @@ def response_budget(rollout: RolloutSpec, environment: EnvironmentConfig) -> int
 def _format(error: ValidationError, model: type[BaseModel] | None = None) -> str:
     """Every problem on its own line, paths as the YAML spells them (``model``: the validated
     class; by default the spec model the error's title names)."""
-    lines = [f"{path or 'spec'}: {message}" for path, message in describe_errors(error, model or model_named(error.title, ExperimentSpec))]
+    lines = [
+        f"{path or 'spec'}: {message}"
+        for path, message in describe_errors(error, model or model_named(error.title, ExperimentSpec))
+    ]
     return "invalid experiment spec:\n  " + "\n  ".join(lines)
 
 
@@ -328,7 +339,9 @@ def parse_spec(data: Any, spec_dir: Path | None = None) -> ExperimentSpec:
     if not isinstance(data, dict):
         raise SpecError(f"an experiment spec must be a mapping, got {type(data).__name__}")
     try:
-        return ExperimentSpec.model_validate(data, context={"spec_dir": spec_dir} if spec_dir is not None else None)
+        return ExperimentSpec.model_validate(
+            data, context={"spec_dir": spec_dir} if spec_dir is not None else None
+        )
     except ValidationError as error:
         raise SpecError(_format(error)) from None
 
@@ -343,5 +356,7 @@ def load_spec(path: str | Path) -> ExperimentSpec:
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as error:
-        raise SpecError(f"spec {path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from None
+        raise SpecError(
+            f"spec {path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}"
+        ) from None
     return parse_spec(data, spec_dir=path.resolve().parent)

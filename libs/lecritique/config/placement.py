@@ -23,10 +23,22 @@ _QUANTITY = re.compile(
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]{1,2})?"
 )
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1), "k": Decimal("1e3"),
-            "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"), "P": Decimal("1e15"), "E": Decimal("1e18")}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
 # A resource name: ``cpu``, ``memory``, ``ephemeral-storage`` or a qualified ``domain/name``.
-_RESOURCE_NAME = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_RESOURCE_NAME = re.compile(
+    r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
 _AFFINITY_KINDS = frozenset({"nodeAffinity", "podAffinity", "podAntiAffinity"})
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -79,8 +91,14 @@ class ResourceRequirements(SpecModel):
     @model_validator(mode="after")
     def _extended_resources_match(self) -> ResourceRequirements:
         for name, request in self.requests.items():
-            if is_extended_resource(name) and name in self.limits and parse_quantity(request) != parse_quantity(self.limits[name]):
-                raise ValueError(f"requests[{name!r}] must equal limits[{name!r}]: extended resources cannot be overcommitted")
+            if (
+                is_extended_resource(name)
+                and name in self.limits
+                and parse_quantity(request) != parse_quantity(self.limits[name])
+            ):
+                raise ValueError(
+                    f"requests[{name!r}] must equal limits[{name!r}]: extended resources cannot be overcommitted"
+                )
         return self
 
 
@@ -107,7 +125,12 @@ class Toleration(SpecModel):
     def to_kubernetes(self) -> dict[str, Any]:
         """The ``core/v1 Toleration`` object."""
         out: dict[str, Any] = {"operator": self.operator}
-        for field, key in (("key", "key"), ("value", "value"), ("effect", "effect"), ("toleration_seconds", "tolerationSeconds")):
+        for field, key in (
+            ("key", "key"),
+            ("value", "value"),
+            ("effect", "effect"),
+            ("toleration_seconds", "tolerationSeconds"),
+        ):
             value = getattr(self, field)
             if value is not None:
                 out[key] = value
@@ -130,7 +153,9 @@ class ComponentPlacement(SpecModel):
         if value is not None:
             unknown = sorted(set(value) - _AFFINITY_KINDS)
             if unknown:
-                raise ValueError(f"unknown affinity kind(s) {unknown}; expected some of {sorted(_AFFINITY_KINDS)}")
+                raise ValueError(
+                    f"unknown affinity kind(s) {unknown}; expected some of {sorted(_AFFINITY_KINDS)}"
+                )
         return value
 
 

@@ -60,7 +60,9 @@ def bucket_labels(edges: Sequence[int], prefix: str = "") -> list[str]:
     return labels
 
 
-def episode_bootstrap_se(rewards: np.ndarray, episodes: np.ndarray, samples: int, rng: np.random.Generator) -> float:
+def episode_bootstrap_se(
+    rewards: np.ndarray, episodes: np.ndarray, samples: int, rng: np.random.Generator
+) -> float:
     """Bootstrap s.e. of the ceiling resampling whole episodes (all their states at once); NaN
     when fewer than two episodes or no resample has a defined ceiling."""
     groups = [np.flatnonzero(episodes == e) for e in np.unique(episodes)]
@@ -76,23 +78,49 @@ def episode_bootstrap_se(rewards: np.ndarray, episodes: np.ndarray, samples: int
 
 
 def _bucket_row(
-    label: str, axis: str, rewards: np.ndarray, episodes: np.ndarray, critics: Mapping[str, np.ndarray],
-    bootstrap: int, rng: np.random.Generator,
+    label: str,
+    axis: str,
+    rewards: np.ndarray,
+    episodes: np.ndarray,
+    critics: Mapping[str, np.ndarray],
+    bootstrap: int,
+    rng: np.random.Generator,
 ) -> dict[str, Any]:
     n = rewards.shape[0]
     nan = float("nan")
-    row: dict[str, Any] = {"label": label, "axis": axis, "states": n, "episodes": int(np.unique(episodes).size)}
+    row: dict[str, Any] = {
+        "label": label,
+        "axis": axis,
+        "states": n,
+        "episodes": int(np.unique(episodes).size),
+    }
     if n < 2:
         note = TOO_FEW_STATES
-        return {**row, "ceiling": nan, "ceiling_se": nan, "mc_noise": nan, "ceiling_note": note,
-                "critics": {name: {"ev_mse": nan, "fraction": nan, "ev_note": note, "fraction_note": note} for name in critics}}
+        return {
+            **row,
+            "ceiling": nan,
+            "ceiling_se": nan,
+            "mc_noise": nan,
+            "ceiling_note": note,
+            "critics": {
+                name: {"ev_mse": nan, "fraction": nan, "ev_note": note, "fraction_note": note}
+                for name in critics
+            },
+        }
     between, within, total = variance_terms(rewards)
     ceiling = between / total if total > 0 else nan
     se = episode_bootstrap_se(rewards, episodes, bootstrap, rng) if total > 0 else nan
     low, high = ceiling - Z95 * se, ceiling + Z95 * se
     row.update(
-        ceiling=ceiling, ceiling_se=se, ceiling_low=low, ceiling_high=high, mc_noise=within / rewards.shape[1],
-        return_variance=total, between=between, within=within, se_resampled_by="episode",
+        ceiling=ceiling,
+        ceiling_se=se,
+        ceiling_low=low,
+        ceiling_high=high,
+        mc_noise=within / rewards.shape[1],
+        return_variance=total,
+        between=between,
+        within=within,
+        se_resampled_by="episode",
     )
     if total <= 0:
         row["ceiling_note"] = CONSTANT_RETURNS
@@ -112,8 +140,15 @@ def _bucket_row(
 
 
 def ceiling_rows(
-    rewards: np.ndarray, positions: np.ndarray, critics: Mapping[str, np.ndarray], edges: Sequence[int],
-    *, episodes: np.ndarray | None = None, turn_positions: np.ndarray | None = None, bootstrap: int = 500, seed: int = 0,
+    rewards: np.ndarray,
+    positions: np.ndarray,
+    critics: Mapping[str, np.ndarray],
+    edges: Sequence[int],
+    *,
+    episodes: np.ndarray | None = None,
+    turn_positions: np.ndarray | None = None,
+    bootstrap: int = 500,
+    seed: int = 0,
 ) -> list[dict[str, Any]]:
     """One row per position bucket (and ``all``): states, ceiling ± bootstrap s.e. (by episode),
     MC noise, and per critic its ``ev_mse`` and EV / ceiling (or the reason there is none).
@@ -133,7 +168,15 @@ def ceiling_rows(
         by_turn = np.searchsorted(np.asarray(edges), np.asarray(turn_positions), side="right")
         groups += [(label, "turn", by_turn == b) for b, label in enumerate(bucket_labels(edges, "turn "))]
     return [
-        _bucket_row(label, axis, rewards[mask], episodes[mask], {k: np.asarray(v)[mask] for k, v in critics.items()}, bootstrap, rng)
+        _bucket_row(
+            label,
+            axis,
+            rewards[mask],
+            episodes[mask],
+            {k: np.asarray(v)[mask] for k, v in critics.items()},
+            bootstrap,
+            rng,
+        )
         for label, axis, mask in groups
     ]
 
@@ -149,7 +192,9 @@ def best_critic(row: Mapping[str, Any]) -> str:
         return f"no verdict: {'; '.join(sorted(notes)) or 'no critic scored'}"
     best_fraction, best = ranked[0]
     se = row.get("ceiling_se", float("nan"))
-    interval = f"ceiling {ceiling:.2f} ± {se:.2f} s.e." if np.isfinite(se) else f"ceiling {ceiling:.2f}, no interval"
+    interval = (
+        f"ceiling {ceiling:.2f} ± {se:.2f} s.e." if np.isfinite(se) else f"ceiling {ceiling:.2f}, no interval"
+    )
     others = "; ".join(f"{name} {fraction:.2f}" for fraction, name in ranked[1:])
     tie = any(abs(f - best_fraction) < 1e-9 for f, _ in ranked[1:])
     head = "tie" if tie else f"best: {best}"

@@ -51,7 +51,9 @@ class EvaluatedCritic(SpecModel):
     @model_validator(mode="after")
     def _frozen_has_no_weights(self) -> EvaluatedCritic:
         if not critic_kind(self.critic).trained and self.path is not None:
-            raise ValueError(f"critic {self.name!r}: a {self.critic.kind} critic has no weights; remove 'path'")
+            raise ValueError(
+                f"critic {self.name!r}: a {self.critic.kind} critic has no weights; remove 'path'"
+            )
         return self
 
 

@@ -101,7 +101,9 @@ class CriticEvalResult:
     """Per critic: why a metric is n/a (metric name -> reason)."""
 
 
-def _states_of(record: EpisodeRecord, tokenizer: Any, spec: CriticEvalSpec, capped: bool = True) -> np.ndarray:
+def _states_of(
+    record: EpisodeRecord, tokenizer: Any, spec: CriticEvalSpec, capped: bool = True
+) -> np.ndarray:
     texts = token_texts(tokenizer, record.token_ids)
     limit = spec.segments.max_segments if capped else None
     return segment_starts(texts, record.policy_mask, record.step_ids, spec.segments.rule, limit)
@@ -119,7 +121,9 @@ def turn_position(record: EpisodeRecord, token_index: int) -> int:
     return int((mask & (steps[:token_index] == steps[token_index])).sum())
 
 
-def _monte_carlo(player: EpisodePlayer, points: Sequence[StatePoint], continuations: int) -> list[list[float]]:
+def _monte_carlo(
+    player: EpisodePlayer, points: Sequence[StatePoint], continuations: int
+) -> list[list[float]]:
     cursors = [point.record.cut(point.token_index) for point in points for _ in range(continuations)]
     player.play(cursors)
     rewards = [c.reward for c in cursors]
@@ -154,7 +158,9 @@ def critic_values(
     return [float(by_episode[id(p.record)][p.token_index]) for p in points], dict(result.stats)
 
 
-def _icc_average(spec: CriticEvalSpec, player: EpisodePlayer, environment: Environment) -> tuple[float, list[float]]:
+def _icc_average(
+    spec: CriticEvalSpec, player: EpisodePlayer, environment: Environment
+) -> tuple[float, list[float]]:
     """The actor's average reward for In-Context Conditioning, from episodes of other tasks: the
     evaluated episodes' own success rate would tell the critic their outcomes."""
     if spec.icc_reward_average is not None:
@@ -196,7 +202,11 @@ class _Scores:
 
 
 def _ranking(
-    player: EpisodePlayer, base: Sequence[EpisodeRecord], pool: Sequence[tuple[int, int]], spec: CriticEvalSpec, rng: np.random.Generator
+    player: EpisodePlayer,
+    base: Sequence[EpisodeRecord],
+    pool: Sequence[tuple[int, int]],
+    spec: CriticEvalSpec,
+    rng: np.random.Generator,
 ) -> _Ranking:
     """Probe states and their candidate next states (step 3 of the module docstring)."""
     k_max = max(spec.ranking_k) if spec.ranking_k else 0
@@ -224,7 +234,12 @@ def _ranking(
             ranking.candidates += found
     dropped = len(probes_at) - len(ranking.probes)
     if dropped:
-        logger.warning("ranking: %d of %d probe states had fewer than %d non-terminal candidates; dropped", dropped, len(probes_at), k_max)
+        logger.warning(
+            "ranking: %d of %d probe states had fewer than %d non-terminal candidates; dropped",
+            dropped,
+            len(probes_at),
+            k_max,
+        )
     return ranking
 
 
@@ -258,32 +273,44 @@ def run_critic_eval(
         progress.advance(phase)
         ranking = _ranking(player, base, pool, spec, rng)
         progress.advance(phase)
-        candidate_values = [float(np.mean(r)) for r in _monte_carlo(player, ranking.candidates, spec.continuations)]
+        candidate_values = [
+            float(np.mean(r)) for r in _monte_carlo(player, ranking.candidates, spec.continuations)
+        ]
         progress.advance(phase)
 
         icc_average, icc_rewards = _icc_average(spec, player, environment)
         actor = ActorInfo(actor_description, icc_average)
         scores: dict[str, _Scores] = {}
         for name, backend in backends.items():
-            values, stats = critic_values(backend, specs[name], [*points, *ranking.candidates], base, tokenizer, actor)
+            values, stats = critic_values(
+                backend, specs[name], [*points, *ranking.candidates], base, tokenizer, actor
+            )
             scores[name] = _Scores(values[: len(points)], values[len(points) :], stats)
             progress.advance(phase)
 
     mc_values = np.array([np.mean(rewards) for rewards in mc])
     m = spec.continuations
     noise = float(np.mean([v * (1 - v) / (m - 1) for v in mc_values])) if m > 1 else float("nan")
-    rows = {name: _metrics(spec, score, mc_values, candidate_values, ranking) for name, score in scores.items()}
+    rows = {
+        name: _metrics(spec, score, mc_values, candidate_values, ranking) for name, score in scores.items()
+    }
     metrics = {name: row for name, (row, _) in rows.items()}
     notes = {name: why for name, (_, why) in rows.items() if why}
     states = _evaluated_states(points, mc, mc_values, scores, tokenizer)
     probes = _probe_records(tokenizer, base, ranking, candidate_values, scores)
     scored_on = {c.name: c.scored_on(spec.segments) for c in spec.critics}
     ceiling = _ceiling(spec, mc, states, scores) if m > 1 else []
-    return CriticEvalResult(metrics, states, probes, noise, success, icc_average, icc_rewards, scored_on, ceiling, notes)
+    return CriticEvalResult(
+        metrics, states, probes, noise, success, icc_average, icc_rewards, scored_on, ceiling, notes
+    )
 
 
 def _evaluated_states(
-    points: Sequence[StatePoint], mc: list[list[float]], mc_values: np.ndarray, scores: dict[str, _Scores], tokenizer: Any
+    points: Sequence[StatePoint],
+    mc: list[list[float]],
+    mc_values: np.ndarray,
+    scores: dict[str, _Scores],
+    tokenizer: Any,
 ) -> list[EvaluatedState]:
     return [
         EvaluatedState(
@@ -305,15 +332,22 @@ def _ceiling(
 ) -> list[dict[str, Any]]:
     """The oracle ceiling and each critic's EV / ceiling per position bucket (:mod:`.ceiling`)."""
     return ceiling_rows(
-        np.array(mc, dtype=float), np.array([state.position for state in states]),
-        {name: np.array(score.states) for name, score in scores.items()}, spec.position_edges,
+        np.array(mc, dtype=float),
+        np.array([state.position for state in states]),
+        {name: np.array(score.states) for name, score in scores.items()},
+        spec.position_edges,
         episodes=np.array([state.episode for state in states]),
-        turn_positions=np.array([state.turn_position for state in states]), seed=spec.seed,
+        turn_positions=np.array([state.turn_position for state in states]),
+        seed=spec.seed,
     )
 
 
 def _metrics(
-    spec: CriticEvalSpec, score: _Scores, mc_values: np.ndarray, candidate_values: list[float], ranking: _Ranking
+    spec: CriticEvalSpec,
+    score: _Scores,
+    mc_values: np.ndarray,
+    candidate_values: list[float],
+    ranking: _Ranking,
 ) -> tuple[dict[str, float], dict[str, str]]:
     """One critic's row (:mod:`.scores`) with its statistics, and the reason for every n/a in it."""
     truth = np.array(candidate_values).reshape(len(ranking.probes), ranking.k)
@@ -326,7 +360,11 @@ def _metrics(
 
 
 def _probe_records(
-    tokenizer: Any, base: Sequence[EpisodeRecord], ranking: _Ranking, candidate_values: list[float], scores: dict[str, _Scores]
+    tokenizer: Any,
+    base: Sequence[EpisodeRecord],
+    ranking: _Ranking,
+    candidate_values: list[float],
+    scores: dict[str, _Scores],
 ) -> list[RankingProbe]:
     probes = []
     k = ranking.k
@@ -339,5 +377,7 @@ def _probe_records(
             )
             for n, point in enumerate(ranking.candidates[number * k : (number + 1) * k], start=number * k)
         ]
-        probes.append(RankingProbe(base_index, t, decode(tokenizer, base[base_index].token_ids[:t]), chosen_candidates))
+        probes.append(
+            RankingProbe(base_index, t, decode(tokenizer, base[base_index].token_ids[:t]), chosen_candidates)
+        )
     return probes

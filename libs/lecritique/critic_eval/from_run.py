@@ -21,7 +21,9 @@ def run_spec(folder: Path) -> ExperimentSpec:
     """The run's resolved experiment spec (``RUN_DIR/spec.json``)."""
     path = folder / "spec.json"
     if not path.is_file():
-        raise SpecError(f"--run {folder}: no spec.json in it; name the --out folder of a `lecritique run` (or a study's runs/<variant>/seed<s>)")
+        raise SpecError(
+            f"--run {folder}: no spec.json in it; name the --out folder of a `lecritique run` (or a study's runs/<variant>/seed<s>)"
+        )
     try:
         return parse_spec(json.loads(path.read_text()), spec_dir=folder)
     except json.JSONDecodeError as error:
@@ -31,7 +33,9 @@ def run_spec(folder: Path) -> ExperimentSpec:
 def critic_label(spec: ExperimentSpec) -> str:
     """``pvf`` for a critic shown the reference, ``vf`` for one shown the trajectory only, else its kind/context."""
     context = getattr(spec.critic, "context", None)
-    return {"none": "vf", "reference": "pvf"}.get(str(context), f"{getattr(spec.critic, 'kind', 'critic')}-{context}")
+    return {"none": "vf", "reference": "pvf"}.get(
+        str(context), f"{getattr(spec.critic, 'kind', 'critic')}-{context}"
+    )
 
 
 def spec_from_run(
@@ -43,16 +47,22 @@ def spec_from_run(
     """
     spec = run_spec(folder)
     if spec.critic is None:
-        raise SpecError(f"--run {folder}: the run has no critic (estimator {spec.estimator.name!r}); there is nothing to evaluate")
+        raise SpecError(
+            f"--run {folder}: the run has no critic (estimator {spec.estimator.name!r}); there is nothing to evaluate"
+        )
     store = WeightStore(folder / "weights")
     policy = store.latest("policy")
     if policy is None:
-        raise SpecError(f"--run {folder}: no policy weights in {folder / 'weights' / 'policy'}; did the run start?")
+        raise SpecError(
+            f"--run {folder}: no policy weights in {folder / 'weights' / 'policy'}; did the run start?"
+        )
     critic = _critic_path(store, folder, critic_version)
     return probe_spec(spec, str(policy[1]), critic, name or critic_label(spec), **settings)
 
 
-def probe_spec(spec: ExperimentSpec, policy: str, critic: str | None, name: str, **settings: Any) -> CriticEvalSpec:
+def probe_spec(
+    spec: ExperimentSpec, policy: str, critic: str | None, name: str, **settings: Any
+) -> CriticEvalSpec:
     """critic-eval of ``spec``'s critic (weights ``critic``) on held-out states of ``policy``, at
     every response position (the ceiling table); ``settings`` override critic-eval's fields."""
     assert spec.critic is not None
@@ -60,7 +70,8 @@ def probe_spec(spec: ExperimentSpec, policy: str, critic: str | None, name: str,
         "policy": {"path": policy, "template": spec.policy.template},
         "environment": spec.environment.model_dump(mode="json"),
         "sampling": spec.rollout.sampling.model_dump(mode="json"),
-        "split": "eval", "seed": spec.seed,
+        "split": "eval",
+        "seed": spec.seed,
         "segments": SegmentsConfig(rule="token", max_segments=4096).model_dump(mode="json"),
         "critics": [EvaluatedCritic(name=name, critic=spec.critic, path=critic).model_dump(mode="json")],
         **settings,

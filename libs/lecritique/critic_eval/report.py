@@ -35,7 +35,12 @@ def _top1(metrics: dict[str, float], key: str, note: str | None) -> str:
 def table_rows(result: CriticEvalResult) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the comparison table (one row per critic); every n/a says why."""
     ranking = _ranking_keys(result)
-    header = ["critic", "scored on", *[HEADERS[c] for c in COLUMNS], *[f"top-1 @ k={key[6:]}" for key in ranking]]
+    header = [
+        "critic",
+        "scored on",
+        *[HEADERS[c] for c in COLUMNS],
+        *[f"top-1 @ k={key[6:]}" for key in ranking],
+    ]
     rows = []
     for name, metrics in result.metrics.items():
         notes = result.notes.get(name, {})
@@ -48,7 +53,12 @@ def table_rows(result: CriticEvalResult) -> tuple[list[str], list[list[str]]]:
 def verdict(result: CriticEvalResult) -> str:
     """One line: which critic explains most of the Monte-Carlo values' variance (``ev_var``)."""
     scored = sorted(
-        ((m["ev_var"], name) for name, m in result.metrics.items() if math.isfinite(m.get("ev_var", float("nan")))), reverse=True
+        (
+            (m["ev_var"], name)
+            for name, m in result.metrics.items()
+            if math.isfinite(m.get("ev_var", float("nan")))
+        ),
+        reverse=True,
     )
     if not scored:
         reasons = {notes["ev_var"] for notes in result.notes.values() if "ev_var" in notes}
@@ -77,15 +87,27 @@ def ceiling_table(result: CriticEvalResult) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in result.ceiling:
         critics = row["critics"]
-        ceiling = f"{_cell(row['ceiling'], row.get('ceiling_note'))} ± {_cell(row['ceiling_se'])}" if math.isfinite(row["ceiling"]) else _cell(row["ceiling"], row.get("ceiling_note"))
-        cells = [row["label"], f"{row['states']} ({row.get('episodes', '?')})", ceiling, _cell(row["mc_noise"])]
+        ceiling = (
+            f"{_cell(row['ceiling'], row.get('ceiling_note'))} ± {_cell(row['ceiling_se'])}"
+            if math.isfinite(row["ceiling"])
+            else _cell(row["ceiling"], row.get("ceiling_note"))
+        )
+        cells = [
+            row["label"],
+            f"{row['states']} ({row.get('episodes', '?')})",
+            ceiling,
+            _cell(row["mc_noise"]),
+        ]
         cells += [_cell(critics.get(n, {}).get("ev_mse"), critics.get(n, {}).get("ev_note")) for n in names]
-        cells += [_cell(critics.get(n, {}).get("fraction"), critics.get(n, {}).get("fraction_note")) for n in names]
+        cells += [
+            _cell(critics.get(n, {}).get("fraction"), critics.get(n, {}).get("fraction_note")) for n in names
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return (
         "\n\nOracle ceiling per response position (critic_eval.ceiling; t = response tokens since the episode's "
         "first policy token; ev_mse = 1 − MSE(R, V)/Var(R) against every continuation's return, not the ev_var above; "
-        f"no ratio where the ceiling's 95% interval reaches {MIN_CEILING}):\n\n" + "\n".join(lines)
+        f"no ratio where the ceiling's 95% interval reaches {MIN_CEILING}):\n\n"
+        + "\n".join(lines)
         + f"\n\n{ceiling_verdict(result)}"
     )
 
@@ -104,7 +126,11 @@ def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> d
     import matplotlib.pyplot as plt
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / "critic_eval.json", "markdown": out_dir / "critic_eval.md", "plot": out_dir / "critic_eval.png"}
+    paths = {
+        "json": out_dir / "critic_eval.json",
+        "markdown": out_dir / "critic_eval.md",
+        "plot": out_dir / "critic_eval.png",
+    }
     payload = {
         "spec": None if spec is None else spec.model_dump(mode="json"),
         "metrics": result.metrics,
@@ -126,23 +152,24 @@ def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> d
         "(LVRL's values, which read later actions). ev_var = 1 − Var(m − V)/Var(m) against the Monte-Carlo "
         "values m. Top-1 counts the probes whose Monte-Carlo values have a single best candidate (probes tied at "
         "the top are left out, counted as MC ties); a critic that ties at the top has not chosen: a miss, counted "
-        "as a critic tie.\n\n"
-        + markdown_table(result)
-        + ceiling_table(result)
-        + "\n"
+        "as a critic tie.\n\n" + markdown_table(result) + ceiling_table(result) + "\n"
     )
     names = list(result.metrics)
     ranking = _ranking_keys(result)
     figure, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     axes[0].bar(names, [result.metrics[n]["value_mse"] for n in names], color="tab:red")
-    axes[0].axhline(result.mc_noise_mse, color="black", linestyle="--", linewidth=1, label="Monte-Carlo noise floor")
+    axes[0].axhline(
+        result.mc_noise_mse, color="black", linestyle="--", linewidth=1, label="Monte-Carlo noise floor"
+    )
     axes[0].set_title("value MSE (lower is better)")
     axes[0].legend(fontsize=8)
     axes[1].bar(names, [result.metrics[n]["ev_var"] for n in names], color="tab:blue")
     axes[1].axhline(0.0, color="black", linewidth=0.8)
     axes[1].set_title("ev_var against the Monte-Carlo values")
     for name in names:
-        axes[2].plot([int(k[6:]) for k in ranking], [result.metrics[name][k] for k in ranking], marker="o", label=name)
+        axes[2].plot(
+            [int(k[6:]) for k in ranking], [result.metrics[name][k] for k in ranking], marker="o", label=name
+        )
     if ranking:
         ks = [int(k[6:]) for k in ranking]
         axes[2].plot(ks, [1.0 / k for k in ks], color="gray", linestyle=":", label="1/k")

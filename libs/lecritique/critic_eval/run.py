@@ -37,7 +37,9 @@ def resolve_policy_dir(spec: CriticEvalSpec) -> Path:
     return Path(build_tiny(spec.policy.tiny, seed=spec.seed))
 
 
-def build_critic(entry: EvaluatedCritic, spec: CriticEvalSpec, policy_dir: Path, scratch: Path) -> CriticBackend:
+def build_critic(
+    entry: EvaluatedCritic, spec: CriticEvalSpec, policy_dir: Path, scratch: Path
+) -> CriticBackend:
     critic = entry.scored_critic(spec.segments)
     kind = critic_kind(critic)
     weights = Path(entry.path) if entry.path is not None else None
@@ -65,7 +67,9 @@ def local_player(
         LocalEnvironment(environment),
         tokenizer,
         build_template(policy.template, tokenizer),
-        SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens),
+        SamplingParams(
+            temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens
+        ),
         max_context_tokens=max_model_tokens(engine),
         max_turns=environment.max_turns,
         seeds=lambda: int(rng.integers(2**31)),
@@ -73,7 +77,9 @@ def local_player(
     return player, engine
 
 
-def evaluate(spec: CriticEvalSpec, out_dir: Path, *, show_progress: bool = True) -> tuple[CriticEvalResult, dict[str, Path]]:
+def evaluate(
+    spec: CriticEvalSpec, out_dir: Path, *, show_progress: bool = True
+) -> tuple[CriticEvalResult, dict[str, Path]]:
     """Run the spec and write the report into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     policy_dir = resolve_policy_dir(spec)
@@ -81,7 +87,9 @@ def evaluate(spec: CriticEvalSpec, out_dir: Path, *, show_progress: bool = True)
     player, engine = local_player(policy_dir, spec.engine, spec.policy, spec.sampling, environment, spec.seed)
     # Untrained critics get their random head from this seed: the same spec measures the same critic.
     torch.manual_seed(spec.seed)
-    backends = {entry.name: build_critic(entry, spec, policy_dir, out_dir / "untrained") for entry in spec.critics}
+    backends = {
+        entry.name: build_critic(entry, spec, policy_dir, out_dir / "untrained") for entry in spec.critics
+    }
     try:
         described = [e.critic.actor_conditioning().description for e in spec.critics]
         actor = next((d for d in described if d), None) or describe_actor(policy_dir)

@@ -36,15 +36,22 @@ def ranking_counts(guess: np.ndarray, truth: np.ndarray) -> dict[str, float]:
 
 
 def critic_row(
-    predicted: np.ndarray, mc_values: np.ndarray, guess: np.ndarray, truth: np.ndarray, ks: Sequence[int],
-    *, ranking_states: int,
+    predicted: np.ndarray,
+    mc_values: np.ndarray,
+    guess: np.ndarray,
+    truth: np.ndarray,
+    ks: Sequence[int],
+    *,
+    ranking_states: int,
 ) -> tuple[dict[str, float], dict[str, str]]:
     """The metrics of the module docstring and, for each one that is NaN, why."""
     notes: dict[str, str] = {}
     row = {"value_mse": value_mse(predicted, mc_values)}
     if mc_values.size and float(np.ptp(mc_values)) == 0.0:
         row["ev_var"] = float("nan")
-        notes["ev_var"] = f"every Monte-Carlo value is {mc_values[0]:.2f}: no variance to explain (e.g. the policy never succeeds on this split)"
+        notes["ev_var"] = (
+            f"every Monte-Carlo value is {mc_values[0]:.2f}: no variance to explain (e.g. the policy never succeeds on this split)"
+        )
     else:
         row["ev_var"] = explained_variance(predicted, mc_values)
     row["ranking_probes"] = float(guess.shape[0])

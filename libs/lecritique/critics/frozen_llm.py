@@ -54,7 +54,9 @@ class FrozenLLMCritic:
             self.generator = EngineGenerator(engine, load_tokenizer(model_path))
             logger.info("frozen LLM critic: local %s engine on %s", config.llm.engine.kind, model_path)
         else:
-            self.client = OpenAIChatClient(config.llm, api_key=resolve_api_key(config.llm), experiment=experiment)
+            self.client = OpenAIChatClient(
+                config.llm, api_key=resolve_api_key(config.llm), experiment=experiment
+            )
             logger.info("frozen LLM critic: %s at %s", config.llm.model, config.llm.base_url)
 
     def _answer(self, chats: list[list[Message]]) -> tuple[list[str | None], dict[str, float]]:
@@ -81,7 +83,9 @@ class FrozenLLMCritic:
             return [c.text for c in completions], stats
         assert self.client is not None
         llm = self.client.config
-        results = self.client.complete_many(chats, max_tokens=self.config.max_tokens, temperature=self.config.temperature)
+        results = self.client.complete_many(
+            chats, max_tokens=self.config.max_tokens, temperature=self.config.temperature
+        )
         answers: list[str | None] = []
         failures = prompt_tokens = completion_tokens = 0
         for result in results:
@@ -106,7 +110,9 @@ class FrozenLLMCritic:
     def values(self, queries: list[CriticQuery], actor: ActorInfo) -> CriticValues:
         segments = self.config.segments
         texts = [
-            trajectory_states(q.trajectory, self.policy_tokenizer, segments.rule, segments.max_segments, segments.max_length)
+            trajectory_states(
+                q.trajectory, self.policy_tokenizer, segments.rule, segments.max_segments, segments.max_length
+            )
             for q in queries
         ]
         # Hindsight: one chat per trajectory scores all its states. Prefix: one chat per state.
@@ -115,7 +121,9 @@ class FrozenLLMCritic:
             if text.states:
                 asked += [(i, None)] if self.config.hindsight else [(i, k) for k in range(len(text.states))]
         chats = [
-            frozen_messages(self.config, texts[i], [PeerText(p.summary, p.reward) for p in queries[i].peers], upto)
+            frozen_messages(
+                self.config, texts[i], [PeerText(p.summary, p.reward) for p in queries[i].peers], upto
+            )
             for i, upto in asked
         ]
         answers, stats = self._answer(chats) if chats else ([], {})
@@ -137,7 +145,9 @@ class FrozenLLMCritic:
         stats.update({"states": float(states), "fallback_states": float(missing)})
         return CriticValues(values, stats, 0)
 
-    def _parsed(self, by_chat: dict[tuple[int, int | None], str | None], index: int, count: int) -> list[float | None]:
+    def _parsed(
+        self, by_chat: dict[tuple[int, int | None], str | None], index: int, count: int
+    ) -> list[float | None]:
         """The values of one trajectory's states from its answer (hindsight) or answers (prefix)."""
         if self.config.hindsight:
             answer = by_chat[(index, None)]

@@ -30,9 +30,7 @@ from lecritique.models.policy import load_tokenizer
 logger = logging.getLogger(__name__)
 
 
-def state_prompts(
-    config: GenerativeCriticConfig, text: TrajectoryText, actor: ActorInfo
-) -> list[str]:
+def state_prompts(config: GenerativeCriticConfig, text: TrajectoryText, actor: ActorInfo) -> list[str]:
     """The critic prompt of every state of one decoded trajectory."""
     return [
         generative_prompt(
@@ -80,9 +78,7 @@ class GenerativeCritic:
         self.generator.reload(version, str(path))
         return True
 
-    def score_states(
-        self, prompts: list[str]
-    ) -> tuple[list[list[ParsedScore]], dict[str, float], int]:
+    def score_states(self, prompts: list[str]) -> tuple[list[list[ParsedScore]], dict[str, float], int]:
         """Parsed scores (``eval_samples`` per prompt), token statistics, and the weight version."""
         ids = [self.tokenizer.encode(prompt, add_special_tokens=True) for prompt in prompts]
         batch = self.generator.generate(ids, critic_sampling(self.config), n=self.config.eval_samples)
@@ -100,7 +96,9 @@ class GenerativeCritic:
     def values(self, queries: list[CriticQuery], actor: ActorInfo) -> CriticValues:
         segments = self.config.segments
         texts = [
-            trajectory_states(q.trajectory, self.policy_tokenizer, segments.rule, segments.max_segments, segments.max_length)
+            trajectory_states(
+                q.trajectory, self.policy_tokenizer, segments.rule, segments.max_segments, segments.max_length
+            )
             for q in queries
         ]
         prompts: list[str] = []

@@ -41,6 +41,7 @@ from lecritique.weights import WeightStore
 
 logger = logging.getLogger(__name__)
 
+
 def actor_info(trajectory: Trajectory, config: GenerativeCriticConfig) -> ActorInfo:
     """The In-Context Conditioning the evaluator used for ``trajectory`` (recorded in its metadata)."""
     return ActorInfo(
@@ -64,7 +65,9 @@ class GenerativeCriticTrainer:
 
     role = "critic"
 
-    def __init__(self, model_dir: str | Path, config: GenerativeCriticConfig, *, policy_dir: str | Path, seed: int = 0) -> None:
+    def __init__(
+        self, model_dir: str | Path, config: GenerativeCriticConfig, *, policy_dir: str | Path, seed: int = 0
+    ) -> None:
         self.config = config
         self.learner = PolicyTrainer(
             model_dir,
@@ -79,7 +82,9 @@ class GenerativeCriticTrainer:
         self.tokenizer = load_tokenizer(model_dir)
         self.policy_tokenizer = load_tokenizer(policy_dir)
         # Samples come from the weights being trained: the engine wraps the learner's own model.
-        self.generator = EngineGenerator(HFEngine.from_model(self.learner.model, self.tokenizer), self.tokenizer)
+        self.generator = EngineGenerator(
+            HFEngine.from_model(self.learner.model, self.tokenizer), self.tokenizer
+        )
         self.rng = np.random.default_rng(seed)
         self.seed = seed
 
@@ -135,9 +140,14 @@ class GenerativeCriticTrainer:
         ]
         targets_chosen = np.asarray([state_targets[i] for i in chosen], dtype=np.float64)
         rewards = np.array(
-            [[critic_reward(p, target) for p in group] for group, target in zip(parsed, targets_chosen, strict=True)]
+            [
+                [critic_reward(p, target) for p in group]
+                for group, target in zip(parsed, targets_chosen, strict=True)
+            ]
         )
-        metrics = self.learner.train_step(self._sample_trajectories(batch, rewards, reinforce_advantages(rewards, self.config)))
+        metrics = self.learner.train_step(
+            self._sample_trajectories(batch, rewards, reinforce_advantages(rewards, self.config))
+        )
         metrics.update(_score_metrics(parsed, targets_chosen, rewards))
         metrics.update(
             {
@@ -149,7 +159,9 @@ class GenerativeCriticTrainer:
         )
         return metrics
 
-    def _state_prompts(self, trajectories: Sequence[Trajectory], targets: Any) -> tuple[list[str], list[float]]:
+    def _state_prompts(
+        self, trajectories: Sequence[Trajectory], targets: Any
+    ) -> tuple[list[str], list[float]]:
         """The critic prompt of every state of every trajectory, and each state's regression target."""
         segments = self.config.segments
         prompts: list[str] = []
@@ -160,13 +172,19 @@ class GenerativeCriticTrainer:
             )
             prompts += state_prompts(self.config, text, actor_info(trajectory, self.config))
             for state in text.states:
-                target = trajectory.reward if targets is None else float(np.asarray(targets[row])[state.token_index])
+                target = (
+                    trajectory.reward
+                    if targets is None
+                    else float(np.asarray(targets[row])[state.token_index])
+                )
                 state_targets.append(target)
         if not prompts:
             raise ValueError("the batch has no policy tokens, hence no states to train the critic on")
         return prompts, state_targets
 
-    def _sample_trajectories(self, batch: Any, rewards: np.ndarray, advantages: np.ndarray) -> list[Trajectory]:
+    def _sample_trajectories(
+        self, batch: Any, rewards: np.ndarray, advantages: np.ndarray
+    ) -> list[Trajectory]:
         """Every critic completion as a one-turn trajectory with its REINFORCE advantage."""
         out = []
         for row, (group, prompt_ids) in enumerate(zip(batch.completions, batch.prompts, strict=True)):
@@ -200,7 +218,9 @@ def _score_metrics(parsed: list[list[Any]], targets: np.ndarray, rewards: np.nda
         "critic_reward": float(rewards.mean()),
         "parse_failure_rate": float(1.0 - ok.mean()),
         "value_mse": float(np.mean((pairs_value - pairs_target) ** 2)) if pairs_value.size else float("nan"),
-        "explained_variance": explained_variance(pairs_value, pairs_target) if pairs_value.size else float("nan"),
+        "explained_variance": explained_variance(pairs_value, pairs_target)
+        if pairs_value.size
+        else float("nan"),
         "value_mean": float(pairs_value.mean()) if pairs_value.size else float("nan"),
         "target_mean": float(targets.mean()),
         "samples": float(rewards.size),

@@ -60,10 +60,14 @@ class GroupMember:
 
 def _reference_text(privileged: Mapping[str, str], key: str | None) -> str:
     if not privileged:
-        raise ValueError("critic context 'reference' needs a task with privileged context; this task has none")
+        raise ValueError(
+            "critic context 'reference' needs a task with privileged context; this task has none"
+        )
     if key is not None:
         if key not in privileged:
-            raise ValueError(f"privileged key {key!r} not in the task's privileged context {sorted(privileged)}")
+            raise ValueError(
+                f"privileged key {key!r} not in the task's privileged context {sorted(privileged)}"
+            )
         return privileged[key]
     return privileged[sorted(privileged)[0]]
 
@@ -79,19 +83,27 @@ def middle_out(text: str, limit: int) -> str:
     return text[:head] + "..." + text[len(text) - (limit - 3 - head) :]
 
 
-def _sibling_lines(members: Sequence[GroupMember], i: int, sibling_chars: int | None) -> list[tuple[str, str]]:
+def _sibling_lines(
+    members: Sequence[GroupMember], i: int, sibling_chars: int | None
+) -> list[tuple[str, str]]:
     """(``peer R:`` header, one-line response) of every sibling of member ``i``."""
     lines = []
     for j, peer in enumerate(members):
         if j != i:
             # One line per peer: newlines inside a response would break the layout.
             text = peer.response_text.replace("\n", " ")
-            lines.append((f"peer {peer.reward:.2f}:", text if sibling_chars is None else middle_out(text, sibling_chars)))
+            lines.append(
+                (
+                    f"peer {peer.reward:.2f}:",
+                    text if sibling_chars is None else middle_out(text, sibling_chars),
+                )
+            )
     return lines
 
 
 def _group_context(lines: Sequence[tuple[str, str]], head: str, max_chars: int | None) -> str:
     """The siblings' lines after ``head``; over ``max_chars``, every response is shortened evenly."""
+
     def render(share: int | None) -> str:
         return head + "".join(f"{h}{t if share is None else middle_out(t, share)}\n" for h, t in lines)
 
@@ -124,7 +136,8 @@ def build_group_contexts(
     if len(members) < 2:
         raise ValueError(f"critic context {kind!r} needs groups of at least 2 trajectories")
     return [
-        _group_context(_sibling_lines(members, i, sibling_chars), heads[i], max_context_chars) for i in range(len(members))
+        _group_context(_sibling_lines(members, i, sibling_chars), heads[i], max_context_chars)
+        for i in range(len(members))
     ]
 
 
@@ -138,7 +151,9 @@ def peer_summary(member: GroupMember, max_chars: int = PEER_SUMMARY_CHARS) -> st
     return (actions + outcome)[:max_chars]
 
 
-def build_group_peers(members: Sequence[GroupMember], max_summary_chars: int = PEER_SUMMARY_CHARS) -> list[list[Peer]]:
+def build_group_peers(
+    members: Sequence[GroupMember], max_summary_chars: int = PEER_SUMMARY_CHARS
+) -> list[list[Peer]]:
     """For every member, its siblings' summaries and rewards (never its own: admissibility, eq. 5)."""
     summaries = [peer_summary(m, max_summary_chars) for m in members]
     return [
@@ -174,26 +189,37 @@ def context_length(tokenizer: Any, critic: CriticServingSpec) -> int | None:
     limit = getattr(tokenizer, "model_max_length", None)
     if not isinstance(limit, int) or limit >= 10**6:
         try:
-            config = json.loads((Path(str(getattr(tokenizer, "name_or_path", ""))) / "config.json").read_text())
+            config = json.loads(
+                (Path(str(getattr(tokenizer, "name_or_path", ""))) / "config.json").read_text()
+            )
             limit = int(config["max_position_embeddings"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
     return limit // 2
 
 
-def group_contexts(critic: CriticServingSpec, members: Sequence[GroupMember], tokens: int | None, tokenizer: Any = None) -> list[str]:
+def group_contexts(
+    critic: CriticServingSpec, members: Sequence[GroupMember], tokens: int | None, tokenizer: Any = None
+) -> list[str]:
     """The contexts of one group; a context over ``tokens`` gets a character budget that fits
     (found by bisection on its encoded length), so long siblings lose their middles evenly."""
+
     def build(chars: int | None) -> list[str]:
         return build_group_contexts(
-            critic.context, members, privileged_key=critic.privileged_key, sibling_chars=critic.sibling_chars, max_context_chars=chars
+            critic.context,
+            members,
+            privileged_key=critic.privileged_key,
+            sibling_chars=critic.sibling_chars,
+            max_context_chars=chars,
         )
 
     contexts = build(critic.max_context_chars)
     if tokens is None or tokenizer is None or critic.context not in GROUP_CONTEXT_KINDS:
         return contexts
+
     def fits(text: str) -> bool:
         return len(tokenizer.encode(text, add_special_tokens=False)) <= tokens
+
     fitted = []
     for i, context in enumerate(contexts):
         best, low, high = context, 1, len(context) - 1
@@ -242,13 +268,21 @@ def critic_queries(
         contexts = group_contexts(critic, members, context_length(tokenizer, critic), tokenizer)
         texts.update(zip(indices, contexts, strict=True))
         peers.update(zip(indices, build_group_peers(members, critic.peer_summary_chars()), strict=True))
-    shown = {CONTEXT_KIND_KEY: critic.context, ACTOR_KEY: actor.description, REWARD_AVERAGE_KEY: actor.reward_average}
+    shown = {
+        CONTEXT_KIND_KEY: critic.context,
+        ACTOR_KEY: actor.description,
+        REWARD_AVERAGE_KEY: actor.reward_average,
+    }
     queries = []
     for index, attempt in enumerate(attempts):
         text = texts[index]
-        context_ids = np.asarray(tokenizer.encode(text, add_special_tokens=False), dtype=np.int32) if text else None
+        context_ids = (
+            np.asarray(tokenizer.encode(text, add_special_tokens=False), dtype=np.int32) if text else None
+        )
         trajectory = replace(
-            attempt.trajectory, critic_context_ids=context_ids, metadata={**attempt.trajectory.metadata, **shown}
+            attempt.trajectory,
+            critic_context_ids=context_ids,
+            metadata={**attempt.trajectory.metadata, **shown},
         )
         queries.append(CriticQuery(trajectory, text, tuple(peers[index])))
     return queries

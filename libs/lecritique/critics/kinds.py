@@ -126,7 +126,9 @@ class CriticKind(Generic[S]):
         return issubclass(self.spec, TrainedCriticSpec)
 
 
-def _discriminative_backend(critic: DiscriminativeCriticSpec, weights: Path | None, where: ServingContext) -> CriticBackend:
+def _discriminative_backend(
+    critic: DiscriminativeCriticSpec, weights: Path | None, where: ServingContext
+) -> CriticBackend:
     from lecritique.critics.discriminative import DiscriminativeCritic
 
     if weights is None:
@@ -165,7 +167,9 @@ def _discriminative_untrained(critic: DiscriminativeCriticSpec, policy_dir: Path
     return scratch
 
 
-def _generative_backend(critic: GenerativeCriticSpec, weights: Path | None, where: ServingContext) -> CriticBackend:
+def _generative_backend(
+    critic: GenerativeCriticSpec, weights: Path | None, where: ServingContext
+) -> CriticBackend:
     from lecritique.critics.generative import GenerativeCritic
 
     if weights is None:
@@ -187,7 +191,9 @@ def _generative_resume(
     return GenerativeCriticTrainer.load(version_dir, critic, policy_dir=policy_dir(), seed=seed)
 
 
-def _frozen_backend(critic: FrozenLLMCriticSpec, weights: Path | None, where: ServingContext) -> CriticBackend:
+def _frozen_backend(
+    critic: FrozenLLMCriticSpec, weights: Path | None, where: ServingContext
+) -> CriticBackend:
     from lecritique.critics.frozen_llm import FrozenLLMCritic
 
     return FrozenLLMCritic(critic, policy_dir=where.policy_dir, experiment=where.experiment)
@@ -197,7 +203,9 @@ def _frozen_pod_needs(critic: FrozenLLMCriticSpec) -> PodNeeds:
     llm = critic.llm
     if not isinstance(llm, OpenAIEndpointConfig) or llm.api_key_secret is None or llm.api_key_env is None:
         return PodNeeds()
-    return PodNeeds(evaluator_secrets=(SecretEnv(llm.api_key_env, llm.api_key_secret, llm.api_key_secret_key),))
+    return PodNeeds(
+        evaluator_secrets=(SecretEnv(llm.api_key_env, llm.api_key_secret, llm.api_key_secret_key),)
+    )
 
 
 KINDS: dict[str, CriticKind[Any]] = {
@@ -207,7 +215,9 @@ KINDS: dict[str, CriticKind[Any]] = {
             "discriminative",
             DiscriminativeCriticSpec,
             backend=_discriminative_backend,
-            trainer=TrainerFactory(_discriminative_fresh, _discriminative_resume, loss=lambda critic: critic.loss),
+            trainer=TrainerFactory(
+                _discriminative_fresh, _discriminative_resume, loss=lambda critic: critic.loss
+            ),
             untrained_weights=_discriminative_untrained,
         ),
         CriticKind(

@@ -25,7 +25,9 @@ def render_messages(messages: Sequence[Message], tokenizer: Any) -> list[int]:
     content followed by a newline, after the tokenizer's special prefix (BOS).
     """
     if getattr(tokenizer, "chat_template", None):
-        ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True, return_dict=False)
+        ids = tokenizer.apply_chat_template(
+            list(messages), add_generation_prompt=True, tokenize=True, return_dict=False
+        )
         return [int(t) for t in ids]
     text = "".join(f"{message['content']}\n" for message in messages)
     return [int(t) for t in tokenizer.encode(text, add_special_tokens=True)]
@@ -81,7 +83,9 @@ class EngineGenerator:
     def _fit(self, ids: list[int], max_tokens: int) -> tuple[list[int], bool]:
         room = self.context_tokens - max_tokens
         if room < 2:
-            raise ValueError(f"max_tokens {max_tokens} leaves no room for a prompt in a {self.context_tokens}-token context")
+            raise ValueError(
+                f"max_tokens {max_tokens} leaves no room for a prompt in a {self.context_tokens}-token context"
+            )
         if len(ids) <= room:
             return ids, False
         # Keep the first token (BOS or the template's start) and the end, where the question is.
@@ -96,10 +100,7 @@ class EngineGenerator:
             groups = self.engine.generate([ids for ids, _ in fitted], n=n, sampling=sampling)
             version = self.version
         completions = [
-            [
-                Generated(c.text, list(c.token_ids), list(c.logprobs), len(ids), c.finish_reason)
-                for c in group
-            ]
+            [Generated(c.text, list(c.token_ids), list(c.logprobs), len(ids), c.finish_reason) for c in group]
             for (ids, _), group in zip(fitted, groups, strict=True)
         ]
         return GenerationBatch(completions, [ids for ids, _ in fitted], version, truncated)

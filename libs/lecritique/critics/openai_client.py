@@ -29,17 +29,23 @@ from lecritique.critics.llm import Message
 logger = logging.getLogger(__name__)
 
 PROMPT_TOKENS = Counter(
-    "lecritique_critic_llm_prompt_tokens_total", "Prompt tokens sent to the critic LLM endpoint", ["experiment"]
+    "lecritique_critic_llm_prompt_tokens_total",
+    "Prompt tokens sent to the critic LLM endpoint",
+    ["experiment"],
 )
 COMPLETION_TOKENS = Counter(
-    "lecritique_critic_llm_completion_tokens_total", "Completion tokens received from the critic LLM endpoint", ["experiment"]
+    "lecritique_critic_llm_completion_tokens_total",
+    "Completion tokens received from the critic LLM endpoint",
+    ["experiment"],
 )
 REQUESTS = Counter(
     "lecritique_critic_llm_requests_total",
     "Critic LLM HTTP attempts by outcome (ok, retried, failed)",
     ["experiment", "outcome"],
 )
-COST = Counter("lecritique_critic_llm_cost_usd_total", "Estimated USD spent on the critic LLM endpoint", ["experiment"])
+COST = Counter(
+    "lecritique_critic_llm_cost_usd_total", "Estimated USD spent on the critic LLM endpoint", ["experiment"]
+)
 
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
@@ -71,7 +77,8 @@ class Usage:
 def cost_usd(config: OpenAIEndpointConfig, prompt_tokens: int, completion_tokens: int) -> float:
     """Estimated price of a number of tokens at the endpoint's configured rates."""
     return (
-        prompt_tokens * config.prompt_price_per_million + completion_tokens * config.completion_price_per_million
+        prompt_tokens * config.prompt_price_per_million
+        + completion_tokens * config.completion_price_per_million
     ) / 1e6
 
 
@@ -91,7 +98,9 @@ def resolve_api_key(config: OpenAIEndpointConfig) -> str | None:
 class OpenAIChatClient:
     """Thread-safe; one per value-evaluator process."""
 
-    def __init__(self, config: OpenAIEndpointConfig, *, api_key: str | None = None, experiment: str = "") -> None:
+    def __init__(
+        self, config: OpenAIEndpointConfig, *, api_key: str | None = None, experiment: str = ""
+    ) -> None:
         self.config = config
         self.experiment = experiment
         headers = {"Content-Type": "application/json"}
@@ -101,7 +110,9 @@ class OpenAIChatClient:
             base_url=config.base_url,
             headers=headers,
             timeout=httpx.Timeout(config.timeout_seconds),
-            limits=httpx.Limits(max_connections=config.concurrency, max_keepalive_connections=config.concurrency),
+            limits=httpx.Limits(
+                max_connections=config.concurrency, max_keepalive_connections=config.concurrency
+            ),
         )
         self._slots = threading.BoundedSemaphore(config.concurrency)
         self._executor = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="critic-llm")
@@ -124,7 +135,12 @@ class OpenAIChatClient:
         REQUESTS.labels(self.experiment, outcome).inc()
 
     def complete(
-        self, messages: Sequence[Message], *, max_tokens: int, temperature: float = 0.0, seed: int | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        seed: int | None = None,
     ) -> ChatResult:
         """One chat completion, retried on transient failures; raises :class:`LLMRequestError`."""
         body: dict[str, Any] = {
@@ -157,7 +173,9 @@ class OpenAIChatClient:
             with self._usage_lock:
                 self.usage.retries += 1
             delay = self._delay(attempt, response)
-            logger.warning("critic LLM request failed (%s); retry %d in %.1f s", last_error, attempt + 1, delay)
+            logger.warning(
+                "critic LLM request failed (%s); retry %d in %.1f s", last_error, attempt + 1, delay
+            )
             time.sleep(delay)
         self._fail(f"{last_error} (after {self.config.max_retries} retries)")
         raise AssertionError("unreachable")

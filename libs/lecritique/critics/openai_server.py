@@ -78,10 +78,15 @@ def create_app(
         return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "lecritique"}]}
 
     @app.post("/v1/chat/completions")
-    def chat_completions(request: ChatCompletionRequest, authorization: str | None = Header(default=None)) -> dict[str, Any]:
+    def chat_completions(
+        request: ChatCompletionRequest, authorization: str | None = Header(default=None)
+    ) -> dict[str, Any]:
         authorise(authorization)
         if request.model != model_name:
-            raise HTTPException(status_code=404, detail=f"model {request.model!r} is not served here; this serves {model_name!r}")
+            raise HTTPException(
+                status_code=404,
+                detail=f"model {request.model!r} is not served here; this serves {model_name!r}",
+            )
         prompt = render_messages([m.model_dump() for m in request.messages], tokenizer)
         sampling = SamplingParams(
             temperature=request.temperature,
@@ -101,7 +106,11 @@ def create_app(
             "created": int(time.time()),
             "model": model_name,
             "choices": [
-                {"index": i, "message": {"role": "assistant", "content": c.text}, "finish_reason": c.finish_reason}
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": c.text},
+                    "finish_reason": c.finish_reason,
+                }
                 for i, c in enumerate(completions)
             ],
             "usage": {

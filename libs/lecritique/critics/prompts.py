@@ -118,7 +118,10 @@ def frozen_messages(
             f"Estimate the probability that the policy succeeds from state {upto}. "
             f"Answer with one line in the form '{upto}: p' (p between 0 and 1), nothing else."
         )
-    return [{"role": "system", "content": config.system_prompt}, {"role": "user", "content": "\n".join(lines)}]
+    return [
+        {"role": "system", "content": config.system_prompt},
+        {"role": "user", "content": "\n".join(lines)},
+    ]
 
 
 _STATE_LINE = re.compile(r"^\s*\[?(\d+)\]?\s*[:=]\s*(-?\d*\.?\d+)\s*$")

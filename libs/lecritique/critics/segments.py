@@ -44,7 +44,9 @@ FloatArray = npt.NDArray[np.float32]
 _SENTENCE_END = ".!?"
 
 
-def _ends_segment(rule: SegmentRule, text: str, previous_text: str, after_number_stop: bool) -> tuple[bool, bool]:
+def _ends_segment(
+    rule: SegmentRule, text: str, previous_text: str, after_number_stop: bool
+) -> tuple[bool, bool]:
     """Whether the segment ends after a token of this text (tokens up to it only), and whether
     it ends in a stop after a digit, which the next token's leading whitespace confirms."""
     if rule == "turn":

@@ -118,9 +118,13 @@ class DiscriminativeCriticSpec(CriticTrainerConfig, TrainerProcessesConfig, Trai
     @model_validator(mode="after")
     def _one_source_of_weights(self) -> DiscriminativeCriticSpec:
         if self.model_path is not None and self.tiny is not None:
-            raise ValueError("critic.tiny: a critic started from critic.model_path has that model's shape; set one of the two")
+            raise ValueError(
+                "critic.tiny: a critic started from critic.model_path has that model's shape; set one of the two"
+            )
         if self.model_path is not None and self.init == "fresh":
-            raise ValueError("critic.init: 'fresh' discards the weights of critic.model_path; drop one of the two")
+            raise ValueError(
+                "critic.init: 'fresh' discards the weights of critic.model_path; drop one of the two"
+            )
         return self
 
 
@@ -131,7 +135,9 @@ class GenerativeCriticSpec(GenerativeCriticConfig, TrainedCriticSpec):
     """Critic kind served by the value evaluator."""
 
     def actor_conditioning(self) -> ActorConditioning:
-        return ActorConditioning(self.actor_description, self.reward_average_decay, self.initial_reward_average)
+        return ActorConditioning(
+            self.actor_description, self.reward_average_decay, self.initial_reward_average
+        )
 
 
 class FrozenLLMCriticSpec(FrozenLLMConfig, CriticServingSpec):

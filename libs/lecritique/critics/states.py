@@ -49,7 +49,9 @@ class TrajectoryText:
 
 def token_texts(tokenizer: Any, token_ids: Sequence[int] | np.ndarray) -> list[str]:
     """Decoded text of every token on its own (special tokens decode to "")."""
-    return [str(text) for text in tokenizer.batch_decode([[int(t)] for t in token_ids], skip_special_tokens=True)]
+    return [
+        str(text) for text in tokenizer.batch_decode([[int(t)] for t in token_ids], skip_special_tokens=True)
+    ]
 
 
 def decode(tokenizer: Any, token_ids: Sequence[int] | np.ndarray) -> str:
@@ -65,7 +67,9 @@ def trajectory_states(
 ) -> TrajectoryText:
     """Cut ``trajectory`` at its segment starts and decode everything a text critic reads."""
     texts = token_texts(tokenizer, trajectory.token_ids)
-    starts = segment_starts(texts, trajectory.policy_mask, trajectory.step_ids, rule, max_segments, max_length)
+    starts = segment_starts(
+        texts, trajectory.policy_mask, trajectory.step_ids, rule, max_segments, max_length
+    )
     ends = [*starts[1:].tolist(), len(texts)]
     states = [
         CriticState(

@@ -65,7 +65,9 @@ class Completion:
 class RolloutEngine(Protocol):
     """A policy inference engine: batched sampling plus in-place weight updates."""
 
-    def generate(self, prompts: Prompts, n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
+    def generate(
+        self, prompts: Prompts, n: int = 1, sampling: SamplingParams | None = None
+    ) -> list[list[Completion]]:
         """``n`` completions for each prompt (token ids, or text encoded with special tokens)."""
         ...
 
@@ -100,12 +102,18 @@ def encode_prompts(prompts: Prompts, tokenizer: Any) -> list[list[int]]:
     encoded: list[list[int]] = []
     vocab_size = len(tokenizer)
     for index, prompt in enumerate(prompts):
-        ids = tokenizer.encode(prompt, add_special_tokens=True) if isinstance(prompt, str) else [int(t) for t in prompt]  # type: ignore[call-overload]
+        ids = (
+            tokenizer.encode(prompt, add_special_tokens=True)
+            if isinstance(prompt, str)
+            else [int(t) for t in prompt]
+        )  # type: ignore[call-overload]
         if not ids:
             raise ValueError(f"prompt {index} encodes to no tokens")
         bad = [t for t in ids if t < 0 or t >= vocab_size]
         if bad:
-            raise ValueError(f"prompt {index} has token ids outside the vocabulary [0, {vocab_size}): {bad[:5]}")
+            raise ValueError(
+                f"prompt {index} has token ids outside the vocabulary [0, {vocab_size}): {bad[:5]}"
+            )
         encoded.append(ids)
     return encoded
 

@@ -62,7 +62,9 @@ class _SampledTokenLogprobs(LogitsProcessor):
 class HFEngine:
     """Batched sampling with ``model.generate``; weights swapped by reloading the directory."""
 
-    def __init__(self, config: HFEngineConfig, model: PreTrainedModel | None = None, tokenizer: Any = None) -> None:
+    def __init__(
+        self, config: HFEngineConfig, model: PreTrainedModel | None = None, tokenizer: Any = None
+    ) -> None:
         self.config = config
         self.version = 0
         if model is None or tokenizer is None:
@@ -104,7 +106,9 @@ class HFEngine:
         self.version = version
         logger.info("hf engine: loaded weights version %d from %s", version, path)
 
-    def generate(self, prompts: Prompts, n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
+    def generate(
+        self, prompts: Prompts, n: int = 1, sampling: SamplingParams | None = None
+    ) -> list[list[Completion]]:
         sampling = sampling or SamplingParams()
         validate_prompts(prompts, n)
         prompt_ids = encode_prompts(prompts, self.tokenizer)
@@ -151,7 +155,9 @@ class HFEngine:
         )
         sequences = output.sequences[:, width:].cpu()
         logprobs = recorder.finish(output.sequences).cpu()
-        return [self._completion(sequences[row].tolist(), logprobs[row], set(stops)) for row in range(len(batch))]
+        return [
+            self._completion(sequences[row].tolist(), logprobs[row], set(stops)) for row in range(len(batch))
+        ]
 
     def _generation_config(self, sampling: SamplingParams, stops: list[int]) -> GenerationConfig:
         # Every sampling field is set explicitly: generate() fills unset ones from the checkpoint's

@@ -77,7 +77,9 @@ class VLLMEngine:
         self.version = version
         logger.info("vllm engine: loaded weights version %d from %s", version, path)
 
-    def generate(self, prompts: Prompts, n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
+    def generate(
+        self, prompts: Prompts, n: int = 1, sampling: SamplingParams | None = None
+    ) -> list[list[Completion]]:
         from vllm import SamplingParams as VLLMSamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -117,7 +119,9 @@ class VLLMEngine:
         token_ids = [int(t) for t in sample.token_ids]
         if sample.logprobs is None or len(sample.logprobs) != len(token_ids):
             raise RuntimeError("vLLM returned no logprob for some sampled tokens (expected logprobs=0)")
-        logprobs = [float(position[token].logprob) for position, token in zip(sample.logprobs, token_ids, strict=True)]
+        logprobs = [
+            float(position[token].logprob) for position, token in zip(sample.logprobs, token_ids, strict=True)
+        ]
         finish: FinishReason = "length" if sample.finish_reason == "length" else "stop"
         return Completion(
             token_ids=token_ids,

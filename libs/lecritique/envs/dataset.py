@@ -161,7 +161,9 @@ class DatasetEnvironment(Environment):
             if not required:
                 return None
             known = ", ".join(sorted(row.values)) or "none"
-            raise DatasetError(f"{self.config.path} {row.where}, column {column!r}: missing (the row has columns {known})")
+            raise DatasetError(
+                f"{self.config.path} {row.where}, column {column!r}: missing (the row has columns {known})"
+            )
         text = cell_text(row.values[column])
         if text is None and required:
             raise DatasetError(f"{self.config.path} {row.where}, column {column!r}: empty value")
@@ -172,7 +174,11 @@ class DatasetEnvironment(Environment):
         assert prompt is not None
         if self.config.prompt_template is None:
             return prompt
-        cells = {name: self._cell(row, name) for name in template_fields(self.config.prompt_template) if name != "prompt"}
+        cells = {
+            name: self._cell(row, name)
+            for name in template_fields(self.config.prompt_template)
+            if name != "prompt"
+        }
         return self.config.prompt_template.format_map({**cells, "prompt": prompt})
 
     def _split(self, row: Row, split_key: str) -> Split | None:
@@ -193,7 +199,9 @@ class DatasetEnvironment(Environment):
             try:
                 self.verifier.check_reference(reference)
             except ValueError as error:
-                raise DatasetError(f"{self.config.path} {row.where}, column {self.config.reference_column!r}: {error}") from None
+                raise DatasetError(
+                    f"{self.config.path} {row.where}, column {self.config.reference_column!r}: {error}"
+                ) from None
             privileged = {REFERENCE_KEY: reference}
             for column in self.config.privileged_columns:
                 privileged[column] = str(self._cell(row, column))
@@ -231,7 +239,9 @@ class DatasetEnvironment(Environment):
             raise ValueError(f"n must be >= 0, got {n}")
         pool = self._tasks[split]
         if n and not pool:
-            raise RuntimeError(f"dataset {self.config.path} has no {split} rows (split: {self.config.split.kind})")
+            raise RuntimeError(
+                f"dataset {self.config.path} has no {split} rows (split: {self.config.split.kind})"
+            )
         tasks: list[Task] = []
         epoch = 0
         while len(tasks) < n:
@@ -245,7 +255,9 @@ class DatasetEnvironment(Environment):
         """The dataset row behind ``task`` (checked against the task's content)."""
         found = self._rows.get(int(task.metadata.get("row", -1)))
         if found is None or content_digest(task.prompt, task.reference) != found[1]:
-            raise ValueError(f"task {task.task_id} does not come from dataset {self.config.path} as loaded here")
+            raise ValueError(
+                f"task {task.task_id} does not come from dataset {self.config.path} as loaded here"
+            )
         return found[0]
 
     def score(self, task: Task, completion: str) -> ScoreResult:
@@ -257,4 +269,6 @@ class DatasetEnvironment(Environment):
 
     def demonstrations(self, task: Task, rng: random.Random) -> Demonstration:
         assert task.reference is not None
-        return Demonstration([(task.prompt, tagged(task.reference) if self.config.answer_tags else task.reference)])
+        return Demonstration(
+            [(task.prompt, tagged(task.reference) if self.config.answer_tags else task.reference)]
+        )

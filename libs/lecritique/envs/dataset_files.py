@@ -22,7 +22,14 @@ DatasetFormat = Literal["auto", "jsonl", "csv", "parquet", "hf_disk"]
 SPLIT_NAME_COLUMN = "_split"
 """Virtual column holding the split name of each row of a Hugging Face ``DatasetDict``."""
 
-_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
 
 
 class DatasetError(ValueError):
@@ -50,7 +57,9 @@ def _roots() -> list[Path]:
 
 
 def _refuse(path: Path, roots: list[Path], where: str = "") -> DatasetError:
-    return DatasetError(f"dataset {path}{where} is outside the allowed folders ({ROOTS_ENV}: {', '.join(map(str, roots))})")
+    return DatasetError(
+        f"dataset {path}{where} is outside the allowed folders ({ROOTS_ENV}: {', '.join(map(str, roots))})"
+    )
 
 
 def check_allowed(path: Path) -> None:
@@ -89,7 +98,9 @@ def detect_format(path: Path, declared: DatasetFormat, source: Path | None = Non
         return "hf_disk"
     detected = _SUFFIXES.get(path.suffix.lower())
     if detected is None:
-        raise DatasetError(f"{path}: cannot tell the format from the suffix {path.suffix!r}; set 'format' (jsonl, csv, parquet, hf_disk)")
+        raise DatasetError(
+            f"{path}: cannot tell the format from the suffix {path.suffix!r}; set 'format' (jsonl, csv, parquet, hf_disk)"
+        )
     return detected  # type: ignore[return-value]
 
 
@@ -134,7 +145,9 @@ def _csv_rows(path: Path, source: Path) -> Iterator[Row]:
         for number, values in enumerate(reader, start=1):
             where = f"row {number} (line {reader.line_num})"
             if None in values:  # more cells than header columns
-                raise DatasetError(f"{path} {where}: {len(values[None]) + len(reader.fieldnames)} cells but {len(reader.fieldnames)} header columns")
+                raise DatasetError(
+                    f"{path} {where}: {len(values[None]) + len(reader.fieldnames)} cells but {len(reader.fieldnames)} header columns"
+                )
             # A short row leaves the missing cells None; an empty cell is "" (treated as missing later).
             yield Row(number, where, dict(values))
 
@@ -162,7 +175,9 @@ def _hf_records(path: Path, splits: tuple[str, ...], source: Path) -> list[dict[
     try:
         import datasets
     except ImportError:
-        raise DatasetError("reading a Hugging Face dataset directory needs datasets: pip install 'lecritique[data]'") from None
+        raise DatasetError(
+            "reading a Hugging Face dataset directory needs datasets: pip install 'lecritique[data]'"
+        ) from None
     try:
         loaded = datasets.load_from_disk(str(source))
     except (FileNotFoundError, ValueError) as error:
@@ -171,13 +186,17 @@ def _hf_records(path: Path, splits: tuple[str, ...], source: Path) -> list[dict[
         names = splits or tuple(loaded.keys())
         unknown = [name for name in names if name not in loaded]
         if unknown:
-            raise DatasetError(f"{path}: no split(s) {', '.join(unknown)} in the DatasetDict (it has {', '.join(loaded)})")
+            raise DatasetError(
+                f"{path}: no split(s) {', '.join(unknown)} in the DatasetDict (it has {', '.join(loaded)})"
+            )
         records = []
         for name in names:
             records += [{**record, SPLIT_NAME_COLUMN: name} for record in loaded[name].to_list()]
         return records
     if splits:
-        raise DatasetError(f"{path}: hf_splits is set but the directory holds a single Dataset, not a DatasetDict")
+        raise DatasetError(
+            f"{path}: hf_splits is set but the directory holds a single Dataset, not a DatasetDict"
+        )
     single: list[dict[str, Any]] = loaded.to_list()
     return single
 

@@ -83,7 +83,9 @@ class SandboxConfig(BaseModel):
     """RLIMIT_NPROC for the sandbox uid (counts all its processes and threads)."""
     open_files: int = Field(default=64, ge=16)
     """RLIMIT_NOFILE."""
-    packages: tuple[str, ...] = Field(default=DEFAULT_PACKAGES, json_schema_extra={"x-tenant-rule": "sandbox_package"})
+    packages: tuple[str, ...] = Field(
+        default=DEFAULT_PACKAGES, json_schema_extra={"x-tenant-rule": "sandbox_package"}
+    )
     """Top-level modules of the interpreter's site-packages the code may import (read-only)."""
     namespaces: Literal["auto", "require", "off"] = "auto"
     """Namespaces and the private root when the kernel allows them (auto), always, or never."""

@@ -103,7 +103,11 @@ class PythonVerifierConfig(_VerifierBase):
 
 
 VerifierConfig = Annotated[
-    ExactVerifierConfig | NumericVerifierConfig | MathVerifyVerifierConfig | RegexVerifierConfig | PythonVerifierConfig,
+    ExactVerifierConfig
+    | NumericVerifierConfig
+    | MathVerifyVerifierConfig
+    | RegexVerifierConfig
+    | PythonVerifierConfig,
     Field(discriminator="kind"),
 ]
 """One verifier's configuration; ``kind`` selects it."""
@@ -149,7 +153,11 @@ def parse_number(text: str) -> Fraction | float | None:
     try:
         if "/" in text:
             numerator, _, denominator = text.partition("/")
-            if not (_NUMBER.match(numerator) and _NUMBER.match(denominator)) or not numerator or not denominator:
+            if (
+                not (_NUMBER.match(numerator) and _NUMBER.match(denominator))
+                or not numerator
+                or not denominator
+            ):
                 return None
             value = Fraction(numerator.replace(",", "")) / Fraction(denominator.replace(",", ""))
         else:
@@ -199,7 +207,9 @@ class MathVerifyVerifier:
 
     def _parse(self, text: str) -> list[Any]:
         # A bare "70" or "1/2" has no LaTeX delimiters; math-verify's extractors find it anyway.
-        parsed: list[Any] = self._math_verify.parse(text[:MAX_MATH_ANSWER_CHARS], parsing_timeout=self._timeout())
+        parsed: list[Any] = self._math_verify.parse(
+            text[:MAX_MATH_ANSWER_CHARS], parsing_timeout=self._timeout()
+        )
         return parsed
 
     def check_reference(self, reference: str) -> None:
@@ -211,7 +221,10 @@ class MathVerifyVerifier:
         if not predicted:
             return ScoreResult(0.0, f"no mathematical answer in {short(answer)}")
         correct = self._math_verify.verify(
-            self._parse(reference), predicted, float_rounding=self.config.float_rounding, timeout_seconds=self._timeout()
+            self._parse(reference),
+            predicted,
+            float_rounding=self.config.float_rounding,
+            timeout_seconds=self._timeout(),
         )
         return _verdict(bool(correct), answer)
 
@@ -222,7 +235,11 @@ class RegexVerifier:
         self._flags = re.IGNORECASE if config.ignore_case else 0
 
     def _pattern(self, reference: str) -> re.Pattern[str]:
-        source = reference if self.config.pattern is None else self.config.pattern.replace("{reference}", re.escape(reference))
+        source = (
+            reference
+            if self.config.pattern is None
+            else self.config.pattern.replace("{reference}", re.escape(reference))
+        )
         return re.compile(source, self._flags)
 
     def check_reference(self, reference: str) -> None:
@@ -243,10 +260,14 @@ def load_entry_point(entry_point: str) -> Callable[..., Any]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise ValueError(f"verifier entry point {entry_point!r}: cannot import {module_name!r}: {error}") from None
+        raise ValueError(
+            f"verifier entry point {entry_point!r}: cannot import {module_name!r}: {error}"
+        ) from None
     function = getattr(module, function_name, None)
     if not callable(function):
-        raise ValueError(f"verifier entry point {entry_point!r}: {module_name} has no function {function_name!r}")
+        raise ValueError(
+            f"verifier entry point {entry_point!r}: {module_name} has no function {function_name!r}"
+        )
     return function  # type: ignore[no-any-return]
 
 
@@ -268,7 +289,12 @@ class PythonVerifier:
             result, diagnostic = result
         if isinstance(result, bool | int | float) and math.isfinite(float(result)):
             reward = min(1.0, max(0.0, float(result)))
-            return ScoreResult(reward, str(diagnostic) if diagnostic is not None else ("correct" if reward == 1.0 else f"scored {reward:.3g}"))
+            return ScoreResult(
+                reward,
+                str(diagnostic)
+                if diagnostic is not None
+                else ("correct" if reward == 1.0 else f"scored {reward:.3g}"),
+            )
         return ScoreResult(0.0, f"{self.config.entry_point} returned {short(repr(result))}, not a reward")
 
 

@@ -72,7 +72,9 @@ class EpisodePlayer:
         if self.tokenizer.eos_token_id is None:
             raise ValueError("the policy tokenizer has no EOS token: actions could never end")
 
-    def start(self, tasks: Sequence[Task], group_size: int, *, first_group_id: int = 0) -> list[EpisodeRecord]:
+    def start(
+        self, tasks: Sequence[Task], group_size: int, *, first_group_id: int = 0
+    ) -> list[EpisodeRecord]:
         """``group_size`` fresh episodes per task, not yet played (group ids count from ``first_group_id``)."""
         records = []
         for index, (task, state) in enumerate(zip(tasks, self.environment.reset(tasks), strict=True)):
@@ -81,8 +83,13 @@ class EpisodePlayer:
             for member in range(group_size):
                 records.append(
                     EpisodeRecord(
-                        task, first_group_id + index, member, prompt_text, list(prompt),
-                        turn_states=[copy.deepcopy(state)], turn_starts=[0],
+                        task,
+                        first_group_id + index,
+                        member,
+                        prompt_text,
+                        list(prompt),
+                        turn_states=[copy.deepcopy(state)],
+                        turn_starts=[0],
                     )
                 )
         return records
@@ -143,7 +150,9 @@ class EpisodePlayer:
 
     def _ended(self, record: EpisodeRecord, remaining: int) -> bool:
         """End ``record`` (reward 0) when its context cannot hold the rest of the action or the turn cap is reached."""
-        too_long = len(record.prompt_ids) + len(record.token_ids) + max(remaining, 0) > self.max_context_tokens
+        too_long = (
+            len(record.prompt_ids) + len(record.token_ids) + max(remaining, 0) > self.max_context_tokens
+        )
         if too_long or (self.max_turns is not None and record.turn >= self.max_turns):
             record.end(0.0, CONTEXT_LIMIT if too_long else TURN_LIMIT)
         return record.done
@@ -169,7 +178,9 @@ class EpisodePlayer:
             if result.done:
                 record.end(result.reward, result.diagnostic)
                 continue
-            observation = self.tokenizer.encode(self.template.continuation(result.observation), add_special_tokens=False)
+            observation = self.tokenizer.encode(
+                self.template.continuation(result.observation), add_special_tokens=False
+            )
             record.token_ids += observation
             record.policy_mask += [False] * len(observation)
             record.step_ids += [record.turn + 1] * len(observation)

@@ -63,7 +63,9 @@ class EpisodeRecord:
     def cut(self, t: int) -> EpisodeRecord:
         """The episode as it was before token ``t`` (a policy token), ready to be continued."""
         if not 0 <= t < len(self.token_ids) or not self.policy_mask[t]:
-            raise ValueError(f"token {t} is not a policy token of this episode ({len(self.token_ids)} tokens)")
+            raise ValueError(
+                f"token {t} is not a policy token of this episode ({len(self.token_ids)} tokens)"
+            )
         turn = int(np.searchsorted(self.turn_starts, t, side="right")) - 1
         return EpisodeRecord(
             task=self.task,

@@ -142,7 +142,9 @@ def _workload(
     }
     if info.workload == "StatefulSet":
         multi_node = multi_node_trainer(spec, component, chart)
-        governing = ranks_service(metadata, selector["matchLabels"])["metadata"]["name"] if multi_node else name
+        governing = (
+            ranks_service(metadata, selector["matchLabels"])["metadata"]["name"] if multi_node else name
+        )
         body = {**body, "serviceName": governing, "podManagementPolicy": "Parallel"}
     return {"apiVersion": "apps/v1", "kind": info.workload, "metadata": metadata, "spec": body}
 
@@ -175,7 +177,9 @@ def render_experiment_objects(
     ``ValueError`` for an experiment id that is not a short DNS label.
     """
     if not EXPERIMENT_ID.fullmatch(experiment_id):
-        raise ValueError(f"experiment id {experiment_id!r} must be a DNS label of at most 20 characters (a-z, 0-9, '-')")
+        raise ValueError(
+            f"experiment id {experiment_id!r} must be a DNS label of at most 20 characters (a-z, 0-9, '-')"
+        )
     defaults = (
         chart_defaults
         if isinstance(chart_defaults, ChartDefaults)
@@ -186,18 +190,25 @@ def render_experiment_objects(
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": object_metadata(defaults, experiment_id, object_name(experiment_id, "spec"), None, resolved),
+        "metadata": object_metadata(
+            defaults, experiment_id, object_name(experiment_id, "spec"), None, resolved
+        ),
         "data": {"spec.json": resolved.model_dump_json(indent=1)},
     }
     services = [_service(resolved, experiment_id, component, defaults) for component in components]
     multi_node = {
-        trainer for trainer in TRAINERS
+        trainer
+        for trainer in TRAINERS
         if trainer in components and multi_node_trainer(resolved, trainer, defaults.components.of(trainer))
     }
     for trainer in sorted(multi_node, key=TRAINERS.index):
         name = object_name(experiment_id, trainer)
-        services.append(ranks_service(object_metadata(defaults, experiment_id, name, trainer, resolved),
-                                      selector_labels(defaults, experiment_id, trainer)))
+        services.append(
+            ranks_service(
+                object_metadata(defaults, experiment_id, name, trainer, resolved),
+                selector_labels(defaults, experiment_id, trainer),
+            )
+        )
     workloads = [_workload(resolved, experiment_id, component, defaults) for component in components]
     if dataset_roots:
         _confine_datasets(workloads[components.index(Component.environment_verifier)], dataset_roots)
@@ -207,7 +218,10 @@ def render_experiment_objects(
             defaults, experiment_id, object_name(experiment_id, component), component, resolved
         )
         peers = collective_peers(resolved, component, multi_node)
-        egress = {Component.value_evaluator: llm_egress or [], Component.orchestrator: tracker_egress or []}.get(component, [])
+        egress = {
+            Component.value_evaluator: llm_egress or [],
+            Component.orchestrator: tracker_egress or [],
+        }.get(component, [])
         policies.append(network_policy(experiment_id, component, defaults, metadata, egress, peers))
         budgets.append(
             disruption_budget(

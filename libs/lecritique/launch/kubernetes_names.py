@@ -18,6 +18,7 @@ MANAGED_BY = "lecritique-api"
 EXPERIMENT_ID = re.compile(r"[a-z]([a-z0-9-]{0,18}[a-z0-9])?")
 """An experiment id (matched whole with ``fullmatch``)."""
 
+
 def component_names(spec: ExperimentSpec) -> list[Component]:
     """The components this experiment runs (no critic: no value-evaluator or value-trainer)."""
     names = [Component.environment_verifier, Component.policy_trainer, Component.rollout]

@@ -104,12 +104,18 @@ ORCHESTRATOR_FLAGS = (
 def _orchestrate_command(spec: ExperimentSpec, experiment_id: str) -> list[str]:
     names = component_names(spec)
     command = [
-        "lecritique", "orchestrate",
-        "--spec", f"{SPEC_MOUNT}/spec.json",
-        "--out", f"{WEIGHTS_MOUNT}/experiments/{experiment_id}/run",
-        "--experiment", experiment_id,
-        "--weights-dir", WEIGHTS_MOUNT,
-        "--metrics-port", str(METRICS_PORT),
+        "lecritique",
+        "orchestrate",
+        "--spec",
+        f"{SPEC_MOUNT}/spec.json",
+        "--out",
+        f"{WEIGHTS_MOUNT}/experiments/{experiment_id}/run",
+        "--experiment",
+        experiment_id,
+        "--weights-dir",
+        WEIGHTS_MOUNT,
+        "--metrics-port",
+        str(METRICS_PORT),
     ]
     for flag, target in ORCHESTRATOR_FLAGS:
         if target in names:
@@ -127,14 +133,23 @@ def container_command(
     serve_name = COMPONENTS[component].serve_name
     assert serve_name is not None
     serve = [
-        "lecritique", "serve", serve_name,
-        "--spec", f"{SPEC_MOUNT}/spec.json",
-        "--port", str(GRPC_PORT),
-        "--metrics-port", str(METRICS_PORT),
-        "--experiment", experiment_id,
-        "--weights-dir", WEIGHTS_MOUNT,
-        "--state-dir", f"{WEIGHTS_MOUNT}/experiments/{experiment_id}/state",
-        "--host", "0.0.0.0",
+        "lecritique",
+        "serve",
+        serve_name,
+        "--spec",
+        f"{SPEC_MOUNT}/spec.json",
+        "--port",
+        str(GRPC_PORT),
+        "--metrics-port",
+        str(METRICS_PORT),
+        "--experiment",
+        experiment_id,
+        "--weights-dir",
+        WEIGHTS_MOUNT,
+        "--state-dir",
+        f"{WEIGHTS_MOUNT}/experiments/{experiment_id}/state",
+        "--host",
+        "0.0.0.0",
     ]
     layout = trainer_layout(spec, component, defaults.components.of(component).gpus_per_node)
     if layout.processes > 1:
@@ -187,7 +202,9 @@ POD_SECURITY = {
 """Every pod's securityContext."""
 
 
-def _volumes(experiment_id: str, chart: ComponentDefaults, defaults: ChartDefaults) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _volumes(
+    experiment_id: str, chart: ComponentDefaults, defaults: ChartDefaults
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The pod's volumes and the container's mounts: weights, the spec, /tmp, and /dev/shm if sized."""
     mounts: list[dict[str, Any]] = [
         {"name": "weights", "mountPath": WEIGHTS_MOUNT},
@@ -206,7 +223,11 @@ def _volumes(experiment_id: str, chart: ComponentDefaults, defaults: ChartDefaul
 
 
 def _container(
-    spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults, mounts: list[dict[str, Any]]
+    spec: ExperimentSpec,
+    experiment_id: str,
+    component: Component,
+    defaults: ChartDefaults,
+    mounts: list[dict[str, Any]],
 ) -> dict[str, Any]:
     chart = defaults.components.of(component)
     placed: ComponentPlacement = getattr(spec.placement, COMPONENTS[component].placement_key)
@@ -219,9 +240,15 @@ def _container(
         "imagePullPolicy": chart.image_pull_policy,
         "command": container_command(spec, experiment_id, component, defaults),
         # A multi-pod trainer learns its node rank from its pod index.
-        "env": _env(defaults, chart, experiment_id, [
-            *_secret_env(spec, component), *([node_rank_env()] if multi_node_trainer(spec, component, chart) else []),
-        ]),
+        "env": _env(
+            defaults,
+            chart,
+            experiment_id,
+            [
+                *_secret_env(spec, component),
+                *([node_rank_env()] if multi_node_trainer(spec, component, chart) else []),
+            ],
+        ),
         "ports": ports,
         "resources": merge_resources(component, chart, placed, spec),
         **_probes(component, chart),

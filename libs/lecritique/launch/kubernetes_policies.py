@@ -38,7 +38,9 @@ def _pods(defaults: ChartDefaults, experiment_id: str, component: Component | No
     return {"podSelector": {"matchLabels": labels}}
 
 
-def collective_peers(spec: ExperimentSpec, component: Component, multi_node_trainers: Set[Component]) -> list[Component]:
+def collective_peers(
+    spec: ExperimentSpec, component: Component, multi_node_trainers: Set[Component]
+) -> list[Component]:
     """The components whose pods share a torch.distributed group with ``component``'s (itself included).
 
     ``multi_node_trainers``: the trainers whose ranks span several pods.

@@ -39,7 +39,9 @@ def merge_resources(
             raise SpecError(f"{field}.requests.{name}: request {request} exceeds the limit {limits[name]}")
     found = trainer_processes(spec, component)
     if found is not None:
-        processes = trainer_layout(spec, component, chart.gpus_per_node).per_pod  # torchrun processes of one pod
+        processes = trainer_layout(
+            spec, component, chart.gpus_per_node
+        ).per_pod  # torchrun processes of one pod
         placed_gpus = placed.resources is not None and (
             GPU_RESOURCE in placed.resources.limits or GPU_RESOURCE in placed.resources.requests
         )

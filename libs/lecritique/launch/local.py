@@ -150,11 +150,15 @@ class LocalLauncher:
     def completed_step(self) -> int:
         """The last policy step an earlier run in this directory completed (0: a fresh run)."""
         try:
-            return int(json.loads((self.out_dir / "orchestrator" / "state.json").read_text())["completed_step"])
+            return int(
+                json.loads((self.out_dir / "orchestrator" / "state.json").read_text())["completed_step"]
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return 0
 
-    def start_services(self, timeout: float = 600.0, on_stage: Callable[[str], None] | None = None) -> dict[str, list[str]]:
+    def start_services(
+        self, timeout: float = 600.0, on_stage: Callable[[str], None] | None = None
+    ) -> dict[str, list[str]]:
         """Start Redis and every service; returns each service's addresses once all are healthy.
         ``on_stage`` hears each stage as it begins (the command prints them)."""
         stage = on_stage or (lambda text: None)
@@ -181,7 +185,9 @@ class LocalLauncher:
         for process in first:
             process.wait_ready(timeout)
         second_names = [f"rollout-{i}" for i in range(spec.rollout.replicas)] + (
-            [f"value-evaluator-{i}" for i in range(spec.critic.evaluator_replicas)] if spec.critic is not None else []
+            [f"value-evaluator-{i}" for i in range(spec.critic.evaluator_replicas)]
+            if spec.critic is not None
+            else []
         )
         stage(f"starting {', '.join(second_names)} (they load the published weights)")
         second = [self._service(f"rollout-{i}", "rollout") for i in range(spec.rollout.replicas)]

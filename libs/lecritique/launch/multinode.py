@@ -84,29 +84,45 @@ def ranks_service_name(trainer_name: str) -> str:
     return f"{trainer_name}-ranks"
 
 
-def torchrun_command(layout: TrainerLayout, trainer_name: str, namespace: str, program: list[str]) -> list[str]:
+def torchrun_command(
+    layout: TrainerLayout, trainer_name: str, namespace: str, program: list[str]
+) -> list[str]:
     """``python -m torch.distributed.run ... -m PROGRAM`` for one pod of the layout.
 
     One pod: ``--standalone``. Several: static rendezvous at pod 0's stable DNS name; the node
     rank comes from the pod's index (``$(NODE_RANK)`` is expanded by the kubelet).
     """
     if not layout.multi_node:
-        return ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={layout.per_pod}", "-m", *program]
+        return [
+            "python",
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={layout.per_pod}",
+            "-m",
+            *program,
+        ]
     master = f"{trainer_name}-0.{ranks_service_name(trainer_name)}.{namespace}.svc"
     return [
-        "python", "-m", "torch.distributed.run",
+        "python",
+        "-m",
+        "torch.distributed.run",
         f"--nnodes={layout.pods}",
         f"--nproc_per_node={layout.per_pod}",
         f"--node_rank=$({NODE_RANK_ENV})",
         f"--master_addr={master}",
         f"--master_port={RENDEZVOUS_PORT}",
-        "-m", *program,
+        "-m",
+        *program,
     ]
 
 
 def node_rank_env() -> dict[str, Any]:
     """``NODE_RANK`` from the pod's StatefulSet index (downward API)."""
-    return {"name": NODE_RANK_ENV, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}}}
+    return {
+        "name": NODE_RANK_ENV,
+        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}},
+    }
 
 
 def ranks_service(metadata: dict[str, Any], selector: dict[str, str]) -> dict[str, Any]:
@@ -119,6 +135,13 @@ def ranks_service(metadata: dict[str, Any], selector: dict[str, str]) -> dict[st
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": dict(selector),
-            "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT, "targetPort": RENDEZVOUS_PORT, "protocol": "TCP"}],
+            "ports": [
+                {
+                    "name": "rendezvous",
+                    "port": RENDEZVOUS_PORT,
+                    "targetPort": RENDEZVOUS_PORT,
+                    "protocol": "TCP",
+                }
+            ],
         },
     }

@@ -46,4 +46,3 @@ def create_users(client: Any, api_password: str, experiments_password: str) -> N
         *rules(EXPERIMENTS_USER),
     )
     client.execute_command("ACL", "SETUSER", "default", "on", *rules("default"))
-

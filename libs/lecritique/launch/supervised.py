@@ -81,7 +81,9 @@ class LocalProcessLauncher:
             real_roots = [os.path.realpath(root) for root in roots]
             for field, path in marked_values(submission.spec, rule):
                 if roots and not path_under(os.path.realpath(path), real_roots):
-                    raise OutsideRoots(f"{field}: resolves outside the allowed {rule.split('_')[0]} roots {roots}")
+                    raise OutsideRoots(
+                        f"{field}: resolves outside the allowed {rule.split('_')[0]} roots {roots}"
+                    )
         return Usage(gpus=0)
 
     def environment(self, submission: Submission) -> dict[str, str]:

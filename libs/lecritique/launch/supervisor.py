@@ -110,7 +110,9 @@ class Supervisor:
         self, name: str, watch: _Watch, code: int | None, log_tail: Callable[[], str] = lambda: ""
     ) -> None:
         if watch.restarts >= self.max_restarts:
-            raise RuntimeError(f"service {name} exited (code {code}) after {watch.restarts} restarts:\n{log_tail()}")
+            raise RuntimeError(
+                f"service {name} exited (code {code}) after {watch.restarts} restarts:\n{log_tail()}"
+            )
         delay = min(self.backoff_seconds * 2**watch.restarts, self.max_backoff_seconds)
         watch.restarts += 1
         watch.restart_at = time.monotonic() + delay

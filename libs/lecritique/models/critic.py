@@ -41,7 +41,9 @@ def load_critic(critic_dir: str | Path, dtype: torch.dtype = torch.float32) -> P
     return model
 
 
-def value_outputs(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+def value_outputs(
+    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor
+) -> torch.Tensor:
     """Head output (logit) at every position, shape [B, L]."""
     logits: torch.Tensor = model(input_ids=input_ids, attention_mask=attention_mask).logits
     return logits[..., 0]
@@ -126,18 +128,26 @@ def shaped_critic(
     heads = int(config.num_attention_heads)
     width = hidden or int(config.hidden_size)
     if width % heads:
-        raise CriticShapeError(f"critic.tiny.hidden: {width} is not divisible by the policy's {heads} attention heads")
+        raise CriticShapeError(
+            f"critic.tiny.hidden: {width} is not divisible by the policy's {heads} attention heads"
+        )
     if init == "policy" and width != int(config.hidden_size):
         raise CriticShapeError(
             f"critic.init: 'policy' copies the policy's weights, which needs critic.tiny.hidden = the policy's "
             f"hidden size {config.hidden_size} (got {width}); set critic.init: fresh for another width"
         )
     scale = width / int(config.hidden_size)
-    shaped = config.__class__.from_dict({
-        **config.to_dict(), "num_hidden_layers": layers or int(config.num_hidden_layers), "hidden_size": width,
-        "intermediate_size": round(int(config.intermediate_size) * scale), "head_dim": width // heads,
-        "num_labels": 1, "architectures": None,
-    })
+    shaped = config.__class__.from_dict(
+        {
+            **config.to_dict(),
+            "num_hidden_layers": layers or int(config.num_hidden_layers),
+            "hidden_size": width,
+            "intermediate_size": round(int(config.intermediate_size) * scale),
+            "head_dim": width // heads,
+            "num_labels": 1,
+            "architectures": None,
+        }
+    )
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model: PreTrainedModel = AutoModelForTokenClassification.from_config(shaped, dtype=dtype)  # type: ignore[no-untyped-call]
@@ -146,7 +156,13 @@ def shaped_critic(
         own = model.model.state_dict()
         copied = {k: v for k, v in policy.model.state_dict().items() if k in own and own[k].shape == v.shape}
         model.model.load_state_dict(copied, strict=False)
-        logger.info("critic %s: %d of %d backbone tensors copied from policy %s", shaped.num_hidden_layers, len(copied), len(own), policy_dir)
+        logger.info(
+            "critic %s: %d of %d backbone tensors copied from policy %s",
+            shaped.num_hidden_layers,
+            len(copied),
+            len(own),
+            policy_dir,
+        )
     return model
 
 
@@ -155,7 +171,10 @@ def same_tokenizer(path: str | Path, policy_dir: str | Path) -> str | None:
     from transformers import AutoConfig, AutoTokenizer
 
     try:
-        theirs, ours = AutoTokenizer.from_pretrained(str(path)), AutoTokenizer.from_pretrained(str(policy_dir))
+        theirs, ours = (
+            AutoTokenizer.from_pretrained(str(path)),
+            AutoTokenizer.from_pretrained(str(policy_dir)),
+        )
     except (OSError, ValueError):
         # A directory without tokenizer files (a bare model): the embedding sizes are all there is to compare.
         sizes = [int(AutoConfig.from_pretrained(str(p)).vocab_size) for p in (path, policy_dir)]
@@ -174,7 +193,9 @@ def is_saved_critic(path: str | Path) -> bool:
 
     config = AutoConfig.from_pretrained(str(path))
     architectures = config.architectures or []
-    return getattr(config, "num_labels", None) == 1 and any(a.endswith("ForTokenClassification") for a in architectures)
+    return getattr(config, "num_labels", None) == 1 and any(
+        a.endswith("ForTokenClassification") for a in architectures
+    )
 
 
 def critic_or_backbone(path: str | Path, dtype: torch.dtype = torch.float32) -> PreTrainedModel:

@@ -33,5 +33,10 @@ def load_policy(path: str | Path, dtype: DType | torch.dtype = "float32") -> tup
         raise FileNotFoundError(f"policy directory {directory} has no config.json")
     model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=parameter_dtype)
     tokenizer = load_tokenizer(directory)
-    logger.info("loaded policy %s (%s, %.2fM parameters)", directory, model.config.model_type, model.num_parameters() / 1e6)
+    logger.info(
+        "loaded policy %s (%s, %.2fM parameters)",
+        directory,
+        model.config.model_type,
+        model.num_parameters() / 1e6,
+    )
     return model, tokenizer

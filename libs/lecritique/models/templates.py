@@ -95,7 +95,9 @@ class ChatTemplate(PromptTemplate):
         return str(rendered)
 
     def initial(self, prompt_text: str) -> str:
-        return self._render([*self._system(), {"role": "user", "content": prompt_text}], add_generation_prompt=True)
+        return self._render(
+            [*self._system(), {"role": "user", "content": prompt_text}], add_generation_prompt=True
+        )
 
     def continuation(self, observation_text: str) -> str:
         # Render a conversation with a placeholder action, keep what follows the placeholder, and

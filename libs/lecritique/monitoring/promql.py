@@ -20,10 +20,26 @@ _TOKEN = re.compile(
     r"|(?P<number>0[xX][0-9a-fA-F]+|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
     r"|(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)"
 )
-_KEYWORDS = frozenset({
-    "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless",
-    "offset", "atan2", "inf", "nan", "start", "end",
-})
+_KEYWORDS = frozenset(
+    {
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "bool",
+        "and",
+        "or",
+        "unless",
+        "offset",
+        "atan2",
+        "inf",
+        "nan",
+        "start",
+        "end",
+    }
+)
 
 
 def _strip_brackets(text: str, opening: str, closing: str) -> str:
@@ -56,7 +72,7 @@ def promql_metric_names(expression: str) -> set[str]:
         name = match.group("name")
         if name is None or name.lower() in _KEYWORDS:
             continue
-        if text[match.end():].lstrip().startswith("("):
+        if text[match.end() :].lstrip().startswith("("):
             continue  # a function or an aggregation
         names.add(name)
     return names

@@ -69,7 +69,9 @@ class BatchSource:
         """The batch at ``cursor``: its tasks are seeded by the cursor, so a resumed run samples the same."""
         rollout = self.spec.rollout
         start = time.perf_counter()
-        tasks = self.environment.sample_tasks(rollout.tasks_per_step, "train", self.spec.seed * 1_000_003 + cursor)
+        tasks = self.environment.sample_tasks(
+            rollout.tasks_per_step, "train", self.spec.seed * 1_000_003 + cursor
+        )
         episodes = play_batch(
             self.player,
             tasks,
@@ -84,7 +86,9 @@ class BatchSource:
         started = time.perf_counter()
         scored = self.critic.score(rolled.episodes, rolled.cursor)
         window = (started, time.perf_counter())
-        return GeneratedBatch(rolled.cursor, rolled.episodes, scored, rolled.rollout_seconds, window, time.time())
+        return GeneratedBatch(
+            rolled.cursor, rolled.episodes, scored, rolled.rollout_seconds, window, time.time()
+        )
 
     def hold(self, batch: GeneratedBatch) -> None:
         """Give ``batch`` back: the next :meth:`next` returns it (the warmup keeps one for step 1)."""
@@ -101,7 +105,9 @@ class BatchSource:
             return self.evaluate(self.roll_out(cursor))
         if not self._producers:
             self._producers = [
-                threading.Thread(target=self._produce_rollouts, args=(cursor,), name="rollout-stage", daemon=True),
+                threading.Thread(
+                    target=self._produce_rollouts, args=(cursor,), name="rollout-stage", daemon=True
+                ),
                 threading.Thread(target=self._produce_evaluations, name="evaluation-stage", daemon=True),
             ]
             for thread in self._producers:

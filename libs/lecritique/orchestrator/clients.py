@@ -76,7 +76,11 @@ class RolloutClient:
             newest = self.newest
             if newest is not None and response.policy_version < newest[0]:
                 # A replica restarted while the newest version was published: it loads it before use.
-                logger.warning("a rollout replica served policy version %d < %d; reloading", response.policy_version, newest[0])
+                logger.warning(
+                    "a rollout replica served policy version %d < %d; reloading",
+                    response.policy_version,
+                    newest[0],
+                )
                 self.load_weights(*newest)
                 response = self.pool.call("Generate", request)
             return indices, response
@@ -109,11 +113,15 @@ class EnvironmentClient:
         self.pool = pool
 
     def sample_tasks(self, n: int, split: str, seed: int) -> list[Task]:
-        response = self.pool.call("SampleTasks", environment_pb2.SampleTasksRequest(n=n, split=split, seed=seed))
+        response = self.pool.call(
+            "SampleTasks", environment_pb2.SampleTasksRequest(n=n, split=split, seed=seed)
+        )
         return [task_from_proto(t) for t in response.tasks]
 
     def reset(self, tasks: Sequence[Task]) -> list[EpisodeState]:
-        response = self.pool.call("Reset", environment_pb2.ResetRequest(tasks=[task_to_proto(t) for t in tasks]))
+        response = self.pool.call(
+            "Reset", environment_pb2.ResetRequest(tasks=[task_to_proto(t) for t in tasks])
+        )
         return [episode_from_proto(s) for s in response.states]
 
     def step(self, items: Sequence[tuple[EpisodeState, str]]) -> list[StepResult]:
@@ -133,7 +141,9 @@ class EnvironmentClient:
 
 
 value_evaluator_stub = bytes_request_stub(
-    value_pb2_grpc.ValueEvaluatorStub, "lecritique.v1.ValueEvaluator", {"Evaluate": value_pb2.EvaluateResponse}
+    value_pb2_grpc.ValueEvaluatorStub,
+    "lecritique.v1.ValueEvaluator",
+    {"Evaluate": value_pb2.EvaluateResponse},
 )
 """The stub a :class:`ValueEvaluatorClient`'s pool needs: Evaluate takes the request serialised."""
 
@@ -151,7 +161,9 @@ class ValueEvaluatorClient:
         self, queries: Sequence[CriticQuery], prompt_texts: Sequence[str], actor: ActorInfo
     ) -> tuple[list[np.ndarray], int, dict[str, float]]:
         """Values of every query's trajectory (the critic inputs of :func:`lecritique.critics.inputs.critic_queries`)."""
-        request = value_pb2.EvaluateRequest(actor_description=actor.description, actor_reward_average=actor.reward_average)
+        request = value_pb2.EvaluateRequest(
+            actor_description=actor.description, actor_reward_average=actor.reward_average
+        )
         for query, prompt in zip(queries, prompt_texts, strict=True):
             item = request.inputs.add(context_text=query.context_text, prompt_text=prompt)
             for peer in query.peers:
@@ -161,7 +173,9 @@ class ValueEvaluatorClient:
         answered = ragged_from_proto(response.values, "values", len(queries), "float32")
         values = [value for value in answered if value is not None]
         if len(values) != len(queries):
-            raise ValueError(f"the value evaluator answered {len(values)} value arrays for {len(queries)} trajectories")
+            raise ValueError(
+                f"the value evaluator answered {len(values)} value arrays for {len(queries)} trajectories"
+            )
         return values, int(response.value_version), {str(k): float(v) for k, v in response.stats.items()}
 
     def served_version(self) -> int:
@@ -188,7 +202,9 @@ class PolicyTrainerClient:
         return response
 
     def status(self) -> policy_pb2.PolicyTrainerStatus:
-        status: policy_pb2.PolicyTrainerStatus = self.pool.call("Status", policy_pb2.PolicyTrainerStatusRequest())
+        status: policy_pb2.PolicyTrainerStatus = self.pool.call(
+            "Status", policy_pb2.PolicyTrainerStatusRequest()
+        )
         return status
 
 
@@ -222,7 +238,12 @@ class ServiceClients:
         return cls(
             rollout=RolloutClient(ReplicaPool("rollout", rollout, rollout_pb2_grpc.RolloutStub, **retried)),
             environment=EnvironmentClient(
-                ReplicaPool("environment-verifier", environment, environment_pb2_grpc.EnvironmentVerifierStub, **retried)
+                ReplicaPool(
+                    "environment-verifier",
+                    environment,
+                    environment_pb2_grpc.EnvironmentVerifierStub,
+                    **retried,
+                )
             ),
             policy_trainer=PolicyTrainerClient(
                 ReplicaPool("policy-trainer", policy_trainer, policy_trainer_stub, **retried)
@@ -240,6 +261,12 @@ class ServiceClients:
         )
 
     def close(self) -> None:
-        for client in (self.rollout, self.environment, self.policy_trainer, self.value_evaluator, self.value_trainer):
+        for client in (
+            self.rollout,
+            self.environment,
+            self.policy_trainer,
+            self.value_evaluator,
+            self.value_trainer,
+        ):
             if client is not None:
                 client.pool.close()

@@ -33,7 +33,9 @@ from lecritique.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
-_REQUEST_BUGS = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.FAILED_PRECONDITION})
+_REQUEST_BUGS = frozenset(
+    {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.FAILED_PRECONDITION}
+)
 """Answers that say the request itself is wrong: a bug to surface, not a value plane to route around."""
 
 
@@ -75,7 +77,9 @@ class CriticStage:
         self.tokenizer = tokenizer
         conditioning = critic.actor_conditioning() if critic is not None else ActorConditioning()
         self.actor_description = conditioning.description or describe_actor(policy_path)
-        self.reward_average = RewardAverage(conditioning.reward_average_decay, conditioning.initial_reward_average)
+        self.reward_average = RewardAverage(
+            conditioning.reward_average_decay, conditioning.initial_reward_average
+        )
         self.newest_version = -1
         """The newest critic version that scored a batch: an evaluator that comes back serving an
         older one (e.g. restarted before the trainer's last publish reached it) is not used yet."""
@@ -126,13 +130,25 @@ class CriticStage:
             return self._degraded(trajectories, f"evaluator {reason}", time.perf_counter() - start)
         seconds = time.perf_counter() - start - waited
         if version < self.newest_version:
-            logger.warning("evaluator answered with critic version %d < %d already used", version, self.newest_version)
-            return self._degraded(trajectories, f"critic version {version} older than {self.newest_version}", seconds)
+            logger.warning(
+                "evaluator answered with critic version %d < %d already used", version, self.newest_version
+            )
+            return self._degraded(
+                trajectories, f"critic version {version} older than {self.newest_version}", seconds
+            )
         self.newest_version, self.newest_cursor = version, cursor
         if short is not None:
-            logger.warning("batch %d scored by critic version %d < %d wanted by critic.updates_per_step: %s",
-                           cursor, version, target, short)
-        evaluated = [replace(q.trajectory, values=v, value_version=version) for q, v in zip(queries, values, strict=True)]
+            logger.warning(
+                "batch %d scored by critic version %d < %d wanted by critic.updates_per_step: %s",
+                cursor,
+                version,
+                target,
+                short,
+            )
+        evaluated = [
+            replace(q.trajectory, values=v, value_version=version)
+            for q, v in zip(queries, values, strict=True)
+        ]
         stats = {**stats, "reward_average": actor.reward_average}
         return Scored(evaluated, version, seconds, stats, (0.0, 0), update_wait=(waited, short))
 

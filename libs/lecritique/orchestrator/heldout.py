@@ -23,8 +23,14 @@ def held_out_success(
     start = time.perf_counter()
     sampled = environment.sample_tasks(tasks, "eval", seed)
     greedy = SamplingParams(temperature=0.0, top_p=1.0, max_tokens=player.sampling.max_tokens)
-    episodes = play_batch(player, sampled, 1, first_group_id=0, seed=seed, trajectory_prefix=f"eval{step}", sampling=greedy)
+    episodes = play_batch(
+        player, sampled, 1, first_group_id=0, seed=seed, trajectory_prefix=f"eval{step}", sampling=greedy
+    )
     rewards = np.array([t.reward for t in episodes.trajectories], dtype=np.float64)
     success = float(np.mean(rewards >= 1.0))
     logger.info("step %d: held-out greedy success %.3f on %d tasks", step, success, len(sampled))
-    return {"eval_success": success, "eval_reward_mean": float(rewards.mean()), "eval_seconds": time.perf_counter() - start}
+    return {
+        "eval_success": success,
+        "eval_reward_mean": float(rewards.mean()),
+        "eval_seconds": time.perf_counter() - start,
+    }

@@ -101,10 +101,15 @@ class Orchestrator:
             logger.warning("%s", warning)
         trainer = clients.value_trainer
         gate = update_gate(
-            spec.critic, spec.critic_batch_size, clients.value_evaluator, trainer.status if trainer is not None else None,
+            spec.critic,
+            spec.critic_batch_size,
+            clients.value_evaluator,
+            trainer.status if trainer is not None else None,
             spec.orchestrator.rpc_deadline_seconds,
         )
-        self.critic = CriticStage(spec.critic, clients.value_evaluator, copy.deepcopy(player.tokenizer), spec.policy.path, gate)
+        self.critic = CriticStage(
+            spec.critic, clients.value_evaluator, copy.deepcopy(player.tokenizer), spec.policy.path, gate
+        )
         self.batches = BatchSource(spec, clients.environment, player, self.critic, self._stop)
         # Held-out evaluation runs in the policy loop while the rollout stage generates.
         self._eval_player = dataclasses.replace(player, tokenizer=copy.deepcopy(player.tokenizer))
@@ -119,9 +124,14 @@ class Orchestrator:
             return None
         stage = self.critic
         return CriticProbe(
-            settings, critic, self._eval_player, self.clients.environment, evaluator,
+            settings,
+            critic,
+            self._eval_player,
+            self.clients.environment,
+            evaluator,
             lambda: ActorInfo(stage.actor_description, stage.reward_average.value),
-            group_size=self.spec.rollout.group_size, seed=self.spec.seed,
+            group_size=self.spec.rollout.group_size,
+            seed=self.spec.seed,
         )
 
     def run(self, on_step: OnStep | None = None) -> OrchestratorState:
@@ -155,7 +165,9 @@ class Orchestrator:
             return state
         status = self.clients.policy_trainer.status()
         if status.last_step >= pending.step:
-            logger.info("step %d was applied by the policy trainer before the restart; finishing it", pending.step)
+            logger.info(
+                "step %d was applied by the policy trainer before the restart; finishing it", pending.step
+            )
         else:
             logger.info("resending pending step %d to the policy trainer", pending.step)
         # Train is idempotent per step: an already-applied step is answered from the trainer's record.
@@ -178,7 +190,10 @@ class Orchestrator:
                 status = self._value_trainer_status()
                 if status is not None and status.updates >= critic.warmup_updates:
                     warmed_version = int(status.published_version)
-                    logger.info("critic warmed up at version %d; waiting for the evaluator to serve it", warmed_version)
+                    logger.info(
+                        "critic warmed up at version %d; waiting for the evaluator to serve it",
+                        warmed_version,
+                    )
             batch = self.batches.next(state.cursor)
             # Batches evaluated ahead while the critic warmed up carry an unwarmed critic's values:
             # they feed the replay stream, never a policy update.
@@ -190,7 +205,9 @@ class Orchestrator:
             self._consumed(batch)
             state = self._past(state, batch)
             self.checkpoints.save(state)
-            logger.info("warmup batch %d pushed (critic version %d)", batch.cursor, batch.scored.value_version)
+            logger.info(
+                "warmup batch %d pushed (critic version %d)", batch.cursor, batch.scored.value_version
+            )
         return replace(state, warmup_done=True)
 
     def _value_trainer_status(self) -> value_pb2.ValueTrainerStatus | None:
@@ -216,7 +233,9 @@ class Orchestrator:
         degraded_streak = self._degraded_streak(state, batch, step)
         advantage_batch = AdvantageBatch.from_trajectories(evaluated)
         advantages, estimator_metrics = self._advantages(batch, advantage_batch)
-        with_advantages = [replace(t, advantages=advantages[row, : len(t.token_ids)]) for row, t in enumerate(evaluated)]
+        with_advantages = [
+            replace(t, advantages=advantages[row, : len(t.token_ids)]) for row, t in enumerate(evaluated)
+        ]
         if batch.scored.degraded is None:  # only batches that carry values feed the critic
             self._push_replay(with_advantages)
         self._consumed(batch)
@@ -244,7 +263,9 @@ class Orchestrator:
             on_step(row.to_dict())
         return new_state
 
-    def _advantages(self, batch: GeneratedBatch, advantage_batch: AdvantageBatch) -> tuple[Any, dict[str, Any]]:
+    def _advantages(
+        self, batch: GeneratedBatch, advantage_batch: AdvantageBatch
+    ) -> tuple[Any, dict[str, Any]]:
         """Frozen advantages and the estimator's metrics; without the critic when the value plane was down.
 
         A degraded batch uses the leave-one-out baseline and is never used to fit the estimator's
@@ -259,7 +280,9 @@ class Orchestrator:
             return 0
         streak = state.degraded_streak + 1
         limit = self.spec.orchestrator.max_degraded_steps
-        logger.warning("step %d degraded (%s): leave-one-out baseline, %d/%d", step, batch.scored.degraded, streak, limit)
+        logger.warning(
+            "step %d degraded (%s): leave-one-out baseline, %d/%d", step, batch.scored.degraded, streak, limit
+        )
         if streak > limit:
             raise DegradedTooLong(
                 f"the value plane has been down for {streak} consecutive policy steps (last: {batch.scored.degraded}), "
@@ -273,7 +296,9 @@ class Orchestrator:
         A group is dropped whole when any member is too off-policy: group baselines need all K.
         """
         limit = self.spec.orchestrator.max_off_policy_steps
-        stale = {t.group_id for t in batch.episodes.trajectories if state.policy_version - t.policy_version > limit}
+        stale = {
+            t.group_id for t in batch.episodes.trajectories if state.policy_version - t.policy_version > limit
+        }
         kept = [t for t in batch.scored.trajectories if t.group_id not in stale]
         dropped = len(batch.scored.trajectories) - len(kept)
         if dropped:
@@ -317,7 +342,11 @@ class Orchestrator:
         if isinstance(critic, TrainedCriticSpec) and known:
             achieved = (batch.scored.value_version - state.newest_value_version) * critic.publish_every
         waited, short = batch.scored.update_wait
-        row.critic_updates_per_step, row.critic_update_wait_seconds, row.critic_update_short = achieved, waited, short
+        row.critic_updates_per_step, row.critic_update_wait_seconds, row.critic_update_short = (
+            achieved,
+            waited,
+            short,
+        )
 
     def _consumed(self, batch: GeneratedBatch) -> None:
         """Tell the evaluation stage's update gate the batch is in the replay (or never will be)."""
@@ -349,7 +378,9 @@ class Orchestrator:
         metrics.step_seconds = time.perf_counter() - step_start
         metrics.seconds = self._elapsed()
         state_after = replace(pending.state_after, elapsed_seconds=metrics.seconds)
-        return self._finish_step(PendingStep(pending.step, pending.trajectories, state_after, metrics), response)
+        return self._finish_step(
+            PendingStep(pending.step, pending.trajectories, state_after, metrics), response
+        )
 
     def _finish_step(
         self, pending: PendingStep, response: policy_pb2.TrainResponse, *, recovering: bool = False
@@ -358,13 +389,23 @@ class Orchestrator:
         results = self.clients.rollout.load_weights(response.policy_version, response.path)
         failures = {address: r for address, r in results.items() if isinstance(r, Exception)}
         if len(failures) == len(results):
-            raise RuntimeError(f"no rollout replica loaded policy version {response.policy_version}: {failures}")
-        state = replace(pending.state_after, policy_version=int(response.policy_version), policy_path=response.path)
-        metrics = replace(pending.metrics, policy=dict(response.metrics), policy_version=int(response.policy_version))
+            raise RuntimeError(
+                f"no rollout replica loaded policy version {response.policy_version}: {failures}"
+            )
+        state = replace(
+            pending.state_after, policy_version=int(response.policy_version), policy_path=response.path
+        )
+        metrics = replace(
+            pending.metrics, policy=dict(response.metrics), policy_version=int(response.policy_version)
+        )
         eval_every = self.spec.orchestrator.eval_every
         if eval_every is not None and pending.step % eval_every == 0:
             held_out = held_out_success(
-                self._eval_player, self.clients.environment, self.spec.orchestrator.eval_tasks, self.spec.seed, pending.step
+                self._eval_player,
+                self.clients.environment,
+                self.spec.orchestrator.eval_tasks,
+                self.spec.seed,
+                pending.step,
             )
             self.telemetry.held_out(held_out["eval_success"])
             metrics.held_out = held_out
@@ -388,8 +429,12 @@ class Orchestrator:
         average, batches = batch.scored.reward_average_after
         newest = max(state.newest_value_version, batch.scored.value_version)
         return replace(
-            state, cursor=batch.cursor + 1, reward_average=average, reward_average_batches=batches,
-            newest_value_version=newest, **changes,
+            state,
+            cursor=batch.cursor + 1,
+            reward_average=average,
+            reward_average_batches=batches,
+            newest_value_version=newest,
+            **changes,
         )
 
     def _push_replay(self, trajectories: list[Trajectory]) -> None:
@@ -413,5 +458,9 @@ def configuration_warnings(spec: ExperimentSpec) -> list[str]:
     critic's values on the task it is given (its ``ignored_values``, e.g. LVRL on a single-turn
     environment, where it is GRPO)."""
     estimator = spec.estimator.estimator_class()
-    reason = estimator.ignored_values(environment_turn_limit(spec.environment)) if spec.critic is not None else None
+    reason = (
+        estimator.ignored_values(environment_turn_limit(spec.environment))
+        if spec.critic is not None
+        else None
+    )
     return [] if reason is None else [reason]

@@ -81,19 +81,25 @@ class CriticProbe:
         settings = self.settings
         seed = self.seed * 1_000_003 + PROBE_SEED + step
         tasks = self.tasks.sample_tasks(math.ceil(settings.states / self.group_size), "eval", seed)
-        base = play_batch(self.player, tasks, self.group_size, first_group_id=0, seed=seed, trajectory_prefix=f"probe{step}")
+        base = play_batch(
+            self.player, tasks, self.group_size, first_group_id=0, seed=seed, trajectory_prefix=f"probe{step}"
+        )
         rng = np.random.default_rng(seed)
         probed = [i for i, r in enumerate(base.records) if any(r.policy_mask)][: settings.states]
         cuts = [int(rng.choice(np.flatnonzero(base.records[i].policy_mask))) for i in probed]
         actor = self.actor()
         queries = critic_queries(
-            self.critic, [attempt_of(r, t) for r, t in zip(base.records, base.trajectories, strict=True)],
-            self.player.tokenizer, actor,
+            self.critic,
+            [attempt_of(r, t) for r, t in zip(base.records, base.trajectories, strict=True)],
+            self.player.tokenizer,
+            actor,
         )
         try:
             values, version, _ = self.evaluator.evaluate(queries, base.prompt_texts, actor)
         except (grpc.RpcError, NoReplicaAvailable) as error:
-            logger.warning("step %d: critic probe skipped, the value evaluator did not answer (%s)", step, error)
+            logger.warning(
+                "step %d: critic probe skipped, the value evaluator did not answer (%s)", step, error
+            )
             return {}
         k = settings.continuations
         continued = [base.records[i].cut(t) for i, t in zip(probed, cuts, strict=True) for _ in range(k)]
@@ -104,13 +110,23 @@ class CriticProbe:
         summary = probe_summary(rewards, state_values, bootstrap=settings.bootstrap, seed=seed)
         logger.info(
             "step %d: critic probe on %d states: ceiling %.3f ± %.3f, critic EV %.3f, fraction %s",
-            step, len(probed), summary["ceiling"], summary["ceiling_se"], summary["critic_ev"], summary["fraction"],
+            step,
+            len(probed),
+            summary["ceiling"],
+            summary["ceiling_se"],
+            summary["critic_ev"],
+            summary["fraction"],
         )
         return {
-            "probe_ceiling": _finite(summary["ceiling"]), "probe_ceiling_se": _finite(summary["ceiling_se"]),
-            "probe_critic_ev": _finite(summary["critic_ev"]), "probe_critic_ev_se": _finite(summary["critic_ev_se"]),
-            "probe_ceiling_fraction": summary["fraction"], "probe_states": len(probed), "probe_continuations": k,
-            "probe_value_version": version, "probe_seconds": time.perf_counter() - start,
+            "probe_ceiling": _finite(summary["ceiling"]),
+            "probe_ceiling_se": _finite(summary["ceiling_se"]),
+            "probe_critic_ev": _finite(summary["critic_ev"]),
+            "probe_critic_ev_se": _finite(summary["critic_ev_se"]),
+            "probe_ceiling_fraction": summary["fraction"],
+            "probe_states": len(probed),
+            "probe_continuations": k,
+            "probe_value_version": version,
+            "probe_seconds": time.perf_counter() - start,
         }
 
 

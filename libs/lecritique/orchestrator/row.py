@@ -127,5 +127,10 @@ class StepRow:
         return cls(**known, **groups)
 
 
-_ALWAYS_WRITTEN = {"critic_degraded_reason", "evaluated_at", "value_explained_variance", "critic_updates_per_step"}
+_ALWAYS_WRITTEN = {
+    "critic_degraded_reason",
+    "evaluated_at",
+    "value_explained_variance",
+    "critic_updates_per_step",
+}
 """Fields written even when None (readers expect the key on every row)."""

@@ -84,7 +84,11 @@ class CheckpointStore:
 
     def save_pending(self, pending: PendingStep) -> None:
         header = json.dumps(
-            {"step": pending.step, "state_after": asdict(pending.state_after), "metrics": pending.metrics.to_dict()}
+            {
+                "step": pending.step,
+                "state_after": asdict(pending.state_after),
+                "metrics": pending.metrics.to_dict(),
+            }
         ).encode()
         parts = [struct.pack("<II", len(header), len(pending.trajectories)), header]
         for trajectory in pending.trajectories:

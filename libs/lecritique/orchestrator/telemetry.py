@@ -31,8 +31,12 @@ VALUE_EV_BUCKET = Gauge(
     ["experiment", "bucket"],
 )
 POLICY_VERSION = Gauge("lecritique_policy_version", "Policy weight version in rollout", ["experiment"])
-VALUE_VERSION = Gauge("lecritique_value_version", "Critic weight version of the last evaluation", ["experiment"])
-DROPPED_STALE = Counter("lecritique_dropped_stale_total", "Rollouts dropped as too off-policy", ["experiment"])
+VALUE_VERSION = Gauge(
+    "lecritique_value_version", "Critic weight version of the last evaluation", ["experiment"]
+)
+DROPPED_STALE = Counter(
+    "lecritique_dropped_stale_total", "Rollouts dropped as too off-policy", ["experiment"]
+)
 STEP_SECONDS = Histogram(
     "lecritique_policy_step_seconds",
     "Wall time of one policy step",
@@ -40,17 +44,23 @@ STEP_SECONDS = Histogram(
     buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
 )
 VALUE_WAIT = Counter(
-    "lecritique_value_wait_seconds_total", "Time the policy loop spent waiting on the value plane", ["experiment"]
+    "lecritique_value_wait_seconds_total",
+    "Time the policy loop spent waiting on the value plane",
+    ["experiment"],
 )
 EVAL_SUCCESS = Gauge(
-    "lecritique_eval_success", "Greedy success of the policy on held-out tasks (orchestrator.eval_every)", ["experiment"]
+    "lecritique_eval_success",
+    "Greedy success of the policy on held-out tasks (orchestrator.eval_every)",
+    ["experiment"],
 )
 CRITIC_DEGRADED = Gauge(
     "lecritique_critic_degraded",
     "1 while policy steps run without the critic (value plane down: leave-one-out baseline), else 0",
     ["experiment"],
 )
-DEGRADED_STEPS = Counter("lecritique_degraded_steps_total", "Policy steps taken without the critic", ["experiment"])
+DEGRADED_STEPS = Counter(
+    "lecritique_degraded_steps_total", "Policy steps taken without the critic", ["experiment"]
+)
 CRITIC_UPDATES = Gauge(
     "lecritique_critic_updates_per_step",
     "Critic updates between the versions that scored the last two policy batches (critic.updates_per_step)",
@@ -62,15 +72,20 @@ PROBE_FRACTION = Gauge(
     ["experiment", "critic_context"],
 )
 PROBE_CEILING = Gauge(
-    "lecritique_critic_probe_ceiling", "Monte-Carlo ceiling Var(E[R|s]) / Var(R) at the last critic probe", ["experiment"]
+    "lecritique_critic_probe_ceiling",
+    "Monte-Carlo ceiling Var(E[R|s]) / Var(R) at the last critic probe",
+    ["experiment"],
 )
 PROBE_EV = Gauge(
-    "lecritique_critic_probe_ev", "Critic EV (MSE-based) on the held-out states of the last critic probe", ["experiment"]
+    "lecritique_critic_probe_ev",
+    "Critic EV (MSE-based) on the held-out states of the last critic probe",
+    ["experiment"],
 )
 PROBE_STEP = Gauge("lecritique_critic_probe_step", "Policy step of the last critic probe", ["experiment"])
 TOKENS = Counter("lecritique_rollout_tokens_total", "Policy tokens generated", ["experiment"])
 ESTIMATOR_GAUGES = {
-    key: Gauge(f"lecritique_{key}", text, ["experiment", "bucket"]) for key, text in estimator_gauges().items()
+    key: Gauge(f"lecritique_{key}", text, ["experiment", "bucket"])
+    for key, text in estimator_gauges().items()
 }
 """The estimators' gauges, by metric key (label ``bucket``: ``all``, or the bucket of ``<key>_bucket_<m>``)."""
 
@@ -141,7 +156,9 @@ class Telemetry:
         labels = (self.experiment_id,)
         REWARD.labels(*labels).set(row.reward_mean)
         if row.value_explained_variance is not None:
-            EXPLAINED_VARIANCE.labels(self.experiment_id, self.critic_context).set(row.value_explained_variance)
+            EXPLAINED_VARIANCE.labels(self.experiment_id, self.critic_context).set(
+                row.value_explained_variance
+            )
         for bucket, ev in row.value_ev_buckets.items():
             VALUE_EV_BUCKET.labels(self.experiment_id, str(bucket)).set(ev)
         for key, value in row.estimator.items():

@@ -105,7 +105,10 @@ class UpdateGate:
 
 
 def update_gate(
-    critic: object, critic_batch_size: int, evaluator: ServedVersion | None, trainer_status: Callable[[], object] | None,
+    critic: object,
+    critic_batch_size: int,
+    evaluator: ServedVersion | None,
+    trainer_status: Callable[[], object] | None,
     wait_seconds: float,
 ) -> UpdateGate | None:
     """The gate of a spec's critic (None: ``updates_per_step`` is 0, or the critic is never trained)."""
@@ -119,10 +122,16 @@ def update_gate(
         status = trainer_status()
         metrics = dict(getattr(status, "metrics", {}))
         return TrainerProgress(
-            int(getattr(status, "updates", 0)), int(getattr(status, "replay_depth", 0)), float(metrics.get("step_seconds", 0.0))
+            int(getattr(status, "updates", 0)),
+            int(getattr(status, "replay_depth", 0)),
+            float(metrics.get("step_seconds", 0.0)),
         )
 
     return UpdateGate(
-        critic.updates_per_step, critic.publish_every, critic_batch_size, evaluator,
-        progress if trainer_status is not None else None, wait_seconds,
+        critic.updates_per_step,
+        critic.publish_every,
+        critic_batch_size,
+        evaluator,
+        progress if trainer_status is not None else None,
+        wait_seconds,
     )

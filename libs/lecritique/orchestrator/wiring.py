@@ -68,7 +68,9 @@ def build_orchestrator(
         out,
         experiment_id=experiment_id,
         replay=_replay(spec, redis_client, experiment_id),
-        metrics_sink=_redis_sink(redis_client, experiment_id, on_step, spec.orchestrator.service_down_seconds),
+        metrics_sink=_redis_sink(
+            redis_client, experiment_id, on_step, spec.orchestrator.service_down_seconds
+        ),
     )
 
 
@@ -80,27 +82,36 @@ def _player(spec: ExperimentSpec, clients: ServiceClients, policy_path: Path) ->
         clients.environment,
         tokenizer,
         build_template(spec.policy.template, tokenizer),
-        SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens),
+        SamplingParams(
+            temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens
+        ),
         max_context_tokens=int(clients.rollout.info()["max_sequence_tokens"]),
         # A safety cap one above the environment's own turn limit.
         max_turns=int(clients.environment.info().get("max_turns", 1)) + 1,
     )
 
 
-def _replay(spec: ExperimentSpec, redis_client: redis.Redis, experiment_id: str) -> ReplayBuffer[Trajectory] | None:
+def _replay(
+    spec: ExperimentSpec, redis_client: redis.Redis, experiment_id: str
+) -> ReplayBuffer[Trajectory] | None:
     if spec.critic is None:
         return None
-    return ReplayBuffer(redis_client, experiment_id, **spec.critic.replay.model_dump(), decode=Trajectory.from_bytes)
+    return ReplayBuffer(
+        redis_client, experiment_id, **spec.critic.replay.model_dump(), decode=Trajectory.from_bytes
+    )
 
 
-def _redis_sink(redis_client: redis.Redis, experiment_id: str, then: OnStep | None, retry_seconds: float) -> OnStep:
+def _redis_sink(
+    redis_client: redis.Redis, experiment_id: str, then: OnStep | None, retry_seconds: float
+) -> OnStep:
     metrics_key = f"lecritique:{experiment_id}:metrics"
 
     def write(row: dict[str, Any]) -> None:
         pipeline = redis_client.pipeline(transaction=True)
         pipeline.rpush(metrics_key, json.dumps(row))
         pipeline.hset(
-            f"lecritique:{experiment_id}:status", mapping={"step": row["step"], "policy_version": row.get("policy_version", 0)}
+            f"lecritique:{experiment_id}:status",
+            mapping={"step": row["step"], "policy_version": row.get("policy_version", 0)},
         )
         pipeline.execute()
 

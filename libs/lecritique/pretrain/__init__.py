@@ -21,4 +21,12 @@ def __getattr__(name: str) -> Any:
         return getattr(run, name)
     raise AttributeError(name)
 
-__all__ = ["CRITIC_DIR", "PretrainConfig", "PretrainResult", "parse_pretrain_config", "pretrain", "pretrained_critic"]
+
+__all__ = [
+    "CRITIC_DIR",
+    "PretrainConfig",
+    "PretrainResult",
+    "parse_pretrain_config",
+    "pretrain",
+    "pretrained_critic",
+]

@@ -52,14 +52,27 @@ class PolicyRollouts:
 
 
 def collection_key(
-    spec: ExperimentSpec, critic: DiscriminativeCriticSpec, policies: Sequence[str], index: int, tasks: int, seed: int
+    spec: ExperimentSpec,
+    critic: DiscriminativeCriticSpec,
+    policies: Sequence[str],
+    index: int,
+    tasks: int,
+    seed: int,
 ) -> str:
     """What a policy's cached rollouts depend on (the spec policy's tokenizer encodes every context)."""
     parts = {
-        "policy": policies[index], "index": index, "tokenizer": spec.policy.path, "tasks": tasks, "seed": seed, "environment": spec.environment.model_dump(mode="json"),
+        "policy": policies[index],
+        "index": index,
+        "tokenizer": spec.policy.path,
+        "tasks": tasks,
+        "seed": seed,
+        "environment": spec.environment.model_dump(mode="json"),
         "rollout": spec.rollout.model_dump(mode="json", exclude={"replicas", "tasks_per_step"}),
         "template": spec.policy.template.model_dump(mode="json"),
-        "context": critic.model_dump(mode="json", include={"context", "privileged_key", "max_context_chars", "sibling_chars", "max_context_tokens"}),
+        "context": critic.model_dump(
+            mode="json",
+            include={"context", "privileged_key", "max_context_chars", "sibling_chars", "max_context_tokens"},
+        ),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -90,15 +103,25 @@ def check_same_tokenizer(base: Any, policy: str) -> None:
     other = load_tokenizer(Path(policy))
     probe = "r1c2=3 | 17 + 25 = 42\nThe answer is (B)."
     if len(other) != len(base) or other.encode(probe) != base.encode(probe):
-        raise ValueError(f"policies: {policy!r} does not share the spec policy's tokenizer (its token ids differ)")
+        raise ValueError(
+            f"policies: {policy!r} does not share the spec policy's tokenizer (its token ids differ)"
+        )
 
 
 def play_policy(
-    spec: ExperimentSpec, critic: DiscriminativeCriticSpec, policy: str, index: int, tasks: int, seed: int, tokenizer: Any
+    spec: ExperimentSpec,
+    critic: DiscriminativeCriticSpec,
+    policy: str,
+    index: int,
+    tasks: int,
+    seed: int,
+    tokenizer: Any,
 ) -> PolicyRollouts:
     """``tasks`` train-split tasks played by ``policy``, each trajectory carrying its critic context."""
     environment = build_environment(spec.environment)
-    player, engine = local_player(Path(policy), spec.rollout.engine, spec.policy, spec.rollout.sampling, environment, seed)
+    player, engine = local_player(
+        Path(policy), spec.rollout.engine, spec.policy, spec.rollout.sampling, environment, seed
+    )
     try:
         sampled = environment.sample_tasks(tasks, "train", seed * 1_000_003 + TASK_SEED_OFFSET + index)
         records = player.play_groups(sampled, spec.rollout.group_size, first_group_id=index * GROUP_ID_STRIDE)
@@ -107,14 +130,21 @@ def play_policy(
     trajectories = [r.trajectory(f"p{index}-{r.group_id}-{r.member}") for r in records]
     conditioning = critic.actor_conditioning()
     actor = ActorInfo(conditioning.description or describe_actor(policy), conditioning.initial_reward_average)
-    queries = critic_queries(critic, [attempt_of(r, t) for r, t in zip(records, trajectories, strict=True)], tokenizer, actor)
+    queries = critic_queries(
+        critic, [attempt_of(r, t) for r, t in zip(records, trajectories, strict=True)], tokenizer, actor
+    )
     shown = [query.trajectory for query in queries]
     return PolicyRollouts(policy, shown, float(np.mean([t.reward for t in shown])))
 
 
 def collect(
-    spec: ExperimentSpec, critic: DiscriminativeCriticSpec, policies: Sequence[str], tasks: int, seed: int,
-    folder: Path, progress: Any = None,
+    spec: ExperimentSpec,
+    critic: DiscriminativeCriticSpec,
+    policies: Sequence[str],
+    tasks: int,
+    seed: int,
+    folder: Path,
+    progress: Any = None,
 ) -> list[PolicyRollouts]:
     """Every policy's rollouts, from the cache in ``folder`` where the key matches, else played."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -134,8 +164,16 @@ def collect(
         else:
             rollouts = play_policy(spec, critic, policy, index, tasks, seed, tokenizer)
             write_trajectories(data, rollouts.trajectories)
-            key_file.write_text(json.dumps({"key": key, "policy": policy, "mean_reward": rollouts.mean_reward}))
-            logger.info("policy %d (%s): played %d trajectories, mean reward %.3f", index, policy, len(rollouts.trajectories), rollouts.mean_reward)
+            key_file.write_text(
+                json.dumps({"key": key, "policy": policy, "mean_reward": rollouts.mean_reward})
+            )
+            logger.info(
+                "policy %d (%s): played %d trajectories, mean reward %.3f",
+                index,
+                policy,
+                len(rollouts.trajectories),
+                rollouts.mean_reward,
+            )
         collected.append(rollouts)
         if task is not None:
             progress.advance(task)

@@ -55,7 +55,8 @@ def write_summary(out: Path, summary: dict[str, Any]) -> tuple[Path, Path]:
         cells = [row["epoch"], row["updates"], row["loss"], row["train_ev"], row["held_out_ev"]]
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     policies = "\n".join(
-        f"- `{p['path']}`: {p['trajectories']} trajectories, mean reward {p['mean_reward']:.3f}" for p in summary["policies"]
+        f"- `{p['path']}`: {p['trajectories']} trajectories, mean reward {p['mean_reward']:.3f}"
+        for p in summary["policies"]
     )
     md_path.write_text(
         f"# Critic pretraining: {summary['spec']}\n\n"

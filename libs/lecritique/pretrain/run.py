@@ -65,12 +65,19 @@ def _policies(spec: ExperimentSpec, config: PretrainConfig) -> list[str]:
     return policies
 
 
-def _fingerprint(train: list[Trajectory], held_out: list[Trajectory], schedule: Schedule, critic: DiscriminativeCriticSpec) -> str:
+def _fingerprint(
+    train: list[Trajectory], held_out: list[Trajectory], schedule: Schedule, critic: DiscriminativeCriticSpec
+) -> str:
     """Training data and settings a checkpoint belongs to (not the stopping rule: it may change)."""
     digest = hashlib.sha256()
     for trajectory in [*train, *held_out]:
         digest.update(trajectory.to_bytes())
-    settings = {"batch": schedule.batch_size, "lambda": schedule.lambda_target, "seed": schedule.seed, "split": len(held_out)}
+    settings = {
+        "batch": schedule.batch_size,
+        "lambda": schedule.lambda_target,
+        "seed": schedule.seed,
+        "split": len(held_out),
+    }
     digest.update(json.dumps({**settings, "critic": critic.model_dump(mode="json")}, sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
@@ -85,11 +92,18 @@ def _fresh_trainer(critic: DiscriminativeCriticSpec, policy_dir: str, seed: int)
 
 
 def _train(
-    critic: DiscriminativeCriticSpec, policy_dir: str, train: list[Trajectory], held_out: list[Trajectory],
-    schedule: Schedule, out: Path, progress: Progress,
+    critic: DiscriminativeCriticSpec,
+    policy_dir: str,
+    train: list[Trajectory],
+    held_out: list[Trajectory],
+    schedule: Schedule,
+    out: Path,
+    progress: Progress,
 ) -> TrainingState:
     fingerprint = _fingerprint(train, held_out, schedule, critic)
-    loaded = load_checkpoint(out / CHECKPOINT_DIR, lambda: _fresh_trainer(critic, policy_dir, schedule.seed), fingerprint)
+    loaded = load_checkpoint(
+        out / CHECKPOINT_DIR, lambda: _fresh_trainer(critic, policy_dir, schedule.seed), fingerprint
+    )
     if loaded is None:
         trainer, state = _fresh_trainer(critic, policy_dir, schedule.seed), TrainingState(fingerprint)
         if record_epoch(state, epoch_row(0, trainer, train, held_out, None), schedule):
@@ -100,7 +114,11 @@ def _train(
         state.stopped = None  # the stopping rule is the rerun's: a larger max_epochs or patience goes on
         logger.info("resuming at epoch %d (%d updates)", state.epoch, trainer.steps)
     per_epoch = -(-len(train) // schedule.batch_size)
-    bar = progress.add_task("training", total=schedule.max_epochs * per_epoch, completed=min(state.epoch, schedule.max_epochs) * per_epoch)
+    bar = progress.add_task(
+        "training",
+        total=schedule.max_epochs * per_epoch,
+        completed=min(state.epoch, schedule.max_epochs) * per_epoch,
+    )
     while state.epoch < schedule.max_epochs and state.stale_epochs < schedule.patience:
         loss = train_epoch(trainer, train, schedule, state.epoch + 1, lambda: progress.advance(bar))
         state.epoch += 1
@@ -114,17 +132,25 @@ def _train(
     return state
 
 
-def pretrain(spec: ExperimentSpec, config: PretrainConfig, out: Path, *, show_progress: bool = True) -> PretrainResult:
+def pretrain(
+    spec: ExperimentSpec, config: PretrainConfig, out: Path, *, show_progress: bool = True
+) -> PretrainResult:
     """Collect, train, write the outputs of the module docstring into ``out``."""
     critic = pretrained_critic(spec)
     if spec.policy.path is None:
-        raise ValueError("policy.path: resolve the spec's tiny policy first (lecritique.launch.local.resolve_policy)")
+        raise ValueError(
+            "policy.path: resolve the spec's tiny policy first (lecritique.launch.local.resolve_policy)"
+        )
     out.mkdir(parents=True, exist_ok=True)
     seed = spec.seed if config.seed is None else config.seed
     policies = _policies(spec, config)
     schedule = Schedule(
-        config.batch_size or spec.critic_batch_size, config.max_epochs, config.patience, config.min_delta,
-        spec.estimator.critic_target_lambda(), seed,
+        config.batch_size or spec.critic_batch_size,
+        config.max_epochs,
+        config.patience,
+        config.min_delta,
+        spec.estimator.critic_target_lambda(),
+        seed,
     )
     with Progress(disable=not show_progress) as progress:
         collected = collect(spec, critic, policies, config.tasks_per_policy, seed, out / "rollouts", progress)
@@ -143,18 +169,29 @@ def pretrain(spec: ExperimentSpec, config: PretrainConfig, out: Path, *, show_pr
 
 
 def _summary(
-    spec: ExperimentSpec, critic: DiscriminativeCriticSpec, collected: list[PolicyRollouts],
-    train: list[Trajectory], held_out: list[Trajectory], state: TrainingState, out: Path,
+    spec: ExperimentSpec,
+    critic: DiscriminativeCriticSpec,
+    collected: list[PolicyRollouts],
+    train: list[Trajectory],
+    held_out: list[Trajectory],
+    state: TrainingState,
+    out: Path,
 ) -> dict[str, Any]:
     return {
-        "spec": spec.name, "context": critic.context,
+        "spec": spec.name,
+        "context": critic.context,
         "policies": [
-            {"path": r.policy, "trajectories": len(r.trajectories), "mean_reward": r.mean_reward} for r in collected
+            {"path": r.policy, "trajectories": len(r.trajectories), "mean_reward": r.mean_reward}
+            for r in collected
         ],
-        "train_trajectories": len(train), "held_out_trajectories": len(held_out),
+        "train_trajectories": len(train),
+        "held_out_trajectories": len(held_out),
         "held_out_tasks": len({t.task_id for t in held_out}),
-        "history": state.history, "epochs": state.epoch, "stopped": state.stopped,
-        "best_epoch": state.best_epoch, "best_held_out_ev": state.best_ev,
+        "history": state.history,
+        "epochs": state.epoch,
+        "stopped": state.stopped,
+        "best_epoch": state.best_epoch,
+        "best_held_out_ev": state.best_ev,
         "initial_held_out_ev": state.history[0]["held_out_ev"],
         "critic_dir": str((out / CRITIC_DIR).resolve()),
     }

@@ -66,12 +66,16 @@ class Schedule:
     """Seed of the epoch orders and the split."""
 
 
-def split_by_task(trajectories: Sequence[Trajectory], fraction: float, seed: int) -> tuple[list[Trajectory], list[Trajectory]]:
+def split_by_task(
+    trajectories: Sequence[Trajectory], fraction: float, seed: int
+) -> tuple[list[Trajectory], list[Trajectory]]:
     """(train, held out): a seeded share of the tasks is held out with all their groups, so no
     prompt is in both sets (a critic could otherwise score a held-out group by its prompt alone)."""
     tasks = sorted({t.task_id for t in trajectories})
     if len(tasks) < 2:
-        raise ValueError(f"tasks_per_policy: {len(tasks)} distinct task(s) played; a held-out split needs at least 2")
+        raise ValueError(
+            f"tasks_per_policy: {len(tasks)} distinct task(s) played; a held-out split needs at least 2"
+        )
     count = min(len(tasks) - 1, max(1, round(fraction * len(tasks))))
     order = np.random.default_rng(seed).permutation(len(tasks))
     held = {tasks[i] for i in order[:count]}
@@ -82,7 +86,9 @@ def returns_ev(trainer: CriticTrainer, trajectories: Sequence[Trajectory]) -> fl
     """Explained variance of the critic's V(h_t) against the returns, over every policy token."""
     values = trainer.predict(trajectories)
     predicted = np.concatenate([v[t.policy_mask] for v, t in zip(values, trajectories, strict=True)])
-    returns = np.concatenate([np.full(int(t.policy_mask.sum()), t.reward, dtype=np.float64) for t in trajectories])
+    returns = np.concatenate(
+        [np.full(int(t.policy_mask.sum()), t.reward, dtype=np.float64) for t in trajectories]
+    )
     return float(explained_variance(predicted, returns))
 
 
@@ -93,7 +99,11 @@ def _update(trainer: CriticTrainer, batch: list[Trajectory], lambda_target: floa
 
 
 def train_epoch(
-    trainer: CriticTrainer, train: Sequence[Trajectory], schedule: Schedule, epoch: int, on_update: Callable[[], None]
+    trainer: CriticTrainer,
+    train: Sequence[Trajectory],
+    schedule: Schedule,
+    epoch: int,
+    on_update: Callable[[], None],
 ) -> float:
     """One pass in a seeded order (epoch ``epoch``, counted from 1); returns the mean loss."""
     order = np.random.default_rng([schedule.seed, epoch]).permutation(len(train))
@@ -142,7 +152,9 @@ def save_checkpoint(trainer: CriticTrainer, checkpoint: Path, state: TrainingSta
     TrainerCheckpoints(checkpoint, keep=1).save(trainer, extra=dataclasses.asdict(state))
 
 
-def load_checkpoint(checkpoint: Path, make: Callable[[], CriticTrainer], fingerprint: str) -> tuple[CriticTrainer, TrainingState] | None:
+def load_checkpoint(
+    checkpoint: Path, make: Callable[[], CriticTrainer], fingerprint: str
+) -> tuple[CriticTrainer, TrainingState] | None:
     """The trainer and state of ``checkpoint``'s newest complete save; None when there is none.
     A checkpoint of other data is refused: its epochs would not continue."""
     checkpoints = TrainerCheckpoints(checkpoint, keep=1)
@@ -152,17 +164,26 @@ def load_checkpoint(checkpoint: Path, make: Callable[[], CriticTrainer], fingerp
     meta, path = latest
     state = TrainingState(**meta.extra)
     if state.fingerprint != fingerprint:
-        raise ValueError(f"--out: {checkpoint} was trained on other rollouts or settings; use a new output directory")
+        raise ValueError(
+            f"--out: {checkpoint} was trained on other rollouts or settings; use a new output directory"
+        )
     trainer = make()
     checkpoints.load(trainer, path)
     return trainer, state
 
 
 def epoch_row(
-    epoch: int, trainer: CriticTrainer, train: Sequence[Trajectory], held_out: Sequence[Trajectory], loss: float | None
+    epoch: int,
+    trainer: CriticTrainer,
+    train: Sequence[Trajectory],
+    held_out: Sequence[Trajectory],
+    loss: float | None,
 ) -> dict[str, Any]:
     """An epoch's row of the history (``loss``: the epoch's mean; None before training)."""
     return {
-        "epoch": epoch, "updates": trainer.steps, "loss": loss,
-        "train_ev": returns_ev(trainer, train), "held_out_ev": returns_ev(trainer, held_out),
+        "epoch": epoch,
+        "updates": trainer.steps,
+        "loss": loss,
+        "train_ev": returns_ev(trainer, train),
+        "held_out_ev": returns_ev(trainer, held_out),
     }

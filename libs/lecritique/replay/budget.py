@@ -34,8 +34,12 @@ class UpdateBudget:
 
 def update_budget(policy_batch: int, batch_size: int, max_reuse: int, capacity: int) -> UpdateBudget:
     """The budget of one step (see the module docstring); all arguments are counts >= 1."""
-    for name, value in (("policy_batch", policy_batch), ("batch_size", batch_size), ("max_reuse", max_reuse),
-                        ("capacity", capacity)):
+    for name, value in (
+        ("policy_batch", policy_batch),
+        ("batch_size", batch_size),
+        ("max_reuse", max_reuse),
+        ("capacity", capacity),
+    ):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     fresh = min(policy_batch, capacity)

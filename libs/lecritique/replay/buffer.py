@@ -137,7 +137,9 @@ class ReplayBuffer(Generic[P]):
         idempotency_ttl_s: int,
     ) -> None:
         if not isinstance(redis_client, redis.Redis):
-            raise TypeError(f"redis_client must be a redis.Redis (see connect_redis), got {type(redis_client).__name__}")
+            raise TypeError(
+                f"redis_client must be a redis.Redis (see connect_redis), got {type(redis_client).__name__}"
+            )
         if idempotency_ttl_s < 1:
             raise ValueError(f"idempotency_ttl_s must be >= 1, got {idempotency_ttl_s}")
         self.config = config
@@ -156,7 +158,9 @@ class ReplayBuffer(Generic[P]):
         self._depth_gauge = metrics.DEPTH.labels(**labels)
         self._pushed = metrics.PUSHED.labels(**labels)
         self._sampled = metrics.SAMPLED.labels(**labels)
-        self._evictions = {reason: metrics.EVICTIONS.labels(reason=reason, **labels) for reason in _EVICTION_REASONS}
+        self._evictions = {
+            reason: metrics.EVICTIONS.labels(reason=reason, **labels) for reason in _EVICTION_REASONS
+        }
         self._uses_at_eviction = {
             reason: metrics.USES_AT_EVICTION.labels(reason=reason, **labels) for reason in _EVICTION_REASONS
         }
@@ -215,7 +219,11 @@ class ReplayBuffer(Generic[P]):
         ids = [text(entry_id) for entry_id in ids_raw]
         self._depth_gauge.set(depth)
         if duplicate:
-            logger.info("Replay push %s for experiment %r was already stored; returning its ids", token, self.experiment)
+            logger.info(
+                "Replay push %s for experiment %r was already stored; returning its ids",
+                token,
+                self.experiment,
+            )
             if idempotency_key is None:
                 # Only our own retry can repeat a generated token: the first attempt stored the
                 # entries but its reply was lost, so this call is the one that reports them.
@@ -249,7 +257,9 @@ class ReplayBuffer(Generic[P]):
             versions = list(policy_version)
             if len(versions) != count:
                 raise ValueError(f"policy_version has {len(versions)} entries for {count} payloads")
-            return [non_negative_int(value, f"policy_version[{index}]") for index, value in enumerate(versions)]
+            return [
+                non_negative_int(value, f"policy_version[{index}]") for index, value in enumerate(versions)
+            ]
         return [non_negative_int(policy_version, "policy_version")] * count
 
     # -- reads --------------------------------------------------------------------------------
@@ -363,5 +373,3 @@ class ReplayBuffer(Generic[P]):
         histogram = self._uses_at_eviction[reason]
         for count in uses:
             histogram.observe(count)
-
-

@@ -110,7 +110,9 @@ def payload_bytes(payload: object, index: int) -> bytes:
         )
     data = to_bytes()
     if not isinstance(data, (bytes, bytearray)):
-        raise TypeError(f"payload {index}: {type(payload).__name__}.to_bytes() returned {type(data).__name__}, not bytes")
+        raise TypeError(
+            f"payload {index}: {type(payload).__name__}.to_bytes() returned {type(data).__name__}, not bytes"
+        )
     return bytes(data)
 
 

@@ -98,14 +98,16 @@ def summarize(rows: list[dict[str, Any]], window: int = 10) -> Summary:
 
 def bucket_numbers(rows: list[dict[str, Any]], prefix: str) -> list[int]:
     """The bucket indices m of every ``<prefix><m>`` key in ``rows``, sorted."""
-    suffixes = {key[len(prefix):] for row in rows for key in row if key.startswith(prefix)}
+    suffixes = {key[len(prefix) :] for row in rows for key in row if key.startswith(prefix)}
     return sorted(int(suffix) for suffix in suffixes if suffix.isdigit())
 
 
 def bucket_table(rows: list[dict[str, Any]], window: int) -> str:
     """Markdown rows: each bucket's final rho and its critic explained variance over the last
     ``window`` steps where it was defined (empty without buckets)."""
-    buckets = sorted(set(bucket_numbers(rows, "tether_rho_bucket_")) | set(bucket_numbers(rows, "value_ev_bucket_")))
+    buckets = sorted(
+        set(bucket_numbers(rows, "tether_rho_bucket_")) | set(bucket_numbers(rows, "value_ev_bucket_"))
+    )
     if not buckets:
         return ""
     lines = [f"\n| bucket | TETHER rho, final | critic EV, last {window} steps |\n|---|---|---|\n"]
@@ -177,7 +179,10 @@ def write_report(run_dir: Path, title: str | None = None) -> tuple[Path, Path]:
     eval_steps, eval_success = _series(rows, "eval_success")
     # One evaluation is one row: the first and the last are the same one.
     evaluations = sorted({0, eval_success.size - 1}) if eval_success.size else []
-    eval_rows = "".join(f"| held-out greedy success, step {int(eval_steps[i])} | {_fmt(float(eval_success[i]))} |\n" for i in evaluations)
+    eval_rows = "".join(
+        f"| held-out greedy success, step {int(eval_steps[i])} | {_fmt(float(eval_success[i]))} |\n"
+        for i in evaluations
+    )
     md = run_dir / "report.md"
     md.write_text(
         f"# {title or run_dir.name}\n\n"

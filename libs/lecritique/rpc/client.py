@@ -165,7 +165,9 @@ class ReplicaPool(Generic[StubT]):
                     raise
                 code = error.code()
                 replica.dead_until = time.monotonic() + self.cooldown_seconds
-                logger.warning("%s replica %s down (%s); trying another", self.service, replica.address, code.name)
+                logger.warning(
+                    "%s replica %s down (%s); trying another", self.service, replica.address, code.name
+                )
                 errors.append(f"{replica.address}: {code.name} {error.details()}")
         raise NoReplicaAvailable(f"no {self.service} replica answered {method}: {'; '.join(errors)}", code)
 
@@ -174,7 +176,9 @@ class ReplicaPool(Generic[StubT]):
         results: dict[str, Any] = {}
         for replica in self._ordered():
             try:
-                results[replica.address] = getattr(replica.stub, method)(request, timeout=timeout or self.deadline_seconds)
+                results[replica.address] = getattr(replica.stub, method)(
+                    request, timeout=timeout or self.deadline_seconds
+                )
             except grpc.RpcError as error:
                 if error.code() not in _RETRY_ON_OTHER_REPLICA:
                     raise
@@ -190,7 +194,9 @@ class ReplicaPool(Generic[StubT]):
             try:
                 grpc.channel_ready_future(replica.channel).result(timeout=remaining)
             except grpc.FutureTimeoutError:
-                raise TimeoutError(f"{self.service} replica {replica.address} not ready after {timeout:.0f} s") from None
+                raise TimeoutError(
+                    f"{self.service} replica {replica.address} not ready after {timeout:.0f} s"
+                ) from None
 
     def close(self) -> None:
         with self._lock:

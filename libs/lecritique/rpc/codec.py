@@ -49,7 +49,9 @@ def from_tensor(tensor: common_pb2.Tensor) -> np.ndarray | None:
     shape = tuple(tensor.shape)
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if len(tensor.data) != expected:
-        raise ValueError(f"tensor of dtype {tensor.dtype} and shape {shape} needs {expected} bytes, got {len(tensor.data)}")
+        raise ValueError(
+            f"tensor of dtype {tensor.dtype} and shape {shape} needs {expected} bytes, got {len(tensor.data)}"
+        )
     return np.frombuffer(tensor.data, dtype=dtype).reshape(shape).copy()
 
 
@@ -61,7 +63,12 @@ def require_tensor(tensor: common_pb2.Tensor, field: str) -> np.ndarray:
 
 
 def fill_ragged(
-    message: common_pb2.RaggedArray, arrays: Sequence[np.ndarray | None], dtype: str, field: str, *, data: bool = True
+    message: common_pb2.RaggedArray,
+    arrays: Sequence[np.ndarray | None],
+    dtype: str,
+    field: str,
+    *,
+    data: bool = True,
 ) -> list[np.ndarray]:
     """Write 1-D ``arrays`` (None allowed) end to end into ``message`` as one bytes field.
 
@@ -73,7 +80,9 @@ def fill_ragged(
     present = [np.ascontiguousarray(array, dtype=dtype) for array in arrays if array is not None]
     for array in present:
         if array.ndim != 1:
-            raise ValueError(f"field {field!r} holds an array of shape {array.shape}; only 1-D arrays travel in a batch")
+            raise ValueError(
+                f"field {field!r} holds an array of shape {array.shape}; only 1-D arrays travel in a batch"
+            )
     message.dtype = dtype
     message.lengths.extend(-1 if array is None else len(array) for array in arrays)
     if data:
@@ -82,7 +91,12 @@ def fill_ragged(
 
 
 def ragged_from_proto(
-    message: common_pb2.RaggedArray, field: str, count: int, dtype: str, *, writable: bool = True,
+    message: common_pb2.RaggedArray,
+    field: str,
+    count: int,
+    dtype: str,
+    *,
+    writable: bool = True,
     data: bytes | memoryview | None = None,
 ) -> list[np.ndarray | None]:
     """The ``count`` arrays of ``message``: views into one writable copy of its data, or with
@@ -111,7 +125,10 @@ def ragged_from_proto(
         flat = flat.copy()
         flat.flags.writeable = writable
     ends = np.cumsum(np.maximum(lengths, 0)).tolist()
-    return [None if length < 0 else flat[end - length:end] for length, end in zip(lengths.tolist(), ends, strict=True)]
+    return [
+        None if length < 0 else flat[end - length : end]
+        for length, end in zip(lengths.tolist(), ends, strict=True)
+    ]
 
 
 _TRAJECTORY_ARRAYS = {name: np.dtype(dtype).name for name, dtype in ARRAY_DTYPES.items()}
@@ -132,13 +149,18 @@ def fill_trajectory_batch(
     message.value_versions.extend(t.value_version for t in trajectories)
     message.metadata_json.extend(json.dumps(t.metadata, separators=(",", ":")) for t in trajectories)
     return {
-        name: fill_ragged(getattr(message, name), [getattr(t, name) for t in trajectories], dtype, name, data=data)
+        name: fill_ragged(
+            getattr(message, name), [getattr(t, name) for t in trajectories], dtype, name, data=data
+        )
         for name, dtype in _TRAJECTORY_ARRAYS.items()
     }
 
 
 def trajectory_batch_from_proto(
-    message: common_pb2.TrajectoryBatch, *, writable: bool = True, data: Mapping[str, bytes | memoryview] | None = None
+    message: common_pb2.TrajectoryBatch,
+    *,
+    writable: bool = True,
+    data: Mapping[str, bytes | memoryview] | None = None,
 ) -> list[Trajectory]:
     """Decode a batch; a malformed one raises ValueError naming the field (and trajectory).
 
@@ -149,10 +171,17 @@ def trajectory_batch_from_proto(
     scalars = ("task_ids", "group_ids", "rewards", "policy_versions", "value_versions", "metadata_json")
     for name in scalars:
         if len(getattr(message, name)) != count:
-            raise ValueError(f"field {name!r} has {len(getattr(message, name))} entries for {count} trajectory ids")
+            raise ValueError(
+                f"field {name!r} has {len(getattr(message, name))} entries for {count} trajectory ids"
+            )
     columns = {
         name: ragged_from_proto(
-            getattr(message, name), name, count, dtype, writable=writable, data=None if data is None else data.get(name, b"")
+            getattr(message, name),
+            name,
+            count,
+            dtype,
+            writable=writable,
+            data=None if data is None else data.get(name, b""),
         )
         for name, dtype in _TRAJECTORY_ARRAYS.items()
     }
@@ -161,8 +190,17 @@ def trajectory_batch_from_proto(
         if missing:
             raise ValueError(f"field {name!r} is required; trajectories without it: {missing[:5]}")
     # Whole repeated fields at once: indexing a protobuf container element by element costs more.
-    ids, tasks, groups, rewards = list(message.trajectory_ids), list(message.task_ids), list(message.group_ids), list(message.rewards)
-    policy_versions, value_versions, metadata = list(message.policy_versions), list(message.value_versions), list(message.metadata_json)
+    ids, tasks, groups, rewards = (
+        list(message.trajectory_ids),
+        list(message.task_ids),
+        list(message.group_ids),
+        list(message.rewards),
+    )
+    policy_versions, value_versions, metadata = (
+        list(message.policy_versions),
+        list(message.value_versions),
+        list(message.metadata_json),
+    )
     _check_in_bulk(message, ids, rewards)
     return [
         Trajectory.from_checked(
@@ -190,7 +228,9 @@ def _check_in_bulk(message: common_pb2.TrajectoryBatch, ids: list[str], rewards:
         wrong = np.flatnonzero((lengths != -1) & (lengths != tokens))
         if len(wrong):
             i = int(wrong[0])
-            raise ValueError(f"trajectory {ids[i]!r}: field {name!r} has shape ({lengths[i]},), expected ({tokens[i]},)")
+            raise ValueError(
+                f"trajectory {ids[i]!r}: field {name!r} has shape ({lengths[i]},), expected ({tokens[i]},)"
+            )
     not_finite = np.flatnonzero(~np.isfinite(np.asarray(rewards, dtype=np.float64)))
     if len(not_finite):
         i = int(not_finite[0])

@@ -142,7 +142,9 @@ def start_rank_health(service: str, port: int, host: str) -> RunningServer | Non
     (its probes need an answer; the other ranks of the pod need none). None on other ranks."""
     if int(os.environ.get("LOCAL_RANK", "0")) != 0:
         return None
-    return start_server(service=f"{service}-worker", add_servicers=lambda server: None, service_names=[], port=port, host=host)
+    return start_server(
+        service=f"{service}-worker", add_servicers=lambda server: None, service_names=[], port=port, host=host
+    )
 
 
 def write_port_file(path: Path, grpc_port: int | None, metrics_port: int | None) -> None:

@@ -39,7 +39,8 @@ _BATCH_FIELDS = {field.name: field.number for field in common_pb2.TrajectoryBatc
 _DATA_FIELD = common_pb2.RaggedArray.DESCRIPTOR.fields_by_name["data"].number
 _ALIGNMENT_FIELD = _BATCH_FIELDS["alignment"]
 _COLUMN_FIELDS = {
-    field.number: field.name for field in common_pb2.TrajectoryBatch.DESCRIPTOR.fields
+    field.number: field.name
+    for field in common_pb2.TrajectoryBatch.DESCRIPTOR.fields
     if field.message_type is common_pb2.RaggedArray.DESCRIPTOR
 }
 _DATA_ONLY = frozenset({_DATA_FIELD})
@@ -95,7 +96,9 @@ def _aligned_head(batch_field: int, position: int, heads: bytes, size: int) -> b
         head = _record_head(batch_field, len(pad) + len(heads) + size) + pad + heads
         if (position + len(head)) % ALIGNMENT == 0:
             return head
-    raise AssertionError(f"no padding of 0-{2 * ALIGNMENT - 1} bytes aligns the data")  # unreachable, see above
+    raise AssertionError(
+        f"no padding of 0-{2 * ALIGNMENT - 1} bytes aligns the data"
+    )  # unreachable, see above
 
 
 def bytes_request_stub(
@@ -107,9 +110,13 @@ def bytes_request_stub(
     def factory(channel: grpc.Channel) -> Any:
         stub = stub_factory(channel)
         for method, response in responses.items():
-            setattr(stub, method, channel.unary_unary(
-                f"/{service}/{method}", request_serializer=None, response_deserializer=response.FromString
-            ))
+            setattr(
+                stub,
+                method,
+                channel.unary_unary(
+                    f"/{service}/{method}", request_serializer=None, response_deserializer=response.FromString
+                ),
+            )
         return stub
 
     return factory
@@ -149,14 +156,20 @@ def _records(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int,
             length, value = _varint_at(data, position)
             position = value + length
         else:
-            raise ValueError(f"malformed message: wire type {wire_type} of field {number} (groups are not used here)")
+            raise ValueError(
+                f"malformed message: wire type {wire_type} of field {number} (groups are not used here)"
+            )
         if position > end:
             raise ValueError(f"truncated message: field {number} runs past the end of its message")
         yield number, wire_type, record, value, position
 
 
 def _rewrite(
-    data: bytes, start: int, end: int, inner: Mapping[int, Callable[[int, int], bytes]], drop: frozenset[int] = frozenset(),
+    data: bytes,
+    start: int,
+    end: int,
+    inner: Mapping[int, Callable[[int, int], bytes]],
+    drop: frozenset[int] = frozenset(),
     on_drop: Callable[[int, int], None] | None = None,
 ) -> bytes:
     """The message in ``data[start:end]`` with each length-delimited field in ``inner`` replaced by
@@ -190,7 +203,9 @@ class WireRequest(Generic[M]):
 
     def trajectories(self) -> list[Trajectory]:
         """The batch's trajectories, their arrays read-only (aligned views where the writer aligned them)."""
-        return trajectory_batch_from_proto(getattr(self.message, self.field), writable=False, data=self.columns)
+        return trajectory_batch_from_proto(
+            getattr(self.message, self.field), writable=False, data=self.columns
+        )
 
 
 def parse_with_trajectories(data: bytes, message_type: type[M], field: str) -> WireRequest[M]:
@@ -208,7 +223,10 @@ def parse_with_trajectories(data: bytes, message_type: type[M], field: str) -> W
 
     def batch(start: int, end: int) -> bytes:
         return _rewrite(
-            data, start, end, {number: column(name) for number, name in _COLUMN_FIELDS.items()},
+            data,
+            start,
+            end,
+            {number: column(name) for number, name in _COLUMN_FIELDS.items()},
             drop=frozenset({_ALIGNMENT_FIELD}),
         )
 
@@ -226,13 +244,17 @@ def add_servicer(
     handlers = {}
     for method in service.methods:
         if method.client_streaming or method.server_streaming:
-            raise ValueError(f"{service.full_name}.{method.name} streams; only unary methods are supported here")
+            raise ValueError(
+                f"{service.full_name}.{method.name} streams; only unary methods are supported here"
+            )
         request, response = GetMessageClass(method.input_type), GetMessageClass(method.output_type)
         parse: Callable[[bytes], Any] = request.FromString
         if method.name in trajectory_fields:
             parse = _parser(request, trajectory_fields[method.name])
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-            getattr(servicer, method.name), request_deserializer=parse, response_serializer=response.SerializeToString
+            getattr(servicer, method.name),
+            request_deserializer=parse,
+            response_serializer=response.SerializeToString,
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
     server.add_registered_method_handlers(service.full_name, handlers)

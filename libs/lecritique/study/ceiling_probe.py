@@ -40,13 +40,22 @@ def last_step_critic(folder: Path) -> tuple[int | None, Path | None, str | None]
     version = last_step_version(folder)
     if version is None:
         return None, None, "no step recorded a critic version"
-    for candidate in (folder / KEPT / version_dirname(version), folder / "weights" / "critic" / version_dirname(version)):
+    for candidate in (
+        folder / KEPT / version_dirname(version),
+        folder / "weights" / "critic" / version_dirname(version),
+    ):
         if candidate.is_dir():
             return version, candidate, None
-    return version, None, f"critic version {version} (the last step's) was pruned (critic.keep_versions) and not kept"
+    return (
+        version,
+        None,
+        f"critic version {version} (the last step's) was pruned (critic.keep_versions) and not kept",
+    )
 
 
-def probe_spec(spec: ExperimentSpec, name: str, folder: Path, ceiling: CeilingSpec, seed: int) -> tuple[CriticEvalSpec | None, dict[str, Any]]:
+def probe_spec(
+    spec: ExperimentSpec, name: str, folder: Path, ceiling: CeilingSpec, seed: int
+) -> tuple[CriticEvalSpec | None, dict[str, Any]]:
     """The critic-eval spec of a finished run's final policy and last-step critic, and what it was
     built from (or, with None, why there is no probe)."""
     if spec.critic is None:
@@ -56,10 +65,18 @@ def probe_spec(spec: ExperimentSpec, name: str, folder: Path, ceiling: CeilingSp
     if policy is None or critic is None:
         return None, {"note": why or "no policy weights", "critic_version": version}
     settings = {
-        "tasks": ceiling.tasks, "group_size": ceiling.group_size, "states": ceiling.states,
-        "continuations": ceiling.continuations, "ranking_states": 0, "position_edges": ceiling.position_edges, "seed": seed,
+        "tasks": ceiling.tasks,
+        "group_size": ceiling.group_size,
+        "states": ceiling.states,
+        "continuations": ceiling.continuations,
+        "ranking_states": 0,
+        "position_edges": ceiling.position_edges,
+        "seed": seed,
     }
-    return critic_eval_probe(spec, str(policy[1]), str(critic), name, **settings), {"critic_version": version, "policy_version": policy[0]}
+    return critic_eval_probe(spec, str(policy[1]), str(critic), name, **settings), {
+        "critic_version": version,
+        "policy_version": policy[0],
+    }
 
 
 def probe_ceilings(study: StudySpec, runs: list[PlannedRun], out: Path, console: Console) -> dict[str, Any]:
@@ -82,11 +99,17 @@ def probe_ceilings(study: StudySpec, runs: list[PlannedRun], out: Path, console:
             if spec is None:
                 results[run.key] = {"buckets": [], **source}
                 continue
-            console.print(f"{run.key}: oracle ceiling on the final policy and critic version {source['critic_version']}")
+            console.print(
+                f"{run.key}: oracle ceiling on the final policy and critic version {source['critic_version']}"
+            )
             evaluate(spec, folder / "ceiling", show_progress=False)
         data = json.loads(saved.read_text())
         rows = data["ceiling"]
-        results[run.key] = {"buckets": [flatten(row, run.variant) for row in rows], "spec": data.get("spec"), **source}
+        results[run.key] = {
+            "buckets": [flatten(row, run.variant) for row in rows],
+            "spec": data.get("spec"),
+            **source,
+        }
     return results
 
 
@@ -96,5 +119,7 @@ def flatten(row: dict[str, Any], critic: str) -> dict[str, Any]:
     nan = float("nan")
     kept = {key: scored[key] for key in ("ev_note", "fraction_note") if key in scored}
     return {key: value for key, value in row.items() if key != "critics"} | {
-        "ev_mse": scored.get("ev_mse", nan), "fraction": scored.get("fraction", nan), **kept
+        "ev_mse": scored.get("ev_mse", nan),
+        "fraction": scored.get("fraction", nan),
+        **kept,
     }

@@ -126,7 +126,9 @@ class StudySpec(SpecModel):
             raise ValueError(f"quick.variants {self.quick.variants} must name variants ({', '.join(names)})")
         for index, (a, b) in enumerate(self.comparisons or []):
             if a == b or a not in names or b not in names:
-                raise ValueError(f"comparisons.{index}: [{a}, {b}] must name two different variants ({', '.join(names)})")
+                raise ValueError(
+                    f"comparisons.{index}: [{a}, {b}] must name two different variants ({', '.join(names)})"
+                )
         stages = [stage.name for stage in self.pretrain]
         if len(set(stages)) != len(stages):
             raise ValueError(f"pretrain: stage names must be unique, got {stages}")
@@ -205,15 +207,27 @@ def base_document(study: StudySpec, study_dir: Path) -> tuple[dict[str, Any], Pa
 def apply_quick(study: StudySpec) -> StudySpec:
     """The ``--quick`` profile of ``study``: one seed, few steps, two variants, a tiny ceiling probe."""
     quick = study.quick
-    names = quick.variants or [study.reference, next((v.name for v in study.variants if v.name != study.reference), study.reference)]
+    names = quick.variants or [
+        study.reference,
+        next((v.name for v in study.variants if v.name != study.reference), study.reference),
+    ]
     variants = [v for v in study.variants if v.name in names]
     ceiling = study.ceiling.model_copy(
-        update={"tasks": 4, "states": quick.ceiling_states, "continuations": quick.ceiling_continuations, "seeds": None}
+        update={
+            "tasks": 4,
+            "states": quick.ceiling_states,
+            "continuations": quick.ceiling_continuations,
+            "seeds": None,
+        }
     )
-    return study.model_copy(update={"variants": variants, "seeds": study.seeds[:1], "ceiling": ceiling, "final_window": 2})
+    return study.model_copy(
+        update={"variants": variants, "seeds": study.seeds[:1], "ceiling": ceiling, "final_window": 2}
+    )
 
 
-def plan_runs(study: StudySpec, study_dir: Path, *, quick: bool = False, out: Path | None = None) -> list[PlannedRun]:
+def plan_runs(
+    study: StudySpec, study_dir: Path, *, quick: bool = False, out: Path | None = None
+) -> list[PlannedRun]:
     """Every (variant, seed) experiment, validated; raises :class:`SpecError` naming the bad one.
 
     A ``critic.model_path`` naming a pretrain stage becomes that stage's critic in ``out``."""
@@ -228,7 +242,9 @@ def plan_runs(study: StudySpec, study_dir: Path, *, quick: bool = False, out: Pa
             document["seed"] = seed
             stage = pretrained_stage(document, stages)
             if stage is not None:
-                document["critic"]["model_path"] = str(pretrain_dir(out or Path("study-out"), stage).resolve() / "critic")
+                document["critic"]["model_path"] = str(
+                    pretrain_dir(out or Path("study-out"), stage).resolve() / "critic"
+                )
             if quick:
                 document = merge(document, _quick_overrides(study.quick, "critic" in document))
             try:

@@ -49,7 +49,9 @@ def publish(out: Path, doc: Path) -> dict[str, Path]:
     tables into its block, its figure as ``study-<name>.png``."""
     document: dict[str, Any] = json.loads((out / "study.json").read_text())
     if document.get("quick"):
-        raise SpecError(f"--doc {doc}: {out} holds a quick study (it checks the machinery, not results); run the full study")
+        raise SpecError(
+            f"--doc {doc}: {out} holds a quick study (it checks the machinery, not results); run the full study"
+        )
     name = document["study"]["name"]
     data_path = doc.with_suffix(".json")
     data = json.loads(data_path.read_text()) if data_path.is_file() else {}

@@ -54,7 +54,14 @@ def _curves(axis: Any, key: str, runs: dict[str, dict[str, Any]], colors: dict[s
 def _fractions(axis: Any, fractions: dict[str, dict[str, float]], colors: dict[str, str]) -> None:
     names = [n for n, cell in fractions.items() if math.isfinite(cell["mean"])]
     if not names:
-        axis.text(0.5, 0.5, "no EV / ceiling (no probe, or every ceiling too small)", ha="center", va="center", fontsize=8)
+        axis.text(
+            0.5,
+            0.5,
+            "no EV / ceiling (no probe, or every ceiling too small)",
+            ha="center",
+            va="center",
+            fontsize=8,
+        )
     else:
         means = [fractions[n]["mean"] for n in names]
         errors = [fractions[n]["half"] if math.isfinite(fractions[n]["half"]) else 0.0 for n in names]
@@ -64,7 +71,9 @@ def _fractions(axis: Any, fractions: dict[str, dict[str, float]], colors: dict[s
     axis.grid(alpha=0.3, axis="y")
 
 
-def _against_updates(axis: Any, fractions: dict[str, dict[str, float]], updates: dict[str, float], contexts: dict[str, str]) -> None:
+def _against_updates(
+    axis: Any, fractions: dict[str, dict[str, float]], updates: dict[str, float], contexts: dict[str, str]
+) -> None:
     markers = {"vf": ("o", "tab:blue"), "pvf": ("s", "tab:red")}
     drawn = False
     for name, cell in fractions.items():
@@ -72,7 +81,14 @@ def _against_updates(axis: Any, fractions: dict[str, dict[str, float]], updates:
         if not (math.isfinite(x) and math.isfinite(cell["mean"])):
             continue
         marker, color = markers.get(contexts.get(name, ""), ("^", "gray"))
-        axis.errorbar([x], [cell["mean"]], yerr=[cell["half"] if math.isfinite(cell["half"]) else 0.0], fmt=marker, color=color, capsize=3)
+        axis.errorbar(
+            [x],
+            [cell["mean"]],
+            yerr=[cell["half"] if math.isfinite(cell["half"]) else 0.0],
+            fmt=marker,
+            color=color,
+            capsize=3,
+        )
         axis.annotate(name, (x, cell["mean"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
         drawn = True
     if not drawn:
@@ -83,8 +99,13 @@ def _against_updates(axis: Any, fractions: dict[str, dict[str, float]], updates:
 
 
 def write_png(
-    title: str, variants: list[str], runs: dict[str, dict[str, Any]], fractions: dict[str, dict[str, float]],
-    updates: dict[str, float], contexts: dict[str, str], png: Path,
+    title: str,
+    variants: list[str],
+    runs: dict[str, dict[str, Any]],
+    fractions: dict[str, dict[str, float]],
+    updates: dict[str, float],
+    contexts: dict[str, str],
+    png: Path,
 ) -> None:
     """The six panels of the module docstring; ``runs[variant][seed]`` are run summaries."""
     import matplotlib

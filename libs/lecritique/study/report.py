@@ -23,7 +23,9 @@ from lecritique.study.summary import COMPARED, aggregate, mean_std, t975
 
 QUICK_BANNER = "> **quick: checks the machinery, not results.** One seed, a few steps, a tiny ceiling probe; nothing here ranks critics.\n\n"
 FIGURE_NAMES = {
-    "final_reward": "final reward", "final_eval_success": "final held-out success", "ev_var_second_half": "ev_var, second half",
+    "final_reward": "final reward",
+    "final_eval_success": "final held-out success",
+    "ev_var_second_half": "ev_var, second half",
 }
 
 
@@ -64,7 +66,9 @@ def fraction_of(bucket: Mapping[str, Any]) -> tuple[float, str]:
         return float("nan"), bucket.get("ceiling_note", "no ceiling")
     if not ratio_allowed(bucket):
         return float("nan"), "ceiling too small"
-    return (ev / bucket["ceiling"], "") if math.isfinite(ev) else (float("nan"), bucket.get("ev_note", "no EV"))
+    return (
+        (ev / bucket["ceiling"], "") if math.isfinite(ev) else (float("nan"), bucket.get("ev_note", "no EV"))
+    )
 
 
 def probe_fractions(ceiling: Mapping[str, Any], variant: str) -> dict[str, float]:
@@ -92,14 +96,23 @@ def _kinds(settings: Mapping[str, Any], variant: str) -> tuple[str | None, str]:
 def _variant_row(study: StudySpec, document: Mapping[str, Any], name: str, figures: Mapping[str, Any]) -> str:
     context, estimator = _kinds(document["settings"], name)
     no_critic = "no critic" if context is None else "not recorded"
-    rho = "n/a (not TETHER)" if estimator != "tether" else f"{_fmt(figures['rho_first']['mean'])} → {_fmt(figures['rho_final']['mean'])}"
+    rho = (
+        "n/a (not TETHER)"
+        if estimator != "tether"
+        else f"{_fmt(figures['rho_first']['mean'])} → {_fmt(figures['rho_final']['mean'])}"
+    )
     fraction = probe_fractions(document.get("ceiling", {}), name)
     fraction_cell = (
-        "n/a (no critic)" if context is None else
-        "n/a (not probed)" if fraction["probed"] == 0 else
-        _pm(fraction, 2, "ceiling too small or no probe") + f" ({fraction['n']} of {fraction['probed']} seeds)"
+        "n/a (no critic)"
+        if context is None
+        else "n/a (not probed)"
+        if fraction["probed"] == 0
+        else _pm(fraction, 2, "ceiling too small or no probe")
+        + f" ({fraction['n']} of {fraction['probed']} seeds)"
     )
-    per_update = "n/a (no critic)" if context is None else _pm(figures["trajectories_per_update"], 1, "not recorded")
+    per_update = (
+        "n/a (no critic)" if context is None else _pm(figures["trajectories_per_update"], 1, "not recorded")
+    )
     return (
         f"| {name}{' (reference)' if name == study.reference else ''} | {_pm(figures['final_reward'])} "
         f"| {_pm(figures['final_eval_success'])} | {_pm(figures['ev_var_second_half'], 3, no_critic if context is None else 'undefined: constant returns')} "
@@ -119,9 +132,16 @@ def _variant_table(study: StudySpec, document: Mapping[str, Any], summary: Mappi
 
 
 def _variant_verdict(document: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
-    rewards = sorted(((f["final_reward"]["mean"], n) for n, f in summary["variants"].items() if f["final_reward"]["n"]), reverse=True)
+    rewards = sorted(
+        ((f["final_reward"]["mean"], n) for n, f in summary["variants"].items() if f["final_reward"]["n"]),
+        reverse=True,
+    )
     fractions = sorted(
-        ((cell["mean"], n) for n in summary["variants"] if math.isfinite((cell := probe_fractions(document.get("ceiling", {}), n))["mean"])),
+        (
+            (cell["mean"], n)
+            for n in summary["variants"]
+            if math.isfinite((cell := probe_fractions(document.get("ceiling", {}), n))["mean"])
+        ),
         reverse=True,
     )
     reward = "; ".join(f"{n} {v:.3f}" for v, n in rewards) or "none"
@@ -146,7 +166,13 @@ def _comparison_table(study: StudySpec, summary: Mapping[str, Any]) -> str:
     for pair, figures in differences.items():
         for fig in COMPARED:
             cell = figures[fig]
-            one = "1 seed" if cell["n"] == 1 else "not in both variants" if cell["n"] == 0 else "fewer than 5 seeds"
+            one = (
+                "1 seed"
+                if cell["n"] == 1
+                else "not in both variants"
+                if cell["n"] == 0
+                else "fewer than 5 seeds"
+            )
             if cell.get("p_holm", float("nan")) < 0.05:
                 significant.append(f"{pair} on {FIGURE_NAMES[fig]} ({cell['mean']:+.3f})")
             lines.append(
@@ -154,7 +180,9 @@ def _comparison_table(study: StudySpec, summary: Mapping[str, Any]) -> str:
                 f"| {_why(cell.get('p', float('nan')), one)} | {_why(cell.get('p_holm', float('nan')), one)} "
                 f"| {_ci(cell, 'boot_low', 'boot_high', one)} | {cell['n']} |\n"
             )
-    verdict = "; ".join(significant) if significant else "no declared comparison differs after the Holm correction"
+    verdict = (
+        "; ".join(significant) if significant else "no declared comparison differs after the Holm correction"
+    )
     return "".join(lines) + f"\nVerdict: {verdict}.\n"
 
 
@@ -172,26 +200,34 @@ def _ceiling_table(ceiling: Mapping[str, Any]) -> str:
         "\nOracle ceiling (final policy and the critic version of the last step, held-out states at every response "
         "position; t = response tokens since the episode's first policy token; estimator "
         "lecritique.critic_eval.ceiling). Per probed seed: ceiling Var(E[R|s])/Var(R) ± bootstrap s.e. (by episode; "
-        "\"by state\" marks probes measured before that fix, whose s.e. is too small), the critic's ev_mse (1 − MSE/Var(R) against "
+        '"by state" marks probes measured before that fix, whose s.e. is too small), the critic\'s ev_mse (1 − MSE/Var(R) against '
         f"every continuation's return) and ev_mse / ceiling (n/a where the ceiling's 95% interval reaches {MIN_CEILING}):\n\n"
         "| variant | positions | seeds | states | ceiling ± s.e. | ev_mse | ev_mse / ceiling | mean ev_mse / ceiling |\n"
         "|---|---|---|---|---|---|---|---|\n"
     ]
     notes = []
     for variant, seeds in by_variant.items():
-        notes += [f"{variant}/{seed}: {r['note']}" for seed, r in seeds if not r.get("buckets") and r.get("note")]
+        notes += [
+            f"{variant}/{seed}: {r['note']}" for seed, r in seeds if not r.get("buckets") and r.get("note")
+        ]
         labels = [b["label"] for b in next((r["buckets"] for _, r in seeds if r.get("buckets")), [])]
         for label in labels:
             lines.append(_ceiling_row(variant, label, seeds))
     verdict = _ceiling_verdict(by_variant)
     missing = "".join(f"\nNo probe for {note}." for note in notes)
-    stale = sorted({r["note_version"] for seeds in by_variant.values() for _, r in seeds if r.get("note_version")})
+    stale = sorted(
+        {r["note_version"] for seeds in by_variant.values() for _, r in seeds if r.get("note_version")}
+    )
     caveat = "".join(f"\nProbed critic: {note}.\n" for note in stale)
-    return "".join(lines) + f"\nVerdict (all positions, mean over probed seeds): {verdict}.\n{missing}{caveat}"
+    return (
+        "".join(lines) + f"\nVerdict (all positions, mean over probed seeds): {verdict}.\n{missing}{caveat}"
+    )
 
 
 def _ceiling_row(variant: str, label: str, seeds: list[tuple[str, Mapping[str, Any]]]) -> str:
-    buckets = [(seed, next((b for b in r.get("buckets", []) if b["label"] == label), None)) for seed, r in seeds]
+    buckets = [
+        (seed, next((b for b in r.get("buckets", []) if b["label"] == label), None)) for seed, r in seeds
+    ]
     present = [(seed, b) for seed, b in buckets if b is not None]
     by = {b.get("se_resampled_by", "state") for _, b in present}
     ceilings = [f"{_fmt(b['ceiling'], 2)} ± {_fmt(b['ceiling_se'], 2)}" for _, b in present]
@@ -199,7 +235,12 @@ def _ceiling_row(variant: str, label: str, seeds: list[tuple[str, Mapping[str, A
     fractions = [fraction_of(b) for _, b in present]
     shown = [_fmt(f, 2) if math.isfinite(f) else f"n/a ({why})" for f, why in fractions]
     finite = [f for f, _ in fractions if math.isfinite(f)]
-    mean = _fmt(float(np.mean(finite)), 2) + ("" if len(finite) == len(fractions) else f" ({len(finite)} of {len(fractions)})") if finite else "n/a"
+    mean = (
+        _fmt(float(np.mean(finite)), 2)
+        + ("" if len(finite) == len(fractions) else f" ({len(finite)} of {len(fractions)})")
+        if finite
+        else "n/a"
+    )
     return (
         f"| {variant} | {label} | {_per_seed([s.removeprefix('seed') for s, _ in present])} | {_per_seed([str(b['states']) for _, b in present])} "
         f"| {_per_seed(ceilings)}{' (by state)' if by == {'state'} else ''} | {_per_seed(evs)} | {_per_seed(shown)} | {mean} |\n"
@@ -221,19 +262,24 @@ def _ceiling_verdict(by_variant: Mapping[str, list[tuple[str, Mapping[str, Any]]
     best, name, ceiling, se = scored[0]
     others = "; ".join(f"{n} {f:.2f}" for f, n, _, _ in scored[1:])
     head = "tie" if any(abs(f - best) < 0.005 for f, *_ in scored[1:]) else f"best: {name}"
-    return f"{head}, {best:.2f} of the ceiling (ceiling {ceiling:.2f} ± {se:.2f} s.e.)" + (f"; {others}" if others else "")
+    return f"{head}, {best:.2f} of the ceiling (ceiling {ceiling:.2f} ± {se:.2f} s.e.)" + (
+        f"; {others}" if others else ""
+    )
 
 
 def _pretrain_section(pretrain: Mapping[str, Any]) -> str:
     if not pretrain:
         return ""
-    lines = ["\nPretrain stages (`lecritique critic pretrain` on the study's starting policy, once, before the variants):\n\n"]
+    lines = [
+        "\nPretrain stages (`lecritique critic pretrain` on the study's starting policy, once, before the variants):\n\n"
+    ]
     for name, stage in pretrain.items():
         budget, result = stage["budget"], stage.get("result")
         spent = (
             f"{result['train_trajectories']} train / {result['held_out_trajectories']} held-out trajectories, "
             f"held-out EV {result['initial_held_out_ev']:.3f} → {result['best_held_out_ev']:.3f} (epoch {result['best_epoch']} of {result['epochs']}, stopped: {result['stopped']})"
-            if result else "not run"
+            if result
+            else "not run"
         )
         lines.append(
             f"- `{name}`: budget {budget['tasks_per_policy']} tasks, at most {budget['max_epochs']} epochs, patience "
@@ -246,11 +292,18 @@ def render_tables(document: Mapping[str, Any]) -> str:
     """The generated part of study.md (banner, tables, verdicts) from a study.json document."""
     study = StudySpec.model_validate(document["study"])
     runs = {name: {int(seed): s for seed, s in by_seed.items()} for name, by_seed in document["runs"].items()}
-    summary = aggregate(runs, [p for p in study.compared() if p[0] in runs and p[1] in runs], bootstrap_samples=study.bootstrap_samples)
+    summary = aggregate(
+        runs,
+        [p for p in study.compared() if p[0] in runs and p[1] in runs],
+        bootstrap_samples=study.bootstrap_samples,
+    )
     banner = QUICK_BANNER if document.get("quick") else ""
     return (
-        banner + _variant_table(study, document, summary) + _comparison_table(study, summary)
-        + _ceiling_table(document.get("ceiling", {})) + _pretrain_section(document.get("pretrain", {}))
+        banner
+        + _variant_table(study, document, summary)
+        + _comparison_table(study, summary)
+        + _ceiling_table(document.get("ceiling", {}))
+        + _pretrain_section(document.get("pretrain", {}))
     )
 
 
@@ -258,11 +311,16 @@ def render_markdown(document: Mapping[str, Any], png_name: str = "study.png") ->
     """The whole study.md of a study.json document."""
     study = StudySpec.model_validate(document["study"])
     unfinished = document.get("unfinished", [])
-    descriptions = "".join(f"- `{v.name}`: {v.description or v.overrides}\n" for v in study.variants if v.name in document["runs"])
+    descriptions = "".join(
+        f"- `{v.name}`: {v.description or v.overrides}\n"
+        for v in study.variants
+        if v.name in document["runs"]
+    )
     partial = (
         f"**Partial study**: {len(unfinished)} of {len(document['settings'])} runs missing or unfinished "
         f"({', '.join(unfinished)}); run the same `lecritique study` command again to resume.\n\n"
-        if unfinished else ""
+        if unfinished
+        else ""
     )
     return (
         f"# Study `{study.name}`\n\n{partial}Seeds {study.seeds}; reference `{study.reference}`.\n\n{descriptions}\n"
@@ -275,28 +333,61 @@ def draw(document: Mapping[str, Any], png: Path) -> None:
     study = StudySpec.model_validate(document["study"])
     ceiling = document.get("ceiling", {})
     names = [v.name for v in study.variants if v.name in document["runs"]]
-    fractions = {n: probe_fractions(ceiling, n) for n in names if _kinds(document["settings"], n)[0] is not None}
+    fractions = {
+        n: probe_fractions(ceiling, n) for n in names if _kinds(document["settings"], n)[0] is not None
+    }
     updates = {
-        n: float(np.nanmean([s["figures"].get("updates_per_step", float("nan")) for s in document["runs"][n].values()] or [float("nan")]))
-        if any(math.isfinite(s["figures"].get("updates_per_step", float("nan"))) for s in document["runs"][n].values()) else float("nan")
+        n: float(
+            np.nanmean(
+                [s["figures"].get("updates_per_step", float("nan")) for s in document["runs"][n].values()]
+                or [float("nan")]
+            )
+        )
+        if any(
+            math.isfinite(s["figures"].get("updates_per_step", float("nan")))
+            for s in document["runs"][n].values()
+        )
+        else float("nan")
         for n in names
     }
-    contexts = {n: {"none": "vf", "reference": "pvf"}.get(str(_kinds(document["settings"], n)[0]), "") for n in names}
+    contexts = {
+        n: {"none": "vf", "reference": "pvf"}.get(str(_kinds(document["settings"], n)[0]), "") for n in names
+    }
     quick = " (quick: checks the machinery, not results)" if document.get("quick") else ""
-    write_png(f"study {study.name}: seeds {study.seeds}{quick}", names, {n: document["runs"][n] for n in names}, fractions, updates, contexts, png)
+    write_png(
+        f"study {study.name}: seeds {study.seeds}{quick}",
+        names,
+        {n: document["runs"][n] for n in names},
+        fractions,
+        updates,
+        contexts,
+        png,
+    )
 
 
 def write_study_report(
-    study: StudySpec, out: Path, runs: dict[str, dict[int, dict[str, Any]]], summary: dict[str, Any],
-    *, settings: dict[str, Any], ceiling: dict[str, Any] | None = None, unfinished: list[str] | None = None,
-    quick: bool = False, pretrain: dict[str, Any] | None = None,
+    study: StudySpec,
+    out: Path,
+    runs: dict[str, dict[int, dict[str, Any]]],
+    summary: dict[str, Any],
+    *,
+    settings: dict[str, Any],
+    ceiling: dict[str, Any] | None = None,
+    unfinished: list[str] | None = None,
+    quick: bool = False,
+    pretrain: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
     """Write study.json, then study.md and study.png from it; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     document = {
-        "study": study.model_dump(mode="json"), "settings": settings, "summary": summary, "quick": quick,
+        "study": study.model_dump(mode="json"),
+        "settings": settings,
+        "summary": summary,
+        "quick": quick,
         "runs": {name: {str(seed): s for seed, s in by_seed.items()} for name, by_seed in runs.items()},
-        "ceiling": ceiling or {}, "unfinished": unfinished or [], "pretrain": pretrain or {},
+        "ceiling": ceiling or {},
+        "unfinished": unfinished or [],
+        "pretrain": pretrain or {},
     }
     (out / "study.json").write_text(json.dumps(document, indent=1, allow_nan=True))
     return rewrite_report(out)

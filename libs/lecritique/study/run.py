@@ -69,8 +69,15 @@ def settings_of(runs: list[PlannedRun]) -> dict[str, Any]:
 
 
 def run_study(
-    study_path: Path, out: Path, *, quick: bool = False, api: str | None = None, token: str | None = None,
-    console: Console | None = None, ceiling: bool = True, report_only: bool = False,
+    study_path: Path,
+    out: Path,
+    *,
+    quick: bool = False,
+    api: str | None = None,
+    token: str | None = None,
+    console: Console | None = None,
+    ceiling: bool = True,
+    report_only: bool = False,
 ) -> dict[str, Path]:
     """Run (or resume) the study in ``study_path`` into ``out``; returns the report's paths.
 
@@ -99,7 +106,9 @@ def run_study(
     return report_study(study, runs, out, console=console, ceiling=ceiling and api is None, quick=quick)
 
 
-def run_pretrain(study: StudySpec, study_dir: Path, runs: list[PlannedRun], out: Path, console: Console, *, quick: bool) -> None:
+def run_pretrain(
+    study: StudySpec, study_dir: Path, runs: list[PlannedRun], out: Path, console: Console, *, quick: bool
+) -> None:
     """Every pretrain stage some planned run uses, once, on the study's starting policy; a stage
     whose summary is written is skipped, an interrupted one resumes (``critic pretrain`` is)."""
     used = {str(path) for r in runs if (path := getattr(r.spec.critic, "model_path", None))}
@@ -115,14 +124,18 @@ def run_pretrain(study: StudySpec, study_dir: Path, runs: list[PlannedRun], out:
         _pretrain_stage(study, study_dir, stage, shared, folder, quick=quick)
 
 
-def _pretrain_stage(study: StudySpec, study_dir: Path, stage: PretrainStage, policy: Any, folder: Path, *, quick: bool) -> None:
+def _pretrain_stage(
+    study: StudySpec, study_dir: Path, stage: PretrainStage, policy: Any, folder: Path, *, quick: bool
+) -> None:
     from lecritique.pretrain import pretrain
 
     spec = plan_pretrain(study, study_dir, stage)
     spec = spec.model_copy(update={"policy": policy, "seed": min(study.seeds)})
     budget = stage.budget
     if quick:  # the machinery, not a critic worth using
-        budget = budget.model_copy(update={"tasks_per_policy": min(budget.tasks_per_policy, 8), "max_epochs": 1})
+        budget = budget.model_copy(
+            update={"tasks_per_policy": min(budget.tasks_per_policy, 8), "max_epochs": 1}
+        )
     pretrain(spec, budget, folder, show_progress=False)
 
 
@@ -152,7 +165,13 @@ def _pretrain_summaries(study: StudySpec, out: Path) -> dict[str, Any]:
 
 
 def report_study(
-    study: StudySpec, runs: list[PlannedRun], out: Path, *, console: Console, ceiling: bool = True, quick: bool = False
+    study: StudySpec,
+    runs: list[PlannedRun],
+    out: Path,
+    *,
+    console: Console,
+    ceiling: bool = True,
+    quick: bool = False,
 ) -> dict[str, Path]:
     """Summaries, paired differences, the ceiling probe (local runs), and the three report files."""
     collected = collect(study, runs, out)
@@ -167,8 +186,15 @@ def report_study(
         probed = probe_ceilings(study, runs, out, console)
     unfinished = [r.key for r in runs if not summaries.get(r.variant, {}).get(r.seed, {}).get("finished")]
     paths = write_study_report(
-        study, out, summaries, summary, settings=settings_of(runs), ceiling=probed, unfinished=unfinished,
-        quick=quick, pretrain=_pretrain_summaries(study, out),
+        study,
+        out,
+        summaries,
+        summary,
+        settings=settings_of(runs),
+        ceiling=probed,
+        unfinished=unfinished,
+        quick=quick,
+        pretrain=_pretrain_summaries(study, out),
     )
     console.print(f"study report: {paths['md']}, {paths['png']}, {paths['json']}")
     return paths

@@ -84,12 +84,17 @@ class StudyProgress:
 
     def __init__(self, runs: Sequence[PlannedRun], console: Console) -> None:
         columns = (
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
             TextColumn("{task.fields[summary]}"),
         )
         self.progress = Progress(*columns, console=console)
         total = sum(run.spec.orchestrator.steps for run in runs)
-        self.overall = self.progress.add_task("study (policy steps)", total=total, summary=f"{len(runs)} runs")
+        self.overall = self.progress.add_task(
+            "study (policy steps)", total=total, summary=f"{len(runs)} runs"
+        )
         self.current: TaskID | None = None
         self.base = 0
 
@@ -103,7 +108,9 @@ class StudyProgress:
     def start(self, run: PlannedRun, done: int) -> OnRow:
         if self.current is not None:
             self.progress.remove_task(self.current)
-        self.current = self.progress.add_task(run.key, total=run.spec.orchestrator.steps, completed=done, summary="starting")
+        self.current = self.progress.add_task(
+            run.key, total=run.spec.orchestrator.steps, completed=done, summary="starting"
+        )
         self.progress.update(self.overall, completed=self.base + done)
         current = self.current
 
@@ -135,10 +142,14 @@ def run_local(spec: ExperimentSpec, folder: Path, on_row: OnRow) -> None:
     finally:
         launcher.stop()
     if code != 0:
-        raise RuntimeError(f"run {folder} failed: orchestrator exited with code {code}; see {folder / 'logs'}")
+        raise RuntimeError(
+            f"run {folder} failed: orchestrator exited with code {code}; see {folder / 'logs'}"
+        )
 
 
-def run_over_api(spec: ExperimentSpec, folder: Path, on_row: OnRow, client: Any, poll_seconds: float = 2.0) -> None:
+def run_over_api(
+    spec: ExperimentSpec, folder: Path, on_row: OnRow, client: Any, poll_seconds: float = 2.0
+) -> None:
     """Submit one experiment (or wait on the one submitted before) and copy its metrics into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     record = folder / "api_experiment.json"
@@ -163,7 +174,11 @@ def run_over_api(spec: ExperimentSpec, folder: Path, on_row: OnRow, client: Any,
 
 
 def run_all(
-    runs: Sequence[PlannedRun], out: Path, console: Console, *, client: Any = None,
+    runs: Sequence[PlannedRun],
+    out: Path,
+    console: Console,
+    *,
+    client: Any = None,
 ) -> None:
     """Run every unfinished run of ``runs`` under one progress display."""
     with StudyProgress(runs, console) as progress:

@@ -31,8 +31,15 @@ import numpy as np
 SERIES = ("reward_mean", "eval_success", "value_explained_variance", "tether_rho")
 """Per-step metrics kept per run (study.json) and drawn per variant (study.png)."""
 FIGURES = (
-    "final_reward", "final_eval_success", "ev_var_second_half", "rho_first", "rho_final", "critic_updates",
-    "updates_per_step", "trajectories_per_update", "steps_per_minute",
+    "final_reward",
+    "final_eval_success",
+    "ev_var_second_half",
+    "rho_first",
+    "rho_final",
+    "critic_updates",
+    "updates_per_step",
+    "trajectories_per_update",
+    "steps_per_minute",
 )
 """Per-run figures aggregated across seeds."""
 COMPARED = ("final_reward", "final_eval_success", "ev_var_second_half")
@@ -41,7 +48,23 @@ COMPARED = ("final_reward", "final_eval_success", "ev_var_second_half")
 
 BOOTSTRAP_MIN_SEEDS = 5
 """Below this many seeds a bootstrap over seeds has too few distinct resamples to mean anything (n/a)."""
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131)
+T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+)
 """Student t 0.975 quantiles for 1..15 degrees of freedom (beyond: 2.0, within 0.14 of the truth)."""
 
 
@@ -59,7 +82,9 @@ def series(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[list[int], list
     return [s for s, _ in pairs], [v for _, v in pairs]
 
 
-def run_figures(rows: Sequence[Mapping[str, Any]], window: int, trajectories_per_step: float = float("nan")) -> dict[str, float]:
+def run_figures(
+    rows: Sequence[Mapping[str, Any]], window: int, trajectories_per_step: float = float("nan")
+) -> dict[str, float]:
     """The figures of one run (NaN where the run has no such metric)."""
     nan = float("nan")
     _, reward = series(rows, "reward_mean")
@@ -88,7 +113,9 @@ def run_figures(rows: Sequence[Mapping[str, Any]], window: int, trajectories_per
     }
 
 
-def run_summary(rows: Sequence[Mapping[str, Any]], window: int, trajectories_per_step: float = float("nan")) -> dict[str, Any]:
+def run_summary(
+    rows: Sequence[Mapping[str, Any]], window: int, trajectories_per_step: float = float("nan")
+) -> dict[str, Any]:
     """A run's figures and its per-step series (study.json)."""
     return {
         "steps": int(rows[-1]["step"]) if rows else 0,
@@ -110,7 +137,15 @@ def paired_difference(diffs: Sequence[float], *, samples: int, seed: int = 0) ->
     """Mean of per-seed differences, its t interval and a percentile-bootstrap interval (95%)."""
     d = np.array([x for x in diffs if math.isfinite(x)], dtype=float)
     nan = float("nan")
-    cell = {"mean": nan, "t_low": nan, "t_high": nan, "p": nan, "boot_low": nan, "boot_high": nan, "n": int(d.size)}
+    cell = {
+        "mean": nan,
+        "t_low": nan,
+        "t_high": nan,
+        "p": nan,
+        "boot_low": nan,
+        "boot_high": nan,
+        "n": int(d.size),
+    }
     if d.size == 0:
         return cell
     cell["mean"] = mean = float(d.mean())
@@ -144,13 +179,19 @@ def regularized_beta(x: float, a: float, b: float) -> float:
         return 1.0
     if x > (a + 1) / (a + b + 2):
         return 1.0 - regularized_beta(1.0 - x, b, a)
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    front = (
+        math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+        / a
+    )
     tiny = 1e-300
     c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
     d = 1.0 / (d if abs(d) > tiny else tiny)
     result = d
     for m in range(1, 300):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)), -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
             d = 1.0 + numerator * d
             d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + numerator / c
@@ -173,7 +214,10 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 def aggregate(
-    runs: Mapping[str, Mapping[int, Mapping[str, Any]]], comparisons: Sequence[tuple[str, str]], *, bootstrap_samples: int
+    runs: Mapping[str, Mapping[int, Mapping[str, Any]]],
+    comparisons: Sequence[tuple[str, str]],
+    *,
+    bootstrap_samples: int,
 ) -> dict[str, Any]:
     """Per variant: each figure's mean/std across seeds; per declared comparison (a, b): the paired
     differences a - b of every compared figure, with Holm-adjusted p-values per figure.
@@ -182,14 +226,17 @@ def aggregate(
     """
     variants = {}
     for name, by_seed in runs.items():
-        variants[name] = {fig: mean_std([s["figures"].get(fig, float("nan")) for s in by_seed.values()]) for fig in FIGURES}
+        variants[name] = {
+            fig: mean_std([s["figures"].get(fig, float("nan")) for s in by_seed.values()]) for fig in FIGURES
+        }
     differences: dict[str, dict[str, dict[str, float]]] = {}
     for a, b in comparisons:
         first, second = runs.get(a, {}), runs.get(b, {})
         common = sorted(set(first) & set(second))
         differences[f"{a} vs {b}"] = {
             fig: paired_difference(
-                [first[s]["figures"][fig] - second[s]["figures"][fig] for s in common], samples=bootstrap_samples
+                [first[s]["figures"][fig] - second[s]["figures"][fig] for s in common],
+                samples=bootstrap_samples,
             )
             for fig in COMPARED
         }
@@ -197,14 +244,26 @@ def aggregate(
         cells = [figures[fig] for figures in differences.values()]
         for cell, adjusted in zip(cells, holm([c["p"] for c in cells]), strict=True):
             cell["p_holm"] = adjusted
-    return {"variants": variants, "differences": differences, "comparisons": [list(pair) for pair in comparisons]}
+    return {
+        "variants": variants,
+        "differences": differences,
+        "comparisons": [list(pair) for pair in comparisons],
+    }
 
 
 def curve(by_seed: Mapping[int, Mapping[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Steps, mean and std across seeds of one per-step series (steps every seed has)."""
-    tables = [dict(zip(s["series"][key]["step"], s["series"][key]["value"], strict=True)) for s in by_seed.values()]
+    tables = [
+        dict(zip(s["series"][key]["step"], s["series"][key]["value"], strict=True)) for s in by_seed.values()
+    ]
     steps = sorted(set.intersection(*(set(t) for t in tables))) if tables else []
-    values = np.array([[t[step] for step in steps] for t in tables], dtype=float).reshape(len(tables), len(steps))
+    values = np.array([[t[step] for step in steps] for t in tables], dtype=float).reshape(
+        len(tables), len(steps)
+    )
     if not steps:
         return np.array([]), np.array([]), np.array([])
-    return np.array(steps), values.mean(axis=0), values.std(axis=0, ddof=1) if len(tables) > 1 else np.zeros(len(steps))
+    return (
+        np.array(steps),
+        values.mean(axis=0),
+        values.std(axis=0, ddof=1) if len(tables) > 1 else np.zeros(len(steps)),
+    )

@@ -25,14 +25,45 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-RESERVED_ENV_NAMES = frozenset({
-    "REDIS_URL", "HOME", "PATH", "USER", "SHELL", "TMPDIR", "POD_NAME", "XDG_CACHE_HOME", "HF_HOME",
-    "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT", "TOKENIZERS_PARALLELISM", "OMP_WAIT_POLICY",
-})
+RESERVED_ENV_NAMES = frozenset(
+    {
+        "REDIS_URL",
+        "HOME",
+        "PATH",
+        "USER",
+        "SHELL",
+        "TMPDIR",
+        "POD_NAME",
+        "XDG_CACHE_HOME",
+        "HF_HOME",
+        "TRITON_CACHE_DIR",
+        "VLLM_CACHE_ROOT",
+        "TOKENIZERS_PARALLELISM",
+        "OMP_WAIT_POLICY",
+    }
+)
 """Variables the launchers set for every experiment process."""
 RESERVED_ENV_PREFIXES = (
-    "LECRITIQUE_", "REDIS", "PYTHON", "LD_", "KUBERNETES_", "VLLM_", "HF_", "TORCH", "CUDA", "NCCL_", "OMP_", "MKL_",
-    "GRPC_", "SSL_", "REQUESTS_", "CURL_", "HTTP_", "HTTPS_", "NO_PROXY", "ALL_PROXY",
+    "LECRITIQUE_",
+    "REDIS",
+    "PYTHON",
+    "LD_",
+    "KUBERNETES_",
+    "VLLM_",
+    "HF_",
+    "TORCH",
+    "CUDA",
+    "NCCL_",
+    "OMP_",
+    "MKL_",
+    "GRPC_",
+    "SSL_",
+    "REQUESTS_",
+    "CURL_",
+    "HTTP_",
+    "HTTPS_",
+    "NO_PROXY",
+    "ALL_PROXY",
 )
 """Prefixes of variables that change how the platform, Python, the loader or the network behave."""
 ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
@@ -54,8 +85,14 @@ class Violation:
 class TenantPolicy(BaseModel):
     """One tenant's allow-lists and quotas (fields not set fall back to the ``*`` entry, then to these defaults)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False,
-                              alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+        allow_inf_nan=False,
+        alias_generator=to_camel,
+        populate_by_name=True,
+    )
 
     secrets: tuple[str, ...] = ()
     """Kubernetes Secrets (kubernetes launcher) or API-process environment variables (local launcher)
@@ -110,7 +147,9 @@ def validate_policies(policies: Mapping[str, Mapping[str, Any]]) -> None:
         for kind, roots in (("model", policy.model_roots), ("dataset", policy.dataset_roots)):
             for root in roots:
                 if not _is_clean_absolute(root):
-                    raise ValueError(f"tenant policy {tenant!r}: {kind} root {root!r} must be an absolute, normalised path")
+                    raise ValueError(
+                        f"tenant policy {tenant!r}: {kind} root {root!r} must be an absolute, normalised path"
+                    )
         for url in (*policy.llm_endpoints, *policy.tracker_endpoints):
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"tenant policy {tenant!r}: endpoint {url!r} must be an http(s) base URL")
@@ -134,7 +173,9 @@ def path_under(path: str, roots: list[str]) -> bool:
     if not _is_clean_absolute(path) or "\x00" in path:
         return False
     normal = posixpath.normpath(path)
-    return any(normal == root.rstrip("/") or normal.startswith(root.rstrip("/") + "/") for root in roots if root)
+    return any(
+        normal == root.rstrip("/") or normal.startswith(root.rstrip("/") + "/") for root in roots if root
+    )
 
 
 def endpoint_allowed(url: str, allowed: tuple[str, ...]) -> bool:
@@ -152,9 +193,17 @@ def endpoint_allowed(url: str, allowed: tuple[str, ...]) -> bool:
             prefix_port = prefix.port
         except ValueError:
             continue
-        same_origin = (target.scheme, target.hostname, target_port) == (prefix.scheme, prefix.hostname, prefix_port)
+        same_origin = (target.scheme, target.hostname, target_port) == (
+            prefix.scheme,
+            prefix.hostname,
+            prefix_port,
+        )
         path, root = posixpath.normpath(target.path or "/"), prefix.path.rstrip("/")
-        if same_origin and ".." not in target.path.split("/") and (path == (root or "/") or path.startswith(root + "/")):
+        if (
+            same_origin
+            and ".." not in target.path.split("/")
+            and (path == (root or "/") or path.startswith(root + "/"))
+        ):
             return True
     return False
 
@@ -181,15 +230,25 @@ def quota_violations(spec_data: dict[str, Any], policy: TenantPolicy) -> list[Vi
     found: list[Violation] = []
     for field, replicas in _replica_fields(spec_data):
         if replicas > policy.max_replicas:
-            found.append(Violation(field, f"{replicas} exceeds this tenant's limit of {policy.max_replicas}", "limit"))
+            found.append(
+                Violation(field, f"{replicas} exceeds this tenant's limit of {policy.max_replicas}", "limit")
+            )
     steps = spec_data.get("orchestrator", {}).get("steps")
     if isinstance(steps, int) and steps > policy.max_steps:
-        found.append(Violation("orchestrator.steps", f"{steps} exceeds this tenant's limit of {policy.max_steps}", "limit"))
+        found.append(
+            Violation(
+                "orchestrator.steps", f"{steps} exceeds this tenant's limit of {policy.max_steps}", "limit"
+            )
+        )
     return found
 
 
 def gpu_violation(gpus: int, policy: TenantPolicy) -> Violation | None:
     """The GPU quota, for the total a launcher computed from its rendering."""
     if gpus > policy.max_gpus:
-        return Violation("placement", f"the experiment requests {gpus} GPUs; this tenant's limit is {policy.max_gpus}", "limit")
+        return Violation(
+            "placement",
+            f"the experiment requests {gpus} GPUs; this tenant's limit is {policy.max_gpus}",
+            "limit",
+        )
     return None

@@ -39,12 +39,14 @@ WANDB_SERVER = "https://api.wandb.ai"
 DATASET_ROOTS_ENV = "LECRITIQUE_DATASET_ROOTS"
 """The variable launchers give a run's environment verifier: its tenant's dataset roots, which
 :mod:`lecritique.envs.dataset_files` (``ROOTS_ENV``, the same name) checks where a file is opened."""
-RUN_DIR_FOLDER = "folders must be inside the experiment's run directory: a relative path without '..' (e.g. 'tensorboard')"
+RUN_DIR_FOLDER = (
+    "folders must be inside the experiment's run directory: a relative path without '..' (e.g. 'tensorboard')"
+)
 
 RULES: dict[str, str] = {
     "model_path": "a model directory under <models_root>/<tenant> or the policy's model_roots",
     "dataset_path": "an absolute dataset path under <datasets_root>/<tenant> or the policy's dataset_roots, "
-                    "symlinks resolved at submission and again where the file is opened",
+    "symlinks resolved at submission and again where the file is opened",
     "verifier_entry_point": "a python verifier 'module:function' named exactly in the policy's verifier_entry_points (default: none)",
     "sandbox_package": "sandboxed code imports only the default packages and the policy's sandbox_packages",
     "tracker_dir": "a tracker folder relative to (inside) the experiment's run directory",
@@ -97,7 +99,11 @@ def _nested(value: Any, here: str) -> Iterator[tuple[str, str, Any, FieldInfo]]:
 
 def marked_values(model: BaseModel, rule: str) -> list[tuple[str, str]]:
     """(dotted path, value) of every string a spec holds under one rule (launchers re-check them)."""
-    return [(field, value) for field, found, value, _ in marked_fields(model) if found == rule and isinstance(value, str)]
+    return [
+        (field, value)
+        for field, found, value, _ in marked_fields(model)
+        if found == rule and isinstance(value, str)
+    ]
 
 
 def _model_path(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
@@ -109,15 +115,23 @@ def _model_path(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[V
 def _dataset_path(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
     if path_under(value, ctx.dataset_roots):
         return []
-    return [Violation(field, f"dataset paths must be absolute and lie under {ctx.dataset_roots}", "forbidden")]
+    return [
+        Violation(field, f"dataset paths must be absolute and lie under {ctx.dataset_roots}", "forbidden")
+    ]
 
 
 def _entry_point(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
     if value in ctx.policy.verifier_entry_points:
         return []
     allowed = list(ctx.policy.verifier_entry_points)
-    return [Violation(field, f"verifier entry points this tenant may use: {allowed} (an operator allows exact "
-                             "'module:function' names per tenant)", "forbidden")]
+    return [
+        Violation(
+            field,
+            f"verifier entry points this tenant may use: {allowed} (an operator allows exact "
+            "'module:function' names per tenant)",
+            "forbidden",
+        )
+    ]
 
 
 def _sandbox_packages(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
@@ -130,7 +144,11 @@ def _sandbox_packages(field: str, value: Any, info: FieldInfo, ctx: Context) -> 
 def _tracker_dir(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
     if value is None:
         outside = isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get(UNSET_OUTSIDE_KEY)
-        return [Violation(field, f"{RUN_DIR_FOLDER}; unset, it is a store shared by every run", "forbidden")] if outside else []
+        return (
+            [Violation(field, f"{RUN_DIR_FOLDER}; unset, it is a store shared by every run", "forbidden")]
+            if outside
+            else []
+        )
     parts = value.replace("\\", "/").split("/")
     clean = value.strip() and not value.startswith(("/", "~")) and ".." not in parts and value.isprintable()
     return [] if clean else [Violation(field, RUN_DIR_FOLDER, "forbidden")]
@@ -141,38 +159,73 @@ def _tracker_servers(ctx: Context) -> str:
 
 
 def _tracker_uri(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
-    if value is None or (value.startswith(("http://", "https://")) and endpoint_allowed(value, ctx.policy.tracker_endpoints)):
+    if value is None or (
+        value.startswith(("http://", "https://")) and endpoint_allowed(value, ctx.policy.tracker_endpoints)
+    ):
         return []
-    return [Violation(field, f"{_tracker_servers(ctx)}; unset, MLflow keeps a file store in the run directory", "forbidden")]
+    return [
+        Violation(
+            field,
+            f"{_tracker_servers(ctx)}; unset, MLflow keeps a file store in the run directory",
+            "forbidden",
+        )
+    ]
 
 
 def _wandb_mode(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
     if value in ("offline", "disabled") or endpoint_allowed(WANDB_SERVER, ctx.policy.tracker_endpoints):
         return []
-    return [Violation(field, f"{_tracker_servers(ctx)}; online (or unset) sends to {WANDB_SERVER}: set mode offline", "forbidden")]
+    return [
+        Violation(
+            field,
+            f"{_tracker_servers(ctx)}; online (or unset) sends to {WANDB_SERVER}: set mode offline",
+            "forbidden",
+        )
+    ]
 
 
 def _llm_endpoint(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
     if endpoint_allowed(value, ctx.policy.llm_endpoints):
         return []
-    return [Violation(field, f"LLM endpoints this tenant may call: {list(ctx.policy.llm_endpoints)}", "forbidden")]
+    return [
+        Violation(field, f"LLM endpoints this tenant may call: {list(ctx.policy.llm_endpoints)}", "forbidden")
+    ]
 
 
 def _secret_name(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
-    if value is None or ctx.secrets_are != "kubernetes" or value.startswith(f"{ctx.tenant}-") or value in ctx.policy.secrets:
+    if (
+        value is None
+        or ctx.secrets_are != "kubernetes"
+        or value.startswith(f"{ctx.tenant}-")
+        or value in ctx.policy.secrets
+    ):
         return []
-    return [Violation(field, f"Secrets this tenant may use: {ctx.tenant}-* and {list(ctx.policy.secrets)}", "forbidden")]
+    return [
+        Violation(
+            field, f"Secrets this tenant may use: {ctx.tenant}-* and {list(ctx.policy.secrets)}", "forbidden"
+        )
+    ]
 
 
 def _env_name(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
     if value is None:
         return []
     if not ENV_NAME.fullmatch(value) or is_reserved_env(value):
-        return [Violation(field, "must be an upper-case variable name that the platform does not set itself "
-                                 "(REDIS_URL, PATH, LECRITIQUE_*, PYTHON*, ... are reserved)", "forbidden")]
+        return [
+            Violation(
+                field,
+                "must be an upper-case variable name that the platform does not set itself "
+                "(REDIS_URL, PATH, LECRITIQUE_*, PYTHON*, ... are reserved)",
+                "forbidden",
+            )
+        ]
     prefix = env_prefix(ctx.tenant)
     if ctx.secrets_are == "environment" and not (value.startswith(prefix) or value in ctx.policy.secrets):
-        return [Violation(field, f"variables this tenant may use: {prefix}* and {list(ctx.policy.secrets)}", "forbidden")]
+        return [
+            Violation(
+                field, f"variables this tenant may use: {prefix}* and {list(ctx.policy.secrets)}", "forbidden"
+            )
+        ]
     return []
 
 
@@ -197,12 +250,22 @@ def tenant_dataset_roots(tenant: str, policy: TenantPolicy, datasets_root: str) 
 
 
 def spec_violations(
-    spec: BaseModel, tenant: str, policy: TenantPolicy, *, models_root: str, datasets_root: str,
+    spec: BaseModel,
+    tenant: str,
+    policy: TenantPolicy,
+    *,
+    models_root: str,
+    datasets_root: str,
     secrets_are: Literal["kubernetes", "environment"],
 ) -> list[Violation]:
     """Everything in a validated spec this tenant may not do: each marked field under its rule, then the quotas."""
-    ctx = Context(tenant, policy, [posixpath.join(models_root, tenant), *policy.model_roots],
-                  tenant_dataset_roots(tenant, policy, datasets_root), secrets_are)
+    ctx = Context(
+        tenant,
+        policy,
+        [posixpath.join(models_root, tenant), *policy.model_roots],
+        tenant_dataset_roots(tenant, policy, datasets_root),
+        secrets_are,
+    )
     found: list[Violation] = []
     for field, rule, value, info in marked_fields(spec):
         found.extend(CHECKS[rule](field, value, info, ctx))

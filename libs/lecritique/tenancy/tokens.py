@@ -40,11 +40,17 @@ def parse_token_hashes(mapping: object, source: str) -> dict[str, str]:
     checked: dict[str, str] = {}
     for tenant, digest in mapping.items():
         if not is_tenant_name(tenant):
-            raise ValueError(f"{source}: tenant name {str(tenant)[:80]!r} must be 1-63 of a-z 0-9 _ . - (starting alphanumeric)")
+            raise ValueError(
+                f"{source}: tenant name {str(tenant)[:80]!r} must be 1-63 of a-z 0-9 _ . - (starting alphanumeric)"
+            )
         if not isinstance(digest, str) or not HASH.fullmatch(digest):
-            raise ValueError(f"{source}: tokens.{tenant} must be 'sha256:' and 64 hex digits (a hash, never the token)")
+            raise ValueError(
+                f"{source}: tokens.{tenant} must be 'sha256:' and 64 hex digits (a hash, never the token)"
+            )
         if digest in PUBLISHED_HASHES:
-            raise ValueError(f"{source}: tokens.{tenant} is the hash of a token published in the lecritique repository; "
-                             f"make a real one with `lecritique api hash-token {tenant}`")
+            raise ValueError(
+                f"{source}: tokens.{tenant} is the hash of a token published in the lecritique repository; "
+                f"make a real one with `lecritique api hash-token {tenant}`"
+            )
         checked[tenant] = digest
     return checked

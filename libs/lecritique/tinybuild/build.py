@@ -47,8 +47,16 @@ def code_version(environment: Environment) -> str:
     """Hash of the source of everything that shapes a build, the environment's module included."""
     digest = hashlib.sha256(str(BUILDER_VERSION).encode())
     modules = [
-        sys.modules[__name__], config_module, warmstart, char_tokenizer, templates, tiny_arch,
-        player, record, local, inspect.getmodule(type(environment)),
+        sys.modules[__name__],
+        config_module,
+        warmstart,
+        char_tokenizer,
+        templates,
+        tiny_arch,
+        player,
+        record,
+        local,
+        inspect.getmodule(type(environment)),
     ]
     for module in modules:
         if module is not None:
@@ -79,7 +87,9 @@ def build_tiny(
     (an existing directory holding anything else is replaced only with ``force``). The build's
     measurements are in ``build_report.json`` of the returned directory.
     """
-    return build_tiny_model(task, seed=seed, cache_dir=cache_dir, out=out, force=force, show_progress=show_progress).path
+    return build_tiny_model(
+        task, seed=seed, cache_dir=cache_dir, out=out, force=force, show_progress=show_progress
+    ).path
 
 
 def build_tiny_model(
@@ -116,7 +126,9 @@ def _copy_out(source: Path, out: Path, key: str, force: bool) -> Path:
         if existing.is_file() and json.loads(existing.read_text()).get("hash") == key:
             return out
         if not force:
-            raise FileExistsError(f"output directory {out} exists and holds something else; pass --force to replace it")
+            raise FileExistsError(
+                f"output directory {out} exists and holds something else; pass --force to replace it"
+            )
         shutil.rmtree(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(source, out, dirs_exist_ok=True)

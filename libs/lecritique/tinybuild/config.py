@@ -91,7 +91,9 @@ class TinyBuildConfig(BaseModel):
         return self.model_copy(
             update={
                 "max_steps": self.max_steps if self.max_steps is not None else task.max_steps,
-                "stop_at_success": self.stop_at_success if self.stop_at_success is not None else task.stop_at_success,
+                "stop_at_success": self.stop_at_success
+                if self.stop_at_success is not None
+                else task.stop_at_success,
             }
         )
 

@@ -39,7 +39,9 @@ def _task_alphabet(environment: Environment, tasks: list[Task], rng: random.Rand
     return alphabet_of(texts)
 
 
-def _batch_tensors(rows: list[tuple[list[int], list[bool]]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _batch_tensors(
+    rows: list[tuple[list[int], list[bool]]], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     width = max(len(ids) for ids, _ in rows)
     input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(rows), width), dtype=torch.long)
@@ -52,13 +54,26 @@ def _batch_tensors(rows: list[tuple[list[int], list[bool]]], pad_id: int) -> tup
 
 
 def success_rate(
-    model: Any, tokenizer: Any, environment: Environment, tasks: list[Task], greedy: bool, seed: int, max_positions: int
+    model: Any,
+    tokenizer: Any,
+    environment: Environment,
+    tasks: list[Task],
+    greedy: bool,
+    seed: int,
+    max_positions: int,
 ) -> float:
     """Mean reward of one episode per task, played through ``env.reset``/``env.step`` (0/1 rewards: the success rate)."""
-    sampling = SamplingParams(temperature=0.0 if greedy else 1.0, max_tokens=environment.max_action_chars + 1, seed=seed)
+    sampling = SamplingParams(
+        temperature=0.0 if greedy else 1.0, max_tokens=environment.max_action_chars + 1, seed=seed
+    )
     engine = HFEngine.from_model(model, tokenizer, max_batch_size=512)
     player = EpisodePlayer(
-        EngineSampler(engine), LocalEnvironment(environment), tokenizer, PlainTemplate(), sampling, max_positions,
+        EngineSampler(engine),
+        LocalEnvironment(environment),
+        tokenizer,
+        PlainTemplate(),
+        sampling,
+        max_positions,
         seeds=lambda: seed,
     )
     model.eval()
@@ -70,7 +85,13 @@ def success_rate(
     return sum(record.reward for record in records) / len(records)
 
 
-def _sft_step(model: Any, optimizer: torch.optim.Optimizer, rows: list[tuple[list[int], list[bool]]], pad_id: int, grad_clip: float) -> float:
+def _sft_step(
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    rows: list[tuple[list[int], list[bool]]],
+    pad_id: int,
+    grad_clip: float,
+) -> float:
     """One AdamW step on demonstrations: cross-entropy on the action tokens only."""
     input_ids, attention, loss_mask = _batch_tensors(rows, pad_id)
     logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1]
@@ -108,14 +129,22 @@ def _progress(config: TinyBuildConfig, show: bool) -> Progress:
 
 
 def _warm_start(
-    config: TinyBuildConfig, environment: Environment, model: Any, tokenizer: Any, pool: list[Task], validation: list[Task],
-    deadline: float, show_progress: bool,
+    config: TinyBuildConfig,
+    environment: Environment,
+    model: Any,
+    tokenizer: Any,
+    pool: list[Task],
+    validation: list[Task],
+    deadline: float,
+    show_progress: bool,
 ) -> _WarmStart:
     """SFT steps until validation success reaches the target, the step budget ends, or the deadline passes."""
     assert config.max_steps is not None and config.stop_at_success is not None
     rng = random.Random(config.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / max(1, config.warmup_steps)))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / max(1, config.warmup_steps))
+    )
     template = PlainTemplate()
     run = _WarmStart()
     model.train()
@@ -133,7 +162,13 @@ def _warm_start(
             progress.update(bar, advance=1, loss=loss)
             if run.steps % config.eval_every == 0 or run.steps == config.max_steps:
                 success = success_rate(
-                    model, tokenizer, environment, validation, False, config.seed + run.steps, config.architecture.max_positions
+                    model,
+                    tokenizer,
+                    environment,
+                    validation,
+                    False,
+                    config.seed + run.steps,
+                    config.architecture.max_positions,
                 )
                 run.history.append({"step": run.steps, "loss": loss, "validation_success": success})
                 progress.update(bar, val=f"{success:.0%}")
@@ -147,20 +182,34 @@ def _warm_start(
     return run
 
 
-def train(config: TinyBuildConfig, environment: Environment, out: Path, show_progress: bool) -> dict[str, Any]:
+def train(
+    config: TinyBuildConfig, environment: Environment, out: Path, show_progress: bool
+) -> dict[str, Any]:
     """Build the tiny model of ``config`` into ``out``; returns the build report (without its cache keys)."""
     started = time.monotonic()
     pool = environment.sample_tasks(config.train_pool, split="train", seed=config.seed)
     validation = environment.sample_tasks(config.validation_tasks, split="train", seed=config.seed + 7919)
     held_out = environment.sample_tasks(config.eval_tasks, split="eval", seed=config.seed)
-    tokenizer = build_char_tokenizer(_task_alphabet(environment, pool + validation + held_out, random.Random(config.seed)))
+    tokenizer = build_char_tokenizer(
+        _task_alphabet(environment, pool + validation + held_out, random.Random(config.seed))
+    )
     model = init_tiny_policy(tokenizer, config.architecture, config.seed)
     logger.info(
         "tiny build %s: %d parameters, vocabulary %d, %d training tasks",
-        config.task, model.num_parameters(), len(tokenizer), len(pool),
+        config.task,
+        model.num_parameters(),
+        len(tokenizer),
+        len(pool),
     )
     run = _warm_start(
-        config, environment, model, tokenizer, pool, validation, started + 60.0 * config.max_minutes, show_progress
+        config,
+        environment,
+        model,
+        tokenizer,
+        pool,
+        validation,
+        started + 60.0 * config.max_minutes,
+        show_progress,
     )
     train_seconds = time.monotonic() - started
     max_positions = config.architecture.max_positions

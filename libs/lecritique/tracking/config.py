@@ -33,7 +33,9 @@ class WandbTrackerConfig(_TrackerConfigBase):
     """W&B project."""
     entity: str | None = None
     """W&B team or user (None: the account's default)."""
-    mode: Literal["online", "offline", "disabled"] | None = Field(default=None, json_schema_extra={"x-tenant-rule": "wandb_mode"})
+    mode: Literal["online", "offline", "disabled"] | None = Field(
+        default=None, json_schema_extra={"x-tenant-rule": "wandb_mode"}
+    )
     """online, offline (``wandb sync`` later) or disabled; None: ``WANDB_MODE`` or online."""
     dir: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "tracker_dir"})
     """Folder W&B writes its run files to, relative to the run directory (None: the run directory)."""
@@ -61,7 +63,9 @@ class TrackioTrackerConfig(_TrackerConfigBase):
     """Selects trackio."""
     project: str = "lecritique"
     """trackio project."""
-    dir: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "tracker_dir", "x-unset-is-outside-run-dir": True})
+    dir: str | None = Field(
+        default=None, json_schema_extra={"x-tenant-rule": "tracker_dir", "x-unset-is-outside-run-dir": True}
+    )
     """Folder of trackio's store, relative to the run directory (None: ``TRACKIO_DIR`` or trackio's
     default); read when trackio is first imported."""
 

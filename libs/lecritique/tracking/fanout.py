@@ -20,7 +20,12 @@ from lecritique.tracking.config import TrackerConfig
 
 logger = logging.getLogger(__name__)
 
-PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb"), "mlflow": ("mlflow", "mlflow"), "trackio": ("trackio", "trackio")}
+PACKAGES = {
+    "tensorboard": ("tensorboard", "tensorboard"),
+    "wandb": ("wandb", "wandb"),
+    "mlflow": ("mlflow", "mlflow"),
+    "trackio": ("trackio", "trackio"),
+}
 """Backend -> (importable package, extra that installs it)."""
 
 
@@ -31,7 +36,12 @@ def _backends() -> dict[str, Callable[[Any, TrackerContext], Tracker]]:
     from lecritique.tracking.trackio_backend import TrackioTracker
     from lecritique.tracking.wandb_backend import WandbTracker
 
-    return {"tensorboard": TensorBoardTracker, "wandb": WandbTracker, "mlflow": MlflowTracker, "trackio": TrackioTracker}
+    return {
+        "tensorboard": TensorBoardTracker,
+        "wandb": WandbTracker,
+        "mlflow": MlflowTracker,
+        "trackio": TrackioTracker,
+    }
 
 
 def check_tracker_packages(configs: Sequence[TrackerConfig]) -> None:
@@ -39,7 +49,9 @@ def check_tracker_packages(configs: Sequence[TrackerConfig]) -> None:
     for config in configs:
         package, extra = PACKAGES[config.kind]
         if importlib.util.find_spec(package) is None:
-            raise ImportError(f"tracker {config.kind!r} needs the {package} package: pip install 'lecritique[{extra}]'")
+            raise ImportError(
+                f"tracker {config.kind!r} needs the {package} package: pip install 'lecritique[{extra}]'"
+            )
 
 
 class Trackers:
@@ -71,7 +83,9 @@ class Trackers:
             try:
                 call(tracker)
             except Exception:
-                logger.exception("tracker %s failed to %s; it is switched off for the rest of the run", kind, action)
+                logger.exception(
+                    "tracker %s failed to %s; it is switched off for the rest of the run", kind, action
+                )
                 self._trackers.remove(entry)
                 try:
                     tracker.close()
@@ -93,7 +107,9 @@ class Trackers:
         png, markdown = write_report(run_dir, title=title)
         rows = load_metrics(run_dir)
         numbers = {key: float(value) for key, value in dataclasses.asdict(summarize(rows)).items()}
-        report = FinalReport(png, markdown, {k: v for k, v in numbers.items() if math.isfinite(v)}, int(rows[-1]["step"]))
+        report = FinalReport(
+            png, markdown, {k: v for k, v in numbers.items() if math.isfinite(v)}, int(rows[-1]["step"])
+        )
         self._each("log the report", lambda tracker: tracker.log_report(report))
         return report
 

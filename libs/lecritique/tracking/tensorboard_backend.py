@@ -27,7 +27,9 @@ class TensorBoardTracker:
         import matplotlib.image
 
         self._writer.add_text("report", report.markdown.read_text(), report.step)
-        self._writer.add_image("report", matplotlib.image.imread(str(report.png)), report.step, dataformats="HWC")
+        self._writer.add_image(
+            "report", matplotlib.image.imread(str(report.png)), report.step, dataformats="HWC"
+        )
         for key, value in report.summary.items():
             self._writer.add_scalar(f"summary/{key}", value, report.step)
         self._writer.flush()

@@ -17,7 +17,9 @@ class TrackioTracker:
         if config.dir is not None:
             folder = str(context.folder(config.dir))
             if "trackio" in sys.modules and os.environ.get("TRACKIO_DIR") != folder:
-                raise ValueError("trackio.dir must be set before trackio is imported (it reads TRACKIO_DIR once)")
+                raise ValueError(
+                    "trackio.dir must be set before trackio is imported (it reads TRACKIO_DIR once)"
+                )
             os.environ["TRACKIO_DIR"] = folder
         try:
             import trackio
@@ -28,8 +30,13 @@ class TrackioTracker:
         self.run_name: str = state.get("run_name") or f"{context.experiment_id}-{secrets.token_hex(3)}"
         self.project = config.project
         self._run: Any = trackio.init(
-            project=config.project, name=self.run_name, config=dict(context.spec), resume="allow",
-            embed=False, auto_log_cpu=False, auto_log_gpu=False,
+            project=config.project,
+            name=self.run_name,
+            config=dict(context.spec),
+            resume="allow",
+            embed=False,
+            auto_log_cpu=False,
+            auto_log_gpu=False,
         )
         context.save_state("trackio", {"run_name": self.run_name, "project": config.project})
         self._closed = False
@@ -42,7 +49,9 @@ class TrackioTracker:
             "report": self._trackio.Markdown(report.markdown.read_text()),
             "report_png": self._trackio.Image(str(report.png)),
         }
-        self._run.log({**{f"summary/{key}": value for key, value in report.summary.items()}, **media}, step=report.step)
+        self._run.log(
+            {**{f"summary/{key}": value for key, value in report.summary.items()}, **media}, step=report.step
+        )
 
     def close(self) -> None:
         if not self._closed:

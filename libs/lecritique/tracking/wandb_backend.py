@@ -23,9 +23,16 @@ class WandbTracker:
         directory = context.folder(config.dir) if config.dir else context.run_dir
         directory.mkdir(parents=True, exist_ok=True)
         self._run: Any = wandb.init(
-            project=config.project, entity=config.entity, mode=config.mode, dir=str(directory),
-            id=run_id, name=context.experiment_id, resume="allow", group=config.group,
-            tags=list(config.tags) or None, config=dict(context.spec),
+            project=config.project,
+            entity=config.entity,
+            mode=config.mode,
+            dir=str(directory),
+            id=run_id,
+            name=context.experiment_id,
+            resume="allow",
+            group=config.group,
+            tags=list(config.tags) or None,
+            config=dict(context.spec),
         )
         context.save_state("wandb", {"run_id": run_id})
         self._closed = False

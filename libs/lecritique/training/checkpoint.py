@@ -92,7 +92,11 @@ def _barrier() -> None:
 
 
 def _rng_state() -> dict[str, Any]:
-    state: dict[str, Any] = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -151,12 +155,18 @@ class TrainerCheckpoints:
         _barrier()
         model_state, optimizer_state = get_state_dict(trainer.engine.model, trainer.engine.optimizer)
         with _single_process_quietly():
-            dcp_save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=staging, no_dist=not _distributed())
+            dcp_save(
+                {"model": model_state, "optimizer": optimizer_state},
+                checkpoint_id=staging,
+                no_dist=not _distributed(),
+            )
         (staging / "rng").mkdir(exist_ok=True)
         torch.save(_rng_state(), staging / "rng" / f"rank-{context.rank}.pt")
         _barrier()
         if context.is_main:
-            meta = CheckpointMeta(step, context.world_size, trainer.engine.parallel.parallelism, dict(extra or {}))
+            meta = CheckpointMeta(
+                step, context.world_size, trainer.engine.parallel.parallelism, dict(extra or {})
+            )
             (staging / _META).write_text(json.dumps(meta.__dict__))
             fsync_tree(staging)
             if final.exists():  # the same step saved again (a retried step): replace it whole
@@ -195,8 +205,11 @@ class TrainerCheckpoints:
         if meta.world_size == trainer.context.world_size and rng_file.is_file():
             _set_rng_state(torch.load(rng_file, weights_only=False))
         else:
-            logger.info("checkpoint written by %d ranks, loaded by %d: random generator states not restored",
-                        meta.world_size, trainer.context.world_size)
+            logger.info(
+                "checkpoint written by %d ranks, loaded by %d: random generator states not restored",
+                meta.world_size,
+                trainer.context.world_size,
+            )
         _barrier()
         return meta
 
@@ -251,6 +264,9 @@ def resume(trainer: HFTrainer, checkpoints: TrainerCheckpoints, applied_step: in
     trainer.engine.steps = applied_step
     logger.warning(
         "newest checkpoint is of step %d but step %d was applied: weights from the published version, "
-        "AdamW moments %d steps stale", meta.step, applied_step, applied_step - meta.step,
+        "AdamW moments %d steps stale",
+        meta.step,
+        applied_step,
+        applied_step - meta.step,
     )
     return ResumeOutcome("optimizer", applied_step, None)

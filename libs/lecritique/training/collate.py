@@ -34,11 +34,15 @@ def _describe(index: int, trajectory: Trajectory) -> str:
     return f"trajectory {index} ({trajectory.trajectory_id!r})"
 
 
-def _check_token_ids(index: int, trajectory: Trajectory, name: str, ids: np.ndarray, vocab_size: int | None) -> None:
+def _check_token_ids(
+    index: int, trajectory: Trajectory, name: str, ids: np.ndarray, vocab_size: int | None
+) -> None:
     if ids.ndim != 1:
         raise ValueError(f"{_describe(index, trajectory)}: field {name!r} must be 1-D, got shape {ids.shape}")
     if ids.size and ids.min() < 0:
-        raise ValueError(f"{_describe(index, trajectory)}: field {name!r} has a negative token id {ids.min()}")
+        raise ValueError(
+            f"{_describe(index, trajectory)}: field {name!r} has a negative token id {ids.min()}"
+        )
     if vocab_size is not None and ids.size and ids.max() >= vocab_size:
         raise ValueError(
             f"{_describe(index, trajectory)}: field {name!r} has token id {ids.max()} >= vocab size {vocab_size}"
@@ -50,7 +54,9 @@ def _check_token_aligned(index: int, trajectory: Trajectory, names: Sequence[str
     for name in names:
         shape = np.shape(getattr(trajectory, name))
         if shape != expected:
-            raise ValueError(f"{_describe(index, trajectory)}: field {name!r} has shape {shape}, expected {expected}")
+            raise ValueError(
+                f"{_describe(index, trajectory)}: field {name!r} has shape {shape}, expected {expected}"
+            )
 
 
 def validate_policy_trajectories(trajectories: Sequence[Trajectory], vocab_size: int | None = None) -> None:
@@ -62,7 +68,9 @@ def validate_policy_trajectories(trajectories: Sequence[Trajectory], vocab_size:
             raise ValueError(f"batch item {index} is a {type(trajectory).__name__}, expected a Trajectory")
         where = _describe(index, trajectory)
         if trajectory.prompt_ids.shape[0] == 0:
-            raise ValueError(f"{where}: field 'prompt_ids' is empty; the first token needs a prompt to follow")
+            raise ValueError(
+                f"{where}: field 'prompt_ids' is empty; the first token needs a prompt to follow"
+            )
         if trajectory.token_ids.shape[0] == 0:
             raise ValueError(f"{where}: field 'token_ids' is empty")
         _check_token_ids(index, trajectory, "prompt_ids", trajectory.prompt_ids, vocab_size)
@@ -148,7 +156,9 @@ def collate_policy(trajectories: Sequence[Trajectory], vocab_size: int | None = 
     )
 
 
-def token_logprobs(logits: torch.Tensor, target_ids: torch.Tensor, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
+def token_logprobs(
+    logits: torch.Tensor, target_ids: torch.Tensor, temperature: float | torch.Tensor = 1.0
+) -> torch.Tensor:
     """log pi(target | prefix) for logits [B, L, V] and targets [B, L - 1]: the [B, L - 1] next-token logprobs.
 
     Computed in float32 at least (bf16 log-softmax is too coarse for importance ratios). The
@@ -229,7 +239,9 @@ def _row_targets(index: int, trajectory: Trajectory, targets: Any) -> np.ndarray
         )
     row = row[:num_tokens]
     if not np.all(np.isfinite(row[trajectory.policy_mask])):
-        raise ValueError(f"targets for {_describe(index, trajectory)} have a non-finite value on a policy token")
+        raise ValueError(
+            f"targets for {_describe(index, trajectory)} have a non-finite value on a policy token"
+        )
     return row
 
 
@@ -254,7 +266,10 @@ def collate_critic(
         (np.zeros(0, dtype=np.int32) if t.critic_context_ids is None else t.critic_context_ids, t.prompt_ids)
         for t in trajectories
     ]
-    lengths = [c.shape[0] + p.shape[0] + t.token_ids.shape[0] for (c, p), t in zip(prefixes, trajectories, strict=True)]
+    lengths = [
+        c.shape[0] + p.shape[0] + t.token_ids.shape[0]
+        for (c, p), t in zip(prefixes, trajectories, strict=True)
+    ]
     batch_size, width = len(trajectories), max(lengths)
     max_tokens = max(max(t.token_ids.shape[0] for t in trajectories), 1)
     input_ids = np.full((batch_size, width), PAD_TOKEN_ID, dtype=np.int64)
@@ -268,10 +283,14 @@ def collate_critic(
         input_ids[row, : sequence.shape[0]] = sequence
         attention_mask[row, : sequence.shape[0]] = 1
         num_tokens = trajectory.token_ids.shape[0]
-        value_positions[row, :num_tokens] = state_value_positions(context.shape[0] + prompt.shape[0], num_tokens)
+        value_positions[row, :num_tokens] = state_value_positions(
+            context.shape[0] + prompt.shape[0], num_tokens
+        )
         token_mask[row, :num_tokens] = True
         target_mask[row, :num_tokens] = trajectory.policy_mask
-        target_values[row, :num_tokens] = np.where(trajectory.policy_mask, _row_targets(row, trajectory, targets), 0.0)
+        target_values[row, :num_tokens] = np.where(
+            trajectory.policy_mask, _row_targets(row, trajectory, targets), 0.0
+        )
     return CriticBatch(
         input_ids=torch.from_numpy(input_ids),
         attention_mask=torch.from_numpy(attention_mask),

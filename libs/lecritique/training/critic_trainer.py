@@ -70,10 +70,14 @@ class CriticTrainer(HFTrainer):
     ) -> None:
         self.config = config or CriticTrainerConfig()
         if getattr(model.config, "num_labels", None) != 1:
-            raise ValueError(f"critic model must have one label (a scalar head), got {model.config.num_labels}")
+            raise ValueError(
+                f"critic model must have one label (a scalar head), got {model.config.num_labels}"
+            )
         nn.Module.to(model, torch_dtype(self.config.dtype))  # in place
         source = Path(tokenizer_source) if tokenizer_source is not None else None
-        self._start(model, self.config.optimizer, self.config.device, source, ParallelSettings.of(self.config))
+        self._start(
+            model, self.config.optimizer, self.config.device, source, ParallelSettings.of(self.config)
+        )
 
     @classmethod
     def from_policy(cls, policy_dir: str | Path, config: CriticTrainerConfig | None = None) -> CriticTrainer:
@@ -86,10 +90,14 @@ class CriticTrainer(HFTrainer):
     def load(cls, critic_dir: str | Path, config: CriticTrainerConfig | None = None) -> CriticTrainer:
         """Resume from a critic saved with :meth:`save`."""
         config = config or CriticTrainerConfig()
-        return cls(load_critic(critic_dir, dtype=torch_dtype(config.dtype)), config, tokenizer_source=critic_dir)
+        return cls(
+            load_critic(critic_dir, dtype=torch_dtype(config.dtype)), config, tokenizer_source=critic_dir
+        )
 
     @classmethod
-    def from_model_path(cls, path: str | Path, policy_dir: str | Path, config: CriticTrainerConfig) -> CriticTrainer:
+    def from_model_path(
+        cls, path: str | Path, policy_dir: str | Path, config: CriticTrainerConfig
+    ) -> CriticTrainer:
         """``critic.model_path``: a saved critic, or any model's backbone with a fresh head; its
         tokenizer must be the policy's (the critic reads the policy's token ids)."""
         differs = same_tokenizer(path, policy_dir)
@@ -99,10 +107,19 @@ class CriticTrainer(HFTrainer):
 
     @classmethod
     def shaped(
-        cls, policy_dir: str | Path, config: CriticTrainerConfig, *, layers: int | None, hidden: int | None, init: str, seed: int
+        cls,
+        policy_dir: str | Path,
+        config: CriticTrainerConfig,
+        *,
+        layers: int | None,
+        hidden: int | None,
+        init: str,
+        seed: int,
     ) -> CriticTrainer:
         """A critic of its own shape (``critic.tiny``), started from the policy or fresh (``critic.init``)."""
-        model = shaped_critic(policy_dir, layers=layers, hidden=hidden, init=init, seed=seed, dtype=torch_dtype(config.dtype))
+        model = shaped_critic(
+            policy_dir, layers=layers, hidden=hidden, init=init, seed=seed, dtype=torch_dtype(config.dtype)
+        )
         return cls(model, config, tokenizer_source=policy_dir)
 
     def _values_from_outputs(self, outputs: torch.Tensor) -> torch.Tensor:

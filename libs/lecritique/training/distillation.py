@@ -79,7 +79,9 @@ class Distiller:
 
     def __init__(self, config: DistillationConfig, device: torch.device, vocab_size: int) -> None:
         self.config = config
-        teacher: PreTrainedModel = AutoModelForCausalLM.from_pretrained(config.teacher, dtype=torch_dtype(config.teacher_dtype))
+        teacher: PreTrainedModel = AutoModelForCausalLM.from_pretrained(
+            config.teacher, dtype=torch_dtype(config.teacher_dtype)
+        )
         if int(teacher.config.vocab_size) != vocab_size:
             raise ValueError(
                 f"distillation.teacher {config.teacher} has vocabulary size {teacher.config.vocab_size}, "

@@ -56,7 +56,9 @@ _TOKENIZER_FILES = (
 
 def read_tokenizer_files(source_dir: Path) -> dict[str, bytes]:
     """The tokenizer files of a HF directory, read into memory."""
-    return {name: (source_dir / name).read_bytes() for name in _TOKENIZER_FILES if (source_dir / name).is_file()}
+    return {
+        name: (source_dir / name).read_bytes() for name in _TOKENIZER_FILES if (source_dir / name).is_file()
+    }
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,9 @@ class TrainingEngine:
         dist.all_reduce(count, op=dist.ReduceOp.MAX)
         return int(count.item())
 
-    def step(self, micro_batches: Sequence[Micro], compute_loss: Callable[[nn.Module, Micro], torch.Tensor]) -> float:
+    def step(
+        self, micro_batches: Sequence[Micro], compute_loss: Callable[[nn.Module, Micro], torch.Tensor]
+    ) -> float:
         """Accumulate gradients over ``micro_batches``, clip, take one optimiser step.
 
         ``compute_loss(module, micro_batch)`` returns that micro-batch's share of the global
@@ -226,7 +230,9 @@ class HFTrainer:
         :mod:`lecritique.training.checkpoint`, sharded or not.
         """
         if self.engine.sharded:
-            return self._save_sharded(Path(directory) if self.context.is_main and directory is not None else None)
+            return self._save_sharded(
+                Path(directory) if self.context.is_main and directory is not None else None
+            )
         if not self.context.is_main or directory is None:
             return None
         target = Path(directory)
@@ -257,7 +263,11 @@ class HFTrainer:
         return target
 
     def publish(
-        self, store: WeightStore, role: str | None = None, keep_last: int | None = None, version: int | None = None
+        self,
+        store: WeightStore,
+        role: str | None = None,
+        keep_last: int | None = None,
+        version: int | None = None,
     ) -> int | None:
         """Publish the current weights as the next version of ``role`` (default: the trainer's).
 

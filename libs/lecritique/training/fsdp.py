@@ -47,7 +47,9 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
     names = set(getattr(model, "_no_split_modules", None) or ())
     layers = [module for module in model.modules() if type(module).__name__ in names]
     if not layers:
-        raise ValueError(f"{type(model).__name__} names no decoder-layer classes (_no_split_modules); cannot wrap it per layer")
+        raise ValueError(
+            f"{type(model).__name__} names no decoder-layer classes (_no_split_modules); cannot wrap it per layer"
+        )
     return layers
 
 
@@ -102,7 +104,12 @@ def shard_model(model: nn.Module, device: torch.device, compute_dtype: torch.dty
     for layer in layers:
         fully_shard(layer, mesh=mesh, mp_policy=policy)
     fully_shard(model, mesh=mesh, mp_policy=policy)
-    logger.info("fully_shard over %d ranks: %d layers, compute dtype %s", dist.get_world_size(), len(layers), compute_dtype)
+    logger.info(
+        "fully_shard over %d ranks: %d layers, compute dtype %s",
+        dist.get_world_size(),
+        len(layers),
+        compute_dtype,
+    )
     return model
 
 

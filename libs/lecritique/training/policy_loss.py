@@ -60,7 +60,9 @@ class LossStatistics:
         return cls(**{f.name: torch.zeros((), dtype=torch.float64, device=device) for f in fields(cls)})
 
     def __add__(self, other: LossStatistics) -> LossStatistics:
-        return LossStatistics(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+        return LossStatistics(
+            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        )
 
     def as_tensor(self) -> torch.Tensor:
         """All sums in one float64 vector (one all-reduce for every statistic)."""
@@ -199,7 +201,9 @@ def ppo_clip_loss(
     with torch.no_grad():
         clipped = clipped_objective < unclipped
     no_mask = torch.zeros_like(mask)
-    return _finish(per_token_pg, log_ratio, ratio, mask, config.kl_coef, num_tokens, no_mask, no_mask, clipped)
+    return _finish(
+        per_token_pg, log_ratio, ratio, mask, config.kl_coef, num_tokens, no_mask, no_mask, clipped
+    )
 
 
 def policy_loss(

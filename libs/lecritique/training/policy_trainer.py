@@ -50,12 +50,16 @@ class PolicyTrainer(HFTrainer):
         self.model_dir = Path(model_dir)
         if not (self.model_dir / "config.json").is_file():
             raise ValueError(f"policy model directory {self.model_dir} has no config.json")
-        model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=torch_dtype(self.config.dtype))
+        model = AutoModelForCausalLM.from_pretrained(
+            str(self.model_dir), dtype=torch_dtype(self.config.dtype)
+        )
         self._start(
             model, self.config.optimizer, self.config.device, self.model_dir, ParallelSettings.of(self.config)
         )
         distillation = self.config.distillation
-        self.distiller = Distiller(distillation, self.engine.device, self.vocab_size) if distillation else None
+        self.distiller = (
+            Distiller(distillation, self.engine.device, self.vocab_size) if distillation else None
+        )
         logger.info(
             "policy trainer: %s on %s, rank %d of %d, loss %s",
             self.model_dir,
@@ -65,7 +69,9 @@ class PolicyTrainer(HFTrainer):
             self.config.loss.kind,
         )
 
-    def _micro_batches(self, trajectories: Sequence[Trajectory]) -> list[tuple[PolicyBatch, torch.Tensor | None]]:
+    def _micro_batches(
+        self, trajectories: Sequence[Trajectory]
+    ) -> list[tuple[PolicyBatch, torch.Tensor | None]]:
         """This rank's micro-batches, each with its distillation gate ([B, L - 1]; None without LVOPD)."""
         lengths = [t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in trajectories]
         shard = shard_indices(lengths, self.context.world_size)[self.context.rank]
@@ -93,7 +99,9 @@ class PolicyTrainer(HFTrainer):
         validate_policy_trajectories(trajectories, self.vocab_size)
         global_policy_tokens = sum(t.num_policy_tokens for t in trajectories)
         global_tokens = sum(t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in trajectories)
-        micro_batches = [(batch.to(self.engine.device), gate) for batch, gate in self._micro_batches(trajectories)]
+        micro_batches = [
+            (batch.to(self.engine.device), gate) for batch, gate in self._micro_batches(trajectories)
+        ]
         device = self.engine.device
         totals = LossStatistics.zeros(device)
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)

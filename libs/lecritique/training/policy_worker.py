@@ -106,11 +106,15 @@ def run_policy_worker(
 
 def _train_from_file(args: argparse.Namespace, context: DistributedContext) -> None:
     config = (
-        PolicyTrainerConfig.model_validate_json(Path(args.config).read_text()) if args.config else PolicyTrainerConfig()
+        PolicyTrainerConfig.model_validate_json(Path(args.config).read_text())
+        if args.config
+        else PolicyTrainerConfig()
     )
     trainer = PolicyTrainer(args.model_dir, config)
     store = WeightStore(args.weights_root) if args.weights_root else None
-    checkpoints = TrainerCheckpoints(args.checkpoint_dir, every=args.checkpoint_every) if args.checkpoint_dir else None
+    checkpoints = (
+        TrainerCheckpoints(args.checkpoint_dir, every=args.checkpoint_every) if args.checkpoint_dir else None
+    )
     if args.resume and checkpoints is not None and (found := checkpoints.latest()) is not None:
         checkpoints.load(trainer, found[1])
     # A resumed run continues with the batch after the last one it trained on.
@@ -139,23 +143,35 @@ def _train_from_file(args: argparse.Namespace, context: DistributedContext) -> N
         history = run_policy_worker(trainer, next_batch, on_step, after_step)
     saved = trainer.save(args.save_dir) if args.save_dir else None  # a collective under FSDP2
     if context.is_main and args.metrics_out:
-        result = {"world_size": context.world_size, "first_step": trainer.steps - len(history) + 1, "steps": history}
+        result = {
+            "world_size": context.world_size,
+            "first_step": trainer.steps - len(history) + 1,
+            "steps": history,
+        }
         Path(args.metrics_out).write_text(json.dumps({**result, "saved": str(saved) if saved else None}))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model-dir", required=True, help="HF directory of the policy to train")
     parser.add_argument("--batches", required=True, help="batch file written by write_batch_file")
     parser.add_argument("--config", help="PolicyTrainerConfig as a JSON file (defaults otherwise)")
     parser.add_argument("--metrics-out", help="write every step's metrics here as JSON (rank 0)")
     parser.add_argument("--save-dir", help="save the final policy here as a HF directory (rank 0)")
-    parser.add_argument("--weights-root", help="publish the policy after every step to this weight store (rank 0)")
+    parser.add_argument(
+        "--weights-root", help="publish the policy after every step to this weight store (rank 0)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="torch seed (the update itself is deterministic)")
     parser.add_argument("--checkpoint-dir", help="write DCP checkpoints of the training state here")
     parser.add_argument("--checkpoint-every", type=int, default=1, help="checkpoint every this many steps")
-    parser.add_argument("--resume", action="store_true", help="start from the newest checkpoint in --checkpoint-dir")
-    parser.add_argument("--max-steps", type=int, help="stop after this many optimiser steps in all (resumed ones count)")
+    parser.add_argument(
+        "--resume", action="store_true", help="start from the newest checkpoint in --checkpoint-dir"
+    )
+    parser.add_argument(
+        "--max-steps", type=int, help="stop after this many optimiser steps in all (resumed ones count)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 

@@ -40,8 +40,13 @@ class WeightSync:
     """Publishes one role's versions; ``publish`` is a collective of the trainer's ranks."""
 
     def __init__(
-        self, trainer: HFTrainer, store: WeightStore, role: str,
-        transport: BroadcastTransport | SharedVolumeTransport | None, receivers: int, keep_last: int | None = None,
+        self,
+        trainer: HFTrainer,
+        store: WeightStore,
+        role: str,
+        transport: BroadcastTransport | SharedVolumeTransport | None,
+        receivers: int,
+        keep_last: int | None = None,
     ) -> None:
         self.trainer = trainer
         self.store = store
@@ -57,10 +62,21 @@ class WeightSync:
             if backend == "auto":
                 backend = "nccl" if trainer.engine.device.type == "cuda" else "gloo"
             self.publisher = BroadcastPublisher(
-                store.role_dir(role), receivers, host=broadcast_host(), port=self.transport.port, backend=backend,
-                timeout_seconds=self.transport.timeout_seconds, join_timeout_seconds=self.transport.join_timeout_seconds,
+                store.role_dir(role),
+                receivers,
+                host=broadcast_host(),
+                port=self.transport.port,
+                backend=backend,
+                timeout_seconds=self.transport.timeout_seconds,
+                join_timeout_seconds=self.transport.join_timeout_seconds,
             )
-            logger.info("%s weights broadcast to %d replicas from %s:%d", role, receivers, self.publisher.host, self.publisher.port)
+            logger.info(
+                "%s weights broadcast to %d replicas from %s:%d",
+                role,
+                receivers,
+                self.publisher.host,
+                self.publisher.port,
+            )
 
     def publish(self) -> int | None:
         """Publish the trainer's current weights as the next version; rank 0 returns it, others None."""
@@ -103,7 +119,9 @@ class WeightSync:
         persist = not joined or failed or self.published % self.transport.persist_every == 0
         self.published += 1
         if persist:
-            self.trainer.publish(self.store, self.role, keep_last=self.keep_last, version=version if main else None)
+            self.trainer.publish(
+                self.store, self.role, keep_last=self.keep_last, version=version if main else None
+            )
         elif main:
             self.store.announce(self.role, version)
         return version if main else None
@@ -119,7 +137,9 @@ class WeightSync:
         try:
             self.publisher.send(version, [bool(flag) for flag in changed], stream)
         except Exception:
-            logger.exception("broadcast of %s version %d failed; writing it to the weight store", self.role, version)
+            logger.exception(
+                "broadcast of %s version %d failed; writing it to the weight store", self.role, version
+            )
             for _ in stream:  # the other ranks still gather the rest
                 pass
             return 1

@@ -113,8 +113,16 @@ class BroadcastPublisher:
     """The trainer's end (its rank 0): hosts the store, forms generations, sends versions."""
 
     def __init__(
-        self, role_dir: str | Path, receivers: int, *, host: str, port: int = 0, backend: str = "gloo",
-        timeout_seconds: float = 600.0, join_timeout_seconds: float = 300.0, device: torch.device | None = None,
+        self,
+        role_dir: str | Path,
+        receivers: int,
+        *,
+        host: str,
+        port: int = 0,
+        backend: str = "gloo",
+        timeout_seconds: float = 600.0,
+        join_timeout_seconds: float = 300.0,
+        device: torch.device | None = None,
     ) -> None:
         if receivers < 1:
             raise ValueError(f"a broadcast needs at least one receiver, got {receivers}")
@@ -124,7 +132,9 @@ class BroadcastPublisher:
         self.backend = backend
         self.timeout = datetime.timedelta(seconds=timeout_seconds)
         self.join_timeout = join_timeout_seconds
-        self.device = device or (torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu"))
+        self.device = device or (
+            torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+        )
         self.store = TCPStore(host, port, None, True, self.timeout, wait_for_workers=False)
         self.port = int(self.store.port)
         self.generation = 0
@@ -138,19 +148,30 @@ class BroadcastPublisher:
             return True
         self.generation += 1
         prefix = f"g{self.generation}/"
-        write_endpoint(self.role_dir, Endpoint(self.host, self.port, self.generation, self.receivers, self.backend))
+        write_endpoint(
+            self.role_dir, Endpoint(self.host, self.port, self.generation, self.receivers, self.backend)
+        )
         deadline = time.monotonic() + self.join_timeout
         while self.store.add(prefix + "ranks", 0) < self.receivers:
             if time.monotonic() > deadline:
-                logger.warning("broadcast generation %d: only %d of %d replicas joined", self.generation,
-                               self.store.add(prefix + "ranks", 0), self.receivers)
+                logger.warning(
+                    "broadcast generation %d: only %d of %d replicas joined",
+                    self.generation,
+                    self.store.add(prefix + "ranks", 0),
+                    self.receivers,
+                )
                 return False
             time.sleep(0.05)
         self.store.set(prefix + "manifest", json.dumps([asdict(spec) for spec in manifest]))
         group_store = PrefixStore(prefix + "group", self.store)
         self.group = _new_group(group_store, 0, self.receivers + 1, self.backend, self.timeout)
         self.fresh = True
-        logger.info("broadcast generation %d formed with %d replicas (%s)", self.generation, self.receivers, self.backend)
+        logger.info(
+            "broadcast generation %d formed with %d replicas (%s)",
+            self.generation,
+            self.receivers,
+            self.backend,
+        )
         return True
 
     def send(self, version: int, mask: Sequence[bool], tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
@@ -187,8 +208,12 @@ class BroadcastReceiver:
     """
 
     def __init__(
-        self, role_dir: str | Path, tensors: NamedTensors, lock: Callable[[], contextlib.AbstractContextManager[Any]],
-        on_version: Callable[[int], None], poll_seconds: float = 0.2,
+        self,
+        role_dir: str | Path,
+        tensors: NamedTensors,
+        lock: Callable[[], contextlib.AbstractContextManager[Any]],
+        on_version: Callable[[int], None],
+        poll_seconds: float = 0.2,
     ) -> None:
         self.role_dir = Path(role_dir)
         self.tensors = tensors
@@ -223,20 +248,40 @@ class BroadcastReceiver:
                 if self._serve_generation(endpoint):
                     return
             except Exception as error:  # the trainer dropped this generation or went away
-                logger.warning("broadcast generation %d ended: %s; waiting for the next", endpoint.generation, error)
+                logger.warning(
+                    "broadcast generation %d ended: %s; waiting for the next", endpoint.generation, error
+                )
 
     def _join(self, endpoint: Endpoint) -> tuple[Any, int, list[TensorSpec]] | None:
         prefix = f"g{endpoint.generation}/"
         store = TCPStore(endpoint.host, endpoint.port, None, False, datetime.timedelta(seconds=60))
         rank = int(store.add(prefix + "ranks", 1))
         if rank > endpoint.receivers:
-            logger.warning("broadcast generation %d is full (%d replicas); waiting for the next", endpoint.generation, endpoint.receivers)
+            logger.warning(
+                "broadcast generation %d is full (%d replicas); waiting for the next",
+                endpoint.generation,
+                endpoint.receivers,
+            )
             return None
         store.wait([prefix + "manifest"], datetime.timedelta(seconds=600))
-        manifest = [TensorSpec(d["name"], d["dtype"], tuple(d["shape"])) for d in json.loads(store.get(prefix + "manifest"))]
+        manifest = [
+            TensorSpec(d["name"], d["dtype"], tuple(d["shape"]))
+            for d in json.loads(store.get(prefix + "manifest"))
+        ]
         check_manifest(manifest, self.tensors())
-        group = _new_group(PrefixStore(prefix + "group", store), rank, endpoint.receivers + 1, endpoint.backend, _RECEIVER_TIMEOUT)
-        logger.info("joined broadcast generation %d as rank %d of %d", endpoint.generation, rank, endpoint.receivers + 1)
+        group = _new_group(
+            PrefixStore(prefix + "group", store),
+            rank,
+            endpoint.receivers + 1,
+            endpoint.backend,
+            _RECEIVER_TIMEOUT,
+        )
+        logger.info(
+            "joined broadcast generation %d as rank %d of %d",
+            endpoint.generation,
+            rank,
+            endpoint.receivers + 1,
+        )
         return group, rank, manifest
 
     def _serve_generation(self, endpoint: Endpoint) -> bool:
@@ -252,7 +297,11 @@ class BroadcastReceiver:
             self.in_group = False
 
     def _receive_versions(self, group: Any, manifest: list[TensorSpec], endpoint: Endpoint) -> bool:
-        device = torch.device("cuda", torch.cuda.current_device()) if endpoint.backend == "nccl" else torch.device("cpu")
+        device = (
+            torch.device("cuda", torch.cuda.current_device())
+            if endpoint.backend == "nccl"
+            else torch.device("cpu")
+        )
         while not self._stop.is_set():
             header = torch.zeros(3, dtype=torch.int64, device=device)
             _broadcast(group, header)
@@ -267,7 +316,9 @@ class BroadcastReceiver:
             self.received.append(version)
         return True
 
-    def _receive_version(self, group: Any, manifest: list[TensorSpec], mask: list[int], device: torch.device) -> None:
+    def _receive_version(
+        self, group: Any, manifest: list[TensorSpec], mask: list[int], device: torch.device
+    ) -> None:
         targets = self.tensors()
         for spec, changed in zip(manifest, mask, strict=True):
             if not changed:
@@ -287,7 +338,9 @@ def model_tensors(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
     named: list[tuple[str, torch.Tensor]] = list(model.named_parameters())
     seen = {name for name, _ in named}
     persistent = model.state_dict(keep_vars=True)
-    named += [(name, buffer) for name, buffer in model.named_buffers() if name in persistent and name not in seen]
+    named += [
+        (name, buffer) for name, buffer in model.named_buffers() if name in persistent and name not in seen
+    ]
     return named
 
 
@@ -299,7 +352,9 @@ def check_manifest(manifest: Sequence[TensorSpec], tensors: dict[str, torch.Tens
         if spec.name not in tensors or tuple(tensors[spec.name].shape) != spec.shape
     ]
     if problems:
-        raise ValueError("the trainer's tensors do not match this replica's model: " + "; ".join(problems[:5]))
+        raise ValueError(
+            "the trainer's tensors do not match this replica's model: " + "; ".join(problems[:5])
+        )
 
 
 def version_counters(named: Iterable[tuple[str, torch.Tensor]]) -> dict[str, tuple[int, int]]:

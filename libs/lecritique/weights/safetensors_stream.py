@@ -23,8 +23,15 @@ DEFAULT_MAX_SHARD_BYTES = 5 * 2**30
 
 # torch dtype name -> (safetensors code, bytes per element)
 _DTYPES: dict[str, tuple[str, int]] = {
-    "float32": ("F32", 4), "float16": ("F16", 2), "bfloat16": ("BF16", 2), "float64": ("F64", 8),
-    "int64": ("I64", 8), "int32": ("I32", 4), "int16": ("I16", 2), "int8": ("I8", 1), "uint8": ("U8", 1),
+    "float32": ("F32", 4),
+    "float16": ("F16", 2),
+    "bfloat16": ("BF16", 2),
+    "float64": ("F64", 8),
+    "int64": ("I64", 8),
+    "int32": ("I32", 4),
+    "int16": ("I16", 2),
+    "int8": ("I8", 1),
+    "uint8": ("U8", 1),
     "bool": ("BOOL", 1),
 }
 
@@ -68,7 +75,9 @@ def _header(entries: Sequence[TensorLayout]) -> bytes:
     offset = 0
     for entry in entries:
         header[entry.name] = {
-            "dtype": _DTYPES[entry.dtype][0], "shape": list(entry.shape), "data_offsets": [offset, offset + entry.nbytes]
+            "dtype": _DTYPES[entry.dtype][0],
+            "shape": list(entry.shape),
+            "data_offsets": [offset, offset + entry.nbytes],
         }
         offset += entry.nbytes
     text = json.dumps(header, separators=(",", ":")).encode()
@@ -96,9 +105,11 @@ def write_safetensors_stream(
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
     shards = plan_shards(layout, max_shard_bytes)
-    names = [SINGLE_FILE] if len(shards) == 1 else [
-        f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))
-    ]
+    names = (
+        [SINGLE_FILE]
+        if len(shards) == 1
+        else [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    )
     stream = iter(tensors)
     for file_name, entries in zip(names, shards, strict=True):
         with open(target / file_name, "wb") as handle:
@@ -107,13 +118,19 @@ def write_safetensors_stream(
                 name, tensor = next(stream)
                 got = layout_of(name, tensor)
                 if got != entry:
-                    raise ValueError(f"tensor stream out of step with its layout: expected {entry}, got {got}")
+                    raise ValueError(
+                        f"tensor stream out of step with its layout: expected {entry}, got {got}"
+                    )
                 handle.write(_tensor_bytes(tensor))
                 del tensor
     if next(stream, None) is not None:
         raise ValueError("the tensor stream has more tensors than its layout")
     if len(shards) > 1:
-        weight_map = {entry.name: file_name for file_name, entries in zip(names, shards, strict=True) for entry in entries}
+        weight_map = {
+            entry.name: file_name
+            for file_name, entries in zip(names, shards, strict=True)
+            for entry in entries
+        }
         index = {"metadata": {"total_size": sum(entry.nbytes for entry in layout)}, "weight_map": weight_map}
         (target / INDEX_FILE).write_text(json.dumps(index, indent=1))
     return [target / name for name in names]

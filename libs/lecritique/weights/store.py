@@ -113,7 +113,9 @@ class WeightStore:
                 version = found[-1]
         return version, self.path(role, version)
 
-    def wait_latest(self, role: str, timeout: float | None = None, poll_seconds: float = 0.2) -> tuple[int, Path]:
+    def wait_latest(
+        self, role: str, timeout: float | None = None, poll_seconds: float = 0.2
+    ) -> tuple[int, Path]:
         """Block until ``role`` has a version (e.g. a server started before the first publish)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -121,7 +123,9 @@ class WeightStore:
             if found is not None:
                 return found
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"no version of {role!r} was published in {self.root} within {timeout:.1f} s")
+                raise TimeoutError(
+                    f"no version of {role!r} was published in {self.root} within {timeout:.1f} s"
+                )
             time.sleep(poll_seconds)
 
     def announced(self, role: str) -> int | None:
@@ -206,7 +210,12 @@ class WeightStore:
         try:
             self.redis.eval(_ANNOUNCE_MAX_LUA, 1, self.redis_key(role), version)
         except (redis_errors.ConnectionError, redis_errors.TimeoutError) as error:
-            logger.warning("could not announce %s version %d in Redis (%s); it is committed on disk", role, version, error)
+            logger.warning(
+                "could not announce %s version %d in Redis (%s); it is committed on disk",
+                role,
+                version,
+                error,
+            )
 
     def prune(self, role: str, keep_last: int) -> list[int]:
         """Delete all but the newest ``keep_last`` versions (>= 1); return the deleted ones.
@@ -226,7 +235,9 @@ class WeightStore:
                 deleted.append(old)
             now = time.time()
             for entry in folder.iterdir():
-                stale_tmp = entry.name.startswith(_TMP_PREFIX) and now - entry.stat().st_mtime > _STALE_TMP_SECONDS
+                stale_tmp = (
+                    entry.name.startswith(_TMP_PREFIX) and now - entry.stat().st_mtime > _STALE_TMP_SECONDS
+                )
                 if entry.name.startswith(_TRASH_PREFIX) or stale_tmp:
                     shutil.rmtree(entry, ignore_errors=True)
         if deleted:

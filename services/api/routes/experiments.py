@@ -34,7 +34,9 @@ router = APIRouter(prefix="/v1/experiments", tags=["experiments"])
 _bearer = HTTPBearer(auto_error=False, description="A tenant's bearer token (only its SHA-256 is stored).")
 
 
-def _tenant(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
+def _tenant(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> str:
     """The tenant whose bearer token the request carries; 401 otherwise."""
     if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
         raise Unauthorized("missing bearer token")
@@ -56,9 +58,16 @@ Service = Annotated[ExperimentService, Depends(_service)]
 
 def _view(service: ExperimentService, record: ExperimentRecord, *, with_spec: bool) -> ExperimentView:
     return ExperimentView(
-        id=record.id, name=record.name, tenant=record.tenant, status=record.status, launcher=record.launcher,
-        created_at=record.created_at, updated_at=record.updated_at, error=record.error,
-        spec=record.spec if with_spec else None, **service.details(record),
+        id=record.id,
+        name=record.name,
+        tenant=record.tenant,
+        status=record.status,
+        launcher=record.launcher,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        error=record.error,
+        spec=record.spec if with_spec else None,
+        **service.details(record),
     )
 
 
@@ -70,8 +79,13 @@ def known_id(experiment_id: str) -> str:
 
 
 @router.post(
-    "", status_code=status.HTTP_201_CREATED, response_model=ExperimentView, responses=SUBMIT_RESPONSES,
-    summary="Submit an experiment", operation_id="submit_experiment", openapi_extra=submit_request_body(),
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ExperimentView,
+    responses=SUBMIT_RESPONSES,
+    summary="Submit an experiment",
+    operation_id="submit_experiment",
+    openapi_extra=submit_request_body(),
 )
 async def submit(
     request: Request,
@@ -80,7 +94,11 @@ async def submit(
     service: Service,
     idempotency_key: Annotated[
         str | None,
-        Header(alias="Idempotency-Key", max_length=255, description="Retries with the same key and body return the same experiment."),
+        Header(
+            alias="Idempotency-Key",
+            max_length=255,
+            description="Retries with the same key and body return the same experiment.",
+        ),
     ] = None,
 ) -> ExperimentView:
     """Validate the experiment spec (JSON) against the spec and the tenant's policy, record it and launch it."""
@@ -95,7 +113,10 @@ async def submit(
 
 
 @router.get(
-    "", response_model=ExperimentList, summary="List your experiments", operation_id="list_experiments",
+    "",
+    response_model=ExperimentList,
+    summary="List your experiments",
+    operation_id="list_experiments",
     responses={401: UNAUTHORIZED, 422: INVALID, 503: UNAVAILABLE},
 )
 def list_experiments(
@@ -110,7 +131,10 @@ def list_experiments(
 
 
 @router.get(
-    "/{experiment_id}", response_model=ExperimentView, summary="Inspect an experiment", operation_id="get_experiment",
+    "/{experiment_id}",
+    response_model=ExperimentView,
+    summary="Inspect an experiment",
+    operation_id="get_experiment",
     responses=READ_RESPONSES,
 )
 def get_experiment(experiment_id: str, caller: Tenant, service: Service) -> ExperimentView:
@@ -119,14 +143,19 @@ def get_experiment(experiment_id: str, caller: Tenant, service: Service) -> Expe
 
 
 @router.get(
-    "/{experiment_id}/metrics", response_model=MetricsSeries, summary="Metrics series", operation_id="get_metrics",
+    "/{experiment_id}/metrics",
+    response_model=MetricsSeries,
+    summary="Metrics series",
+    operation_id="get_metrics",
     responses={**READ_RESPONSES, 422: INVALID},
 )
 def get_metrics(
     experiment_id: str,
     caller: Tenant,
     service: Service,
-    since_step: Annotated[int | None, Query(ge=0, le=MAX_STEP, description="Only steps after this one.")] = None,
+    since_step: Annotated[
+        int | None, Query(ge=0, le=MAX_STEP, description="Only steps after this one.")
+    ] = None,
 ) -> MetricsSeries:
     """One row per policy step, as the orchestrator recorded it."""
     experiment_id = known_id(experiment_id)
@@ -134,8 +163,12 @@ def get_metrics(
 
 
 @router.delete(
-    "/{experiment_id}", response_model=ExperimentView, status_code=status.HTTP_202_ACCEPTED,
-    summary="Cancel an experiment", operation_id="cancel_experiment", responses=READ_RESPONSES,
+    "/{experiment_id}",
+    response_model=ExperimentView,
+    status_code=status.HTTP_202_ACCEPTED,
+    summary="Cancel an experiment",
+    operation_id="cancel_experiment",
+    responses=READ_RESPONSES,
 )
 def cancel(experiment_id: str, caller: Tenant, service: Service) -> ExperimentView:
     """Stop its workloads (status ``cancelling`` until they are gone, then ``cancelled``); the record stays."""

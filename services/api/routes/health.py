@@ -15,15 +15,25 @@ def healthz() -> str:
 
 
 @router.get(
-    "/readyz", response_class=PlainTextResponse, summary="Readiness (Redis reachable)", operation_id="readyz",
-    responses={503: {"description": "Redis is unreachable.", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+    "/readyz",
+    response_class=PlainTextResponse,
+    summary="Readiness (Redis reachable)",
+    operation_id="readyz",
+    responses={
+        503: {
+            "description": "Redis is unreachable.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
 )
 def readyz(request: Request) -> Response:
     try:
         request.app.state.redis.ping()
     except Exception as error:
         # The error names host and port at most (redis-py never puts the password in it).
-        return PlainTextResponse(f"redis unavailable: {type(error).__name__}", status_code=status.HTTP_503_SERVICE_UNAVAILABLE)
+        return PlainTextResponse(
+            f"redis unavailable: {type(error).__name__}", status_code=status.HTTP_503_SERVICE_UNAVAILABLE
+        )
     return PlainTextResponse("ok")
 
 
