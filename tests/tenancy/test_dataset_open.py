@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import datasets
 import pytest
 
 from lecritique.envs import dataset_files
@@ -58,6 +59,6 @@ def test_files_and_links_inside_the_roots_are_read(root: Path) -> None:
 
 
 def test_a_hugging_face_directory_is_read_through_the_checked_descriptor(root: Path) -> None:
-    datasets = pytest.importorskip("datasets")
+
     datasets.Dataset.from_list([ROW]).save_to_disk(str(root / "hf"))
     assert [row.values for row in read_rows(root / "hf")] == [ROW]

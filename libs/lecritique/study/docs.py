@@ -46,7 +46,8 @@ def regenerate(doc: Path) -> str:
 
 def publish(out: Path, doc: Path) -> dict[str, Path]:
     """Put the study reported in ``out`` into ``doc``: its data into the JSON beside it, its
-    tables into its block, its figure as ``study-<name>.png``."""
+    tables into its block (every other study's block regenerated from the JSON too), its figure
+    as ``study-<name>.png``."""
     document: dict[str, Any] = json.loads((out / "study.json").read_text())
     if document.get("quick"):
         raise SpecError(
@@ -57,7 +58,10 @@ def publish(out: Path, doc: Path) -> dict[str, Path]:
     data = json.loads(data_path.read_text()) if data_path.is_file() else {}
     data[name] = document
     data_path.write_text(json.dumps(data, separators=(",", ":"), allow_nan=True))
-    doc.write_text(splice(doc.read_text() if doc.is_file() else "", name, render_tables(document)))
+    if not doc.is_file():
+        doc.write_text("")
+    # Every block, not only this study's: a change of the generator reaches the others too.
+    doc.write_text(regenerate(doc))
     png = doc.parent / f"study-{name}.png"
     draw(document, png)
     return {"json": data_path, "md": doc, "png": png}
