@@ -120,11 +120,6 @@ def ceiling_verdict(result: CriticEvalResult) -> str:
 
 def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> dict[str, Path]:
     """Write the three files; returns their paths by kind."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {
         "json": out_dir / "critic_eval.json",
@@ -154,6 +149,17 @@ def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> d
         "the top are left out, counted as MC ties); a critic that ties at the top has not chosen: a miss, counted "
         "as a critic tie.\n\n" + markdown_table(result) + ceiling_table(result) + "\n"
     )
+    _write_plot(result, paths["plot"])
+    return paths
+
+
+def _write_plot(result: CriticEvalResult, path: Path) -> None:
+    """The figure: value MSE, ev_var and top-1 ranking accuracy per critic."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     names = list(result.metrics)
     ranking = _ranking_keys(result)
     figure, axes = plt.subplots(1, 3, figsize=(13, 3.8))
@@ -178,6 +184,5 @@ def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> d
     axes[2].set_title("top-1 ranking accuracy (MC ties excluded)")
     axes[2].legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(paths["plot"], dpi=110)
+    figure.savefig(path, dpi=110)
     plt.close(figure)
-    return paths

@@ -23,7 +23,7 @@ from fastapi import FastAPI, Header, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
 from lecritique.critics.llm import render_messages
-from lecritique.engines import RolloutEngine, SamplingParams
+from lecritique.engines import Completion, RolloutEngine, SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -99,28 +99,33 @@ def create_app(
                 (completions,) = engine.generate([prompt], n=request.n, sampling=sampling)
         except ValueError as error:
             raise HTTPException(status_code=400, detail=str(error)) from None
-        completion_tokens = sum(len(c.token_ids) for c in completions)
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model_name,
-            "choices": [
-                {
-                    "index": i,
-                    "message": {"role": "assistant", "content": c.text},
-                    "finish_reason": c.finish_reason,
-                }
-                for i, c in enumerate(completions)
-            ],
-            "usage": {
-                "prompt_tokens": len(prompt),
-                "completion_tokens": completion_tokens,
-                "total_tokens": len(prompt) + completion_tokens,
-            },
-        }
+        return _chat_completion(model_name, prompt, completions)
 
     return app
+
+
+def _chat_completion(model_name: str, prompt: list[int], completions: list[Completion]) -> dict[str, Any]:
+    """The OpenAI ``chat.completion`` body of one request's completions."""
+    completion_tokens = sum(len(c.token_ids) for c in completions)
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model_name,
+        "choices": [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": c.text},
+                "finish_reason": c.finish_reason,
+            }
+            for i, c in enumerate(completions)
+        ],
+        "usage": {
+            "prompt_tokens": len(prompt),
+            "completion_tokens": completion_tokens,
+            "total_tokens": len(prompt) + completion_tokens,
+        },
+    }
 
 
 @dataclass

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -102,24 +103,11 @@ class CriticShapeError(ValueError):
     """A critic shape or start that cannot be built from this policy; the message names the spec field."""
 
 
-def shaped_critic(
-    policy_dir: str | Path,
-    *,
-    layers: int | None = None,
-    hidden: int | None = None,
-    init: str = "policy",
-    seed: int = 0,
-    dtype: torch.dtype = torch.float32,
-) -> PreTrainedModel:
-    """A critic of its own depth and width for a tiny (Llama) policy, started from the policy or fresh.
-
-    ``init="policy"`` copies every backbone tensor of the policy whose name and shape the critic
-    has (embeddings, final norm, the first ``min(layers, policy layers)`` layers), so it needs the
-    policy's width; the rest, and the head, are random (``seed``). ``init="fresh"``: all random.
-    """
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.from_pretrained(str(policy_dir))
+def _shaped_config(
+    config: Any, policy_dir: str | Path, layers: int | None, hidden: int | None, init: str
+) -> Any:
+    """The policy's config at the critic's depth and width with one label; refuses shapes that
+    cannot be built (``CriticShapeError`` naming the spec field)."""
     if (layers is not None or hidden is not None) and config.model_type != "llama":
         raise CriticShapeError(
             f"critic.tiny: the policy in {policy_dir} is a {config.model_type!r} model, not a tiny Llama; "
@@ -137,7 +125,7 @@ def shaped_critic(
             f"hidden size {config.hidden_size} (got {width}); set critic.init: fresh for another width"
         )
     scale = width / int(config.hidden_size)
-    shaped = config.__class__.from_dict(
+    return config.__class__.from_dict(
         {
             **config.to_dict(),
             "num_hidden_layers": layers or int(config.num_hidden_layers),
@@ -148,6 +136,26 @@ def shaped_critic(
             "architectures": None,
         }
     )
+
+
+def shaped_critic(
+    policy_dir: str | Path,
+    *,
+    layers: int | None = None,
+    hidden: int | None = None,
+    init: str = "policy",
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> PreTrainedModel:
+    """A critic of its own depth and width for a tiny (Llama) policy, started from the policy or fresh.
+
+    ``init="policy"`` copies every backbone tensor of the policy whose name and shape the critic
+    has (embeddings, final norm, the first ``min(layers, policy layers)`` layers), so it needs the
+    policy's width; the rest, and the head, are random (``seed``). ``init="fresh"``: all random.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    shaped = _shaped_config(AutoConfig.from_pretrained(str(policy_dir)), policy_dir, layers, hidden, init)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model: PreTrainedModel = AutoModelForTokenClassification.from_config(shaped, dtype=dtype)  # type: ignore[no-untyped-call]
