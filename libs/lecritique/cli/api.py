@@ -73,14 +73,30 @@ def serve(
     policies, body limit, ...) comes from its LECRITIQUE_API_* variable; see docs/deployment.md."""
     import uvicorn
 
+    redis_url, redis, token = _redis_and_token(redis_url, dev, launcher, runs_dir, host, port)
+    variables = _service_variables(
+        redis_url, launcher, tokens_file, runs_dir, launcher_defaults, reconcile_seconds, token
+    )
+    os.environ.update(variables)
+    try:
+        uvicorn.run(API_FACTORY, factory=True, host=host, port=port, log_level=log_level.lower())
+    finally:
+        if redis is not None:
+            redis.stop()
+
+
+def _redis_and_token(
+    redis_url: str | None, dev: bool, launcher: str, runs_dir: Path, host: str, port: int
+) -> tuple[str, EmbeddedRedis | None, str | None]:
+    """The Redis URL, the embedded server to stop (--dev) and the dev tenant's token (--dev);
+    a bad launcher, or no Redis without --dev, is refused with the reason."""
     if launcher not in ("local", "kubernetes"):
         raise typer.BadParameter(f"launcher must be 'local' or 'kubernetes', got {launcher!r}")
-    redis = None
     if dev:
         if launcher != "local":
             raise typer.BadParameter("--dev runs experiments on this machine: it needs --launcher local")
-        redis_url, redis, token = _dev_setup(runs_dir, host, port)
-    elif not redis_url:
+        return _dev_setup(runs_dir, host, port)
+    if not redis_url:
         typer.secho(
             "error: the API needs a Redis: give --redis-url (or LECRITIQUE_API_REDIS_URL), or run "
             "`lecritique api serve --dev` for an embedded one on this machine (docs/deployment.md, Local mode)",
@@ -88,7 +104,21 @@ def serve(
             err=True,
         )
         raise typer.Exit(2)
-    options = {
+    return redis_url, None, None
+
+
+def _service_variables(
+    redis_url: str,
+    launcher: str,
+    tokens_file: Path | None,
+    runs_dir: Path,
+    launcher_defaults: Path | None,
+    reconcile_seconds: float,
+    dev_token: str | None,
+) -> dict[str, str]:
+    """The LECRITIQUE_API_* variables the service reads (with --dev, the dev tenant's token hash
+    added to the tokens already in the environment)."""
+    variables = {
         "LECRITIQUE_API_REDIS_URL": redis_url,
         "LECRITIQUE_API_LAUNCHER": launcher,
         "LECRITIQUE_API_TOKENS_FILE": str(tokens_file) if tokens_file else "",
@@ -96,15 +126,10 @@ def serve(
         "LECRITIQUE_API_LAUNCHER_DEFAULTS": str(launcher_defaults) if launcher_defaults else "",
         "LECRITIQUE_API_RECONCILE_SECONDS": str(reconcile_seconds),
     }
-    if dev:
+    if dev_token is not None:
         tokens = json.loads(os.environ.get("LECRITIQUE_API_TOKENS") or "{}")
-        options["LECRITIQUE_API_TOKENS"] = json.dumps({**tokens, DEV_TENANT: hash_token(token)})
-    os.environ.update(options)
-    try:
-        uvicorn.run(API_FACTORY, factory=True, host=host, port=port, log_level=log_level.lower())
-    finally:
-        if redis is not None:
-            redis.stop()
+        variables["LECRITIQUE_API_TOKENS"] = json.dumps({**tokens, DEV_TENANT: hash_token(dev_token)})
+    return variables
 
 
 DEV_TENANT = "dev"

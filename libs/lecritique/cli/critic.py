@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from lecritique.pretrain import PretrainResult
 
 critic_app = typer.Typer(help="Critic tools: offline pretraining.", no_args_is_help=True)
 
@@ -50,10 +55,6 @@ def pretrain(
     )
     from rich.console import Console
 
-    from lecritique.config import SpecError, load_spec
-    from lecritique.launch.local import resolve_policy
-    from lecritique.pretrain import parse_pretrain_config, pretrain, pretrained_critic
-
     console = Console(soft_wrap=True)  # messages whole: the terminal wraps, a log keeps them on one line
     settings = {
         "policies": policy or [],
@@ -66,18 +67,30 @@ def pretrain(
         "batch_size": batch_size,
         "seed": seed,
     }
-    try:
-        experiment = load_spec(spec)
-        pretrained_critic(experiment)  # refuse other critic kinds before building anything
-        config = parse_pretrain_config(settings)
-        experiment = resolve_policy(experiment, cache_dir)
-        result = pretrain(experiment, config, out, show_progress=progress)
-    except (SpecError, ValueError) as error:
-        console.print(f"[red]{error}", soft_wrap=True)
-        raise typer.Exit(2) from None
+    result = _pretrained(spec, settings, out, cache_dir, progress, console)
     state = result.state
     console.print(
         f"held-out EV {state.history[0]['held_out_ev']:.4f} -> {state.best_ev:.4f} (epoch {state.best_epoch} of "
         f"{state.epoch}, stopped: {state.stopped}); wrote {out / 'summary.md'} and {out / 'ev.png'}"
     )
     console.print(f"use it: critic.model_path: {result.critic_dir.resolve()}", soft_wrap=True)
+
+
+def _pretrained(
+    spec: Path, settings: dict[str, Any], out: Path, cache_dir: Path | None, progress: bool, console: Console
+) -> PretrainResult:
+    """Load the spec, check its critic and the settings, then pretrain (exit 2 with the reason on a
+    bad spec or setting, before anything is built)."""
+    from lecritique.config import SpecError, load_spec
+    from lecritique.launch.local import resolve_policy
+    from lecritique.pretrain import parse_pretrain_config, pretrain, pretrained_critic
+
+    try:
+        experiment = load_spec(spec)
+        pretrained_critic(experiment)  # refuse other critic kinds before building anything
+        config = parse_pretrain_config(settings)
+        experiment = resolve_policy(experiment, cache_dir)
+        return pretrain(experiment, config, out, show_progress=progress)
+    except (SpecError, ValueError) as error:
+        console.print(f"[red]{error}", soft_wrap=True)
+        raise typer.Exit(2) from None

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from lecritique.config import ExperimentSpec
+    from lecritique.orchestrator.loop import Orchestrator
+    from lecritique.tracking import Trackers
 
 
 def _addresses(value: str | None) -> list[str]:
@@ -40,18 +45,13 @@ def orchestrate(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s orchestrator %(levelname)s %(name)s: %(message)s"
     )
-    from prometheus_client import start_http_server
-
     from lecritique.config import load_spec
     from lecritique.orchestrator.wiring import ServiceAddresses, build_orchestrator
-    from lecritique.rpc.server import write_port_file
     from lecritique.tracking import open_trackers
 
     experiment_spec = load_spec(spec)
     if metrics_port is not None:
-        metrics_server, _ = start_http_server(metrics_port)
-        if port_file is not None:
-            write_port_file(port_file, None, metrics_server.server_port)
+        _serve_metrics(metrics_port, port_file)
     addresses = ServiceAddresses(
         rollout=_addresses(rollout),
         environment=_addresses(environment),
@@ -71,11 +71,29 @@ def orchestrate(
         redis_url=redis_url,
         on_step=trackers.log_step,
     )
+    completed = _run_to_the_end(orchestrator, trackers, experiment_spec, out)
+    typer.echo(f"orchestrator finished at step {completed}")
+
+
+def _serve_metrics(port: int, port_file: Path | None) -> None:
+    """Prometheus /metrics on ``port`` (0: any free one), the bound port written to ``port_file``."""
+    from prometheus_client import start_http_server
+
+    from lecritique.rpc.server import write_port_file
+
+    metrics_server, _ = start_http_server(port)
+    if port_file is not None:
+        write_port_file(port_file, None, metrics_server.server_port)
+
+
+def _run_to_the_end(orchestrator: Orchestrator, trackers: Trackers, spec: ExperimentSpec, out: Path) -> int:
+    """Run the loop (the trackers log the report once every step is done), then close the trackers
+    and the service clients whatever happened; returns the last completed step."""
     try:
         state = orchestrator.run()
-        if state.completed_step >= experiment_spec.orchestrator.steps:
-            trackers.log_report(out, experiment_spec.name)
+        if state.completed_step >= spec.orchestrator.steps:
+            trackers.log_report(out, spec.name)
     finally:
         trackers.close()
         orchestrator.clients.close()
-    typer.echo(f"orchestrator finished at step {state.completed_step}")
+    return state.completed_step

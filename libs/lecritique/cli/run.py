@@ -12,6 +12,7 @@ import typer
 
 if TYPE_CHECKING:
     from lecritique.config import ExperimentSpec
+    from lecritique.launch.local import LocalLauncher
 
 
 def run(
@@ -56,18 +57,38 @@ def run(
     quiet_third_party(verbose)
     from rich.console import Console
 
-    from lecritique.launch.local import LocalLauncher, resolve_policy
-
     # Messages are not wrapped inside their text (the terminal wraps; a log or the API's error field keeps them whole).
     console = Console(soft_wrap=True)
     experiment = _checked_spec(spec, console)
     if _left_alone(out, experiment, force, console):
         return
+    launcher = _launcher(experiment, out, cache_dir, redis_url, experiment_id, console)
+    code, started = _run_services(launcher, experiment.orchestrator.steps, out, console)
+    _report_and_exit(out, experiment.name, code, started, console)
+
+
+def _launcher(
+    experiment: ExperimentSpec,
+    out: Path,
+    cache_dir: Path | None,
+    redis_url: str | None,
+    experiment_id: str | None,
+    console: Any,
+) -> LocalLauncher:
+    """The local launcher of the experiment, its policy resolved (a tiny one built or taken from the cache)."""
+    from lecritique.launch.local import LocalLauncher, resolve_policy
+
     if experiment.policy.tiny is not None:
         # build_tiny shows its own progress bar (a first build takes a few minutes; later runs hit the cache).
         console.print(f"tiny policy model {experiment.policy.tiny!r}: built once, then taken from the cache")
     experiment = resolve_policy(experiment, cache_dir)
-    launcher = LocalLauncher(experiment, out, redis_url=redis_url, experiment_id=experiment_id)
+    return LocalLauncher(experiment, out, redis_url=redis_url, experiment_id=experiment_id)
+
+
+def _run_services(launcher: LocalLauncher, steps: int, out: Path, console: Any) -> tuple[int, bool]:
+    """Start every service, follow the run and stop everything, whatever happened (SIGTERM counts
+    as Ctrl-C; later signals are ignored while stopping). Returns (the orchestrator's exit code,
+    whether every service started)."""
     code, started = 1, True
 
     def terminate(signum: int, _frame: Any) -> None:
@@ -76,7 +97,7 @@ def run(
     signal.signal(signal.SIGTERM, terminate)
     try:
         _start(launcher, console)
-        code = _follow(launcher, experiment.orchestrator.steps, console, resumed_at=launcher.completed_step())
+        code = _follow(launcher, steps, console, resumed_at=launcher.completed_step())
     except KeyboardInterrupt:
         console.print("interrupted: stopping every service")
     except (RuntimeError, TimeoutError) as error:
@@ -88,7 +109,7 @@ def run(
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         launcher.stop()
-    _report_and_exit(out, experiment.name, code, started, console)
+    return code, started
 
 
 def _report_and_exit(out: Path, title: str, code: int, started: bool, console: Any) -> None:
