@@ -85,6 +85,24 @@ def _request_errors(error: RequestValidationError) -> list[FieldError]:
     return out
 
 
+async def redis_unavailable(request: Request, error: Exception) -> JSONResponse:
+    """503 with Retry-After for any Redis error: unreachable, timed out, loading, or refusing (an
+    ACL or script error), the store cannot serve this request now; the client may retry, the log
+    says why."""
+    logger.warning(
+        "Redis unavailable during %s %s: %s: %s",
+        request.method,
+        request.url.path,
+        type(error).__name__,
+        error,
+    )
+    return error_response(
+        status.HTTP_503_SERVICE_UNAVAILABLE,
+        [FieldError("redis", "the record store is unavailable; retry later", "unavailable")],
+        headers={"Retry-After": str(REDIS_RETRY_AFTER_SECONDS)},
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Map every error the routes raise (and Redis outages) to its status code."""
 
@@ -136,22 +154,7 @@ def install_error_handlers(app: FastAPI) -> None:
             status.HTTP_413_CONTENT_TOO_LARGE, [FieldError("body", str(error), "too_large")]
         )
 
-    @app.exception_handler(redis.RedisError)
-    async def redis_unavailable(request: Request, error: Exception) -> JSONResponse:
-        # Unreachable, timed out, loading, or refusing (an ACL or script error): the store cannot
-        # serve this request now; the client may retry, the log says why.
-        logger.warning(
-            "Redis unavailable during %s %s: %s: %s",
-            request.method,
-            request.url.path,
-            type(error).__name__,
-            error,
-        )
-        return error_response(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            [FieldError("redis", "the record store is unavailable; retry later", "unavailable")],
-            headers={"Retry-After": str(REDIS_RETRY_AFTER_SECONDS)},
-        )
+    app.add_exception_handler(redis.RedisError, redis_unavailable)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:

@@ -187,14 +187,6 @@ def render_experiment_objects(
     )
     resolved = resolved_spec(spec, defaults)
     components = component_names(resolved)
-    config_map = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": object_metadata(
-            defaults, experiment_id, object_name(experiment_id, "spec"), None, resolved
-        ),
-        "data": {"spec.json": resolved.model_dump_json(indent=1)},
-    }
     services = [_service(resolved, experiment_id, component, defaults) for component in components]
     multi_node = {
         trainer
@@ -212,20 +204,49 @@ def render_experiment_objects(
     workloads = [_workload(resolved, experiment_id, component, defaults) for component in components]
     if dataset_roots:
         _confine_datasets(workloads[components.index(Component.environment_verifier)], dataset_roots)
+    egress = {Component.value_evaluator: llm_egress or [], Component.orchestrator: tracker_egress or []}
+    policies, budgets = _policies_and_budgets(
+        resolved, experiment_id, defaults, workloads, egress, multi_node
+    )
+    config_map = _spec_config_map(resolved, experiment_id, defaults)
+    return [*policies, config_map, *services, *budgets, *workloads]
+
+
+def _spec_config_map(resolved: ExperimentSpec, experiment_id: str, defaults: ChartDefaults) -> dict[str, Any]:
+    """The ConfigMap holding the resolved spec (``spec.json``) every component reads."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": object_metadata(
+            defaults, experiment_id, object_name(experiment_id, "spec"), None, resolved
+        ),
+        "data": {"spec.json": resolved.model_dump_json(indent=1)},
+    }
+
+
+def _policies_and_budgets(
+    resolved: ExperimentSpec,
+    experiment_id: str,
+    defaults: ChartDefaults,
+    workloads: list[dict[str, Any]],
+    egress: Mapping[Component, list[dict[str, Any]]],
+    multi_node: set[Component],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The network policies and disruption budgets of the components (one workload each, in the
+    order of :func:`component_names`; a component that needs neither has none), with each
+    component's extra ``egress`` rules and its collective peers among the ``multi_node`` trainers."""
     policies, budgets = [], []
-    for component, workload in zip(components, workloads, strict=True):
+    for component, workload in zip(component_names(resolved), workloads, strict=True):
         metadata = object_metadata(
             defaults, experiment_id, object_name(experiment_id, component), component, resolved
         )
         peers = collective_peers(resolved, component, multi_node)
-        egress = {
-            Component.value_evaluator: llm_egress or [],
-            Component.orchestrator: tracker_egress or [],
-        }.get(component, [])
-        policies.append(network_policy(experiment_id, component, defaults, metadata, egress, peers))
+        policies.append(
+            network_policy(experiment_id, component, defaults, metadata, egress.get(component, []), peers)
+        )
         budgets.append(
             disruption_budget(
                 experiment_id, component, int(workload["spec"].get("replicas", 1)), defaults, metadata
             )
         )
-    return [*[p for p in policies if p], config_map, *services, *[b for b in budgets if b], *workloads]
+    return [p for p in policies if p], [b for b in budgets if b]
