@@ -20,7 +20,7 @@ import queue
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import torch
@@ -33,6 +33,10 @@ from lecritique.rpc.wire import add_servicer
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from lecritique.weights import WeightStore
+
+if TYPE_CHECKING:
+    from lecritique.config import ExperimentSpec
+    from lecritique.training.distributed import DistributedContext
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +181,6 @@ def serve(runtime: ServiceRuntime) -> None:
 def start(runtime: ServiceRuntime) -> StartedService | None:
     """Rank 0 (or the only rank): the trainer serving gRPC, training in a thread. Other ranks
     follow rank 0's steps here until it stops, then return None."""
-    from lecritique.redis_connection import redis_client
     from lecritique.training.checkpoint import TrainerCheckpoints
     from lecritique.training.distributed import init_distributed_from_env
     from lecritique.training.weight_sync import WeightSync
@@ -185,16 +188,7 @@ def start(runtime: ServiceRuntime) -> StartedService | None:
     spec = load_spec(runtime.spec_path)
     context = init_distributed_from_env()
     torch.manual_seed(spec.seed)
-    redis = redis_client(runtime.redis_url) if runtime.redis_url and context.is_main else None
-    store = WeightStore(runtime.weights_dir, redis=redis, experiment=runtime.experiment_id)
-    if context.is_main and store.latest("policy") is None:
-        if spec.policy.path is None:
-            raise SystemExit(
-                "policy-trainer: the spec's policy has no resolved path (run through `lecritique run`)"
-            )
-        store.publish("policy", spec.policy.path)
-    if context.enabled:
-        torch.distributed.barrier()
+    store = _policy_store(runtime, spec, context)
     state_dir = runtime.state_dir or runtime.weights_dir / "state"
     # Every rank reads the record (a shared volume across pods): resuming is a collective decision.
     record = StepRecord(state_dir / "policy_trainer.json")
@@ -238,6 +232,24 @@ def start(runtime: ServiceRuntime) -> StartedService | None:
     return _start_rank_zero(runtime, servicer, trainer, current, after_step, context.enabled)
 
 
+def _policy_store(runtime: ServiceRuntime, spec: ExperimentSpec, context: DistributedContext) -> WeightStore:
+    """The weight store, holding the spec's policy as version 0 when nothing is published yet
+    (rank 0 publishes, announced in Redis; every rank waits for it)."""
+    from lecritique.redis_connection import redis_client
+
+    redis = redis_client(runtime.redis_url) if runtime.redis_url and context.is_main else None
+    store = WeightStore(runtime.weights_dir, redis=redis, experiment=runtime.experiment_id)
+    if context.is_main and store.latest("policy") is None:
+        if spec.policy.path is None:
+            raise SystemExit(
+                "policy-trainer: the spec's policy has no resolved path (run through `lecritique run`)"
+            )
+        store.publish("policy", spec.policy.path)
+    if context.enabled:
+        torch.distributed.barrier()
+    return store
+
+
 def _serve_other_rank(runtime: ServiceRuntime, trainer: Any, after_step: Any) -> None:
     """Follow rank 0's steps until it stops; the first rank of every other pod also answers gRPC health (its probes)."""
     from lecritique.training.distributed import leave_sigterm_to_rank_zero
@@ -267,6 +279,27 @@ def _next_batch(servicer: PolicyTrainerServicer, current: dict[str, Any]) -> Any
     return job.trajectories
 
 
+def _finish_job(
+    servicer: PolicyTrainerServicer, current: dict[str, Any], experiment: str, metrics: dict[str, float]
+) -> None:
+    """Rank 0, after a step: save its record, hand the result (or the error) to the waiting Train
+    call, and count it in the Prometheus metrics."""
+    job = current.pop("job")
+    try:
+        result = current.pop("result")
+        servicer.record.save(result)
+        job.result = result
+        STEPS.labels(experiment).inc()
+        LOSS.labels(experiment).set(metrics["loss"])
+        TRAIN_SECONDS.labels(experiment).observe(metrics["step_seconds"])
+        TRAINED_TOKENS.labels(experiment).inc(metrics["tokens"])
+        PUBLISHED.labels(experiment).set(result["policy_version"])
+    except BaseException as error:  # reported to the caller of Train
+        job.error = error
+    finally:
+        job.done.set()
+
+
 def _start_rank_zero(
     runtime: ServiceRuntime,
     servicer: PolicyTrainerServicer,
@@ -284,20 +317,7 @@ def _start_rank_zero(
         return _next_batch(servicer, current)
 
     def on_step(_steps: int, metrics: dict[str, float]) -> None:
-        job = current.pop("job")
-        try:
-            result = current.pop("result")
-            servicer.record.save(result)
-            job.result = result
-            STEPS.labels(experiment).inc()
-            LOSS.labels(experiment).set(metrics["loss"])
-            TRAIN_SECONDS.labels(experiment).observe(metrics["step_seconds"])
-            TRAINED_TOKENS.labels(experiment).inc(metrics["tokens"])
-            PUBLISHED.labels(experiment).set(result["policy_version"])
-        except BaseException as error:  # reported to the caller of Train
-            job.error = error
-        finally:
-            job.done.set()
+        _finish_job(servicer, current, experiment, metrics)
 
     def training_loop() -> None:
         while True:
