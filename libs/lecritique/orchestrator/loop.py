@@ -32,15 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import numpy as np
 
 from lecritique.advantages import (
     AdvantageBatch,
     AdvantageEstimator,
     critic_free_advantages,
-    explained_variance,
 )
-from lecritique.advantages.metrics import bucket_explained_variance
 from lecritique.config.critic_budget import update_budget_warnings
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.critics.specs import TrainedCriticSpec
@@ -55,6 +52,7 @@ from lecritique.orchestrator.probe import CriticProbe
 from lecritique.orchestrator.redis_retry import retry_redis
 from lecritique.orchestrator.row import StepRow
 from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
+from lecritique.orchestrator.step_batch import batch_row, fresh_trajectories
 from lecritique.orchestrator.telemetry import StepLog, Telemetry
 from lecritique.orchestrator.update_gate import update_gate
 from lecritique.replay import ReplayBuffer
@@ -225,7 +223,10 @@ class Orchestrator:
         step_start = time.perf_counter()
         batch = self.batches.next(state.cursor)
         wait_end = time.perf_counter()
-        evaluated, dropped = self._fresh(batch, state)
+        limit = self.spec.orchestrator.max_off_policy_steps
+        evaluated, dropped = fresh_trajectories(batch, state.policy_version, limit)
+        if dropped:
+            self.telemetry.dropped(dropped)
         if not evaluated:
             logger.warning("step %d: every rollout of batch %d was stale; sampling again", step, batch.cursor)
             self._consumed(batch)
@@ -239,16 +240,19 @@ class Orchestrator:
         if batch.scored.degraded is None:  # only batches that carry values feed the critic
             self._push_replay(with_advantages)
         self._consumed(batch)
-        metrics = self._batch_row(step, batch, advantage_batch, dropped, wait_end - step_start)
-        self._update_metrics(metrics, state, batch)
-        metrics.estimator = estimator_metrics
-        metrics.value_ev_buckets = self._bucket_explained_variance(advantage_batch)
+        metrics = batch_row(
+            self.spec,
+            self.estimator,
+            state,
+            batch,
+            advantage_batch,
+            step=step,
+            dropped=dropped,
+            waited=(step_start, wait_end),
+            estimator_metrics=estimator_metrics,
+        )
         if state.completed_step == 0:
             metrics.warnings = list(self.warnings)
-        # The policy loop waits on the value plane only while it is blocked on a batch whose
-        # evaluation is running: the overlap of the two intervals.
-        evaluate_start, evaluate_end = batch.evaluate_window
-        metrics.value_wait_seconds = max(0.0, min(wait_end, evaluate_end) - max(step_start, evaluate_start))
         state_after = self._past(
             state,
             batch,
@@ -290,83 +294,10 @@ class Orchestrator:
             )
         return streak
 
-    def _fresh(self, batch: GeneratedBatch, state: OrchestratorState) -> tuple[list[Trajectory], int]:
-        """The batch's evaluated trajectories without stale groups, and how many were dropped.
-
-        A group is dropped whole when any member is too off-policy: group baselines need all K.
-        """
-        limit = self.spec.orchestrator.max_off_policy_steps
-        stale = {
-            t.group_id for t in batch.episodes.trajectories if state.policy_version - t.policy_version > limit
-        }
-        kept = [t for t in batch.scored.trajectories if t.group_id not in stale]
-        dropped = len(batch.scored.trajectories) - len(kept)
-        if dropped:
-            self.telemetry.dropped(dropped)
-        return kept, dropped
-
-    @staticmethod
-    def _batch_row(
-        step: int, batch: GeneratedBatch, advantage_batch: AdvantageBatch, dropped: int, wait_seconds: float
-    ) -> StepRow:
-        ev = (
-            explained_variance(advantage_batch.values, advantage_batch.rewards, advantage_batch.mask)
-            if advantage_batch.values is not None
-            else float("nan")
-        )
-        return StepRow(
-            step=step,
-            critic_degraded=int(batch.scored.degraded is not None),
-            critic_degraded_reason=batch.scored.degraded,
-            evaluated_at=batch.evaluated_at,
-            reward_mean=float(advantage_batch.rewards.mean()),
-            value_explained_variance=None if np.isnan(ev) else ev,
-            value_version=batch.scored.value_version,
-            dropped_stale=dropped,
-            batch_cursor=batch.cursor,
-            trajectories=advantage_batch.batch_size,
-            policy_tokens=int(advantage_batch.mask.sum()),
-            rollout_seconds=batch.rollout_seconds,
-            evaluate_seconds=batch.scored.seconds,
-            batch_wait_seconds=wait_seconds,
-            critic=dict(batch.scored.stats),
-        )
-
-    def _update_metrics(self, row: StepRow, state: OrchestratorState, batch: GeneratedBatch) -> None:
-        """``critic_updates_per_step``: critic updates between the versions that scored the previous
-        step's batch and this one's (versions count publishes; None without a trained critic's version),
-        and how long the evaluation stage waited for them (``critic.updates_per_step``)."""
-        critic = self.spec.critic
-        achieved = None
-        known = state.newest_value_version >= 0 and batch.scored.degraded is None
-        if isinstance(critic, TrainedCriticSpec) and known:
-            achieved = (batch.scored.value_version - state.newest_value_version) * critic.publish_every
-        waited, short = batch.scored.update_wait
-        row.critic_updates_per_step, row.critic_update_wait_seconds, row.critic_update_short = (
-            achieved,
-            waited,
-            short,
-        )
-
     def _consumed(self, batch: GeneratedBatch) -> None:
         """Tell the evaluation stage's update gate the batch is in the replay (or never will be)."""
         if self.critic.gate is not None:
             self.critic.gate.consumed_through(batch.cursor)
-
-    def _bucket_explained_variance(self, advantage_batch: AdvantageBatch) -> dict[int, float]:
-        """The critic's explained variance per response-position bucket, edges from the response
-        budget (as TETHER's); for every estimator that uses the critic, on batches that carry values."""
-        if not self.estimator.uses_critic or advantage_batch.values is None:
-            return {}
-        per_bucket = bucket_explained_variance(
-            advantage_batch.values,
-            advantage_batch.rewards,
-            advantage_batch.mask,
-            self.spec.estimator.ev_buckets(),
-            self.spec.response_budget,
-        )
-        # Undefined buckets (no tokens, or equal returns) are left out: metrics rows are JSON.
-        return {m: float(ev) for m, ev in enumerate(per_bucket) if np.isfinite(ev)}
 
     def _train(self, pending: PendingStep, step_start: float) -> tuple[OrchestratorState, StepRow]:
         """Record the step as pending, train on it, then finish it."""
