@@ -1,0 +1,132 @@
+"""The oracle ceiling's part of study.md: each probed seed's critic EV / ceiling (shown only where
+the ceiling is clearly above zero), its mean over a variant's seeds, and the per-position table
+with its verdict (from the ceiling probes of study.json, :mod:`~lecritique.study.ceiling_probe`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from lecritique.critic_eval.ceiling import MIN_CEILING, Z95
+from lecritique.study.summary import mean_std, t975
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if math.isfinite(value) else "n/a"
+
+
+def ratio_allowed(bucket: Mapping[str, Any]) -> bool:
+    """A critic's EV / ceiling is shown only where the ceiling's 95% interval lies above MIN_CEILING."""
+    ceiling, se = bucket.get("ceiling", float("nan")), bucket.get("ceiling_se", float("nan"))
+    return bool(math.isfinite(ceiling) and math.isfinite(se) and ceiling - Z95 * se > MIN_CEILING)
+
+
+def fraction_of(bucket: Mapping[str, Any]) -> tuple[float, str]:
+    """(EV / ceiling, why n/a) of a flattened probe bucket (study.json rows of any age)."""
+    ev = bucket.get("ev_mse", bucket.get("critic_ev", float("nan")))
+    if not math.isfinite(bucket.get("ceiling", float("nan"))):
+        return float("nan"), bucket.get("ceiling_note", "no ceiling")
+    if not ratio_allowed(bucket):
+        return float("nan"), "ceiling too small"
+    return (
+        (ev / bucket["ceiling"], "") if math.isfinite(ev) else (float("nan"), bucket.get("ev_note", "no EV"))
+    )
+
+
+def probe_fractions(ceiling: Mapping[str, Any], variant: str) -> dict[str, float]:
+    """EV / ceiling (all positions) of every probed seed of ``variant``, and its 95% half-width."""
+    values = []
+    for key, result in ceiling.items():
+        if key.split("/")[0] != variant:
+            continue
+        overall = next((b for b in result.get("buckets", []) if b["label"] == "all"), None)
+        values.append(fraction_of(overall)[0] if overall else float("nan"))
+    cell = mean_std(values)
+    n = int(cell["n"])
+    half = t975(n - 1) * cell["std"] / math.sqrt(n) if n > 1 else float("nan")
+    return {**cell, "half": half, "probed": len(values)}
+
+
+def _per_seed(values: list[str]) -> str:
+    return " / ".join(values) if values else "n/a"
+
+
+def ceiling_table(ceiling: Mapping[str, Any]) -> str:
+    """The oracle-ceiling section of study.md from study.json's ``ceiling`` (empty without probes)."""
+    if not ceiling:
+        return ""
+    by_variant: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for key, result in ceiling.items():
+        by_variant.setdefault(key.split("/")[0], []).append((key.split("/")[1], result))
+    lines = [
+        "\nOracle ceiling (final policy and the critic version of the last step, held-out states at every response "
+        "position; t = response tokens since the episode's first policy token; estimator "
+        "lecritique.critic_eval.ceiling). Per probed seed: ceiling Var(E[R|s])/Var(R) ± bootstrap s.e. (by episode; "
+        '"by state" marks probes measured before that fix, whose s.e. is too small), the critic\'s ev_mse (1 − MSE/Var(R) against '
+        f"every continuation's return) and ev_mse / ceiling (n/a where the ceiling's 95% interval reaches {MIN_CEILING}):\n\n"
+        "| variant | positions | seeds | states | ceiling ± s.e. | ev_mse | ev_mse / ceiling | mean ev_mse / ceiling |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+    ]
+    notes = []
+    for variant, seeds in by_variant.items():
+        notes += [
+            f"{variant}/{seed}: {r['note']}" for seed, r in seeds if not r.get("buckets") and r.get("note")
+        ]
+        labels = [b["label"] for b in next((r["buckets"] for _, r in seeds if r.get("buckets")), [])]
+        for label in labels:
+            lines.append(_ceiling_row(variant, label, seeds))
+    verdict = _ceiling_verdict(by_variant)
+    missing = "".join(f"\nNo probe for {note}." for note in notes)
+    stale = sorted(
+        {r["note_version"] for seeds in by_variant.values() for _, r in seeds if r.get("note_version")}
+    )
+    caveat = "".join(f"\nProbed critic: {note}.\n" for note in stale)
+    return (
+        "".join(lines) + f"\nVerdict (all positions, mean over probed seeds): {verdict}.\n{missing}{caveat}"
+    )
+
+
+def _ceiling_row(variant: str, label: str, seeds: list[tuple[str, Mapping[str, Any]]]) -> str:
+    buckets = [
+        (seed, next((b for b in r.get("buckets", []) if b["label"] == label), None)) for seed, r in seeds
+    ]
+    present = [(seed, b) for seed, b in buckets if b is not None]
+    by = {b.get("se_resampled_by", "state") for _, b in present}
+    ceilings = [f"{_fmt(b['ceiling'], 2)} ± {_fmt(b['ceiling_se'], 2)}" for _, b in present]
+    evs = [_fmt(b.get("ev_mse", b.get("critic_ev", float("nan")))) for _, b in present]
+    fractions = [fraction_of(b) for _, b in present]
+    shown = [_fmt(f, 2) if math.isfinite(f) else f"n/a ({why})" for f, why in fractions]
+    finite = [f for f, _ in fractions if math.isfinite(f)]
+    mean = (
+        _fmt(float(np.mean(finite)), 2)
+        + ("" if len(finite) == len(fractions) else f" ({len(finite)} of {len(fractions)})")
+        if finite
+        else "n/a"
+    )
+    return (
+        f"| {variant} | {label} | {_per_seed([s.removeprefix('seed') for s, _ in present])} | {_per_seed([str(b['states']) for _, b in present])} "
+        f"| {_per_seed(ceilings)}{' (by state)' if by == {'state'} else ''} | {_per_seed(evs)} | {_per_seed(shown)} | {mean} |\n"
+    )
+
+
+def _ceiling_verdict(by_variant: Mapping[str, list[tuple[str, Mapping[str, Any]]]]) -> str:
+    scored = []
+    for variant, seeds in by_variant.items():
+        overall = [b for _, r in seeds for b in r.get("buckets", []) if b["label"] == "all"]
+        fractions = [f for f in (fraction_of(b)[0] for b in overall) if math.isfinite(f)]
+        if fractions:
+            ceiling = float(np.mean([b["ceiling"] for b in overall]))
+            se = float(np.mean([b["ceiling_se"] for b in overall]))
+            scored.append((float(np.mean(fractions)), variant, ceiling, se))
+    if not scored:
+        return "none: no probe has a ceiling clearly above 0"
+    scored.sort(reverse=True)
+    best, name, ceiling, se = scored[0]
+    others = "; ".join(f"{n} {f:.2f}" for f, n, _, _ in scored[1:])
+    head = "tie" if any(abs(f - best) < 0.005 for f, *_ in scored[1:]) else f"best: {name}"
+    return f"{head}, {best:.2f} of the ceiling (ceiling {ceiling:.2f} ± {se:.2f} s.e.)" + (
+        f"; {others}" if others else ""
+    )
