@@ -112,7 +112,7 @@ def test_combinations_that_cannot_be_built_are_refused_naming_the_field(policy_d
         critic_spec(model_path="/m", tiny={"layers": 4})
     with pytest.raises(SpecError, match=r"critic.init: 'fresh' discards the weights of critic.model_path"):
         critic_spec(model_path="/m", init="fresh")
-    with pytest.raises(SpecError, match=r"critic.discriminative.tiny.layers"):
+    with pytest.raises(SpecError, match=r"critic\.tiny\.layers"):
         critic_spec(tiny={"layers": 0})
     other = write_random_tiny_policy(tmp_path / "other", "abcdef", seed=1)
     with pytest.raises(

@@ -105,8 +105,8 @@ def encode_prompts(prompts: Prompts, tokenizer: Any) -> list[list[int]]:
         ids = (
             tokenizer.encode(prompt, add_special_tokens=True)
             if isinstance(prompt, str)
-            else [int(t) for t in prompt]
-        )  # type: ignore[call-overload]
+            else [int(t) for t in prompt]  # type: ignore[call-overload]
+        )
         if not ids:
             raise ValueError(f"prompt {index} encodes to no tokens")
         bad = [t for t in ids if t < 0 or t >= vocab_size]
