@@ -42,7 +42,12 @@ def api(tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any) -> Iterat
         "LECRITIQUE_API_RECONCILE_SECONDS": "1",
         # The specs here name models under /nonexistent and the test policy built in the temporary directory.
         "LECRITIQUE_API_TENANT_POLICIES": json.dumps(
-            {"*": {"modelRoots": ["/nonexistent", tempfile.gettempdir()]}}
+            {
+                "*": {
+                    "modelRoots": ["/nonexistent", tempfile.gettempdir()],
+                    "datasetRoots": [tempfile.gettempdir()],
+                }
+            }
         ),
     }
     process = ApiProcess(settings, folder / "api.log").start()

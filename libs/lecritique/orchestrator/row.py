@@ -132,5 +132,6 @@ _ALWAYS_WRITTEN = {
     "evaluated_at",
     "value_explained_variance",
     "critic_updates_per_step",
+    "critic_update_short",
 }
 """Fields written even when None (readers expect the key on every row)."""
