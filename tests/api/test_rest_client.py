@@ -45,7 +45,7 @@ def api(tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any) -> Iterat
             {
                 "*": {
                     "modelRoots": ["/nonexistent", tempfile.gettempdir()],
-                    "datasetRoots": [tempfile.gettempdir()],
+                    "datasetRoots": ["/nonexistent", tempfile.gettempdir()],
                 }
             }
         ),
