@@ -131,7 +131,11 @@ def test_submit_list_get_wait_and_the_clear_errors(api: ApiProcess) -> None:
             )
         assert {(p.field, p.message) for p in invalid.value.problems} == {
             ("critic.replay.capacity", "Input should be greater than or equal to 1"),
-            ("rollout.group_sise", "unknown field"),
+            (
+                "rollout.group_sise",
+                "unknown field 'group_sise'; did you mean 'group_size'? "
+                "(known: engine, group_size, replicas, sampling, tasks_per_step)",
+            ),
         }
         assert "critic.replay.capacity: Input should be greater than or equal to 1" in str(invalid.value)
     with LecritiqueClient(api.url, BOB) as bob, pytest.raises(NotFound, match="no such experiment"):

@@ -122,6 +122,10 @@ class ScriptedLLM:
                     owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
                 try:
                     time.sleep(reply.delay)
+                    # Out of flight before the answer leaves: the client may send its next request the
+                    # moment it reads this one, and counting that overlap would be this server's lag.
+                    with owner._lock:
+                        owner.in_flight -= 1
                     payload = reply.body if reply.body is not None else completion(body)
                     data = json.dumps(payload).encode()
                     self.send_response(reply.status)
@@ -133,9 +137,6 @@ class ScriptedLLM:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client timed out and went away
-                finally:
-                    with owner._lock:
-                        owner.in_flight -= 1
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -61,6 +61,17 @@ def test_quick_profile_is_one_seed_two_variants_and_few_steps():
     assert runs[0].spec.critic is None, "the quick profile must not give a critic-free variant a critic"
 
 
+def test_a_quick_profile_without_the_reference_is_still_a_valid_study():
+    # The report re-validates the study it ran: a quick profile that leaves the reference out
+    # (quick.variants: [mean, tether]) must name one of the variants it keeps, and keep only the
+    # comparisons among them.
+    spec = study(quick={"variants": ["mean", "tether"]}, comparisons=[["mean", "tether"], ["vf", "pvf"]])
+    quick = apply_quick(spec)
+    again = StudySpec.model_validate(quick.model_dump())
+    assert again.reference in {"mean", "tether"}
+    assert again.comparisons == [("mean", "tether")]
+
+
 def test_the_reference_must_be_a_variant():
     with pytest.raises(ValueError, match="reference 'nope'"):
         study(reference="nope")

@@ -220,8 +220,23 @@ def apply_quick(study: StudySpec) -> StudySpec:
             "seeds": None,
         }
     )
+    # The quick profile must itself be a valid study (the report re-validates it): the reference and
+    # the declared comparisons follow the variants it keeps.
+    reference = study.reference if study.reference in names else variants[0].name
+    comparisons = (
+        None
+        if study.comparisons is None
+        else [(a, b) for a, b in study.comparisons if a in names and b in names] or None
+    )
     return study.model_copy(
-        update={"variants": variants, "seeds": study.seeds[:1], "ceiling": ceiling, "final_window": 2}
+        update={
+            "variants": variants,
+            "reference": reference,
+            "comparisons": comparisons,
+            "seeds": study.seeds[:1],
+            "ceiling": ceiling,
+            "final_window": 2,
+        }
     )
 
 
