@@ -114,7 +114,16 @@ build() {  # build IMAGE DOCKERFILE BUILD-ARGS...
     say "$image: current (sources $digest)"; return
   fi
   say "$ENGINE build $image ($IMAGE_VARIANT)"
+  local previous
+  previous=$($ENGINE image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
   $ENGINE build -f "$dockerfile" "$@" --label "dev.lecritique.source=$digest" -t "$image" .
+  # The image this build replaced keeps its gigabytes as an untagged image: every rebuild would grow
+  # the store (106 GB after a day of rebuilds). Remove it unless a container still uses it or another
+  # tag still names it; the build cache's layers stay, so the next build is as fast.
+  if [ -n "$previous" ] && [ "$previous" != "$($ENGINE image inspect --format '{{.Id}}' "$image")" ] \
+     && [ -z "$($ENGINE image inspect --format '{{range .RepoTags}}{{.}} {{end}}' "$previous" 2>/dev/null | tr -d ' ')" ]; then
+    $ENGINE rmi "$previous" >/dev/null 2>&1 && say "$image: removed the image it replaced (${previous:0:12})" || true
+  fi
 }
 build "$IMAGE_REGISTRY/services:$IMAGE_TAG" services/Dockerfile "${services_args[@]}"
 build "$IMAGE_REGISTRY/api:$IMAGE_TAG" services/api/Dockerfile "${api_args[@]}"
