@@ -84,9 +84,9 @@ study: $(STAMP)
 	$(PY) -m lecritique study examples/studies/arithmetic.yaml --out runs/study-arithmetic
 	$(PY) -m lecritique study examples/studies/sudoku-mini.yaml --out runs/study-sudoku
 
-# The critic's levers (issue #26; docs/study.md): updates per step 0/2/8 for VF and PVF, capacity x1/x4,
-# a pretrained PVF, TETHER-PVF and MEAN; 5 seeds. Then publish its tables into docs/study.md:
-#   lecritique study examples/studies/critic-levers.yaml --out runs/study-levers --report-only --doc docs/study.md
+# The critic's levers (issue #26; docs/study-levers.md): updates per step 0/2/8 for VF and PVF, TETHER-PVF
+# and MEAN on 4x4 Sudoku, 5 seeds. Then publish its tables into docs/study-levers.md:
+#   lecritique study examples/studies/critic-levers.yaml --out runs/study-levers --report-only --doc docs/study-levers.md
 study-levers: $(STAMP)
 	$(PY) -m lecritique study examples/studies/critic-levers.yaml --out runs/study-levers
 
