@@ -105,8 +105,6 @@ def test_the_shipped_studies_are_valid():
     assert "arithmetic.yaml" in names and "sudoku-mini.yaml" in names
     for path in folder.glob("*.yaml"):
         spec = load_study_spec(path)
-        if needs_critic_knobs(path):
-            continue
         runs = plan_runs(spec, folder)
         assert {r.variant for r in runs} == {v.name for v in spec.variants}
         plan_runs(apply_quick(spec), folder, quick=True)
@@ -119,38 +117,25 @@ def test_every_shipped_study_plans_valid_experiments(path: Path) -> None:
     from lecritique.study.config import load_study_spec
 
     study = load_study_spec(path)
-    if needs_critic_knobs(path):
-        pytest.skip(
-            "uses critic.updates_per_step / tiny / init, which the critic-knobs branch of issue #26 adds"
-        )
     runs = plan_runs(study, path.parent)
     assert len(runs) == len(study.variants) * len(study.seeds)
 
 
-def needs_critic_knobs(path: Path) -> bool:
-    """A study file that sets the critic knobs of issue #26 before this tree's critic spec has them."""
-    from lecritique.critics.specs import DiscriminativeCriticSpec
-
-    return (
-        "updates_per_step" in path.read_text()
-        and "updates_per_step" not in DiscriminativeCriticSpec.model_fields
-    )
-
-
-def test_the_levers_study_declares_its_comparisons_pretrain_stage_and_budget_arms():
-    """Study-level structure of examples/studies/critic-levers.yaml (its experiments validate once
-    the critic knobs exist: test_every_shipped_study_plans_valid_experiments)."""
+def test_the_levers_study_declares_its_comparisons_and_budget_arms():
+    """Study-level structure of examples/studies/critic-levers.yaml: the budget arms for both
+    critics, TETHER and MEAN, five seeds, the comparisons declared before running."""
     from lecritique.launch.local import REPO_ROOT
     from lecritique.study.config import load_study_spec
 
     study = load_study_spec(REPO_ROOT / "examples" / "studies" / "critic-levers.yaml")
     names = {v.name for v in study.variants}
-    assert {"mean", "tether-pvf", "pvf-k2-pretrained", "pvf-k2-x4", "pvf-k2-fresh"} <= names
-    assert {f"{c}-k{k}" for c in ("vf", "pvf") for k in (0, 2, 8)} <= names
-    assert len(study.seeds) == 5 and ["tether-pvf", "mean"] in [list(p) for p in study.compared()]
-    assert [s.name for s in study.pretrain] == ["pvf"]
-    base = yaml.safe_load((REPO_ROOT / "examples" / "studies" / "critic-levers.yaml").read_text())["base"]
-    assert base["critic"]["updates_per_step"] == 2
+    assert {"mean", "tether-pvf"} | {f"{c}-k{k}" for c in ("vf", "pvf") for k in (0, 2, 8)} == names
+    compared = [list(p) for p in study.compared()]
+    assert len(study.seeds) == 5 and ["tether-pvf", "mean"] in compared
+    assert all([f"pvf-k{k}", f"vf-k{k}"] in compared for k in (0, 2, 8))
+    by_name = {r.variant: r.spec for r in plan_runs(study, REPO_ROOT / "examples" / "studies") if r.seed == 0}
+    assert [by_name[f"pvf-k{k}"].critic.updates_per_step for k in (0, 2, 8)] == [0, 2, 8]
+    assert by_name["vf-k8"].critic.replay.max_reuse == 8 and by_name["mean"].critic is None
 
 
 def test_comparisons_and_pretrain_references_are_checked():
