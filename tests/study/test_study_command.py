@@ -2,8 +2,10 @@
 and through a real ``lecritique api serve`` process. These check the machinery, not the science."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,44 @@ def test_quick_study_through_a_real_api_process(tmp_path, embedded_redis):
         assert again.returncode == 0 and again.stdout.count("finished before, skipped") == 2
     finally:
         api.stop()
+
+
+def processes_naming(text: str) -> list[str]:
+    """Command lines of the live processes that mention ``text`` (their run folder)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit() and text in command:
+            found.append(command)
+    return found
+
+
+@pytest.mark.slow(seconds=60)
+@pytest.mark.timeout(600)
+def test_sigterm_stops_the_run_in_progress_and_leaves_no_service_behind(tmp_path):
+    # Found killing a running study with `kill`: the study process died at once and its run's six
+    # service processes kept running (and holding the cores) with nobody to stop them.
+    study, out = write_study(tmp_path), tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lecritique", "study", str(study), "--out", str(out), "--quick"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=child_environment(REPO_ROOT, threads=2),
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not any(" serve " in c for c in processes_naming(str(out))):
+            assert process.poll() is None and time.monotonic() < deadline, "no service ever started"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, output[-3000:]
+    assert "interrupted: every service of the run in progress stopped" in output
+    assert processes_naming(str(out)) == []

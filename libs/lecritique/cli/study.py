@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -47,6 +48,13 @@ def study(
     from lecritique.study.run import run_study
 
     console = Console()
+
+    def terminate(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    # SIGTERM (a scheduler's stop, `kill`) takes the same path as Ctrl-C: the run in progress stops
+    # every service it started; by default SIGTERM would end this process and orphan them.
+    signal.signal(signal.SIGTERM, terminate)
     try:
         run_study(spec, out, quick=quick, api=api, console=console, ceiling=ceiling, report_only=report_only)
         if doc is not None:
@@ -60,3 +68,6 @@ def study(
     except RuntimeError as error:
         console.print(f"[red]{error}")
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        console.print(f"interrupted: every service of the run in progress stopped; run again to resume {out}")
+        raise typer.Exit(130) from None

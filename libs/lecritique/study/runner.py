@@ -12,8 +12,11 @@ import json
 import math
 import os
 import shutil
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +128,21 @@ class StudyProgress:
         self.progress.update(self.overall, completed=self.base)
 
 
+@contextmanager
+def signals_ignored() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored inside (main thread only): a second Ctrl-C while the services
+    stop would interrupt the stop and leave the rest running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run_local(spec: ExperimentSpec, folder: Path, on_row: OnRow) -> None:
     """One experiment through :class:`LocalLauncher` (what ``lecritique run`` does), to the end."""
     from lecritique.launch.local import LocalLauncher
@@ -140,7 +158,8 @@ def run_local(spec: ExperimentSpec, folder: Path, on_row: OnRow) -> None:
         launcher.start_orchestrator()
         code = launcher.wait(on_step)
     finally:
-        launcher.stop()
+        with signals_ignored():
+            launcher.stop()
     if code != 0:
         raise RuntimeError(
             f"run {folder} failed: orchestrator exited with code {code}; see {folder / 'logs'}"
