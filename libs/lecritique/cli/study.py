@@ -27,7 +27,8 @@ def study(
     report_only: Annotated[
         bool,
         typer.Option(
-            "--report-only", help="Run nothing: report the runs in --out (or its study.json alone)."
+            "--report-only",
+            help="Run no experiment: report the runs in --out (or its study.json alone); ceilings not yet probed are probed unless --no-ceiling.",
         ),
     ] = False,
     doc: Annotated[
