@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-import yaml
 
 from lecritique.config import SpecError
 from lecritique.study.config import StudySpec, apply_quick, merge, plan_runs
