@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from lecritique.tenancy.tokens import hash_token
 from tests.helm_support import ROOT
 
 
@@ -20,6 +21,29 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def local_api_settings(
+    redis_url: str,
+    runs_dir: Path,
+    tokens: dict[str, str],
+    policies: dict[str, dict[str, object]],
+    **extra: str,
+) -> dict[str, str]:
+    """The environment of an API that runs experiments as local processes: ``tokens`` maps tenant
+    to plain token (hashed here), ``policies`` is ``LECRITIQUE_API_TENANT_POLICIES``; ``extra``
+    adds ``LECRITIQUE_API_<NAME>`` settings."""
+    import json
+
+    return {
+        "LECRITIQUE_API_REDIS_URL": redis_url,
+        "LECRITIQUE_API_LAUNCHER": "local",
+        "LECRITIQUE_API_RUNS_DIR": str(runs_dir),
+        "LECRITIQUE_API_TOKENS": json.dumps({tenant: hash_token(token) for tenant, token in tokens.items()}),
+        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(policies),
+        "LECRITIQUE_API_RECONCILE_SECONDS": "2",
+        **{f"LECRITIQUE_API_{name.upper()}": value for name, value in extra.items()},
+    }
 
 
 class ApiProcess:

@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from lecritique.envs import get_environment
-from lecritique.tenancy.tokens import hash_token
-from tests.api.api_process import ApiProcess
+from tests.api.api_process import ApiProcess, local_api_settings
 from tests.helm_support import quick_policy
 
 RESEARCH, GUEST = "research-local-token", "guest-local-token"
@@ -62,20 +61,16 @@ def test_an_allowed_verifier_and_dataset_root_work_end_to_end(
     data = datasets / "research" / "puzzles.jsonl"
     _dataset(data)
     (datasets / "research" / "escape.jsonl").symlink_to(Path("/etc/hostname"))
-    settings = {
-        "LECRITIQUE_API_REDIS_URL": embedded_redis.url,
-        "LECRITIQUE_API_LAUNCHER": "local",
-        "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "runs"),
-        "LECRITIQUE_API_DATASETS_ROOT": str(datasets),
-        "LECRITIQUE_API_TOKENS": json.dumps({"research": hash_token(RESEARCH), "guest": hash_token(GUEST)}),
-        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(
-            {
-                "*": {"modelRoots": [str(Path(policy).resolve().parent)]},
-                "research": {"verifierEntryPoints": [VERIFIER]},
-            }
-        ),
-        "LECRITIQUE_API_RECONCILE_SECONDS": "2",
-    }
+    settings = local_api_settings(
+        embedded_redis.url,
+        tmp_path / "runs",
+        {"research": RESEARCH, "guest": GUEST},
+        {
+            "*": {"modelRoots": [str(Path(policy).resolve().parent)]},
+            "research": {"verifierEntryPoints": [VERIFIER]},
+        },
+        datasets_root=str(datasets),
+    )
     api = ApiProcess(settings, tmp_path / "api.log").start()
     try:
         with api.client(GUEST) as guest:

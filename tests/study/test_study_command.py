@@ -13,8 +13,7 @@ import yaml
 
 from lecritique.launch.local import REPO_ROOT
 from lecritique.launch.processes import child_environment
-from lecritique.tenancy.tokens import hash_token
-from tests.api.api_process import ApiProcess
+from tests.api.api_process import ApiProcess, local_api_settings
 from tests.helm_support import quick_policy
 
 TOKEN = "study-token"
@@ -102,16 +101,12 @@ def test_quick_study_runs_reports_probes_the_ceiling_and_resumes(tmp_path):
 @pytest.mark.slow(seconds=90)
 @pytest.mark.timeout(1500)
 def test_quick_study_through_a_real_api_process(tmp_path, embedded_redis):
-    settings = {
-        "LECRITIQUE_API_REDIS_URL": embedded_redis.url,
-        "LECRITIQUE_API_LAUNCHER": "local",
-        "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "api-runs"),
-        "LECRITIQUE_API_TOKENS": json.dumps({"tester": hash_token(TOKEN)}),
-        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(
-            {"*": {"modelRoots": [str(Path(quick_policy()).resolve().parent)]}}
-        ),
-        "LECRITIQUE_API_RECONCILE_SECONDS": "2",
-    }
+    settings = local_api_settings(
+        embedded_redis.url,
+        tmp_path / "api-runs",
+        {"tester": TOKEN},
+        {"*": {"modelRoots": [str(Path(quick_policy()).resolve().parent)]}},
+    )
     api = ApiProcess(settings, tmp_path / "api.log").start()
     try:
         # Two critic-free variants: the submit / wait / resume machinery is the same for every spec,

@@ -11,7 +11,6 @@ port is refused by the same API with 403 naming the field: the allow-list is exa
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -24,9 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from lecritique.tenancy.tokens import hash_token
 from lecritique.tracking import scalar_metrics
-from tests.api.api_process import ApiProcess, free_port
+from tests.api.api_process import ApiProcess, free_port, local_api_settings
 from tests.helm_support import quick_policy
 
 TOKEN = "research-mlflow-token"
@@ -106,19 +104,15 @@ def test_an_allowed_mlflow_server_receives_the_experiments_metrics(
 
     policy = quick_policy()
     other = f"http://127.0.0.1:{free_port()}"
-    settings = {
-        "LECRITIQUE_API_REDIS_URL": embedded_redis.url,
-        "LECRITIQUE_API_LAUNCHER": "local",
-        "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "runs"),
-        "LECRITIQUE_API_TOKENS": json.dumps({"research": hash_token(TOKEN)}),
-        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(
-            {
-                "*": {"modelRoots": [str(Path(policy).resolve().parent)]},
-                "research": {"trackerEndpoints": [mlflow_server]},
-            }
-        ),
-        "LECRITIQUE_API_RECONCILE_SECONDS": "2",
-    }
+    settings = local_api_settings(
+        embedded_redis.url,
+        tmp_path / "runs",
+        {"research": TOKEN},
+        {
+            "*": {"modelRoots": [str(Path(policy).resolve().parent)]},
+            "research": {"trackerEndpoints": [mlflow_server]},
+        },
+    )
     api = ApiProcess(settings, tmp_path / "api.log").start()
     try:
         with api.client(TOKEN) as research:
