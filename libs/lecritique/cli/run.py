@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from lecritique.launch.signals import signals_ignored, terminate_as_interrupt
 
 if TYPE_CHECKING:
     from lecritique.config import ExperimentSpec
@@ -90,25 +91,20 @@ def _run_services(launcher: LocalLauncher, steps: int, out: Path, console: Any) 
     as Ctrl-C; later signals are ignored while stopping). Returns (the orchestrator's exit code,
     whether every service started)."""
     code, started = 1, True
-
-    def terminate(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, terminate)
-    try:
-        _start(launcher, console)
-        code = _follow(launcher, steps, console, resumed_at=launcher.completed_step())
-    except KeyboardInterrupt:
-        console.print("interrupted: stopping every service")
-    except (RuntimeError, TimeoutError) as error:
-        # A service that exits or hangs while starting: its log's tail says why, not a traceback of the launcher.
-        console.print(f"[red]{error}")
-        console.print(f"every service's log: {out / 'logs'}")
-        started = False
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        launcher.stop()
+    with terminate_as_interrupt():
+        try:
+            _start(launcher, console)
+            code = _follow(launcher, steps, console, resumed_at=launcher.completed_step())
+        except KeyboardInterrupt:
+            console.print("interrupted: stopping every service")
+        except (RuntimeError, TimeoutError) as error:
+            # A service that exits or hangs while starting: its log's tail says why, not a traceback of the launcher.
+            console.print(f"[red]{error}")
+            console.print(f"every service's log: {out / 'logs'}")
+            started = False
+        finally:
+            with signals_ignored():
+                launcher.stop()
     return code, started
 
 

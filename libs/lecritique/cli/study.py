@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from lecritique.cli.client_options import ApiOption
+from lecritique.launch.signals import terminate_as_interrupt
 
 
 def study(
@@ -50,19 +50,16 @@ def study(
 
     console = Console()
 
-    def terminate(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    # SIGTERM (a scheduler's stop, `kill`) takes the same path as Ctrl-C: the run in progress stops
-    # every service it started; by default SIGTERM would end this process and orphan them.
-    signal.signal(signal.SIGTERM, terminate)
     try:
-        run_study(spec, out, quick=quick, api=api, console=console, ceiling=ceiling, report_only=report_only)
-        if doc is not None:
-            from lecritique.study.docs import publish
+        with terminate_as_interrupt():
+            run_study(
+                spec, out, quick=quick, api=api, console=console, ceiling=ceiling, report_only=report_only
+            )
+            if doc is not None:
+                from lecritique.study.docs import publish
 
-            written = publish(out, doc)
-            console.print(f"published into {written['md']} ({written['json']}, {written['png']})")
+                written = publish(out, doc)
+                console.print(f"published into {written['md']} ({written['json']}, {written['png']})")
     except SpecError as error:
         console.print(f"[red]{error}")
         raise typer.Exit(2) from None

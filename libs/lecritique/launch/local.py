@@ -23,6 +23,7 @@ from typing import Any
 
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.launch.processes import ManagedProcess, child_environment, python_command
+from lecritique.launch.signals import signals_deferred
 from lecritique.launch.supervisor import Supervisor
 
 logger = logging.getLogger(__name__)
@@ -143,8 +144,14 @@ class LocalLauncher:
             port_file=run_dir / f"{name}.json",
             env={**self._child_env(), **(extra_env or {})},
         )
-        process.start()
-        self.services.append(process)
+        return self._start_and_keep(process)
+
+    def _start_and_keep(self, process: ManagedProcess) -> ManagedProcess:
+        """Start ``process`` and make it one of the services :meth:`stop` reaches, with no stop
+        signal in between: a SIGTERM landing after the fork but before the append orphaned it."""
+        with signals_deferred():
+            process.start()
+            self.services.append(process)
         return process
 
     def completed_step(self) -> int:
@@ -168,7 +175,8 @@ class LocalLauncher:
             from lecritique.redis_connection import start_embedded_redis
 
             stage(f"starting the embedded Redis (data in {self.out_dir / 'redis'})")
-            self.redis = start_embedded_redis(self.out_dir / "redis")
+            with signals_deferred():  # a Redis server started but not kept would outlive the run
+                self.redis = start_embedded_redis(self.out_dir / "redis")
             self.redis_url = protect_with_password(self.redis)
             self._redis_password = self.redis_url.split("@", 1)[0].rsplit(":", 1)[1]
         spec = self.spec

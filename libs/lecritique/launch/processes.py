@@ -22,6 +22,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from lecritique.launch.signals import signals_deferred
+
 logger = logging.getLogger(__name__)
 
 
@@ -65,9 +67,15 @@ class ManagedProcess:
             self.port_file.unlink(missing_ok=True)
         log = self.log_path.open("ab")
         logger.info("starting %s: %s", self.name, " ".join(self.command))
-        self.process = subprocess.Popen(
-            self.command, stdout=log, stderr=subprocess.STDOUT, env=self.env or None, start_new_session=True
-        )
+        # Deferred: a stop signal inside Popen, after the fork, would lose the child's handle.
+        with signals_deferred():
+            self.process = subprocess.Popen(
+                self.command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env or None,
+                start_new_session=True,
+            )
         log.close()
 
     @property

@@ -12,11 +12,8 @@ import json
 import math
 import os
 import shutil
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from lecritique.config.experiment import ExperimentSpec
+from lecritique.launch.signals import signals_ignored
 from lecritique.reporting.report import load_metrics
 from lecritique.study.config import PlannedRun
 from lecritique.weights.store import version_dirname
@@ -126,21 +124,6 @@ class StudyProgress:
     def finish(self, run: PlannedRun) -> None:
         self.base += run.spec.orchestrator.steps
         self.progress.update(self.overall, completed=self.base)
-
-
-@contextmanager
-def signals_ignored() -> Iterator[None]:
-    """SIGINT and SIGTERM ignored inside (main thread only): a second Ctrl-C while the services
-    stop would interrupt the stop and leave the rest running."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def run_local(spec: ExperimentSpec, folder: Path, on_row: OnRow) -> None:
