@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lecritique.study.docs import regenerate, splice
+from lecritique.study.docs import publish, regenerate, splice
 from lecritique.study.report import render_tables
 from lecritique.study.run import run_study
 from tests.study.test_study_plan import BASE
@@ -139,3 +139,24 @@ def test_report_only_rewrites_the_report_from_study_json_alone(tmp_path):
     assert paths["png"].read_bytes()[:4] == b"\x89PNG"
     assert not (out / "runs").exists()
     shutil.rmtree(out)
+
+
+def test_published_data_names_the_study_folders_files_relative_to_it(tmp_path):
+    """A committed docs/study*.json must not carry the machine's absolute paths (the ceiling's
+    spec names the checkpoints it probed): they become relative to the study folder."""
+    out = tmp_path / "out"
+    out.mkdir()
+    checkpoint = out / "runs" / "vf" / "seed0" / "weights" / "policy" / "00000040"
+    probe = {"buckets": [bucket(0.5, 0.02, 0.2)], "critic_version": 9}
+    probe["spec"] = {"policy": {"path": str(checkpoint)}, "critics": [{"path": "/elsewhere/model"}]}
+    (out / "study.json").write_text(json.dumps(document(ceiling={"vf/seed0": probe})))
+    doc = tmp_path / "docs" / "study-s.md"
+    doc.parent.mkdir()
+    publish(out, doc)
+    data = doc.with_suffix(".json").read_text()
+    assert str(tmp_path) not in data
+    spec = json.loads(data)["s"]["ceiling"]["vf/seed0"]["spec"]
+    assert spec["policy"]["path"] == "runs/vf/seed0/weights/policy/00000040"
+    assert spec["critics"][0]["path"] == "/elsewhere/model", (
+        "a path outside the study folder is left as it is"
+    )

@@ -44,6 +44,19 @@ def regenerate(doc: Path) -> str:
     return text
 
 
+def _relative_to(value: Any, folder: Path) -> Any:
+    """``value`` with every string naming a path inside ``folder`` made relative to it: the
+    committed data must not carry this machine's absolute paths."""
+    prefix = f"{folder}/"
+    if isinstance(value, dict):
+        return {key: _relative_to(item, folder) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_relative_to(item, folder) for item in value]
+    if isinstance(value, str) and value.startswith(prefix):
+        return value.removeprefix(prefix)
+    return value
+
+
 def publish(out: Path, doc: Path) -> dict[str, Path]:
     """Put the study reported in ``out`` into ``doc``: its data into the JSON beside it, its
     tables into its block (every other study's block regenerated from the JSON too), its figure
@@ -54,6 +67,7 @@ def publish(out: Path, doc: Path) -> dict[str, Path]:
             f"--doc {doc}: {out} holds a quick study (it checks the machinery, not results); run the full study"
         )
     name = document["study"]["name"]
+    document = _relative_to(document, out.resolve())
     data_path = doc.with_suffix(".json")
     data = json.loads(data_path.read_text()) if data_path.is_file() else {}
     data[name] = document
