@@ -137,6 +137,33 @@ def test_the_levers_study_declares_its_comparisons_and_budget_arms():
     assert by_name["vf-k8"].critic.replay.max_reuse == 8 and by_name["mean"].critic is None
 
 
+def test_the_capacity_study_varies_only_the_critics_size_start_and_pretraining(tmp_path):
+    """examples/studies/critic-levers-capacity.yaml: the PVF at k = 2 at x1 and x4 of the policy's
+    size (both fresh), from the policy, and pretrained; its base is critic-levers.yaml's, so its
+    pvf-k2 is that study's reference experiment."""
+    from lecritique.launch.local import REPO_ROOT
+    from lecritique.study.config import load_study_spec
+
+    folder = REPO_ROOT / "examples" / "studies"
+    study = load_study_spec(folder / "critic-levers-capacity.yaml")
+    levers = load_study_spec(folder / "critic-levers.yaml")
+    assert study.base == levers.base and study.seeds == levers.seeds == [0, 1, 2, 3, 4]
+    by_name = {r.variant: r.spec.critic for r in plan_runs(study, folder, out=tmp_path) if r.seed == 0}
+    assert {c.updates_per_step for c in by_name.values()} == {2}
+    assert {c.context for c in by_name.values()} == {"reference"}
+    fresh, x4 = by_name["pvf-k2-fresh"], by_name["pvf-k2-x4"]
+    assert (fresh.init, x4.init) == ("fresh", "fresh")
+    assert (fresh.tiny.layers, fresh.tiny.hidden, x4.tiny.layers, x4.tiny.hidden) == (2, 128, 2, 256)
+    assert by_name["pvf-k2-pretrained"].model_path == str(
+        (tmp_path / "pretrain" / "pvf" / "critic").resolve()
+    )
+    assert [list(p) for p in study.compared()] == [
+        ["pvf-k2-x4", "pvf-k2-fresh"],
+        ["pvf-k2", "pvf-k2-fresh"],
+        ["pvf-k2-pretrained", "pvf-k2"],
+    ]
+
+
 def test_comparisons_and_pretrain_references_are_checked():
     with pytest.raises(ValueError, match=r"comparisons.0: \[vf, nope\] must name two different variants"):
         study(comparisons=[["vf", "nope"]])
