@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from lecritique.config.critic_budget import update_budget_warnings
 from lecritique.config.errors import describe_errors
 from lecritique.config.experiment import ExperimentSpec, SpecError, SpecValueError, check_values
 from lecritique.launch.base import ExperimentLauncher, Observation, OutsideRoots, Submission
@@ -147,6 +148,7 @@ class ExperimentService:
             status="pending",
             launcher=self.launcher.name,
             spec=spec.model_dump(mode="json"),
+            warnings=update_budget_warnings(spec),
             created_at=now,
             updated_at=now,
         )

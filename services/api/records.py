@@ -59,6 +59,8 @@ class ExperimentRecord(BaseModel):
     """Last status change (Unix seconds)."""
     error: str | None = None
     """Why it failed, when it did."""
+    warnings: list[str] = Field(default_factory=list)
+    """What the spec's check found marginal but allowed (e.g. a critic budget some steps may miss)."""
     handle: dict[str, Any] = Field(default_factory=dict)
     """Launcher bookkeeping (process ids, namespace) needed to poll and cancel it."""
 

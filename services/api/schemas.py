@@ -26,6 +26,8 @@ class ExperimentView(BaseModel):
     """Last status change (Unix seconds)."""
     error: str | None = None
     """Why it failed."""
+    warnings: list[str] = []
+    """What the spec's check found marginal but allowed at submission (e.g. a critic budget some steps may miss)."""
     step: int | None = None
     """Last completed policy step (None before the first)."""
     policy_version: int | None = None

@@ -124,6 +124,21 @@ def test_submit_launches_and_returns_201_with_id_and_status(
     }
 
 
+def test_a_marginal_critic_budget_is_accepted_with_its_warning_on_the_record(api: TestClient) -> None:
+    # 64 new trajectories a step, max_reuse 2, 32 per update: 4 updates on average, 3 guaranteed.
+    marginal = spec_data(
+        rollout={"tasks_per_step": 16, "group_size": 4},
+        critic={"kind": "discriminative", "context": "reference", "updates_per_step": 4, "batch_size": 32},
+    )
+    response = _submit(api, body=marginal)
+    assert response.status_code == 201, response.text
+    warnings = response.json()["warnings"]
+    assert len(warnings) == 1 and "critic.updates_per_step = 4 is marginal" in warnings[0]
+    again = api.get(f"/v1/experiments/{response.json()['id']}", headers=_auth(ALICE)).json()
+    assert again["warnings"] == warnings
+    assert _submit(api).json()["warnings"] == []
+
+
 @pytest.mark.parametrize(
     ("body", "field", "message"),
     [

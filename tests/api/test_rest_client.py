@@ -244,6 +244,16 @@ def test_the_commands(api: ApiProcess, tmp_path: Path, embedded_redis: Any) -> N
         api, "submit", str(spec)
     )  # through the API a relative dataset path is refused (issue 30)
     assert refused_path.returncode != 0 and "environment.path" in refused_path.stderr
+    marginal = {
+        **failing_spec("cli-marginal"),
+        "estimator": {"name": "value"},
+        "rollout": {"tasks_per_step": 16, "group_size": 4},
+        "critic": {"context": "none", "updates_per_step": 4, "batch_size": 32},
+    }
+    spec.write_text(yaml.safe_dump(marginal))
+    warned = cli(api, "submit", str(spec))  # accepted, and the person submitting hears why it may lag
+    assert warned.returncode == 0 and warned.stdout.strip().startswith("exp-"), warned.stderr
+    assert "warning: critic.updates_per_step = 4 is marginal" in warned.stderr
 
 
 def test_a_failed_runs_error_keeps_each_message_on_one_line(api: ApiProcess) -> None:

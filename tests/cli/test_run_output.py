@@ -90,3 +90,18 @@ def test_force_starts_again_and_the_stages_are_printed_as_lines(tmp_path: Path) 
         and "orchestrator exited" not in started.stdout
     )
     assert not (out / "orchestrator").exists()  # the finished run was deleted
+
+
+def test_a_marginal_critic_budget_is_warned_before_anything_starts(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    finished(out)
+    marginal = {
+        **SPEC,
+        "estimator": {"name": "value"},
+        "rollout": {"tasks_per_step": 16, "group_size": 4},
+        "critic": {"context": "none", "updates_per_step": 4, "batch_size": 32},
+    }
+    done = run(marginal, out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning: critic.updates_per_step = 4 is marginal" in done.stdout
+    assert "warning:" not in run(SPEC, out).stdout

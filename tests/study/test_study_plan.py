@@ -184,3 +184,18 @@ def test_a_variant_naming_the_pretrain_stage_gets_its_critic_in_the_study_folder
         (tmp_path / "out" / "pretrain" / "pvf" / "critic").resolve()
     )
     assert runs["pvf/seed0"].critic.model_path is None
+
+
+def test_a_variant_whose_critic_budget_is_marginal_is_named_once_before_its_runs():
+    from lecritique.study.run import budget_warnings
+
+    marginal = {
+        "critic": {"context": "none", "updates_per_step": 4, "batch_size": 32, "replay": {"max_reuse": 2}}
+    }
+    spec = study(
+        variants=[{"name": "pvf"}, {"name": "vf-k4", "overrides": marginal}],
+        base={**BASE, "rollout": {**BASE["rollout"], "tasks_per_step": 16}},
+    )
+    found = budget_warnings(plan_runs(spec, Path(".")))
+    assert list(found) == ["vf-k4"] and len(found["vf-k4"]) == 1, "one warning per variant, not per seed"
+    assert "critic.updates_per_step = 4 is marginal" in found["vf-k4"][0]

@@ -176,6 +176,10 @@ def _checked_spec(spec: Path, console: Any) -> ExperimentSpec:
     except (SpecError, ImportError, ValueError) as error:
         console.print(f"[red]{error}")
         raise typer.Exit(2) from None
+    from lecritique.config.critic_budget import update_budget_warnings
+
+    for warning in update_budget_warnings(experiment):
+        console.print(f"[yellow]warning: {warning}")
     return experiment
 
 

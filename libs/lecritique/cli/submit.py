@@ -44,5 +44,7 @@ def submit(
     with api_client(api) as client:
         experiment = client.submit(document)
         typer.echo(experiment.id)
+        for warning in experiment.warnings:
+            typer.secho(f"warning: {warning}", fg="yellow", err=True)
         if wait:
             finish_waiting(client.wait(experiment.id, poll_seconds=poll, on_update=progress_printer()))

@@ -30,6 +30,8 @@ class Experiment(BaseModel):
     """Last status change (Unix seconds)."""
     error: str | None = None
     """Why it failed."""
+    warnings: list[str] = []
+    """What the API's check of the spec found marginal but allowed."""
     step: int | None = None
     """Last completed policy step."""
     policy_version: int | None = None

@@ -68,6 +68,17 @@ def settings_of(runs: list[PlannedRun]) -> dict[str, Any]:
     return {run.key: run.spec.model_dump(mode="json", exclude_none=True) for run in runs}
 
 
+def budget_warnings(runs: list[PlannedRun]) -> dict[str, list[str]]:
+    """Per variant, what makes its critic budget marginal (said before its runs, not only in their logs)."""
+    from lecritique.config.critic_budget import update_budget_warnings
+
+    found: dict[str, list[str]] = {}
+    for run in runs:
+        if run.variant not in found:
+            found[run.variant] = update_budget_warnings(run.spec)
+    return {variant: warnings for variant, warnings in found.items() if warnings}
+
+
 def run_study(
     study_path: Path,
     out: Path,
@@ -92,6 +103,10 @@ def run_study(
         return rewrite_from_json(out, console=console)
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.yaml.json").write_text(json.dumps(study.model_dump(mode="json"), indent=1))
+    if not report_only:
+        for variant, warnings in budget_warnings(runs).items():
+            for warning in warnings:
+                console.print(f"[yellow]warning: {variant}: {warning}")
     if report_only:
         pass
     elif api is None:

@@ -66,6 +66,7 @@ def _view(service: ExperimentService, record: ExperimentRecord, *, with_spec: bo
         created_at=record.created_at,
         updated_at=record.updated_at,
         error=record.error,
+        warnings=record.warnings,
         spec=record.spec if with_spec else None,
         **service.details(record),
     )
