@@ -23,8 +23,7 @@ import redis
 
 from lecritique.launch import redis_acl
 from lecritique.redis_connection import redis_client, start_embedded_redis
-from lecritique.tenancy.tokens import hash_token
-from tests.api.api_process import ApiProcess, alive, descendants
+from tests.api.api_process import ApiProcess, alive, descendants, local_api_settings
 from tests.helm_support import ROOT, quick_policy, redis_user_url, tiny_spec_data
 
 TOKEN = "local-runs-token"
@@ -108,18 +107,14 @@ def test_kill_tree_reaches_processes_in_their_own_sessions(tmp_path: Path) -> No
 def _local_api(
     tmp_path: Path, redis_url: str, name: str, port: int | None = None, experiment_redis_url: str = ""
 ) -> ApiProcess:
-    settings = {
-        "LECRITIQUE_API_REDIS_URL": redis_url,
-        "LECRITIQUE_API_EXPERIMENT_REDIS_URL": experiment_redis_url,
-        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(
-            {"*": {"modelRoots": [str(Path(quick_policy()).resolve().parent)]}}
-        ),
-        "LECRITIQUE_API_LAUNCHER": "local",
-        "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "runs"),
-        "LECRITIQUE_API_TOKENS": json.dumps({"tester": hash_token(TOKEN)}),
-        "LECRITIQUE_API_RECONCILE_SECONDS": "2",
-        "LECRITIQUE_API_CANCEL_GRACE_SECONDS": "120",
-    }
+    settings = local_api_settings(
+        redis_url,
+        tmp_path / "runs",
+        {"tester": TOKEN},
+        {"*": {"modelRoots": [str(Path(quick_policy()).resolve().parent)]}},
+        experiment_redis_url=experiment_redis_url,
+        cancel_grace_seconds="120",
+    )
     return ApiProcess(settings, tmp_path / f"{name}.log", port=port)
 
 

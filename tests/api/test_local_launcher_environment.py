@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lecritique.tenancy.tokens import hash_token
-from tests.api.api_process import ApiProcess, alive
+from tests.api.api_process import ApiProcess, alive, local_api_settings
 from tests.helm_support import quick_policy
 
 TOKEN = "local-environment-token"
@@ -47,14 +46,15 @@ def test_a_run_gets_only_allow_listed_variables_and_the_key_its_tenant_may_use(
     shutil.copytree(quick_policy(), model)
     experiment_url = embedded_redis.url.replace("redis://", "redis://experiments:not-a-real-password@")
     settings = {
-        "LECRITIQUE_API_REDIS_URL": embedded_redis.url,
-        "LECRITIQUE_API_EXPERIMENT_REDIS_URL": experiment_url,
-        "LECRITIQUE_API_LAUNCHER": "local",
-        "LECRITIQUE_API_RUNS_DIR": str(tmp_path / "runs"),
-        "LECRITIQUE_API_MODELS_ROOT": str(tmp_path / "models"),
-        "LECRITIQUE_API_TOKENS": json.dumps({"tester": hash_token(TOKEN)}),
-        "LECRITIQUE_API_TENANT_POLICIES": json.dumps({"tester": {"llmEndpoints": ["http://127.0.0.1:9/v1"]}}),
-        "LECRITIQUE_API_RECONCILE_SECONDS": "3600",
+        **local_api_settings(
+            embedded_redis.url,
+            tmp_path / "runs",
+            {"tester": TOKEN},
+            {"tester": {"llmEndpoints": ["http://127.0.0.1:9/v1"]}},
+            experiment_redis_url=experiment_url,
+            models_root=str(tmp_path / "models"),
+            reconcile_seconds="3600",
+        ),
         CANARY: "the API's own secret",
         "TESTER_LLM_KEY": "the tester's key",
         "OTHER_LLM_KEY": "someone else's key",

@@ -24,8 +24,7 @@ import pytest
 import yaml
 
 from lecritique.client import InvalidSpec, LecritiqueClient, NotFound, Unauthorized
-from services.api.auth import hash_token
-from tests.api.api_process import ApiProcess
+from tests.api.api_process import ApiProcess, local_api_settings
 from tests.helm_support import ROOT, quick_policy, tiny_spec_data
 
 ALICE, BOB = "alice-token", "bob-token"
@@ -34,22 +33,15 @@ ALICE, BOB = "alice-token", "bob-token"
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any) -> Iterator[ApiProcess]:
     folder = tmp_path_factory.mktemp("client-api")
-    settings = {
-        "LECRITIQUE_API_REDIS_URL": embedded_redis.url,
-        "LECRITIQUE_API_LAUNCHER": "local",
-        "LECRITIQUE_API_RUNS_DIR": str(folder / "runs"),
-        "LECRITIQUE_API_TOKENS": json.dumps({"alice": hash_token(ALICE), "bob": hash_token(BOB)}),
-        "LECRITIQUE_API_RECONCILE_SECONDS": "1",
-        # The specs here name models under /nonexistent and the test policy built in the temporary directory.
-        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(
-            {
-                "*": {
-                    "modelRoots": ["/nonexistent", tempfile.gettempdir()],
-                    "datasetRoots": ["/nonexistent", tempfile.gettempdir()],
-                }
-            }
-        ),
-    }
+    # The specs here name models under /nonexistent and the test policy built in the temporary directory.
+    roots = ["/nonexistent", tempfile.gettempdir()]
+    settings = local_api_settings(
+        embedded_redis.url,
+        folder / "runs",
+        {"alice": ALICE, "bob": BOB},
+        {"*": {"modelRoots": roots, "datasetRoots": roots}},
+        reconcile_seconds="1",
+    )
     process = ApiProcess(settings, folder / "api.log").start()
     yield process
     process.stop()
