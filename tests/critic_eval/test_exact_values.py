@@ -133,6 +133,14 @@ def test_reported_metrics_are_those_of_the_recorded_values(evaluation):
         metrics = result.metrics[name]
         assert metrics["value_mse"] == pytest.approx(value_mse(predicted, mc))
         assert metrics["ev_var"] == pytest.approx(explained_variance(predicted, mc))
+        assert metrics["bias"] == pytest.approx(float(np.mean(predicted - mc)))
+        if np.std(predicted) > 0:
+            assert metrics["correlation"] == pytest.approx(float(np.corrcoef(predicted, mc)[0, 1]))
+        else:  # a critic that scores every state alike has no correlation to report
+            assert (
+                np.isnan(metrics["correlation"])
+                and result.notes[name]["correlation"] == "constant critic values"
+            )
         truth = np.array([[c.mc_value for c in p.candidates] for p in result.probes])
         guess = np.array([[c.critic_values[name] for c in p.candidates] for p in result.probes])
         for k in (2, 4):
@@ -156,6 +164,9 @@ def test_report_files(evaluation):
     assert set(data["metrics"]) == {"vf", "lvrl"}
     assert len(data["states"]) == 24 and len(data["ranking_probes"]) == len(result.probes)
     table = paths["markdown"].read_text()
-    assert "| critic | scored on | value MSE | ev_var (vs MC values) | top-1 @ k=2 | top-1 @ k=4 |" in table
+    assert (
+        "| critic | scored on | value MSE | ev_var (vs MC values) | bias mean(V − m) | corr(V, m) | sd(V) / sd(m) "
+        "| top-1 @ k=2 | top-1 @ k=4 |" in table
+    )
     assert table.count("\n| vf |") == 1 and table.count("\n| lvrl |") == 1
     assert paths["plot"].stat().st_size > 10_000 and paths["plot"].read_bytes()[:4] == b"\x89PNG"

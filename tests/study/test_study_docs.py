@@ -160,3 +160,17 @@ def test_published_data_names_the_study_folders_files_relative_to_it(tmp_path):
     assert spec["critics"][0]["path"] == "/elsewhere/model", (
         "a path outside the study folder is left as it is"
     )
+
+
+def test_the_critic_fit_table_says_whether_a_critic_lags_or_does_not_rank():
+    lagging = {"states": 96.0, "value_mse": 0.05, "bias": -0.2, "correlation": 0.9, "spread": 1.0}
+    blind = {"states": 96.0, "value_mse": 0.09, "bias": 0.0, "correlation": 0.1, "spread": 0.3}
+    ceiling = {
+        "pvf/seed0": {"buckets": [bucket(0.5, 0.02, 0.2)], "critic_version": 7, "fit": lagging},
+        "vf/seed0": {"buckets": [bucket(0.5, 0.02, 0.1)], "critic_version": 9, "fit": blind},
+    }
+    tables = render_tables(document(ceiling=ceiling))
+    assert "| pvf | 1 | 0.050 | -0.200 | 0.80 | 0.900 | 1.000 |" in tables
+    assert "| vf | 1 | 0.090 | 0.000 | 0.00 | 0.100 | 0.300 |" in tables
+    older = {key: {k: v for k, v in r.items() if k != "fit"} for key, r in ceiling.items()}
+    assert "Critic fit against" not in render_tables(document(ceiling=older))

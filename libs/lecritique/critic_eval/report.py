@@ -11,8 +11,14 @@ from typing import Any
 from lecritique.critic_eval.ceiling import MIN_CEILING, best_critic
 from lecritique.critic_eval.evaluation import CriticEvalResult
 
-COLUMNS = ("value_mse", "ev_var")
-HEADERS = {"value_mse": "value MSE", "ev_var": "ev_var (vs MC values)"}
+COLUMNS = ("value_mse", "ev_var", "bias", "correlation", "spread")
+HEADERS = {
+    "value_mse": "value MSE",
+    "ev_var": "ev_var (vs MC values)",
+    "bias": "bias mean(V − m)",
+    "correlation": "corr(V, m)",
+    "spread": "sd(V) / sd(m)",
+}
 
 
 def _cell(value: float | None, note: str | None = None) -> str:

@@ -4,6 +4,11 @@
 - ``ev_var``: 1 - Var(m - V) / Var(m) against the Monte-Carlo values (variance-based, like the
   in-run EV of the training batches: a constant offset costs nothing). The ceiling table's
   ``ev_mse`` (:mod:`.ceiling`) is a different quantity, against every continuation's return;
+- ``bias``, ``correlation``, ``spread``: why ``value_mse`` is what it is. With mean error b =
+  mean(V - m), Pearson correlation r of V and m and standard deviations s_V, s_m,
+  ``value_mse = b^2 + (s_V - r s_m)^2 + (1 - r^2) s_m^2``: a critic that lags the policy pays b^2,
+  one that ranks states well but with the wrong scale pays the middle term, and r^2 is the most
+  of Var(m) any rescaling of its values could explain; ``spread`` is s_V / s_m;
 - ``top1_k{k}``: over the ranking probes whose Monte-Carlo values have a single best candidate
   among the first k (probes tied at the top name no best and are left out, counted in
   ``mc_ties_k{k}``), the share where the critic's single highest score is that candidate; a critic
@@ -35,6 +40,22 @@ def ranking_counts(guess: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     }
 
 
+def fit_decomposition(predicted: np.ndarray, mc_values: np.ndarray) -> dict[str, float]:
+    """``bias``, ``correlation`` and ``spread`` of the module docstring (NaN where undefined: no
+    states, or V or m constant, which leaves no correlation to measure)."""
+    nan = float("nan")
+    if predicted.size == 0:
+        return {"bias": nan, "correlation": nan, "spread": nan}
+    bias = float(np.mean(predicted - mc_values))
+    sd_v, sd_m = float(np.std(predicted)), float(np.std(mc_values))
+    if sd_v == 0.0 or sd_m == 0.0:
+        return {"bias": bias, "correlation": nan, "spread": sd_v / sd_m if sd_m else nan}
+    correlation = float(
+        np.mean((predicted - predicted.mean()) * (mc_values - mc_values.mean())) / (sd_v * sd_m)
+    )
+    return {"bias": bias, "correlation": correlation, "spread": sd_v / sd_m}
+
+
 def critic_row(
     predicted: np.ndarray,
     mc_values: np.ndarray,
@@ -54,6 +75,16 @@ def critic_row(
         )
     else:
         row["ev_var"] = explained_variance(predicted, mc_values)
+    row |= fit_decomposition(predicted, mc_values)
+    for key in ("bias", "correlation", "spread"):
+        if np.isnan(row[key]):
+            notes[key] = (
+                "no states"
+                if predicted.size == 0
+                else "constant Monte-Carlo values"
+                if float(np.ptp(mc_values)) == 0.0
+                else "constant critic values"
+            )
     row["ranking_probes"] = float(guess.shape[0])
     for k in ks:
         counts = ranking_counts(guess[:, :k], truth[:, :k])

@@ -108,9 +108,27 @@ def probe_ceilings(study: StudySpec, runs: list[PlannedRun], out: Path, console:
         results[run.key] = {
             "buckets": [flatten(row, run.variant) for row in rows],
             "spec": data.get("spec"),
+            "fit": critic_fit(data.get("states", []), run.variant),
             **source,
         }
     return results
+
+
+def critic_fit(states: list[dict[str, Any]], critic: str) -> dict[str, float]:
+    """The critic's value MSE against the probe's Monte-Carlo values and its parts
+    (:func:`~lecritique.critic_eval.scores.fit_decomposition`), from the saved states."""
+    import numpy as np
+
+    from lecritique.advantages import value_mse
+    from lecritique.critic_eval.scores import fit_decomposition
+
+    scored = [
+        (s["critic_values"][critic], s["mc_value"]) for s in states if critic in s.get("critic_values", {})
+    ]
+    predicted = np.array([v for v, _ in scored], dtype=float)
+    mc_values = np.array([m for _, m in scored], dtype=float)
+    mse = value_mse(predicted, mc_values) if scored else float("nan")
+    return {"states": float(len(scored)), "value_mse": mse, **fit_decomposition(predicted, mc_values)}
 
 
 def flatten(row: dict[str, Any], critic: str) -> dict[str, Any]:

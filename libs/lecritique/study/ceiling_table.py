@@ -85,7 +85,39 @@ def ceiling_table(ceiling: Mapping[str, Any]) -> str:
     )
     caveat = "".join(f"\nProbed critic: {note}.\n" for note in stale)
     return (
-        "".join(lines) + f"\nVerdict (all positions, mean over probed seeds): {verdict}.\n{missing}{caveat}"
+        "".join(lines)
+        + f"\nVerdict (all positions, mean over probed seeds): {verdict}.\n{missing}{caveat}"
+        + fit_table(by_variant)
+    )
+
+
+def fit_table(by_variant: Mapping[str, list[tuple[str, Mapping[str, Any]]]]) -> str:
+    """Why each critic's error is what it is, against the probe's Monte-Carlo values (mean over
+    probed seeds; empty for studies probed before the parts were recorded)."""
+    rows = []
+    for variant, seeds in by_variant.items():
+        fits = [r["fit"] for _, r in seeds if r.get("fit", {}).get("states")]
+        if not fits:
+            continue
+
+        def mean(key: str, fits: list[Mapping[str, float]] = fits) -> str:
+            values = [f[key] for f in fits if math.isfinite(f[key])]
+            return _fmt(float(np.mean(values))) if values else "n/a"
+
+        shares = [f["bias"] ** 2 / f["value_mse"] for f in fits if f["value_mse"] > 0]
+        share = _fmt(float(np.mean(shares)), 2) if shares else "n/a"
+        rows.append(
+            f"| {variant} | {len(fits)} | {mean('value_mse')} | {mean('bias')} | {share} | {mean('correlation')} | {mean('spread')} |\n"
+        )
+    if not rows:
+        return ""
+    return (
+        "\nCritic fit against the probe's Monte-Carlo values m (held-out states, all positions; mean over probed "
+        "seeds; lecritique.critic_eval.scores.fit_decomposition): value MSE = bias² + (sd(V) − r·sd(m))² + "
+        "(1 − r²)·sd(m)², with bias = mean(V − m) and r = corr(V, m); r² is the most of Var(m) any rescaling "
+        "of the critic's values could explain.\n\n"
+        "| variant | seeds | value MSE | bias mean(V − m) | share of MSE from bias | corr(V, m) | sd(V) / sd(m) |\n"
+        "|---|---|---|---|---|---|---|\n" + "".join(rows)
     )
 
 
