@@ -174,3 +174,15 @@ def test_the_critic_fit_table_says_whether_a_critic_lags_or_does_not_rank():
     assert "| vf | 1 | 0.090 | 0.000 | 0.00 | 0.100 | 0.300 |" in tables
     older = {key: {k: v for k, v in r.items() if k != "fit"} for key, r in ceiling.items()}
     assert "Critic fit against" not in render_tables(document(ceiling=older))
+
+
+def test_the_fit_is_read_from_the_probes_saved_states_of_its_own_critic():
+    from lecritique.study.ceiling_probe import critic_fit
+
+    states = [{"mc_value": m, "critic_values": {"vf": m - 0.1, "other": 0.5}} for m in (0.0, 0.5, 1.0)]
+    fit = critic_fit([*states, {"mc_value": 1.0, "critic_values": {"other": 0.5}}], "vf")
+    assert (
+        fit["states"] == 3 and fit["bias"] == pytest.approx(-0.1) and fit["correlation"] == pytest.approx(1.0)
+    )
+    assert fit["value_mse"] == pytest.approx(0.01)
+    assert critic_fit([], "vf")["states"] == 0

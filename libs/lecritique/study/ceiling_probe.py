@@ -119,8 +119,7 @@ def critic_fit(states: list[dict[str, Any]], critic: str) -> dict[str, float]:
     (:func:`~lecritique.critic_eval.scores.fit_decomposition`), from the saved states."""
     import numpy as np
 
-    from lecritique.advantages import value_mse
-    from lecritique.critic_eval.scores import fit_decomposition
+    from lecritique.critic_eval.scores import fit_decomposition, value_mse
 
     scored = [
         (s["critic_values"][critic], s["mc_value"]) for s in states if critic in s.get("critic_values", {})
