@@ -119,14 +119,14 @@ def critic_fit(states: list[dict[str, Any]], critic: str) -> dict[str, float]:
     (:func:`~lecritique.critic_eval.scores.fit_decomposition`), from the saved states."""
     import numpy as np
 
-    from lecritique.critic_eval.scores import fit_decomposition, value_mse
+    from lecritique.critic_eval.scores import fit_decomposition
 
     scored = [
         (s["critic_values"][critic], s["mc_value"]) for s in states if critic in s.get("critic_values", {})
     ]
     predicted = np.array([v for v, _ in scored], dtype=float)
     mc_values = np.array([m for _, m in scored], dtype=float)
-    mse = value_mse(predicted, mc_values) if scored else float("nan")
+    mse = float(np.mean((predicted - mc_values) ** 2)) if scored else float("nan")
     return {"states": float(len(scored)), "value_mse": mse, **fit_decomposition(predicted, mc_values)}
 
 
