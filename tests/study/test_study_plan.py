@@ -164,6 +164,28 @@ def test_the_capacity_study_varies_only_the_critics_size_start_and_pretraining(t
     ]
 
 
+def test_the_best_setting_study_puts_tether_and_mean_beside_the_pretrained_critic(tmp_path):
+    """examples/studies/critic-levers-best.yaml: its base and pretrain stage are the capacity
+    study's, so its mean and pvf-k2-pretrained are those studies' experiments."""
+    from lecritique.launch.local import REPO_ROOT
+    from lecritique.study.config import load_study_spec
+
+    folder = REPO_ROOT / "examples" / "studies"
+    study = load_study_spec(folder / "critic-levers-best.yaml")
+    capacity = load_study_spec(folder / "critic-levers-capacity.yaml")
+    assert study.base == capacity.base and study.pretrain == capacity.pretrain and len(study.seeds) == 5
+    by_name = {r.variant: r.spec for r in plan_runs(study, folder, out=tmp_path) if r.seed == 0}
+    pretrained = str((tmp_path / "pretrain" / "pvf" / "critic").resolve())
+    assert by_name["mean"].critic is None
+    assert by_name["tether-pvf-pretrained"].estimator.name == "tether"
+    assert (
+        by_name["tether-pvf-pretrained"].critic.model_path
+        == by_name["pvf-k2-pretrained"].critic.model_path
+        == pretrained
+    )
+    assert ["tether-pvf-pretrained", "mean"] in [list(p) for p in study.compared()]
+
+
 def test_comparisons_and_pretrain_references_are_checked():
     with pytest.raises(ValueError, match=r"comparisons.0: \[vf, nope\] must name two different variants"):
         study(comparisons=[["vf", "nope"]])
