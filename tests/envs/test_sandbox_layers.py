@@ -85,8 +85,20 @@ def blocked_ancestor() -> str:
     return ""
 
 
+def closed_to_others(path: Path) -> list[str]:
+    """The folders above ``path`` that a user other than their owner cannot enter (mode without o+x)."""
+    return [str(folder) for folder in path.parents if not folder.stat().st_mode & 0o001]
+
+
 def in_helper(code: str, **options: Any) -> dict[str, Any]:
     """Run ``Sandbox.call(code, "f")`` in a helper process set up by ``options``; the result as a dict."""
+    if options.get("as_nobody"):
+        # The helper runs this interpreter as uid 65534: a checkout under a 0700 folder (mktemp -d)
+        # fails with a bare PermissionError; say which folder instead.
+        closed = closed_to_others(Path(sys.executable))
+        assert not closed, (
+            f"uid 65534 cannot reach {sys.executable}: {closed} lack o+x (clone somewhere others can enter)"
+        )
     options = {"code": code, "blocked": blocked_ancestor(), "config": LIMITS, **options}
     environment = {**os.environ, "PYTHONPATH": f"{CHECKOUT / 'libs'}:{CHECKOUT}"}
     completed = subprocess.run(
