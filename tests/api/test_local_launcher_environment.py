@@ -37,6 +37,20 @@ def _read_proc(pid: int, name: str) -> list[str]:
     return [part.decode() for part in Path(f"/proc/{pid}/{name}").read_bytes().split(b"\0") if part]
 
 
+def _read_started(pid: int, name: str, seconds: float = 60.0) -> list[str]:
+    """``/proc/<pid>/<name>`` once the exec that started the process has laid out its arguments.
+
+    ``Popen`` returns when the close-on-exec pipe closes, which the kernel does before it writes
+    the new image's argument and environment pointers: in that window (wide on a loaded machine)
+    both files read empty although the process is alive and its environment already decided."""
+    deadline = time.monotonic() + seconds
+    while True:
+        parts = _read_proc(pid, name)
+        if parts or not alive(pid) or time.monotonic() > deadline:
+            return parts
+        time.sleep(0.01)
+
+
 def test_a_run_gets_only_allow_listed_variables_and_the_key_its_tenant_may_use(
     tmp_path: Path, redis_db: Any, embedded_redis: Any
 ) -> None:
@@ -70,9 +84,9 @@ def test_a_run_gets_only_allow_listed_variables_and_the_key_its_tenant_may_use(
             assert created.status_code == 201, created.text
             handle = json.loads(redis_db.get(f"lecritique:api:experiment:{created.json()['id']}"))["handle"]
             pid = int(handle["pid"])
-            environment = dict(item.split("=", 1) for item in _read_proc(pid, "environ"))
+            environment = dict(item.split("=", 1) for item in _read_started(pid, "environ"))
             assert environment, "the run's supervisor exited before its environment could be read"
-            command_line = _read_proc(pid, "cmdline")
+            command_line = _read_started(pid, "cmdline")
             client.delete(f"/v1/experiments/{created.json()['id']}")
             deadline = time.monotonic() + 120
             while alive(pid) and time.monotonic() < deadline:
