@@ -127,6 +127,34 @@ def test_wandb_offline_run(tmp_path: Path) -> None:
     assert (files / "report.png").exists()
 
 
+def _wandb_service_children() -> list[int]:
+    """Pids of this process's W&B service processes (``wandb-core``)."""
+    import os
+
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)
+            name, parent = fields[0].split("(", 1)[1], int(fields[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == os.getpid() and name.startswith("wandb-core"):
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_closing_a_wandb_run_waits_until_its_offline_log_is_written(tmp_path: Path) -> None:
+    """``run.finish()`` returns before W&B's service has closed the run's transaction log (its
+    last message to the service is fire-and-forget): read right after it, the offline run held no
+    history on a loaded machine. Closing the tracker waits for the service to exit."""
+    run_dir = tmp_path / "run"
+    trackers = Trackers.open([WandbTrackerConfig(project="lecritique-tests", mode="offline")], context(run_dir))
+    assert _wandb_service_children(), "W&B runs its service as a child process"
+    run_steps(trackers, run_dir)
+    assert _wandb_service_children() == [], "the service that writes the run's files is still running"
+    assert sorted(wandb_offline_run(run_dir)[0]) == [1, 2, 3]
+
+
 def test_mlflow_file_store(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     trackers = Trackers.open([MlflowTrackerConfig()], context(run_dir))

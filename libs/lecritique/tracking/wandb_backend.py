@@ -49,3 +49,8 @@ class WandbTracker:
         if not self._closed:
             self._closed = True
             self._run.finish()
+            # finish() returns before W&B's service has written the run's transaction log out (its
+            # last message to the service is fire-and-forget): an offline run read or synced the
+            # moment the experiment ends could miss its history. teardown() waits for the service to
+            # exit; the next run in this process starts a new one.
+            self._wandb.teardown()
