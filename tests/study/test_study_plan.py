@@ -186,6 +186,32 @@ def test_the_best_setting_study_puts_tether_and_mean_beside_the_pretrained_criti
     assert ["tether-pvf-pretrained", "mean"] in [list(p) for p in study.compared()]
 
 
+def test_the_data_study_feeds_the_same_critic_budget_four_times_the_fresh_trajectories(tmp_path):
+    """examples/studies/critic-levers-data.yaml: k = 8 at 16 tasks and reuse 8 (critic-levers.yaml's
+    pvf-k8, same base) against k = 8 at 64 tasks and reuse 2 with the same critic batch, for the
+    PVF and the VF: the budget is met on average in both, the fresh data per update differs x4."""
+    from lecritique.launch.local import REPO_ROOT
+    from lecritique.config.critic_budget import spec_update_budget
+    from lecritique.study.config import load_study_spec
+
+    folder = REPO_ROOT / "examples" / "studies"
+    study = load_study_spec(folder / "critic-levers-data.yaml")
+    levers = load_study_spec(folder / "critic-levers.yaml")
+    assert study.seeds == levers.seeds and len(study.seeds) == 5
+    by_name = {r.variant: r.spec for r in plan_runs(study, folder, out=tmp_path) if r.seed == 0}
+    levers_k8 = next(r.spec for r in plan_runs(levers, folder) if r.seed == 0 and r.variant == "pvf-k8")
+    assert by_name["pvf-k8"].model_dump(exclude={"name"}) == levers_k8.model_dump(exclude={"name"})
+    assert {spec.critic.updates_per_step for spec in by_name.values()} == {8}
+    assert {spec.critic_batch_size for spec in by_name.values()} == {64}
+    new_per_update = {
+        name: spec.batch_size / spec.critic.updates_per_step for name, spec in by_name.items()
+    }
+    assert new_per_update == {"pvf-k8": 8.0, "pvf-k8-fresh": 32.0, "vf-k8-fresh": 32.0}
+    assert {spec_update_budget(spec).nominal for spec in by_name.values()} == {8}
+    assert (by_name["pvf-k8-fresh"].critic.context, by_name["vf-k8-fresh"].critic.context) == ("reference", "none")
+    assert [list(p) for p in study.compared()] == [["pvf-k8-fresh", "pvf-k8"], ["pvf-k8-fresh", "vf-k8-fresh"]]
+
+
 def test_comparisons_and_pretrain_references_are_checked():
     with pytest.raises(ValueError, match=r"comparisons.0: \[vf, nope\] must name two different variants"):
         study(comparisons=[["vf", "nope"]])
