@@ -131,16 +131,15 @@ def _wandb_service_children() -> list[int]:
     """Pids of this process's W&B service processes (``wandb-core``)."""
     import os
 
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    from lecritique.launch.process_tree import alive, descendants
+
+    def name(pid: int) -> str:
         try:
-            fields = stat.read_text().rsplit(")", 1)
-            name, parent = fields[0].split("(", 1)[1], int(fields[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if parent == os.getpid() and name.startswith("wandb-core"):
-            found.append(int(stat.parent.name))
-    return found
+            return Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            return ""
+
+    return [pid for pid in descendants(os.getpid()) if name(pid).startswith("wandb-core") and alive(pid, None)]
 
 
 def test_closing_a_wandb_run_waits_until_its_offline_log_is_written(tmp_path: Path) -> None:
