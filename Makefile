@@ -90,13 +90,15 @@ study: $(STAMP)
 # Its second task (single-digit arithmetic, where the tiny policy's success rises from 20-40%) follows,
 # then the PVF's capacity (x1, x4), initialisation and pretraining arms at the reference budget,
 # then TETHER and MEAN at the best critic setting found (the pretrained PVF), then k = 8 fed by four
-# times the fresh trajectories per update (64 tasks a step, reuse 2) for the PVF and the VF.
+# times the fresh trajectories per update (64 tasks a step, reuse 2) for the PVF and the VF, then TETHER
+# (over each of those two critics) and MEAN at that setting.
 study-levers: $(STAMP)
 	$(PY) -m lecritique study examples/studies/critic-levers.yaml --out runs/study-levers
 	$(PY) -m lecritique study examples/studies/critic-levers-arithmetic.yaml --out runs/study-levers-arithmetic
 	$(PY) -m lecritique study examples/studies/critic-levers-capacity.yaml --out runs/study-levers-capacity
 	$(PY) -m lecritique study examples/studies/critic-levers-best.yaml --out runs/study-levers-best
 	$(PY) -m lecritique study examples/studies/critic-levers-data.yaml --out runs/study-levers-data
+	$(PY) -m lecritique study examples/studies/critic-levers-tether.yaml --out runs/study-levers-tether
 
 bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-rollout bench-weights
 

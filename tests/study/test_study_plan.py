@@ -247,3 +247,29 @@ def test_a_variant_whose_critic_budget_is_marginal_is_named_once_before_its_runs
     found = budget_warnings(plan_runs(spec, Path(".")))
     assert list(found) == ["vf-k4"] and len(found["vf-k4"]) == 1, "one warning per variant, not per seed"
     assert "critic.updates_per_step = 4 is marginal" in found["vf-k4"][0]
+
+
+def test_the_tether_study_runs_tether_and_mean_on_the_fresh_data_studys_critics(tmp_path):
+    """examples/studies/critic-levers-tether.yaml: each TETHER arm's critic is configured exactly as
+    critic-levers-data.yaml's fresh arm of the same context, and MEAN trains on the same 64 tasks a
+    step, so the only differences are the estimator and what it does to the policy."""
+    from lecritique.launch.local import REPO_ROOT
+    from lecritique.study.config import load_study_spec
+
+    folder = REPO_ROOT / "examples" / "studies"
+    study = load_study_spec(folder / "critic-levers-tether.yaml")
+    data = load_study_spec(folder / "critic-levers-data.yaml")
+    assert study.seeds == data.seeds and len(study.seeds) == 5
+    by_name = {r.variant: r.spec for r in plan_runs(study, folder, out=tmp_path) if r.seed == 0}
+    fresh = {r.variant: r.spec for r in plan_runs(data, folder) if r.seed == 0}
+    for tether, value in (("tether-vf-fresh", "vf-k8-fresh"), ("tether-pvf-fresh", "pvf-k8-fresh")):
+        assert by_name[tether].estimator.name == "tether"
+        assert by_name[tether].critic == fresh[value].critic
+        assert by_name[tether].rollout == fresh[value].rollout
+    assert by_name["mean-fresh"].critic is None
+    assert by_name["mean-fresh"].rollout == fresh["vf-k8-fresh"].rollout
+    assert [list(p) for p in study.compared()] == [
+        ["tether-vf-fresh", "mean-fresh"],
+        ["tether-pvf-fresh", "mean-fresh"],
+        ["tether-vf-fresh", "tether-pvf-fresh"],
+    ]
