@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lecritique.config import SpecError
+from lecritique.study.config import StudySpec
 from lecritique.study.docs import publish, regenerate, splice
-from lecritique.study.report import render_tables
+from lecritique.study.report import draw, render_tables
 from lecritique.study.run import run_study
 from tests.study.test_study_plan import BASE
 
@@ -173,6 +175,76 @@ def test_published_data_names_the_study_folders_files_relative_to_it(tmp_path):
     assert spec["critics"][0]["path"] == "/elsewhere/model", (
         "a path outside the study folder is left as it is"
     )
+
+
+def renamed(doc, name, suffix, **study):
+    """``doc`` as study ``name`` whose variants carry ``suffix`` (a second file of one study)."""
+    rename = {v["name"]: v["name"] + suffix for v in doc["study"]["variants"]}
+    variants = [{**v, "name": rename[v["name"]]} for v in doc["study"]["variants"]]
+
+    def keyed(table):
+        return {f"{rename[k.split('/')[0]]}/{k.split('/')[1]}": v for k, v in table.items()}
+
+    return {
+        **doc,
+        "study": {
+            **doc["study"],
+            "name": name,
+            "variants": variants,
+            "reference": rename[doc["study"]["reference"]],
+            **study,
+        },
+        "settings": keyed(doc["settings"]),
+        "ceiling": keyed(doc["ceiling"]),
+        "runs": {rename[k]: v for k, v in doc["runs"].items()},
+    }
+
+
+def test_a_study_split_across_files_draws_the_published_files_variants_beside_its_own(tmp_path, monkeypatch):
+    """critic-levers-k8.yaml holds arms cut from critic-levers.yaml to fit the time budget: its
+    figure draws both files' variants (its budget panel spans k = 0, 2 and 8), its tables and
+    comparisons stay its own, and a study it names that is not published (or ran other seeds) is
+    refused before anything is written."""
+    from lecritique.study import docs as study_docs
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        folder.mkdir()
+    (first / "study.json").write_text(json.dumps(document(seeds=(0, 1))))
+    k8 = renamed(document(seeds=(0, 1)), "s-k8", "-k8", drawn_beside=["s"])
+    (second / "study.json").write_text(json.dumps(k8))
+    doc = tmp_path / "docs" / "study-s.md"
+    doc.parent.mkdir()
+
+    with pytest.raises(SpecError, match=r"drawn_beside: study 's' is not published"):
+        publish(second, doc)
+    assert not doc.with_suffix(".json").exists() and not doc.exists()
+
+    drawn = []
+    monkeypatch.setattr(study_docs, "draw", lambda figure, png: drawn.append(figure))
+    publish(first, doc)
+    publish(second, doc)
+    figure = drawn[-1]
+    assert [v["name"] for v in figure["study"]["variants"]] == ["pvf", "vf", "pvf-k8", "vf-k8"]
+    assert set(figure["runs"]) == {"pvf", "vf", "pvf-k8", "vf-k8"}
+    assert {"vf/seed1", "vf-k8/seed1"} <= set(figure["settings"])
+    draw(figure, tmp_path / "figure.png")  # the real drawing takes the merged document
+    assert (tmp_path / "figure.png").read_bytes()[:4] == b"\x89PNG"
+    published = json.loads(doc.with_suffix(".json").read_text())
+    assert [v["name"] for v in published["s-k8"]["study"]["variants"]] == ["pvf-k8", "vf-k8"]
+    assert "| vf-k8 vs pvf-k8 |" in doc.read_text() and "| vf-k8 vs pvf |" not in doc.read_text()
+
+    other_seeds = renamed(document(seeds=(0, 2)), "s-k8", "-k8", drawn_beside=["s"])
+    (second / "study.json").write_text(json.dumps(other_seeds))
+    before = doc.with_suffix(".json").read_text()
+    with pytest.raises(SpecError, match=r"drawn_beside: study 's' ran seeds \[0, 1\], this one \[0, 2\]"):
+        publish(second, doc)
+    assert doc.with_suffix(".json").read_text() == before
+
+
+def test_a_study_is_not_drawn_beside_itself():
+    with pytest.raises(ValueError, match="drawn_beside: names the study itself"):
+        StudySpec.model_validate({**document()["study"], "drawn_beside": ["s"]})
 
 
 def test_the_critic_fit_table_says_whether_a_critic_lags_or_does_not_rank():

@@ -121,20 +121,47 @@ def test_every_shipped_study_plans_valid_experiments(path: Path) -> None:
 
 
 def test_the_levers_study_declares_its_comparisons_and_budget_arms():
-    """Study-level structure of examples/studies/critic-levers.yaml: the budget arms for both
-    critics, TETHER and MEAN, five seeds, the comparisons declared before running."""
+    """Study-level structure of examples/studies/critic-levers.yaml: the k = 0 and k = 2 arms for
+    both critics, TETHER and MEAN, five seeds, the comparisons declared before running (each
+    critic at equal budget, and each critic's k = 2 against its asynchronous k = 0)."""
     from lecritique.launch.local import REPO_ROOT
     from lecritique.study.config import load_study_spec
 
     study = load_study_spec(REPO_ROOT / "examples" / "studies" / "critic-levers.yaml")
     names = {v.name for v in study.variants}
-    assert {"mean", "tether-pvf"} | {f"{c}-k{k}" for c in ("vf", "pvf") for k in (0, 2, 8)} == names
+    assert {"mean", "tether-pvf"} | {f"{c}-k{k}" for c in ("vf", "pvf") for k in (0, 2)} == names
     compared = [list(p) for p in study.compared()]
     assert len(study.seeds) == 5 and ["tether-pvf", "mean"] in compared
-    assert all([f"pvf-k{k}", f"vf-k{k}"] in compared for k in (0, 2, 8))
+    assert all([f"pvf-k{k}", f"vf-k{k}"] in compared for k in (0, 2))
+    assert ["pvf-k2", "pvf-k0"] in compared and ["vf-k2", "vf-k0"] in compared
     by_name = {r.variant: r.spec for r in plan_runs(study, REPO_ROOT / "examples" / "studies") if r.seed == 0}
-    assert [by_name[f"pvf-k{k}"].critic.updates_per_step for k in (0, 2, 8)] == [0, 2, 8]
-    assert by_name["vf-k8"].critic.replay.max_reuse == 8 and by_name["mean"].critic is None
+    assert [by_name[f"pvf-k{k}"].critic.updates_per_step for k in (0, 2)] == [0, 2]
+    assert by_name["mean"].critic is None
+
+
+def test_the_k8_arms_are_a_file_of_their_own_on_the_levers_studys_base_and_seeds():
+    """examples/studies/critic-levers-k8.yaml: the first file measured about 106 minutes with its
+    k = 8 arms (over the 90-minute budget), so they are a second file whose experiments are the
+    ones the first file would have run (same base, seeds, and k = 8 critic with reuse <= 8)."""
+    from lecritique.launch.local import REPO_ROOT
+    from lecritique.study.config import load_study_spec
+
+    folder = REPO_ROOT / "examples" / "studies"
+    study = load_study_spec(folder / "critic-levers-k8.yaml")
+    levers = load_study_spec(folder / "critic-levers.yaml")
+    assert study.seeds == levers.seeds and study.ceiling == levers.ceiling
+    assert study.final_window == levers.final_window
+    assert {v.name for v in study.variants} == {"vf-k8", "pvf-k8"}
+    assert [list(p) for p in study.compared()] == [["pvf-k8", "vf-k8"]]
+    by_name = {r.variant: r.spec for r in plan_runs(study, folder) if r.seed == 0}
+    k2 = {r.variant: r.spec for r in plan_runs(levers, folder) if r.seed == 0}
+    for critic in ("vf", "pvf"):
+        k8_spec, k2_spec = by_name[f"{critic}-k8"], k2[f"{critic}-k2"]
+        assert (k8_spec.critic.updates_per_step, k8_spec.critic.replay.max_reuse) == (8, 8)
+        assert k8_spec.critic.context == k2_spec.critic.context
+        # Everything but the budget (and the reuse it needs) is the first file's k = 2 arm.
+        changed = k8_spec.model_copy(update={"critic": k2_spec.critic}).model_dump(exclude={"name"})
+        assert changed == k2_spec.model_dump(exclude={"name"})
 
 
 def test_the_capacity_study_varies_only_the_critics_size_start_and_pretraining(tmp_path):
@@ -187,29 +214,33 @@ def test_the_best_setting_study_puts_tether_and_mean_beside_the_pretrained_criti
 
 
 def test_the_data_study_feeds_the_same_critic_budget_four_times_the_fresh_trajectories(tmp_path):
-    """examples/studies/critic-levers-data.yaml: k = 8 at 16 tasks and reuse 8 (critic-levers.yaml's
+    """examples/studies/critic-levers-data.yaml: k = 8 at 16 tasks and reuse 8 (critic-levers-k8.yaml's
     pvf-k8, same base) against k = 8 at 64 tasks and reuse 2 with the same critic batch, for the
     PVF and the VF: the budget is met on average in both, the fresh data per update differs x4."""
-    from lecritique.launch.local import REPO_ROOT
     from lecritique.config.critic_budget import spec_update_budget
+    from lecritique.launch.local import REPO_ROOT
     from lecritique.study.config import load_study_spec
 
     folder = REPO_ROOT / "examples" / "studies"
     study = load_study_spec(folder / "critic-levers-data.yaml")
-    levers = load_study_spec(folder / "critic-levers.yaml")
+    levers = load_study_spec(folder / "critic-levers-k8.yaml")
     assert study.seeds == levers.seeds and len(study.seeds) == 5
     by_name = {r.variant: r.spec for r in plan_runs(study, folder, out=tmp_path) if r.seed == 0}
     levers_k8 = next(r.spec for r in plan_runs(levers, folder) if r.seed == 0 and r.variant == "pvf-k8")
     assert by_name["pvf-k8"].model_dump(exclude={"name"}) == levers_k8.model_dump(exclude={"name"})
     assert {spec.critic.updates_per_step for spec in by_name.values()} == {8}
     assert {spec.critic_batch_size for spec in by_name.values()} == {64}
-    new_per_update = {
-        name: spec.batch_size / spec.critic.updates_per_step for name, spec in by_name.items()
-    }
+    new_per_update = {name: spec.batch_size / spec.critic.updates_per_step for name, spec in by_name.items()}
     assert new_per_update == {"pvf-k8": 8.0, "pvf-k8-fresh": 32.0, "vf-k8-fresh": 32.0}
     assert {spec_update_budget(spec).nominal for spec in by_name.values()} == {8}
-    assert (by_name["pvf-k8-fresh"].critic.context, by_name["vf-k8-fresh"].critic.context) == ("reference", "none")
-    assert [list(p) for p in study.compared()] == [["pvf-k8-fresh", "pvf-k8"], ["pvf-k8-fresh", "vf-k8-fresh"]]
+    assert (by_name["pvf-k8-fresh"].critic.context, by_name["vf-k8-fresh"].critic.context) == (
+        "reference",
+        "none",
+    )
+    assert [list(p) for p in study.compared()] == [
+        ["pvf-k8-fresh", "pvf-k8"],
+        ["pvf-k8-fresh", "vf-k8-fresh"],
+    ]
 
 
 def test_comparisons_and_pretrain_references_are_checked():

@@ -107,6 +107,9 @@ class StudySpec(SpecModel):
     figure); None: every variant against the reference."""
     pretrain: list[PretrainStage] = Field(default_factory=list)
     """Critics pretrained once before the variants (resumable); variants use them by ``model_path``."""
+    drawn_beside: list[str] = Field(default_factory=list)
+    """Studies published in the same ``--doc`` whose variants its figure draws beside this one's
+    (one study split across files to fit a time budget); tables and comparisons stay per study."""
 
     @field_validator("seeds")
     @classmethod
@@ -129,6 +132,8 @@ class StudySpec(SpecModel):
                 raise ValueError(
                     f"comparisons.{index}: [{a}, {b}] must name two different variants ({', '.join(names)})"
                 )
+        if self.name in self.drawn_beside:
+            raise ValueError(f"drawn_beside: names the study itself ({self.name!r})")
         stages = [stage.name for stage in self.pretrain]
         if len(set(stages)) != len(stages):
             raise ValueError(f"pretrain: stage names must be unique, got {stages}")
