@@ -241,8 +241,9 @@ def draw(document: Mapping[str, Any], png: Path) -> None:
         n: {"none": "vf", "reference": "pvf"}.get(str(_kinds(document["settings"], n)[0]), "") for n in names
     }
     quick = " (quick: checks the machinery, not results)" if document.get("quick") else ""
+    beside = f" with {', '.join(study.drawn_beside)}'s variants" if study.drawn_beside else ""
     write_png(
-        f"study {study.name}: seeds {study.seeds}{quick}",
+        f"study {study.name}{beside}: seeds {study.seeds}{quick}",
         names,
         {n: document["runs"][n] for n in names},
         fractions,
