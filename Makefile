@@ -28,16 +28,17 @@ prometheus-tools:
 	echo "installing Debian's prometheus package (promtool) for the tests"; \
 	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
 
-# podman (with runc; crun fails on hybrid cgroups) and debootstrap for `make images` and tests/containers;
-# nothing to do when both are on PATH. Writes /etc/containers/containers.conf only where there is none:
+# podman (with runc; crun fails on hybrid cgroups) and debootstrap for `make images` and tests/containers,
+# and apparmor_parser, which checks the verifier's AppArmor profile there; nothing to do when all three
+# are on PATH. Writes /etc/containers/containers.conf only where there is none:
 # runc, and default ulimits at or under the host's (podman's defaults fail setrlimit in a container).
 # Without root or sudo it only says so: the container tests then skip.
 container-tools:
-	@if command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1; then exit 0; fi; \
+	@if command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 && command -v apparmor_parser >/dev/null 2>&1; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
 	else echo "container-tools: not root and no sudo: podman not installed, tests/containers will skip" >&2; exit 0; fi; \
-	echo "installing Debian's podman, runc and debootstrap for the image and container tests"; \
-	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null; \
+	echo "installing Debian's podman, runc, debootstrap and apparmor for the image and container tests"; \
+	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap apparmor >/dev/null; \
 	if [ ! -e /etc/containers/containers.conf ]; then \
 	  printf '[engine]\nruntime = "runc"\n\n[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]\n' | $$SUDO tee /etc/containers/containers.conf >/dev/null; fi
 

@@ -4,9 +4,11 @@ Usage: ``python bench/envs.py [--seconds 3] [--workers 4]``
 
 For each environment: tasks are sampled first (not timed), then correct and wrong completions are
 scored in a loop for ``--seconds`` (single-turn), or whole reference episodes are stepped
-(multi-turn: Sudoku, BabyAI). CodeIO input prediction executes reference code in a fresh sandbox
-per verification, measured both sequentially and with ``--workers`` threads; output prediction
-needs no execution (its reference output was computed in the sandbox at sampling time).
+(multi-turn: Sudoku, BabyAI). Reasoning-gym datasets whose scorers execute answers
+(``string_insertion``: ``eval``; ``countdown``: sympy) score each answer in a fresh sandbox.
+CodeIO input prediction executes reference code in a fresh sandbox per verification, measured
+both sequentially and with ``--workers`` threads; output prediction needs no execution (its
+reference output was computed in the sandbox at sampling time).
 """
 
 from __future__ import annotations
@@ -104,6 +106,18 @@ def main() -> None:
         )
 
     add("reasoning_gym", reasoning_gym)
+
+    def reasoning_gym_sandboxed(dataset: str) -> Callable[[], tuple[Callable[[int], int], str, str]]:
+        def build() -> tuple[Callable[[int], int], str, str]:
+            env = get_environment("reasoning_gym", datasets={dataset: 1})
+            tasks = env.sample_tasks(20, seed=0)
+            note = f"{dataset}: its scorer runs answers, a sandbox per answer"
+            return single_turn(env, tasks, lambda task: tagged(str(task.reference))), "scores/s", note
+
+        return build
+
+    add("reasoning_gym", reasoning_gym_sandboxed("string_insertion"))
+    add("reasoning_gym", reasoning_gym_sandboxed("countdown"))
 
     def sudoku(size: int, empty: list[int] | None) -> Callable[[], tuple[Callable[[int], int], str, str]]:
         def build() -> tuple[Callable[[int], int], str, str]:

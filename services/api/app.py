@@ -18,6 +18,8 @@ from prometheus_client import Counter, Histogram
 
 from lecritique import __version__
 from lecritique.launch.base import ExperimentLauncher
+from lecritique.launch.host_paths import HostPaths
+from lecritique.tenancy.policy import resolve_policy
 from services.api.auth import TokenRegistry
 from services.api.body import BodySizeLimit
 from services.api.errors import install_error_handlers
@@ -107,6 +109,16 @@ class RequestMetrics:
             LATENCY.labels(scope["method"], path).observe(time.perf_counter() - start)
 
 
+def _host_paths(settings: ApiSettings) -> HostPaths:
+    """What a tenant's messages show of this host: the runs folder by name; the model and dataset
+    roots of every policy as written (a tenant names its own in every spec)."""
+    roots = [settings.models_root, settings.datasets_root]
+    for name in settings.tenant_policies:
+        policy = resolve_policy(settings.tenant_policies, name)
+        roots += [*policy.model_roots, *policy.dataset_roots]
+    return HostPaths.of({"<runs>": settings.runs_dir}, kept=roots)
+
+
 def create_app(
     settings: ApiSettings, *, launcher: ExperimentLauncher | None = None, redis_client: Any | None = None
 ) -> FastAPI:
@@ -141,6 +153,7 @@ def create_app(
         settings,
         client,
     )
+    app.state.host_paths = _host_paths(settings)
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)

@@ -2,7 +2,8 @@
 
 What a client submitted is echoed only in bounded form: each message and field path is cut to a
 few hundred characters and at most :data:`MAX_ERRORS` problems are listed, so a 10 MB name or a
-body with a million unknown keys does not come back whole.
+body with a million unknown keys does not come back whole. No message names a folder of the API's
+host that the tenant does not write itself (:class:`~lecritique.launch.host_paths.HostPaths`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from lecritique.launch.host_paths import HostPaths
 from services.api.experiments import FieldError, InvalidSpec, NotFound, PolicyDenied
 from services.api.records import IdempotencyConflict, QuotaExceeded
 from services.api.schemas import ErrorDetail, ErrorResponse
@@ -46,15 +48,25 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
+def host_paths(request: Request) -> HostPaths:
+    """The API's named and kept folders (set by ``create_app``; none for an application built without them)."""
+    paths: HostPaths = getattr(request.app.state, "host_paths", HostPaths())
+    return paths
+
+
 def error_response(
-    code: int, errors: Iterable[FieldError], headers: dict[str, str] | None = None
+    code: int,
+    errors: Iterable[FieldError],
+    headers: dict[str, str] | None = None,
+    paths: HostPaths | None = None,
 ) -> JSONResponse:
-    """An ErrorResponse with bounded echoes."""
+    """An ErrorResponse with bounded echoes and no host folder (``paths``)."""
     items = list(errors)
+    hide = (paths or HostPaths()).hide
     details = [
         ErrorDetail(
             field=_cut(e.field, MAX_FIELD_CHARS),
-            message=_cut(e.message, MAX_MESSAGE_CHARS),
+            message=_cut(hide(e.message), MAX_MESSAGE_CHARS),
             type=_cut(e.type, 64),
         )
         for e in items[:MAX_ERRORS]
@@ -103,20 +115,32 @@ async def redis_unavailable(request: Request, error: Exception) -> JSONResponse:
     )
 
 
+async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+    """FastAPI's and the routes' HTTPExceptions (a missing log, a bad component name) as ErrorResponses."""
+    return error_response(
+        error.status_code,
+        [FieldError("request", str(error.detail), "http_error")],
+        headers=error.headers,
+        paths=host_paths(request),
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Map every error the routes raise (and Redis outages) to its status code."""
 
     @app.exception_handler(PolicyDenied)
     async def policy_denied(request: Request, error: PolicyDenied) -> JSONResponse:
-        return error_response(status.HTTP_403_FORBIDDEN, error.errors)
+        return error_response(status.HTTP_403_FORBIDDEN, error.errors, paths=host_paths(request))
 
     @app.exception_handler(InvalidSpec)
     async def invalid_spec(request: Request, error: InvalidSpec) -> JSONResponse:
-        return error_response(status.HTTP_422_UNPROCESSABLE_CONTENT, error.errors)
+        return error_response(status.HTTP_422_UNPROCESSABLE_CONTENT, error.errors, paths=host_paths(request))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
-        return error_response(status.HTTP_422_UNPROCESSABLE_CONTENT, _request_errors(error))
+        return error_response(
+            status.HTTP_422_UNPROCESSABLE_CONTENT, _request_errors(error), paths=host_paths(request)
+        )
 
     @app.exception_handler(IdempotencyConflict)
     async def idempotency_conflict(request: Request, error: IdempotencyConflict) -> JSONResponse:
@@ -155,9 +179,4 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     app.add_exception_handler(redis.RedisError, redis_unavailable)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        return error_response(
-            error.status_code, [FieldError("request", str(error.detail), "http_error")], headers=error.headers
-        )
+    app.add_exception_handler(StarletteHTTPException, http_error)

@@ -10,11 +10,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lecritique.config.critic_budget import update_budget_warnings
 from lecritique.config.errors import describe_errors
 from lecritique.config.experiment import ExperimentSpec, SpecError, SpecValueError, check_values
+from lecritique.config.findings import warning_texts
 from lecritique.launch.base import ExperimentLauncher, Observation, OutsideRoots, Submission
-from lecritique.tenancy.policy import gpu_violation, resolve_policy
+from lecritique.tenancy.placement_rules import placement_violations
+from lecritique.tenancy.policy import Violation, resolve_policy
+from lecritique.tenancy.quotas import resource_violations
 from lecritique.tenancy.spec_rules import spec_violations, tenant_dataset_roots
 from services.api.records import ExperimentRecord, RecordStore, fingerprint
 
@@ -93,6 +95,15 @@ def _spec_error_field(error: SpecError) -> FieldError:
     )
 
 
+def _refuse(violations: list[Violation]) -> None:
+    """Raise for what the tenant's policy refuses: 403 if an allow-list does, else 422 for quotas."""
+    denied = [FieldError(v.field, v.message, "policy_denied") for v in violations if v.kind == "forbidden"]
+    if denied:
+        raise PolicyDenied(denied)
+    if violations:
+        raise InvalidSpec([FieldError(v.field, v.message, "quota_exceeded") for v in violations])
+
+
 def new_experiment_id() -> str:
     """``exp-`` and 10 random hex digits: a short DNS label, unique in practice."""
     return f"exp-{secrets.token_hex(5)}"
@@ -148,7 +159,7 @@ class ExperimentService:
             status="pending",
             launcher=self.launcher.name,
             spec=spec.model_dump(mode="json"),
-            warnings=update_budget_warnings(spec),
+            warnings=warning_texts(spec),
             created_at=now,
             updated_at=now,
         )
@@ -164,23 +175,19 @@ class ExperimentService:
         return self._launch(record, submission), False
 
     def _check(self, tenant: str, spec: ExperimentSpec, experiment_id: str) -> Submission:
-        """The tenant's policy, then the launcher's own checks and the GPU quota."""
+        """The tenant's policy, then the launcher's own checks, the placement allow-lists and the
+        GPU, CPU and memory quotas over what the launcher would create."""
         policy = resolve_policy(self.policies, tenant)
-        violations = spec_violations(
-            spec,
-            tenant,
-            policy,
-            models_root=self.models_root,
-            datasets_root=self.datasets_root,
-            secrets_are=self.launcher.secrets_are,
+        _refuse(
+            spec_violations(
+                spec,
+                tenant,
+                policy,
+                models_root=self.models_root,
+                datasets_root=self.datasets_root,
+                secrets_are=self.launcher.secrets_are,
+            )
         )
-        denied = [
-            FieldError(v.field, v.message, "policy_denied") for v in violations if v.kind == "forbidden"
-        ]
-        if denied:
-            raise PolicyDenied(denied)
-        if violations:
-            raise InvalidSpec([FieldError(v.field, v.message, "quota_exceeded") for v in violations])
         submission = Submission(
             experiment_id=experiment_id,
             spec=spec,
@@ -194,9 +201,11 @@ class ExperimentService:
             raise PolicyDenied([_spec_error_field(error)]) from None
         except SpecError as error:
             raise InvalidSpec([_spec_error_field(error)]) from None
-        over = gpu_violation(usage.gpus, policy)
-        if over is not None:
-            raise InvalidSpec([FieldError(over.field, over.message, "quota_exceeded")])
+        placement = spec.model_dump(mode="json")["placement"]
+        _refuse(
+            placement_violations(placement, usage.chart_placement, policy)
+            + resource_violations(usage.gpus, usage.cpus, usage.memory, policy)
+        )
         return submission
 
     def _launch(self, record: ExperimentRecord, submission: Submission) -> ExperimentRecord:

@@ -27,13 +27,13 @@ import hashlib
 import json
 import time
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any
 
 import redis
 from pydantic import BaseModel, Field
 
-Status = Literal["pending", "running", "cancelling", "succeeded", "failed", "cancelled"]
-FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+from lecritique.client.models import FINAL_STATES, Status
+
 IDEMPOTENCY_TTL_SECONDS = 24 * 3600
 _PREFIX = "lecritique:api"
 

@@ -1,4 +1,5 @@
-"""Response bodies of the REST API (they make the OpenAPI document at /docs)."""
+"""Response bodies of the REST API (they make the OpenAPI document at /docs); the experiment's view
+is the client's own model (``lecritique.client.models.ExperimentView``)."""
 
 from __future__ import annotations
 
@@ -6,38 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from services.api.records import Status
+from lecritique.client.models import ExperimentView
 
-
-class ExperimentView(BaseModel):
-    id: str
-    """Experiment id (``exp-`` and 10 hex digits)."""
-    name: str
-    """The spec's name."""
-    tenant: str
-    """Owner."""
-    status: Status
-    """pending, running, cancelling, succeeded, failed or cancelled."""
-    launcher: str
-    """local or kubernetes."""
-    created_at: float
-    """Submission time (Unix seconds)."""
-    updated_at: float
-    """Last status change (Unix seconds)."""
-    error: str | None = None
-    """Why it failed."""
-    warnings: list[str] = []
-    """What the spec's check found marginal but allowed at submission (e.g. a critic budget some steps may miss)."""
-    step: int | None = None
-    """Last completed policy step (None before the first)."""
-    policy_version: int | None = None
-    """Policy weight version in rollout."""
-    value_version: int | None = None
-    """Critic version used by the last policy batch."""
-    latest_metrics: dict[str, Any] | None = None
-    """The last metrics row the orchestrator recorded."""
-    spec: dict[str, Any] | None = None
-    """The validated spec with defaults filled in (GET of one experiment only)."""
+__all__ = ["ErrorDetail", "ExperimentList", "ExperimentView", "MetricsSeries"]
 
 
 class ExperimentList(BaseModel):

@@ -139,6 +139,20 @@ def test_a_marginal_critic_budget_is_accepted_with_its_warning_on_the_record(api
     assert _submit(api).json()["warnings"] == []
 
 
+def test_submit_returns_every_warning_of_the_spec_the_same_as_the_other_callers(api: TestClient) -> None:
+    """Issue 40: warnings that are not about the critic budget reach an API submit too, as
+    config.findings lists them for ``lecritique run``, ``lecritique study`` and the orchestrator."""
+    from lecritique.config import parse_spec
+    from lecritique.config.findings import warning_texts
+
+    body = spec_data(orchestrator={"steps": 5, "eval_every": 10})
+    response = _submit(api, body=body)
+    assert response.status_code == 201, response.text
+    warnings = response.json()["warnings"]
+    assert warnings == warning_texts(parse_spec(body))
+    assert any(w.startswith("orchestrator.eval_every = 10 > orchestrator.steps = 5") for w in warnings)
+
+
 @pytest.mark.parametrize(
     ("body", "field", "message"),
     [

@@ -107,6 +107,9 @@ def _fields(response: httpx.Response) -> dict[str, str]:
         ({"base_url": "https://collector.example.net/v1"}, "critic.llm.base_url"),
         ({"base_url": "https://llm.example.com.collector.example.net/v1"}, "critic.llm.base_url"),
         ({"base_url": "https://user@llm.example.com/v1"}, "critic.llm.base_url"),
+        ({"base_url": "https://llm.example.com/v1/%2e%2e/admin"}, "critic.llm.base_url"),
+        ({"base_url": "https://llm.example.com/v1/..%2fadmin"}, "critic.llm.base_url"),
+        ({"base_url": "https://llm.example.com/v1%2f..%2fadmin"}, "critic.llm.base_url"),
     ],
 )
 def test_secrets_variables_and_endpoints_outside_the_tenants_policy_are_refused(
@@ -128,6 +131,14 @@ def test_secrets_variables_and_endpoints_outside_the_tenants_policy_are_refused(
 )
 def test_what_the_policy_allows_is_accepted(alice: httpx.Client, llm: dict[str, Any]) -> None:
     assert alice.post("/v1/experiments", json=_frozen(**llm)).status_code == 201
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    ["https://LLM.example.com/v1", "https://llm.example.com:443/v1/", "https://llm.example.com/v1/./chat"],
+)
+def test_base_urls_are_compared_once_normalised(alice: httpx.Client, base_url: str) -> None:
+    assert alice.post("/v1/experiments", json=_frozen(base_url=base_url)).status_code == 201
 
 
 def test_endpoints_are_per_tenant(api: ApiProcess, redis_db: Any) -> None:

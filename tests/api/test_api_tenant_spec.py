@@ -22,13 +22,15 @@ from tests.helm_support import NAMESPACE, launcher_defaults, spec_data
 
 ALICE, CAROL = "alice-spec-token", "carol-spec-token"
 MLFLOW = "https://mlflow.internal.example:5000"
+SHARED_TRACKER = "http://127.0.0.1:5000"
+"""A tracker server shared by tenants, each under its own path (``<tracker>/carol``, ``<tracker>/bob``)."""
 EGRESS = {"to": [{"ipBlock": {"cidr": "10.20.30.40/32"}}], "ports": [{"port": 5000, "protocol": "TCP"}]}
 POLICIES = {
     "*": {"modelRoots": ["/weights/models/shared"]},
     "carol": {
         "verifierEntryPoints": ["tests.envs.dataset_verifiers:within_one"],
         "datasetRoots": ["/data/shared"],
-        "trackerEndpoints": [MLFLOW, "https://api.wandb.ai"],
+        "trackerEndpoints": [MLFLOW, "https://api.wandb.ai", f"{SHARED_TRACKER}/carol"],
         "trackerEgress": [EGRESS],
     },
 }
@@ -236,7 +238,10 @@ def test_tracker_servers_are_refused_by_default(
 def test_allowed_tracker_servers_are_accepted_and_opened_in_the_network_policy(
     carol: httpx.Client, recorder: RecordingApiServer
 ) -> None:
-    trackers = [{"kind": "mlflow", "tracking_uri": f"{MLFLOW}/"}, {"kind": "wandb", "mode": "online"}]
+    trackers = [
+        {"kind": "mlflow", "tracking_uri": f"{MLFLOW}/", "experiment_name": "carol/sudoku"},
+        {"kind": "wandb", "mode": "online", "project": "carol"},
+    ]
     response = carol.post("/v1/experiments", json=_spec(tracking=trackers))
     assert response.status_code == 201, response.text
     experiment = response.json()["id"]
@@ -274,3 +279,105 @@ def test_other_spec_paths_are_checked_too(alice: httpx.Client) -> None:
     _refused(
         alice.post("/v1/experiments", json=_spec(environment=codeio)), "environment.sandbox.packages", "numpy"
     )
+
+
+# ---- URLs are compared once normalised (issue 37, item 7) ---------------------------------------
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/carol/%2e%2e/bob",
+        "/carol/%2E%2E/bob",
+        "/carol/.%2e/bob",
+        "/carol/%2e./bob",
+        "/carol/..%2fbob",
+        "/carol%2f..%2fbob",
+        "/carol/%252e%252e/bob",
+        "/carol/..%5cbob",
+        "/carol/..\\bob",
+        "/carol/../bob",
+        "/carol/x/../../bob",
+        "/carol/%00/x",
+    ],
+)
+def test_encoded_dot_segments_and_slashes_do_not_leave_the_allowed_prefix(
+    carol: httpx.Client, path: str
+) -> None:
+    tracker = {"kind": "mlflow", "tracking_uri": SHARED_TRACKER + path, "experiment_name": "carol/x"}
+    _refused(
+        carol.post("/v1/experiments", json=_spec(tracking=[tracker])),
+        "tracking.0.tracking_uri",
+        "tracker servers this tenant may use",
+    )
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        f"{SHARED_TRACKER}/carol",
+        f"{SHARED_TRACKER}/carol/runs",
+        f"{SHARED_TRACKER}/carol/a/../b",
+        "HTTP://127.0.0.1:5000/carol/x",
+        "https://MLFLOW.internal.example:5000/team",
+        "http://127.0.0.1:5000/%63arol/x",
+    ],
+)
+def test_urls_under_the_allowed_prefix_once_normalised_are_accepted(carol: httpx.Client, uri: str) -> None:
+    tracker = {"kind": "mlflow", "tracking_uri": uri, "experiment_name": "carol/x"}
+    assert carol.post("/v1/experiments", json=_spec(tracking=[tracker])).status_code == 201
+
+
+def test_default_ports_are_the_same_origin(carol: httpx.Client) -> None:
+    """``https://host`` and ``https://host:443`` are one server (the allowed base names no port)."""
+    spec = _spec(tracking=[{"kind": "wandb", "mode": "online", "project": "carol"}])
+    assert carol.post("/v1/experiments", json=spec).status_code == 201
+    for uri in ("https://api.wandb.ai:443/x", "https://API.WANDB.AI/x"):
+        tracker = {"kind": "mlflow", "tracking_uri": uri, "experiment_name": "carol/x"}
+        assert carol.post("/v1/experiments", json=_spec(tracking=[tracker])).status_code == 201, uri
+
+
+# ---- tracker names on shared servers (issue 37, also noted) -------------------------------------
+@pytest.mark.parametrize(
+    ("tracker", "field"),
+    [
+        (
+            {"kind": "mlflow", "tracking_uri": MLFLOW, "experiment_name": "bob/sudoku"},
+            "tracking.0.experiment_name",
+        ),
+        (
+            {"kind": "mlflow", "tracking_uri": MLFLOW, "experiment_name": "carol-sudoku"},
+            "tracking.0.experiment_name",
+        ),
+        (
+            {"kind": "mlflow", "tracking_uri": MLFLOW, "experiment_name": "carolx/sudoku"},
+            "tracking.0.experiment_name",
+        ),
+        (
+            {"kind": "mlflow", "tracking_uri": MLFLOW, "experiment_name": "carol/"},
+            "tracking.0.experiment_name",
+        ),
+        ({"kind": "mlflow", "tracking_uri": MLFLOW}, "tracking.0.experiment_name"),  # unset: the spec's name
+        ({"kind": "wandb", "mode": "online", "project": "bob"}, "tracking.0.project"),
+        ({"kind": "wandb", "mode": "online"}, "tracking.0.project"),  # unset: "lecritique", shared by all
+        ({"kind": "wandb", "mode": "online", "project": "carol-x"}, "tracking.0.project"),
+        ({"kind": "wandb", "mode": "online", "project": "carol", "entity": "bob"}, "tracking.0.entity"),
+        ({"kind": "wandb", "project": "carol", "group": "x", "entity": "bob-team"}, "tracking.0.entity"),
+    ],
+)
+def test_names_on_a_shared_tracker_server_lie_under_the_tenants_prefix(
+    carol: httpx.Client, tracker: dict[str, Any], field: str
+) -> None:
+    _refused(carol.post("/v1/experiments", json=_spec(tracking=[tracker])), field, "carol")
+
+
+def test_names_in_the_run_directory_are_the_tenants_own(carol: httpx.Client, alice: httpx.Client) -> None:
+    """Without a server (a file store, W&B offline) the names reach no other tenant: any is accepted."""
+    local = [
+        {"kind": "mlflow", "experiment_name": "bob/sudoku"},
+        {"kind": "wandb", "mode": "offline", "project": "bob", "entity": "bob", "group": "bob"},
+    ]
+    assert alice.post("/v1/experiments", json=_spec(tracking=local)).status_code == 201
+    shared = [
+        {"kind": "mlflow", "tracking_uri": MLFLOW, "experiment_name": "carol/sudoku/seed-1"},
+        {"kind": "wandb", "mode": "online", "project": "carol", "entity": "carol", "group": "bob-study"},
+    ]
+    assert carol.post("/v1/experiments", json=_spec(tracking=shared)).status_code == 201

@@ -104,12 +104,11 @@ def test_the_embedded_redis_of_lecritique_run_requires_a_password(tmp_path: Path
     import pytest
     import redis
 
-    from lecritique.launch.local import protect_with_password
-    from lecritique.redis_connection import redis_client, start_embedded_redis
+    from lecritique.launch.local import start_locked_redis
+    from lecritique.redis_connection import redis_client
 
-    server = start_embedded_redis(tmp_path / "redis")
+    server, url = start_locked_redis(tmp_path / "redis")
     try:
-        url = protect_with_password(server)
         with pytest.raises(redis.exceptions.AuthenticationError):
             redis_client(server.url).get("lecritique:exp:replay")
         assert redis_client(url).ping() is True

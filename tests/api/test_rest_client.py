@@ -293,9 +293,30 @@ def test_submit_and_wait_for_a_real_experiment(api: ApiProcess, tmp_path: Path) 
         assert "orchestrator finished at step 3" in alice.logs(experiment, component="orchestrator", tail=50)
 
 
-def test_the_client_model_mirrors_the_api_response() -> None:
-    """The library cannot import the service; this keeps its copy of the response fields in step."""
+def test_the_client_reads_the_api_response_with_the_servers_own_model() -> None:
+    """One view model (issue 40): the server answers with the class the client parses into."""
     from lecritique.client import Experiment
+    from lecritique.client.models import ExperimentView as ClientView
+    from services.api.records import FINAL_STATES, Status
     from services.api.schemas import ExperimentView
 
-    assert set(Experiment.model_fields) == set(ExperimentView.model_fields)
+    assert ExperimentView is ClientView and issubclass(Experiment, ExperimentView)
+    assert Experiment.model_fields.keys() == ExperimentView.model_fields.keys()
+    assert set(Status.__args__) >= FINAL_STATES
+
+
+def test_submit_applies_set_overrides_before_sending(api: ApiProcess, tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(failing_spec("cli-base")))
+    submitted = cli(api, "submit", str(spec), "--set", "name=cli-overridden")
+    assert submitted.returncode == 0, submitted.stderr
+    shown = json.loads(cli(api, "experiments", "get", submitted.stdout.strip()).stdout)
+    assert shown["name"] == "cli-overridden"
+    refused = cli(api, "submit", str(spec), "--set", "orchestrator.stepz=3")
+    assert refused.returncode == 2
+    assert "orchestrator: unknown field 'stepz'; did you mean 'steps'?" in refused.stderr
+    invalid = cli(api, "submit", str(spec), "--set", "orchestrator.steps=0")  # the API validates the result
+    assert (
+        invalid.returncode == 2
+        and "orchestrator.steps: Input should be greater than or equal to 1" in invalid.stderr
+    )

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from lecritique.config import parse_spec
-from lecritique.config.critic_budget import spec_update_budget, update_budget_warnings
+from lecritique.config.critic_budget import spec_update_budget
+from lecritique.config.findings import warning_texts
 from lecritique.launch.local import REPO_ROOT
 
 
@@ -42,7 +43,7 @@ def test_the_budget_variant_is_the_vf_with_four_updates_per_step(bench, monkeypa
     assert budget.critic.context == "none" and budget.estimator.name == "value"
     assert budget.orchestrator.steps == 3 and budget.rollout == vf.rollout
     assert budget.critic.model_copy(update={"updates_per_step": 0, "replay": vf.critic.replay}) == vf.critic
-    assert spec_update_budget(budget).guaranteed >= 4 and update_budget_warnings(budget) == []
+    assert spec_update_budget(budget).guaranteed >= 4 and warning_texts(budget) == []
     summary = bench._summary(
         [
             {

@@ -225,9 +225,16 @@ def test_every_pod_has_ingress_and_egress_policies_that_allow_only_dns_redis_and
         }
         assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
         assert _ingress_ports(policy) == {9090: None}, component
-        assert _egress(policy) == BASE_EGRESS, component
+        # The environment verifier scores what a policy writes and uses no Redis (issue 37): DNS only.
+        expected = BASE_EGRESS[:1] if component == "environment-verifier" else BASE_EGRESS
+        assert _egress(policy) == expected, component
     redis = one(objects, "NetworkPolicy", "-redis")
-    assert _ingress_ports(redis) == {6379: RELEASE_PODS}
+    not_the_verifier = [
+        {"key": "app.kubernetes.io/component", "operator": "NotIn", "values": ["environment-verifier"]}
+    ]
+    assert _ingress_ports(redis) == {
+        6379: [{"podSelector": {**RELEASE_PODS[0]["podSelector"], "matchExpressions": not_the_verifier}}]
+    }
     assert redis["spec"]["policyTypes"] == ["Ingress", "Egress"] and redis["spec"]["egress"] == []
     api = one(objects, "NetworkPolicy", "-api")
     assert _ingress_ports(api) == {8000: None}

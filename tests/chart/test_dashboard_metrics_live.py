@@ -65,7 +65,7 @@ def panel_queries(experiment: str) -> list[tuple[str, str]]:
 def test_dashboards_and_alerts_against_a_live_run(tmp_path: Path, embedded_redis) -> None:  # type: ignore[no-untyped-def]
     from lecritique.config import parse_spec
     from lecritique.launch.local import LocalLauncher
-    from lecritique.launch.processes import ManagedProcess, python_command
+    from lecritique.launch.processes import ManagedProcess, orchestrator_command
 
     experiment_id = "exp-live-metrics"
     # A small critic probe every 2 steps, so the probe's gauges (dashboard panel, alert rule) are live too.
@@ -92,29 +92,13 @@ def test_dashboards_and_alerts_against_a_live_run(tmp_path: Path, embedded_redis
         # command with --metrics-port does.
         orchestrator = ManagedProcess(
             name="orchestrator",
-            command=python_command(
-                "lecritique",
-                "orchestrate",
-                "--spec",
-                str(launcher.spec_path),
-                "--out",
-                str(launcher.out_dir),
-                "--experiment",
-                experiment_id,
-                "--rollout",
-                ",".join(addresses["rollout"]),
-                "--environment",
-                ",".join(addresses["environment"]),
-                "--policy-trainer",
-                ",".join(addresses["policy-trainer"]),
-                "--value-evaluator",
-                ",".join(addresses["value-evaluator"]),
-                "--value-trainer",
-                ",".join(addresses["value-trainer"]),
-                "--redis-url",
-                embedded_redis.url,
-                "--metrics-port",
-                str(orchestrator_metrics),
+            command=orchestrator_command(
+                spec=launcher.spec_path,
+                out=launcher.out_dir,
+                experiment=experiment_id,
+                addresses=addresses,
+                metrics_port=orchestrator_metrics,
+                redis_url=embedded_redis.url,
             ),
             log_path=launcher.out_dir / "logs" / "orchestrator.log",
             env=launcher.env,

@@ -105,3 +105,98 @@ def test_a_marginal_critic_budget_is_warned_before_anything_starts(tmp_path: Pat
     assert done.returncode == 0, done.stdout + done.stderr
     assert "warning: critic.updates_per_step = 4 is marginal" in done.stdout
     assert "warning:" not in run(SPEC, out).stdout
+
+
+def recorded(out: Path, spec: dict[str, object]) -> None:
+    """The resolved spec a run writes into its folder (what LocalLauncher.start_services records)."""
+    from lecritique.config import parse_spec
+
+    (out / "spec.json").write_text(parse_spec(spec).model_dump_json(indent=1))
+
+
+LR_SPEC = {**SPEC, "policy_trainer": {"optimizer": {"lr": 1e-4}}}
+
+
+def test_a_rerun_with_an_edited_spec_is_refused_with_the_changed_fields(tmp_path: Path) -> None:
+    """Issue 41: policy lr 1e-4 -> 3e-3 and steps 2 -> 3 into the same folder trained on at the old
+    lr while spec.json said the new one. Now nothing starts and the folder keeps its record."""
+    out = tmp_path / "run"
+    finished(out)
+    recorded(out, LR_SPEC)
+    before = (out / "spec.json").read_text()
+    edited = {**SPEC, "policy_trainer": {"optimizer": {"lr": 3e-3}}, "orchestrator": {"steps": 3}}
+    done = run(edited, out)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{out} holds a run of a different spec" in done.stdout
+    assert "policy_trainer.optimizer.lr: 0.0001 -> 0.003" in done.stdout
+    assert "orchestrator.steps: 2 -> 3" in done.stdout
+    assert "--force starts it again from scratch" in done.stdout
+    assert (out / "spec.json").read_text() == before
+    assert not (out / "logs").exists() and not (out / "redis").exists()
+
+
+def test_extend_may_change_only_the_steps(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    finished(out)
+    recorded(out, LR_SPEC)
+    edited = {**LR_SPEC, "policy_trainer": {"optimizer": {"lr": 3e-3}}, "orchestrator": {"steps": 3}}
+    done = run(edited, out, "--extend")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "policy_trainer.optimizer.lr: 0.0001 -> 0.003" in done.stdout
+    assert "orchestrator.steps" not in done.stdout.split("(")[1].split(")")[0]
+    assert "--extend may change only orchestrator.steps" in done.stdout
+    assert not (out / "redis").exists()
+
+
+@pytest.mark.slow(seconds=40)
+def test_extend_with_more_steps_says_so_and_continues(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    finished(out)
+    recorded(out, LR_SPEC)
+    done = run({**LR_SPEC, "orchestrator": {"steps": 3}}, out, "--extend")
+    # It goes on to start the services (the policy path does not exist: the policy trainer stops).
+    assert done.stdout.splitlines()[0] == f"--extend: {out} continues from 2 to 3 policy steps"
+    assert f"starting the embedded Redis (data in {out / 'redis'})" in done.stdout
+    assert json.loads((out / "spec.json").read_text())["orchestrator"]["steps"] == 3
+
+
+def test_set_overrides_apply_before_the_folder_is_compared(tmp_path: Path) -> None:
+    """--set changes the spec as if the YAML said it: with it the rerun matches the recorded run
+    (left alone); without it the same YAML is refused as a different spec."""
+    out = tmp_path / "run"
+    finished(out)
+    recorded(out, LR_SPEC)
+    edited = {**LR_SPEC, "policy_trainer": {"optimizer": {"lr": 3e-3}}}
+    assert run(edited, out).returncode == 2
+    done = run(edited, out, "--set", "policy_trainer.optimizer.lr=1e-4")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "overrides: policy_trainer.optimizer.lr=1e-4" in done.stdout
+    assert "already holds a finished run (step 2 of 2)" in done.stdout
+
+
+def test_an_unknown_override_path_is_refused_with_the_nearest_name(tmp_path: Path) -> None:
+    done = run(SPEC, tmp_path / "run", "--set", "policy_trainer.optimizer.lrr=1e-4")
+    assert done.returncode == 2
+    assert (
+        "--set 'policy_trainer.optimizer.lrr=1e-4': policy_trainer.optimizer: unknown field 'lrr'; "
+        "did you mean 'lr'?" in done.stdout
+    ), done.stdout
+    assert not (tmp_path / "run").exists()
+
+
+def test_every_warning_of_the_spec_is_printed_before_anything_starts(tmp_path: Path) -> None:
+    """Issue 40: not only the critic budget: every warning config.findings has about the spec."""
+    from lecritique.config import parse_spec
+    from lecritique.config.findings import warning_texts
+
+    out = tmp_path / "run"
+    finished(out)
+    rare = {**SPEC, "orchestrator": {"steps": 2, "eval_every": 5}}
+    recorded(out, rare)
+    done = run(rare, out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    printed = [
+        line.removeprefix("warning: ") for line in done.stdout.splitlines() if line.startswith("warning: ")
+    ]
+    assert printed == warning_texts(parse_spec(rare)) and len(printed) == 1
+    assert printed[0].startswith("orchestrator.eval_every = 5 > orchestrator.steps = 2")

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from lecritique.config import SpecError, parse_spec
-from lecritique.config.critic_budget import update_budget_warnings
+from lecritique.config.findings import warning_texts as update_budget_warnings
 from lecritique.replay.budget import update_budget
 
 

@@ -40,7 +40,8 @@ def test_input_prediction_accepts_any_feasible_input(env, tasks):
     task = next(t for t in tasks if t.metadata["direction"] == "input")
     # The candidate is checked by running the reference code, not by comparing to the generator's input.
     code = task.metadata["code"]
-    identity = dict(task.metadata, code="def main_solution(**kwargs):\n    return 7\n", output=7)
+    constant = "def main_solution(anything):\n    return 7\n"
+    identity = dict(task.metadata, code=constant, inputs={"anything": 0}, output=7)
     alias = type(task)(task.task_id, task.prompt, task.reference, task.privileged, identity)
     assert env.score(alias, tagged(json.dumps({"anything": 1}))).reward == 1.0
     assert env.score(task, tagged(json.dumps({"no_such_argument": 1}))).reward == 0.0

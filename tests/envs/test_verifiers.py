@@ -10,6 +10,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from lecritique.envs.verifiers import Verifier, VerifierConfig, build_verifier, parse_number
+from tests.envs.sandbox_support import finishes
 
 ROW = {"id": "row-7"}
 
@@ -77,6 +78,19 @@ def test_regex_from_the_spec_or_the_row() -> None:
     assert rewards(per_row, r"\bblue\b", ["It is BLUE.", "blueish"]) == [1, 0]
     with pytest.raises(ValueError, match="pattern does not compile"):
         verifier(kind="regex", pattern="(")
+
+
+@pytest.mark.parametrize("per_row", [False, True])
+def test_a_catastrophic_pattern_returns_promptly_with_a_reason(per_row: bool) -> None:
+    """Issue #37: ``(a|aa)+$`` against 60 ``a`` and a ``b`` backtracks about 10^12 times; before the
+    fix the verifier (spec pattern, or the row's reference as pattern) never returned, and held
+    the GIL meanwhile. ``finishes`` is a liveness guard, not a speed assertion."""
+    pattern = r"(a|aa)+$"
+    v = verifier(kind="regex", full_match=False) if per_row else verifier(kind="regex", pattern=pattern)
+    result = finishes(lambda: v.verify("a" * 60 + "b", pattern, ROW), seconds=60)
+    assert result.reward == 0.0
+    assert "time limit" in result.diagnostic
+    assert v.verify("aaaa", pattern, ROW).reward == 1.0
 
 
 def test_python_entry_point() -> None:

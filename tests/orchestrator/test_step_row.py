@@ -10,8 +10,9 @@ import pytest
 
 from lecritique.advantages import estimator_classes
 from lecritique.config import parse_spec
+from lecritique.config.findings import warning_texts
 from lecritique.episodes import EpisodePlayer
-from lecritique.orchestrator.loop import Orchestrator, configuration_warnings
+from lecritique.orchestrator.loop import Orchestrator
 from lecritique.orchestrator.row import StepRow
 from tests.orchestrator.test_degraded_critic import GROUPS, K, _Batches, _Trainer
 
@@ -93,8 +94,8 @@ def test_rows_round_trip_and_keep_their_keys():
 def test_lvrl_on_a_single_turn_task_warns_once_that_it_is_grpo(tmp_path, caplog):
     single = _spec(tmp_path, "lvrl", {"kind": "arithmetic"}, {"kind": "frozen_llm"})
     multi = _spec(tmp_path, "lvrl", {**SUDOKU, "empty_cells": [3, 4]}, {"kind": "frozen_llm"})
-    assert configuration_warnings(multi) == []
-    [warning] = configuration_warnings(single)
+    assert warning_texts(multi) == []
+    [warning] = warning_texts(single)
     assert "GRPO" in warning and "single-turn" in warning
     with caplog.at_level(logging.WARNING, logger="lecritique.orchestrator.loop"):
         rows = _rows(tmp_path, single)

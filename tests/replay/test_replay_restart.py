@@ -87,7 +87,7 @@ def test_client_reconnects_with_backoff_after_a_restart(tmp_path, caplog):
             )
         )
         restart.start()
-        with caplog.at_level(logging.INFO, logger="lecritique.redis_connection"):
+        with caplog.at_level(logging.INFO, logger="lecritique.redis_reconnect"):
             second = buffer.push([b"after"], policy_version=1)  # blocks, retrying, until the server is back
         restart.join()
         server = restarted[0]

@@ -68,7 +68,7 @@ def test_a_run_survives_one_fault_per_service(tiny_policy, tmp_path):
     # None lost that was acknowledged: the stream counts every trajectory the orchestrator pushed
     # (warmup batches before step 1's batch, then every healthy step's batch).
     batch = TASKS_PER_STEP * GROUP_SIZE
-    pushed = rows[0]["batch_cursor"] * batch + sum(
+    pushed = rows[0]["warmup_batches"] * batch + sum(
         r["trajectories"] for r in rows if not r["critic_degraded"]
     )
     assert result.pushed_total >= pushed, (result.pushed_total, pushed)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from lecritique.launch.processes import ManagedProcess, child_environment, python_command
+from lecritique.launch.processes import ManagedProcess, child_environment, service_command
 from lecritique.rpc.codec import fill_trajectory_batch
 from lecritique.v1 import policy_pb2, policy_pb2_grpc
 from lecritique.weights import WeightStore
@@ -41,26 +41,13 @@ def _spec(policy: Path, path: Path, **trainer: Any) -> Path:
 def _service(spec: Path, out: Path) -> ManagedProcess:
     process = ManagedProcess(
         name="policy-trainer",
-        command=python_command(
-            "lecritique",
-            "serve",
+        command=service_command(
             "policy-trainer",
-            "--spec",
-            str(spec),
-            "--experiment",
-            "resume",
-            "--weights-dir",
-            str(out / "weights"),
-            "--state-dir",
-            str(out / "state"),
-            "--port",
-            "0",
-            "--metrics-port",
-            "0",
-            "--host",
-            "127.0.0.1",
-            "--port-file",
-            str(out / "port.json"),
+            spec=spec,
+            experiment="resume",
+            weights_dir=out / "weights",
+            state_dir=out / "state",
+            port_file=out / "port.json",
         ),
         log_path=out / "policy-trainer.log",
         port_file=out / "port.json",

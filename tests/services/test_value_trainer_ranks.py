@@ -20,7 +20,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lecritique.launch.processes import ManagedProcess, child_environment, python_command
+from lecritique.launch.processes import ManagedProcess, child_environment, service_command
 from lecritique.replay import ReplayBuffer
 from lecritique.replay.config import ReplayBounds
 from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
@@ -80,40 +80,14 @@ def _run(root: Path, embedded_redis: Any, name: str, seed: int = 3, **critic: An
     spec = _spec(out / "policy", out / "spec.json", **critic)
     redis = embedded_redis.client()
     ReplayBuffer(redis, name, **REPLAY.model_dump()).push(_trajectories(seed), policy_version=0)
-    args = [
-        "lecritique",
-        "serve",
+    command = service_command(
         "value-trainer",
-        "--spec",
-        str(spec),
-        "--experiment",
-        name,
-        "--weights-dir",
-        str(out / "weights"),
-        "--state-dir",
-        str(out / "state"),
-        "--port",
-        "0",
-        "--metrics-port",
-        "0",
-        "--host",
-        "127.0.0.1",
-        "--port-file",
-        str(out / "port.json"),
-    ]
-    processes = int(critic.get("processes", 1))
-    command = (
-        python_command(*args)
-        if processes == 1
-        else [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc_per_node={processes}",
-            "-m",
-            *args,
-        ]
+        spec=spec,
+        experiment=name,
+        weights_dir=out / "weights",
+        state_dir=out / "state",
+        port_file=out / "port.json",
+        processes=int(critic.get("processes", 1)),
     )
     process = ManagedProcess(
         name=name,

@@ -97,6 +97,15 @@ def test_quick_study_runs_reports_probes_the_ceiling_and_resumes(tmp_path):
     assert again.stdout.count("finished before, skipped") == 2
     assert "oracle ceiling" not in again.stdout, "a probe already measured is read back, not repeated"
 
+    # The study file edited since: its runs are neither skipped as finished nor continued (issue 41).
+    edited = yaml.safe_load(study.read_text())
+    edited["base"]["rollout"]["sampling"]["max_tokens"] = 7
+    study.write_text(yaml.safe_dump(edited))
+    drifted = study_command(study, out)
+    assert drifted.returncode == 2, drifted.stdout[-3000:] + drifted.stderr[-3000:]
+    said = " ".join(drifted.stdout.split())  # unwrapped
+    assert "holds a run of a different spec (rollout.sampling.max_tokens: 8 -> 7)" in said
+
 
 @pytest.mark.slow(seconds=90)
 @pytest.mark.timeout(1500)

@@ -54,7 +54,7 @@ def test_every_variant_and_seed_is_one_validated_experiment_seed_major():
 def test_quick_profile_is_one_seed_two_variants_and_few_steps():
     quick = apply_quick(study())
     runs = plan_runs(quick, Path("."), quick=True)
-    assert [r.key for r in runs] == ["mean/seed0", "pvf/seed0"]
+    assert [r.key for r in runs] == ["mean/seed0", "pvf/seed0"], "the reference, the first other (MEAN here)"
     assert all(r.spec.orchestrator.steps == 3 and r.spec.rollout.tasks_per_step == 4 for r in runs)
     assert runs[1].spec.critic.warmup_updates == 2
     assert runs[0].spec.critic is None, "the quick profile must not give a critic-free variant a critic"
@@ -129,9 +129,9 @@ def test_the_levers_study_declares_its_comparisons_and_budget_arms():
 
     study = load_study_spec(REPO_ROOT / "examples" / "studies" / "critic-levers.yaml")
     names = {v.name for v in study.variants}
-    assert {"mean", "tether-pvf"} | {f"{c}-k{k}" for c in ("vf", "pvf") for k in (0, 2)} == names
+    assert {"mean", "rloo", "tether-pvf"} | {f"{c}-k{k}" for c in ("vf", "pvf") for k in (0, 2)} == names
     compared = [list(p) for p in study.compared()]
-    assert len(study.seeds) == 5 and ["tether-pvf", "mean"] in compared
+    assert len(study.seeds) == 5 and ["tether-pvf", "mean"] in compared and ["tether-pvf", "rloo"] in compared
     assert all([f"pvf-k{k}", f"vf-k{k}"] in compared for k in (0, 2))
     assert ["pvf-k2", "pvf-k0"] in compared and ["vf-k2", "vf-k0"] in compared
     by_name = {r.variant: r.spec for r in plan_runs(study, REPO_ROOT / "examples" / "studies") if r.seed == 0}
@@ -182,8 +182,16 @@ def test_the_capacity_study_varies_only_the_critics_size_start_and_pretraining(t
     assert (fresh.init, x4.init) == ("fresh", "fresh")
     assert (fresh.tiny.layers, fresh.tiny.hidden, x4.tiny.layers, x4.tiny.hidden) == (2, 128, 2, 256)
     assert by_name["pvf-k2-pretrained"].model_path == str(
-        (tmp_path / "pretrain" / "pvf" / "critic").resolve()
+        (tmp_path / "pretrain" / "pvf" / "policy-seed0" / "critic").resolve()
     )
+    # Only the critic's size, start and pretrained weights differ from pvf-k2 (issue 40: "only").
+    from lecritique.config.changes import spec_changes
+
+    specs = {r.variant: r.spec for r in plan_runs(study, folder, out=tmp_path) if r.seed == 0}
+    allowed = ("name", "critic.tiny", "critic.init", "critic.model_path")
+    for variant, spec in specs.items():
+        changed = [c.field for c in spec_changes(specs["pvf-k2"], spec)]
+        assert all(field.startswith(allowed) for field in changed), (variant, changed)
     assert [list(p) for p in study.compared()] == [
         ["pvf-k2-x4", "pvf-k2-fresh"],
         ["pvf-k2", "pvf-k2-fresh"],
@@ -202,7 +210,7 @@ def test_the_best_setting_study_puts_tether_and_mean_beside_the_pretrained_criti
     capacity = load_study_spec(folder / "critic-levers-capacity.yaml")
     assert study.base == capacity.base and study.pretrain == capacity.pretrain and len(study.seeds) == 5
     by_name = {r.variant: r.spec for r in plan_runs(study, folder, out=tmp_path) if r.seed == 0}
-    pretrained = str((tmp_path / "pretrain" / "pvf" / "critic").resolve())
+    pretrained = str((tmp_path / "pretrain" / "pvf" / "policy-seed0" / "critic").resolve())
     assert by_name["mean"].critic is None
     assert by_name["tether-pvf-pretrained"].estimator.name == "tether"
     assert (
@@ -260,7 +268,7 @@ def test_a_variant_naming_the_pretrain_stage_gets_its_critic_in_the_study_folder
     )
     runs = {r.key: r.spec for r in plan_runs(spec, Path("."), out=tmp_path / "out")}
     assert runs["pre/seed0"].critic.model_path == str(
-        (tmp_path / "out" / "pretrain" / "pvf" / "critic").resolve()
+        (tmp_path / "out" / "pretrain" / "pvf" / "policy-seed0" / "critic").resolve()
     )
     assert runs["pvf/seed0"].critic.model_path is None
 
@@ -278,6 +286,25 @@ def test_a_variant_whose_critic_budget_is_marginal_is_named_once_before_its_runs
     found = budget_warnings(plan_runs(spec, Path(".")))
     assert list(found) == ["vf-k4"] and len(found["vf-k4"]) == 1, "one warning per variant, not per seed"
     assert "critic.updates_per_step = 4 is marginal" in found["vf-k4"][0]
+
+
+def test_every_warning_of_a_variant_is_named_once_not_only_the_budget():
+    """Issue 40: a study hears the same findings as ``lecritique run`` (config.findings)."""
+    from lecritique.config.findings import warning_texts
+    from lecritique.study.run import budget_warnings
+
+    spec = study(
+        variants=[
+            {"name": "pvf"},
+            {"name": "rare-eval", "overrides": {"orchestrator": {"eval_every": 10_000}}},
+        ]
+    )
+    runs = plan_runs(spec, Path("."))
+    found = budget_warnings(runs)
+    assert list(found) == ["rare-eval"]
+    [rare] = [run for run in runs if run.variant == "rare-eval"][:1]
+    assert found["rare-eval"] == warning_texts(rare.spec)
+    assert "orchestrator.eval_every = 10000 > orchestrator.steps" in found["rare-eval"][0]
 
 
 def test_the_tether_study_runs_tether_and_mean_on_the_fresh_data_studys_critics(tmp_path):
@@ -303,4 +330,10 @@ def test_the_tether_study_runs_tether_and_mean_on_the_fresh_data_studys_critics(
         ["tether-vf-fresh", "mean-fresh"],
         ["tether-pvf-fresh", "mean-fresh"],
         ["tether-vf-fresh", "tether-pvf-fresh"],
+        ["tether-vf-fresh", "rloo-fresh"],
+        ["tether-pvf-fresh", "rloo-fresh"],
     ]
+    assert (
+        by_name["rloo-fresh"].critic is None
+        and by_name["rloo-fresh"].rollout == by_name["mean-fresh"].rollout
+    )

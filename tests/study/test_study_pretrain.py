@@ -1,5 +1,5 @@
-"""The study's pretrain stage: run once, before the variants, on the study's starting policy, only
-when a variant uses it, skipped when finished; its budget and result reach study.md."""
+"""The study's pretrain stage: run once per starting policy, before the variants, only when a
+variant uses it, skipped when finished; its budget and result reach study.md."""
 
 import json
 from pathlib import Path
@@ -35,7 +35,7 @@ def levers(**changes):
     )
 
 
-def test_the_stage_runs_once_on_the_shared_policy_with_its_budget_and_is_then_skipped(tmp_path, monkeypatch):
+def _recording(monkeypatch):
     import lecritique.pretrain.run as pretrain_run
 
     calls = []
@@ -46,15 +46,33 @@ def test_the_stage_runs_once_on_the_shared_policy_with_its_budget_and_is_then_sk
         (folder / "summary.json").write_text(json.dumps({"best_held_out_ev": 0.2, "history": [1]}))
 
     monkeypatch.setattr(pretrain_run, "pretrain", fake)
+    return calls
+
+
+def test_the_stage_runs_once_per_starting_policy_with_its_budget_and_is_then_skipped(tmp_path, monkeypatch):
+    calls = _recording(monkeypatch)
     study, out = levers(), tmp_path / "out"
     runs = plan_runs(study, Path("."), out=out)
     run_pretrain(study, Path("."), runs, out, Console(quiet=True), quick=False)
     run_pretrain(study, Path("."), runs, out, Console(quiet=True), quick=False)
-    assert len(calls) == 1, "a finished stage is skipped"
-    spec, budget, folder = calls[0]
-    assert folder == out / "pretrain" / "pvf" and budget.tasks_per_policy == 64 and budget.max_epochs == 3
-    assert spec.critic.model_path is None and spec.critic.context == "reference" and spec.seed == 0
-    assert spec.policy == runs[0].spec.policy, "the study's own starting policy"
+    assert len(calls) == 2, "one stage per starting policy (seeds 0 and 1), a finished one skipped"
+    for seed, (spec, budget, folder) in enumerate(calls):
+        assert folder == (out / "pretrain" / "pvf" / f"policy-seed{seed}").resolve()
+        assert budget.tasks_per_policy == 64 and budget.max_epochs == 3
+        assert spec.critic.model_path is None and spec.critic.context == "reference" and spec.seed == seed
+        assert spec.policy == runs[seed * 2].spec.policy, "the starting policy of the seed's runs"
+    summary = _pretrain_summaries(study, out)
+    assert list(summary) == ["pvf (policy-seed0)", "pvf (policy-seed1)"]
+    assert summary["pvf (policy-seed0)"]["result"] == {"best_held_out_ev": 0.2}
+
+
+def test_one_starting_policy_keeps_one_stage_folder(tmp_path, monkeypatch):
+    calls = _recording(monkeypatch)
+    study, out = levers(policy_builds=1), tmp_path / "out"
+    run_pretrain(
+        study, Path("."), plan_runs(study, Path("."), out=out), out, Console(quiet=True), quick=False
+    )
+    assert [folder for _, _, folder in calls] == [(out / "pretrain" / "pvf").resolve()]
     summary = _pretrain_summaries(study, out)["pvf"]
     assert summary["budget"]["tasks_per_policy"] == 64 and summary["result"] == {"best_held_out_ev": 0.2}
 

@@ -20,7 +20,8 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from lecritique.config.experiment import ExperimentSpec
-from lecritique.tenancy.spec_rules import CHECKS, RULE_KEY, RULES, rule_of
+from lecritique.envs.sandbox import SandboxConfig
+from lecritique.tenancy.spec_rules import CHECKS, RULE_KEY, RULES, model_rule_of, rule_of
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME_HINT = re.compile(
@@ -79,10 +80,15 @@ def looks_like_an_address(name: str, info: typing.Any) -> bool:
 
 
 def unruled(root: type[BaseModel]) -> list[str]:
-    """Fields that look like a path, module or URL and carry no known rule (the exceptions aside)."""
+    """Fields that look like a path, module or URL and carry no known rule (the exceptions aside),
+    and model classes that carry an unknown rule themselves."""
     found = []
     for qualified, name, info in spec_fields(root):
         rule = rule_of(info)
+        for model in _models_in(info.annotation):
+            model_rule = model_rule_of(model)
+            if model_rule is not None and model_rule not in RULES:
+                found.append(f"{model.__name__}: unknown rule {model_rule!r}")
         if rule is not None and rule not in RULES:
             found.append(f"{qualified}: unknown rule {rule!r}")
         elif rule is None and looks_like_an_address(name, info) and qualified not in NOT_ADDRESSES:
@@ -104,6 +110,16 @@ def test_the_walk_reaches_the_fields_the_issue_named() -> None:
         and rules["WandbTrackerConfig.mode"] == "wandb_mode"
     )
     assert rules["DistillationConfig.teacher"] == "model_path"  # found by the walk, not named in the issue
+
+
+def test_every_field_holding_a_sandbox_is_under_the_sandbox_settings_rule() -> None:
+    """The rule is the sandbox class's own: CodeIO's ``environment.sandbox`` and any sandbox a spec
+    section adds later is checked without a marker of its own (issue 37, item 2)."""
+    assert model_rule_of(SandboxConfig) == "sandbox_settings"
+    holders = [
+        q for q, _, info in spec_fields(ExperimentSpec) if SandboxConfig in list(_models_in(info.annotation))
+    ]
+    assert "CodeIOConfig.sandbox" in holders
 
 
 def test_no_exception_is_stale() -> None:
@@ -131,6 +147,10 @@ class _Inner(BaseModel):
     """An importable module:function called at the end."""
 
 
+class _MarkedModel(BaseModel):
+    model_config = ConfigDict(json_schema_extra={RULE_KEY: "no_such_model_rule"})
+
+
 class _Sneaky(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
     name: str = "ok"
@@ -141,6 +161,8 @@ class _Sneaky(BaseModel):
     """Called on every step."""
     marked: str = Field(default="", json_schema_extra={RULE_KEY: "no_such_rule"})
     """Marked, with a rule that does not exist."""
+    settings: _MarkedModel = Field(default_factory=lambda: _MarkedModel())
+    """A model whose class carries a rule that does not exist."""
     ruled: str = Field(default="", json_schema_extra={RULE_KEY: "tracker_uri"})
     """Marked with a real rule."""
 
@@ -152,6 +174,7 @@ def test_the_walk_catches_unmarked_path_module_and_url_fields_and_unknown_rules(
             "_Inner.callback",
             "_Sneaky.webhook_url",
             "_Sneaky.marked: unknown rule 'no_such_rule'",
+            "_MarkedModel: unknown rule 'no_such_model_rule'",
         ]
     )
 

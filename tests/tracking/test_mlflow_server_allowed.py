@@ -28,7 +28,8 @@ from tests.api.api_process import ApiProcess, free_port, local_api_settings
 from tests.helm_support import quick_policy
 
 TOKEN = "research-mlflow-token"
-EXPERIMENT = "tenant-mlflow-server"
+EXPERIMENT = "research/mlflow-server"
+"""Under the tenant's prefix: on a shared server its experiments are named research/... ."""
 
 
 @pytest.fixture

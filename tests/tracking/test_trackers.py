@@ -139,7 +139,9 @@ def _wandb_service_children() -> list[int]:
         except OSError:
             return ""
 
-    return [pid for pid in descendants(os.getpid()) if name(pid).startswith("wandb-core") and alive(pid, None)]
+    return [
+        pid for pid in descendants(os.getpid()) if name(pid).startswith("wandb-core") and alive(pid, None)
+    ]
 
 
 def test_closing_a_wandb_run_waits_until_its_offline_log_is_written(tmp_path: Path) -> None:
@@ -147,7 +149,9 @@ def test_closing_a_wandb_run_waits_until_its_offline_log_is_written(tmp_path: Pa
     last message to the service is fire-and-forget): read right after it, the offline run held no
     history on a loaded machine. Closing the tracker waits for the service to exit."""
     run_dir = tmp_path / "run"
-    trackers = Trackers.open([WandbTrackerConfig(project="lecritique-tests", mode="offline")], context(run_dir))
+    trackers = Trackers.open(
+        [WandbTrackerConfig(project="lecritique-tests", mode="offline")], context(run_dir)
+    )
     assert _wandb_service_children(), "W&B runs its service as a child process"
     run_steps(trackers, run_dir)
     assert _wandb_service_children() == [], "the service that writes the run's files is still running"

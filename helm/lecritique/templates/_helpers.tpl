@@ -131,12 +131,16 @@ capabilities:
 {{- end -}}
 
 {{/* Egress rules every lecritique pod needs: DNS, and Redis of this release. */}}
-{{- define "lecritique.baseEgress" -}}
+{{- define "lecritique.dnsEgress" -}}
 - to:
     {{- toYaml .Values.networkPolicy.dns | nindent 4 }}
   ports:
     - {port: 53, protocol: UDP}
     - {port: 53, protocol: TCP}
+{{- end -}}
+
+{{- define "lecritique.baseEgress" -}}
+{{ include "lecritique.dnsEgress" . }}
 - to:
     - podSelector:
         matchLabels:
@@ -147,7 +151,8 @@ capabilities:
 
 {{/*
 Baseline NetworkPolicy of an experiment component (all experiments' pods of it): metrics from
-networkPolicy.metricsFrom (any when empty); egress to DNS and Redis only. The launcher adds, per
+networkPolicy.metricsFrom (any when empty); egress to DNS and Redis only (DNS only with "noRedis":
+the environment verifier, which uses no Redis and scores what a policy writes). The launcher adds, per
 experiment, gRPC from that experiment's orchestrator (and the value evaluator's LLM endpoints).
 (dict "root" $ "component" "rollout")
 */}}
@@ -174,7 +179,11 @@ spec:
         {{- toYaml . | nindent 8 }}
       {{- end }}
   egress:
+    {{- if .noRedis }}
+    {{- include "lecritique.dnsEgress" .root | nindent 4 }}
+    {{- else }}
     {{- include "lecritique.baseEgress" .root | nindent 4 }}
+    {{- end }}
 {{- end }}
 {{- end -}}
 

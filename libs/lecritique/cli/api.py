@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -77,6 +79,9 @@ def serve(
     variables = _service_variables(
         redis_url, launcher, tokens_file, runs_dir, launcher_defaults, reconcile_seconds, token
     )
+    if redis is not None:
+        # --dev: the runs connect as the experiments' user, which sees only lecritique:exp-* keys.
+        variables["LECRITIQUE_API_EXPERIMENT_REDIS_URL"] = redis.experiments_url
     os.environ.update(variables)
     try:
         uvicorn.run(API_FACTORY, factory=True, host=host, port=port, log_level=log_level.lower())
@@ -87,8 +92,8 @@ def serve(
 
 def _redis_and_token(
     redis_url: str | None, dev: bool, launcher: str, runs_dir: Path, host: str, port: int
-) -> tuple[str, EmbeddedRedis | None, str | None]:
-    """The Redis URL, the embedded server to stop (--dev) and the dev tenant's token (--dev);
+) -> tuple[str, DevRedis | None, str | None]:
+    """The API's Redis URL, the embedded server to stop (--dev) and the dev tenant's token (--dev);
     a bad launcher, or no Redis without --dev, is refused with the reason."""
     if launcher not in ("local", "kubernetes"):
         raise typer.BadParameter(f"launcher must be 'local' or 'kubernetes', got {launcher!r}")
@@ -136,15 +141,33 @@ DEV_TENANT = "dev"
 """The tenant ``serve --dev`` makes a token for."""
 
 
-def _dev_setup(runs_dir: Path, host: str, port: int) -> tuple[str, EmbeddedRedis, str]:
-    """An embedded Redis with a random password (data under the runs folder, so records survive a
-    restart) and a fresh token; prints what a client needs. Returns (Redis URL, server, token)."""
-    from lecritique.launch.local import protect_with_password
+@dataclass(frozen=True)
+class DevRedis:
+    """``serve --dev``'s embedded Redis, with the chart's ACL users (``lecritique.launch.redis_acl``)
+    in its configuration from the start: the API's user and the experiments' user, random passwords."""
+
+    server: EmbeddedRedis
+    api_url: str
+    experiments_url: str
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def _dev_setup(runs_dir: Path, host: str, port: int) -> tuple[str, DevRedis, str]:
+    """The embedded Redis (data under the runs folder, so records survive a restart) and a fresh
+    token; prints what a client needs. Returns (the API's Redis URL, the server, token)."""
+    from lecritique.launch import redis_acl
     from lecritique.redis_connection import start_embedded_redis
 
     data = runs_dir.resolve() / ".api-redis"
-    server = start_embedded_redis(data)
-    url = protect_with_password(server)
+    api_password, experiments_password = secrets.token_hex(24), secrets.token_hex(24)
+    server = start_embedded_redis(data, acl=redis_acl.dev_acl(api_password, experiments_password))
+    redis = DevRedis(
+        server,
+        redis_acl.user_url(server.url, redis_acl.API_USER, api_password),
+        redis_acl.user_url(server.url, redis_acl.EXPERIMENTS_USER, experiments_password),
+    )
     token = new_token()
     api_url = f"http://{host}:{port}"
     lines = [
@@ -155,7 +178,7 @@ def _dev_setup(runs_dir: Path, host: str, port: int) -> tuple[str, EmbeddedRedis
     ]
     typer.echo("\n".join(lines))
     sys.stdout.flush()
-    return url, server, token
+    return redis.api_url, redis, token
 
 
 @api_app.command("hash-token")

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from lecritique.cli.spec_options import SetOption
+
 
 def critic_eval(
     out: Annotated[Path, typer.Option(help="Output directory: critic_eval.json, .md, .png.")],
@@ -33,6 +35,7 @@ def critic_eval(
     continuations: Annotated[
         int | None, typer.Option(help="With --run: Monte-Carlo continuations per state.")
     ] = None,
+    overrides: SetOption = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
@@ -49,6 +52,8 @@ def critic_eval(
 
     try:
         parsed = _spec(spec, run, {"tasks": tasks, "states": states, "continuations": continuations})
+        if overrides:
+            parsed = _overridden(parsed, overrides)
     except SpecError as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(2) from None
@@ -83,3 +88,19 @@ def _spec(spec: Path | None, run: Path | None, settings: dict[str, Any]) -> Any:
     if given:
         raise SpecError(f"{', '.join(given)} go with --run; with a spec file, set them in it")
     return load_critic_eval_spec(spec)
+
+
+def _overridden(parsed: Any, overrides: list[str]) -> Any:
+    """The critic-eval spec with ``--set`` overrides applied, validated again."""
+    from pydantic import ValidationError
+
+    from lecritique.config.experiment import SpecError
+    from lecritique.config.overrides import OverrideError, apply_overrides
+
+    model = type(parsed)
+    try:
+        return model.model_validate(apply_overrides(parsed.model_dump(mode="json"), overrides, model))
+    except OverrideError as error:
+        raise SpecError(str(error)) from None
+    except ValidationError as error:
+        raise SpecError(f"after --set {', '.join(overrides)}: {error}") from None

@@ -9,11 +9,30 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from lecritique.cli.spec_options import SetOption
 from lecritique.launch.signals import signals_ignored, terminate_as_interrupt
 
 if TYPE_CHECKING:
     from lecritique.config import ExperimentSpec
     from lecritique.launch.local import LocalLauncher
+
+
+ForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force", help="Start again from scratch: delete OUT's contents first (a finished run too)."
+    ),
+]
+VerboseOption = Annotated[
+    bool,
+    typer.Option("--verbose", "-v", help="Keep Hugging Face's progress bars and load reports in the logs."),
+]
+ExtendOption = Annotated[
+    bool,
+    typer.Option(
+        "--extend", help="Continue a run in OUT with a larger orchestrator.steps (the only change it allows)."
+    ),
+]
 
 
 def run(
@@ -32,23 +51,17 @@ def run(
         ),
     ] = None,
     log_level: Annotated[str, typer.Option(help="Logging level of this launcher.")] = "WARNING",
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force", help="Start again from scratch: delete OUT's contents first (a finished run too)."
-        ),
-    ] = False,
-    verbose: Annotated[
-        bool,
-        typer.Option(
-            "--verbose", "-v", help="Keep Hugging Face's progress bars and load reports in the logs."
-        ),
-    ] = False,
+    force: ForceOption = False,
+    verbose: VerboseOption = False,
+    overrides: SetOption = None,
+    extend: ExtendOption = False,
 ) -> None:
     """Start every service on loopback, run the experiment, stop everything, write the report.
 
     An existing OUT is resumed; one whose run already finished is left as it is (exit 0, no
-    service started) unless --force, or a larger orchestrator.steps, asks for more.
+    service started) unless --force, or --extend with a larger orchestrator.steps, asks for more.
+    OUT's spec.json records what was trained: a spec that differs from it is refused with the
+    changed fields (--force starts over; --extend may change only orchestrator.steps).
     SIGTERM and Ctrl-C stop the experiment cleanly; further signals are ignored until every
     service has stopped, so no process is left behind.
     """
@@ -60,10 +73,16 @@ def run(
 
     # Messages are not wrapped inside their text (the terminal wraps; a log or the API's error field keeps them whole).
     console = Console(soft_wrap=True)
-    experiment = _checked_spec(spec, console)
-    if _left_alone(out, experiment, force, console):
-        return
+    experiment = _checked_spec(spec, overrides or [], console)
+    if force and out.exists():
+        import shutil
+
+        console.print(f"--force: deleting {out} and starting again")
+        shutil.rmtree(out)
     launcher = _launcher(experiment, out, cache_dir, redis_url, experiment_id, console)
+    _refuse_drift(out, launcher.spec, extend, console)
+    if _left_alone(out, experiment, console):
+        return
     code, started = _run_services(launcher, experiment.orchestrator.steps, out, console)
     _report_and_exit(out, experiment.name, code, started, console)
 
@@ -121,17 +140,25 @@ def _report_and_exit(out: Path, title: str, code: int, started: bool, console: A
         raise typer.Exit(code or 1)
 
 
-def _left_alone(out: Path, experiment: ExperimentSpec, force: bool, console: Any) -> bool:
-    """--force: delete OUT. Else, when OUT holds a finished run, say so (the report is written if
-    missing) and return True: nothing is to be started."""
+def _refuse_drift(out: Path, resolved: ExperimentSpec, extend: bool, console: Any) -> None:
+    """Exit 2 when OUT records a run of another spec (the changed fields named)."""
+    from lecritique.launch.local import SpecDrift, check_recorded_spec
+
+    try:
+        extending = check_recorded_spec(out, resolved, extend=extend)
+    except SpecDrift as error:
+        console.print(f"[red]{error}")
+        raise typer.Exit(2) from None
+    if extending:
+        console.print(extending)
+
+
+def _left_alone(out: Path, experiment: ExperimentSpec, console: Any) -> bool:
+    """When OUT holds a finished run, say so (the report is written if missing) and return True:
+    nothing is to be started."""
     from lecritique.launch.local import finished_step
     from lecritique.reporting import write_report
 
-    if force and out.exists():
-        import shutil
-
-        console.print(f"--force: deleting {out} and starting again")
-        shutil.rmtree(out)
     done = finished_step(out, experiment.orchestrator.steps)
     if done is None:
         return False
@@ -139,7 +166,8 @@ def _left_alone(out: Path, experiment: ExperimentSpec, force: bool, console: Any
         write_report(out, title=experiment.name)
     console.print(
         f"{out} already holds a finished run (step {done} of {experiment.orchestrator.steps}); nothing started. "
-        f"report: {out / 'report.md'}. --force starts it again from scratch; a larger orchestrator.steps continues it."
+        f"report: {out / 'report.md'}. --force starts it again from scratch; --extend with a larger "
+        "orchestrator.steps continues it."
     )
     return True
 
@@ -160,13 +188,16 @@ def _start(launcher: Any, console: Any) -> None:
         launcher.start_orchestrator()
 
 
-def _checked_spec(spec: Path, console: Any) -> ExperimentSpec:
-    """The spec, loaded and checked as far as this machine can (exit 2 with the reason if not)."""
+def _checked_spec(spec: Path, overrides: list[str], console: Any) -> ExperimentSpec:
+    """The spec with its overrides, loaded and checked as far as this machine can (exit 2 with
+    the reason if not)."""
     from lecritique.config import SpecError, load_spec
     from lecritique.tracking import check_tracker_packages
 
     try:
-        experiment = load_spec(spec)
+        experiment = load_spec(spec, overrides=overrides)
+        if overrides:
+            console.print(f"overrides: {', '.join(overrides)} (recorded in the run's spec.json)")
         check_tracker_packages(experiment.tracking)
         if experiment.environment.kind == "dataset":
             # Read and check every row now: a bad row is reported here, not in a service's log.
@@ -176,9 +207,9 @@ def _checked_spec(spec: Path, console: Any) -> ExperimentSpec:
     except (SpecError, ImportError, ValueError) as error:
         console.print(f"[red]{error}")
         raise typer.Exit(2) from None
-    from lecritique.config.critic_budget import update_budget_warnings
+    from lecritique.config.findings import warning_texts
 
-    for warning in update_budget_warnings(experiment):
+    for warning in warning_texts(experiment):
         console.print(f"[yellow]warning: {warning}")
     return experiment
 

@@ -46,6 +46,7 @@ def study(
     from rich.console import Console
 
     from lecritique.config import SpecError
+    from lecritique.launch.local import SpecDrift
     from lecritique.study.run import run_study
 
     console = Console()
@@ -60,7 +61,7 @@ def study(
 
                 written = publish(out, doc)
                 console.print(f"published into {written['md']} ({written['json']}, {written['png']})")
-    except SpecError as error:
+    except (SpecError, SpecDrift) as error:
         console.print(f"[red]{error}")
         raise typer.Exit(2) from None
     except RuntimeError as error:

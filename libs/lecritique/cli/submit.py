@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from lecritique.cli.client_options import ApiOption, PollOption, api_client, finish_waiting, progress_printer
+from lecritique.cli.spec_options import SetOption
 
 
 def submit(
@@ -20,6 +21,7 @@ def submit(
     ] = False,
     api: ApiOption = None,
     poll: PollOption = 5.0,
+    overrides: SetOption = None,
 ) -> None:
     """Submit an experiment; prints its id on stdout (progress and errors go to stderr).
 
@@ -29,6 +31,15 @@ def submit(
     from lecritique.client import spec_document
 
     document = spec_document(spec)
+    if overrides:
+        from lecritique.config import ExperimentSpec
+        from lecritique.config.overrides import OverrideError, apply_overrides
+
+        try:
+            document = apply_overrides(document, overrides, ExperimentSpec)
+        except OverrideError as error:
+            typer.secho(str(error), fg="red", err=True)
+            raise typer.Exit(2) from None
     environment = document.get("environment") or {}
     if (
         isinstance(environment, dict)

@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-FINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
+Status = Literal["pending", "running", "cancelling", "succeeded", "failed", "cancelled"]
+"""Every status an experiment can have; the API's records and this view share it."""
+FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 
 
-class Experiment(BaseModel):
-    """One experiment as the API reports it."""
+class ExperimentView(BaseModel):
+    """One experiment as the REST API answers it: the server's response model (its OpenAPI schema)
+    and the client's view are this one class, so the two cannot drift apart."""
 
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     id: str
-    """Experiment id."""
+    """Experiment id (``exp-`` and 10 hex digits)."""
     name: str
     """The spec's name."""
     tenant: str
     """Owner."""
-    status: str
+    status: Status
     """pending, running, cancelling, succeeded, failed or cancelled."""
     launcher: str
     """local or kubernetes."""
@@ -31,17 +34,23 @@ class Experiment(BaseModel):
     error: str | None = None
     """Why it failed."""
     warnings: list[str] = []
-    """What the API's check of the spec found marginal but allowed."""
+    """What the spec's check found marginal but allowed at submission (e.g. a critic budget some steps may miss)."""
     step: int | None = None
-    """Last completed policy step."""
+    """Last completed policy step (None before the first)."""
     policy_version: int | None = None
     """Policy weight version in rollout."""
     value_version: int | None = None
-    """Critic version of the last policy batch."""
+    """Critic version used by the last policy batch."""
     latest_metrics: dict[str, Any] | None = None
-    """The last metrics row."""
+    """The last metrics row the orchestrator recorded."""
     spec: dict[str, Any] | None = None
-    """The validated spec (``get`` only)."""
+    """The validated spec with defaults filled in (GET of one experiment only)."""
+
+
+class Experiment(ExperimentView):
+    """One experiment as the client returns it (fields a newer server adds are kept)."""
+
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
     @property
     def final(self) -> bool:

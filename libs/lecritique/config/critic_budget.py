@@ -1,4 +1,5 @@
-"""``critic.updates_per_step`` against what the replay can feed it: refused or warned at spec load.
+"""``critic.updates_per_step`` against what the replay can feed it: the texts of the refusal and
+the warnings that :mod:`lecritique.config.findings` gives.
 
 The arithmetic is :func:`lecritique.replay.budget.update_budget`'s; this module names the spec's
 fields in what it says (``docs/critics.md``, "Critic budget").
@@ -49,22 +50,25 @@ def _settings(spec: ExperimentSpec, budget: UpdateBudget) -> str:
     )
 
 
-def check_update_budget(spec: ExperimentSpec) -> None:
-    """Refuse a ``critic.updates_per_step`` the replay can never feed (the run would wait on every step)."""
+def budget_refusal(spec: ExperimentSpec) -> str | None:
+    """Why a ``critic.updates_per_step`` the replay can never feed is refused (the run would wait on
+    every step); None when it can be fed."""
     budget = spec_update_budget(spec)
     if budget is None or not isinstance(spec.critic, TrainedCriticSpec):
-        return
+        return None
     wanted = spec.critic.updates_per_step
-    if wanted > budget.nominal:
-        raise ValueError(
-            f"critic.updates_per_step = {wanted} cannot be met: {_settings(spec, budget)}. Lower "
-            "critic.updates_per_step, or raise critic.replay.max_reuse, rollout.tasks_per_step or "
-            "rollout.group_size, or lower critic.batch_size"
-        )
+    if wanted <= budget.nominal:
+        return None
+    return (
+        f"critic.updates_per_step = {wanted} cannot be met: {_settings(spec, budget)}. Lower "
+        "critic.updates_per_step, or raise critic.replay.max_reuse, rollout.tasks_per_step or "
+        "rollout.group_size, or lower critic.batch_size"
+    )
 
 
-def update_budget_warnings(spec: ExperimentSpec) -> list[str]:
-    """What makes a valid ``critic.updates_per_step`` marginal: steps that will wait past it or fall short."""
+def update_budget_findings(spec: ExperimentSpec) -> list[tuple[str, str]]:
+    """(field, text) of what makes a valid ``critic.updates_per_step`` marginal: steps that will wait
+    past it or fall short (:mod:`lecritique.config.findings` makes them warnings)."""
     budget = spec_update_budget(spec)
     critic = spec.critic
     if budget is None or not isinstance(critic, TrainedCriticSpec) or critic.updates_per_step == 0:
@@ -73,15 +77,21 @@ def update_budget_warnings(spec: ExperimentSpec) -> list[str]:
     found = []
     if wanted > budget.guaranteed:
         found.append(
-            f"critic.updates_per_step = {wanted} is marginal: {_settings(spec, budget)} on average, but only "
-            f"{budget.guaranteed} whatever order uniform sampling takes entries in; steps whose fresh data run "
-            "out early wait for leftovers or the next push (raise critic.replay.max_reuse or lower critic.batch_size)"
+            (
+                "critic.updates_per_step",
+                f"critic.updates_per_step = {wanted} is marginal: {_settings(spec, budget)} on average, but only "
+                f"{budget.guaranteed} whatever order uniform sampling takes entries in; steps whose fresh data run "
+                "out early wait for leftovers or the next push (raise critic.replay.max_reuse or lower critic.batch_size)",
+            )
         )
     age = critic.replay.max_age_versions
     if age is not None and age < spec.orchestrator.prefetch_batches + 1:
         found.append(
-            f"critic.replay.max_age_versions = {age} < orchestrator.prefetch_batches + 1 = "
-            f"{spec.orchestrator.prefetch_batches + 1}: a step's trajectories may age out before they feed "
-            f"critic.updates_per_step = {wanted} updates"
+            (
+                "critic.replay.max_age_versions",
+                f"critic.replay.max_age_versions = {age} < orchestrator.prefetch_batches + 1 = "
+                f"{spec.orchestrator.prefetch_batches + 1}: a step's trajectories may age out before they feed "
+                f"critic.updates_per_step = {wanted} updates",
+            )
         )
     return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +17,12 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
-from lecritique.config.critic_budget import check_update_budget
 from lecritique.config.errors import describe_errors, model_named
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
+from lecritique.config.findings import errors
 from lecritique.config.placement import PlacementSpec
 from lecritique.config.probe import CriticProbeSpec
-from lecritique.critics.kinds import critic_kind
 from lecritique.critics.specs import CriticSpec, TrainedCriticSpec, default_critic_kind
-from lecritique.critics.types import GROUP_CONTEXT_KINDS
 from lecritique.engines.config import EngineConfig, HFEngineConfig
 from lecritique.envs import EnvironmentConfig, environment_prompt_budget, environment_turn_limit
 from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
@@ -253,49 +252,9 @@ class ExperimentSpec(SpecModel):
     @model_validator(mode="after")
     def _check(self) -> ExperimentSpec:
         self.estimator.build()  # options the estimator refuses (e.g. buckets > 1 without max_length)
-        estimator = self.estimator.estimator_class()  # every fact below is declared on it
-        if estimator.uses_critic and self.critic is None:
-            raise ValueError(f"estimator {self.estimator.name!r} needs a critic: add a 'critic' section")
-        group_size = self.rollout.group_size
-        if group_size < estimator.min_group_size:
-            raise ValueError(
-                f"rollout.group_size must be >= {estimator.min_group_size} with estimator.name "
-                f"{self.estimator.name!r}: with {group_size} the run trains nothing, {estimator.group_reason}"
-            )
-        if self.critic is not None and self.critic.context in GROUP_CONTEXT_KINDS and group_size < 2:
-            raise ValueError(
-                f"rollout.group_size must be >= 2 with critic.context {self.critic.context!r}: the context shows "
-                f"the critic the group's other members, and a group of {group_size} has none"
-            )
-        distillation = self.policy_trainer.distillation
-        if distillation is not None and distillation.gate == "value_decrease" and self.critic is None:
-            raise ValueError(
-                "policy_trainer.distillation.gate 'value_decrease' needs a critic: add a 'critic' section"
-            )
-        if self.policy_trainer.weight_transport.kind == "broadcast" and self.rollout.engine.kind != "hf":
-            raise ValueError(
-                "policy_trainer.weight_transport 'broadcast' needs rollout.engine.kind 'hf' (vLLM loads from the volume)"
-            )
-        if self.critic_probe is not None and (
-            self.critic is None or critic_kind(self.critic).hindsight(self.critic)
-        ):
-            raise ValueError(
-                "critic_probe: needs a critic that scores each state from its prefix (add a 'critic' section; "
-                "a frozen_llm critic needs critic.hindsight: false)"
-            )
-        if self.critic is not None:
-            refusal = critic_kind(self.critic).refusal(self.critic, estimator)
-            if refusal is not None:
-                raise ValueError(refusal)
-        if isinstance(self.critic, TrainedCriticSpec):  # a critic that is never trained reads no batches
-            critic_batch = self.critic_batch_size
-            if critic_batch > self.critic.replay.capacity:
-                # The value trainer could never fill a batch: warmup would wait forever.
-                raise ValueError(
-                    f"critic batch ({critic_batch} trajectories) exceeds critic.replay.capacity "
-                    f"({self.critic.replay.capacity}); raise the capacity or set critic.batch_size"
-                )
-            check_update_budget(self)
+        refused = errors(self)  # every refusal of a spec whose fields validated (config/findings.py)
+        if refused:
+            raise ValueError("; ".join(finding.text for finding in refused))
         return self
 
     @property
@@ -346,8 +305,9 @@ def parse_spec(data: Any, spec_dir: Path | None = None) -> ExperimentSpec:
         raise SpecError(_format(error)) from None
 
 
-def load_spec(path: str | Path) -> ExperimentSpec:
-    """Read a YAML (or JSON) spec file and validate it."""
+def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentSpec:
+    """Read a YAML (or JSON) spec file, apply ``--set``-style overrides (``a.b=value``,
+    :mod:`lecritique.config.overrides`) and validate it."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -359,4 +319,13 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         raise SpecError(
             f"spec {path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}"
         ) from None
+    if overrides:
+        from lecritique.config.overrides import OverrideError, apply_overrides
+
+        if not isinstance(data, dict):
+            raise SpecError(f"spec {path} must be a mapping to take --set overrides")
+        try:
+            data = apply_overrides(data, overrides, ExperimentSpec)
+        except OverrideError as error:
+            raise SpecError(str(error)) from None
     return parse_spec(data, spec_dir=path.resolve().parent)

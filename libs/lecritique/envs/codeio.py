@@ -9,8 +9,10 @@ in the :mod:`lecritique.envs.sandbox`:
   output, and the pair is kept only if it is JSON-serialisable and reproducible from the JSON
   round-tripped input (``random``/``numpy.random`` are seeded before every call);
 - output prediction: the candidate JSON is compared with that sandbox-computed output;
-- input prediction: the reference code is executed on the candidate input in the sandbox and
-  its output compared with the target output.
+- input prediction: the candidate input is first checked as data, a literal of the program's
+  argument types whose strings cannot replace the program (:mod:`lecritique.envs.codeio_inputs`),
+  then the reference code is executed on it in the sandbox and its output compared with the
+  target output.
 
 Comparison is JSON equality with a relative tolerance for floats (``float_tolerance``); the
 reward is binary.
@@ -40,6 +42,7 @@ from pydantic import Field
 
 from lecritique.envs.answers import ANSWER_INSTRUCTION, extract_answer, short, tagged
 from lecritique.envs.base import Demonstration, Environment, ScoreResult, Split, Task
+from lecritique.envs.codeio_inputs import refusal
 from lecritique.envs.config import EnvironmentConfigBase
 from lecritique.envs.sandbox import Sandbox, SandboxConfig
 from lecritique.envs.splits import content_digest, derive_seed, split_of, task_id
@@ -220,8 +223,12 @@ class CodeIOEnvironment(Environment):
             if json_equal(candidate, task.metadata["output"], tolerance):
                 return ScoreResult(1.0, "correct")
             return ScoreResult(0.0, f"wrong output {short(answer)}")
-        if not isinstance(candidate, dict):
-            return ScoreResult(0.0, "an input must be a JSON object of keyword arguments")
+        try:
+            refused = refusal(candidate, task.metadata["inputs"], task.metadata["code"])
+        except RecursionError:
+            refused = "the input is nested too deeply"
+        if refused is not None:
+            return ScoreResult(0.0, f"input refused before running: {refused}")
         source = "\n\n".join((task.metadata["code"], _SEEDING, _SOLVE))
         result = self.sandbox.call(source, "__lecritique_solve__", {"inputs": candidate})
         if not result.ok:

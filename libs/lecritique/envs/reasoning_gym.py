@@ -8,7 +8,9 @@ Turn protocol::
 
 The extracted answer is scored with the source dataset's own ``score_answer`` (so the reward is
 that dataset's: usually 0/1, for some datasets partial credit in [0, 1]; ``binary_reward``
-rounds everything below 1 down to 0). Any dataset name the library registers works, with its own
+rounds everything below 1 down to 0): in the verifier's process only for datasets whose scorer is
+proven never to execute the answer, in a fresh sandbox process per answer for every other one
+(:mod:`lecritique.envs.reasoning_gym_scoring` says why and how). Any dataset name the library registers works, with its own
 generator settings::
 
     datasets: {basic_arithmetic: 2, chain_sum: {weight: 1, config: {min_terms: 2, max_terms: 3}}}
@@ -33,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from lecritique.envs.answers import ANSWER_INSTRUCTION, extract_answer, short, tagged
 from lecritique.envs.base import Demonstration, Environment, ScoreResult, Split, Task
 from lecritique.envs.config import EnvironmentConfigBase
+from lecritique.envs.reasoning_gym_scoring import SandboxedScorer, scored_in_process
 from lecritique.envs.splits import content_digest, derive_seed, sample_split, task_id
 
 NO_REFERENCE = "(no single reference answer; the dataset checks answers by rules)"
@@ -109,7 +112,16 @@ class ReasoningGymEnvironment(Environment):
         }
         self._composites: OrderedDict[int, Any] = OrderedDict()
         self._entries: OrderedDict[tuple[int, int], dict[str, Any]] = OrderedDict()
-        self._composite(0)  # fail at construction, not at the first sample, on a bad dataset config
+        # Fail at construction, not at the first sample or score, on a bad dataset config or a
+        # dataset the sandbox cannot score.
+        composite = self._composite(0)
+        self._sandboxed = {
+            name: SandboxedScorer(name, spec.config)
+            for name, spec in self._specs.items()
+            if not scored_in_process(name)
+        }
+        for name, scorer in self._sandboxed.items():
+            scorer.probe(composite.datasets[name], composite.datasets[name][0])
 
     def _composite(self, seed: int) -> Any:
         if seed in self._composites:
@@ -185,19 +197,24 @@ class ReasoningGymEnvironment(Environment):
         if answer is None:
             return ScoreResult(0.0, problem)
         entry = self.entry(task)
-        dataset = self._composite(int(task.metadata["composite_seed"]))
-        try:
-            reward = float(dataset.score_answer(answer, entry))
-        except Exception as error:  # a dataset's scorer choking on odd text is a wrong answer
-            return ScoreResult(
-                0.0, f"{task.metadata['dataset']} scorer rejected {short(answer)}: {error!r}"[:200]
-            )
-        reward = min(1.0, max(0.0, reward))
+        name = str(task.metadata["dataset"])
+        dataset = self._composite(int(task.metadata["composite_seed"])).datasets[name]
+        if name in self._sandboxed:
+            result = self._sandboxed[name].score(dataset, answer, entry)
+            if not result.ok:
+                return ScoreResult(0.0, f"{name} scorer rejected {short(answer)}: {result.error}"[:200])
+            reward = float(result.value)
+        else:
+            try:
+                reward = float(dataset.score_answer(answer, entry))
+            except Exception as error:  # a dataset's scorer choking on odd text is a wrong answer
+                return ScoreResult(0.0, f"{name} scorer rejected {short(answer)}: {error!r}"[:200])
+        reward = min(1.0, max(0.0, reward)) if reward == reward else 0.0
         if self.config.binary_reward and reward < 1.0:
             reward = 0.0
         if reward == 1.0:
             return ScoreResult(1.0, "correct")
-        return ScoreResult(reward, f"{task.metadata['dataset']} scored {short(answer)} {reward:.3g}")
+        return ScoreResult(reward, f"{name} scored {short(answer)} {reward:.3g}")
 
     def demonstrations(self, task: Task, rng: random.Random) -> Demonstration:
         if task.reference is None:

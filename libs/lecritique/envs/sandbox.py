@@ -25,7 +25,10 @@ does not hold stops the call (``error`` names it). ``docs/security.md`` has the 
 ``namespaces``: ``auto`` uses the namespaces whenever the kernel lets the child create them
 (then all namespace layers are required), and otherwise runs with the base layers (rlimits, no
 root, no capabilities, no_new_privs, seccomp); ``require`` refuses to run without namespaces;
-``off`` never tries. In no mode does untrusted code run as root.
+``off`` never tries. Where the kernel lets the child unshare but the runtime keeps it from
+mounting its private ``/proc`` (podman's and CRI-O's defaults), ``auto`` notices it once, from a
+probe (:func:`usable_mode`), and runs with the base layers. In no mode does untrusted code run as
+root.
 """
 
 from __future__ import annotations
@@ -67,7 +70,14 @@ DEFAULT_PACKAGES = ("numpy", "sympy", "mpmath", "yaml", "dateutil", "six")
 class SandboxConfig(BaseModel):
     """Limits and isolation of one sandboxed call."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # In a tenant's spec these are the operator's: a spec may tighten them, never loosen them
+    # (lecritique.tenancy.sandbox_settings checks every field holding one).
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+        json_schema_extra={"x-tenant-rule": "sandbox_settings"},
+    )
 
     wall_seconds: float = Field(default=10.0, gt=0.0, le=600.0)
     """Wall-clock limit of one call, start-up included; the process tree is then killed."""
@@ -156,8 +166,15 @@ class Sandbox:
         }
 
     def call(self, source: str, function: str, arguments: dict[str, Any] | None = None) -> SandboxResult:
+        mode = usable_mode() if self.config.namespaces == "auto" else self.config.namespaces
+        return self._call(mode, source, function, arguments or {})
+
+    def _call(
+        self, mode: Literal["auto", "require", "off"], source: str, function: str, arguments: dict[str, Any]
+    ) -> SandboxResult:
         started = time.monotonic()
-        job = self._job(source, function, arguments or {})
+        job = self._job(source, function, arguments)
+        job["namespaces"] = mode
         try:
             json.dumps(job)
         except (TypeError, ValueError) as error:
@@ -285,6 +302,31 @@ def _signal_reason(number: int) -> str:
     except ValueError:
         name = str(number)
     return f"killed by signal {name}"
+
+
+_PROBE_SOURCE = "def probe():\n    return 1\n"
+
+
+@cache
+def usable_mode() -> Literal["auto", "off"]:
+    """What ``auto`` means on this machine: ``auto`` where a call with namespaces can set up, else
+    ``off`` (probed once per process, and said once).
+
+    Some runtimes let the child unshare but not mount a new ``/proc`` over the one they masked
+    (podman's and CRI-O's default seccomp profile with a masked ``/proc``): there every call with
+    namespaces would fail in its set-up. The probe runs no untrusted code, so nothing a policy
+    writes can make this choice.
+    """
+    probe = Sandbox()._call("auto", _PROBE_SOURCE, "probe", {})
+    if probe.ok or probe.layers or not probe.error.startswith("sandbox set-up failed"):
+        return "auto"
+    base = Sandbox(SandboxConfig(namespaces="off")).call(_PROBE_SOURCE, "probe")
+    if not base.ok:
+        return "auto"
+    logger.warning(
+        "sandbox: namespaces cannot be set up here (%s); running with the base layers", probe.error
+    )
+    return "off"
 
 
 @cache

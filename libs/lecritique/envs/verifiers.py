@@ -6,7 +6,9 @@ Each verifier compares the policy's extracted answer with a row's reference and 
 - ``exact``: equal after normalisation (whitespace collapsed, case folded, outer punctuation stripped);
 - ``numeric``: both parse as numbers (``1,234``, ``-3.5``, ``7/8``, ``12%``) within a tolerance;
 - ``math_verify``: Hugging Face's ``math-verify`` (LaTeX, ``\\boxed{}``, fractions, sets; extra ``math``);
-- ``regex``: the answer matches a pattern (the spec's, with ``{reference}`` escaped in, or the row's);
+- ``regex``: the answer matches a pattern (the spec's, with ``{reference}`` escaped in, or the row's),
+  matched by the ``regex`` package under a time limit (a catastrophically backtracking pattern
+  such as ``(a|aa)+$`` scores 0 with a reason instead of hanging the verifier);
 - ``python``: ``module:function`` called as ``function(answer, reference, row)``.
 
 ``check_reference`` runs once per row when the dataset loads, so a reference the verifier can
@@ -23,6 +25,7 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Annotated, Any, Literal, Protocol
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lecritique.envs.answers import short
@@ -75,14 +78,16 @@ class RegexVerifierConfig(_VerifierBase):
     """The whole answer must match (else: a match anywhere in it)."""
     ignore_case: bool = False
     """Case-insensitive matching."""
+    timeout_seconds: float = Field(default=1.0, gt=0.0, le=60.0)
+    """Time limit of one match; past it the answer scores 0 (the pattern backtracks catastrophically)."""
 
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, pattern: str | None) -> str | None:
         if pattern is not None:
             try:
-                re.compile(pattern.replace("{reference}", "x"))
-            except re.error as error:
+                regex.compile(pattern.replace("{reference}", "x"))
+            except regex.error as error:
                 raise ValueError(f"pattern does not compile: {error}") from None
         return pattern
 
@@ -230,27 +235,43 @@ class MathVerifyVerifier:
 
 
 class RegexVerifier:
+    """Python's ``re`` has no time limit and holds the GIL while it backtracks: one pattern such as
+    ``(a|aa)+$`` (the spec's or a row's) stalled the whole verifier. The ``regex`` package's matcher
+    takes a ``timeout``."""
+
     def __init__(self, config: RegexVerifierConfig) -> None:
         self.config = config
-        self._flags = re.IGNORECASE if config.ignore_case else 0
+        self._flags = regex.IGNORECASE if config.ignore_case else 0
 
-    def _pattern(self, reference: str) -> re.Pattern[str]:
+    def _pattern(self, reference: str) -> Any:
         source = (
             reference
             if self.config.pattern is None
-            else self.config.pattern.replace("{reference}", re.escape(reference))
+            else self.config.pattern.replace("{reference}", regex.escape(reference))
         )
-        return re.compile(source, self._flags)
+        return regex.compile(source, self._flags)
 
     def check_reference(self, reference: str) -> None:
         try:
             self._pattern(reference)
-        except re.error as error:
+        except regex.error as error:
             raise ValueError(f"the pattern does not compile: {error}") from None
 
     def verify(self, answer: str, reference: str, row: Mapping[str, Any]) -> ScoreResult:
         pattern = self._pattern(reference)
-        matched = pattern.fullmatch(answer) if self.config.full_match else pattern.search(answer)
+        timeout = self.config.timeout_seconds
+        try:
+            # concurrent: the GIL is released while matching (the answer is an immutable str).
+            if self.config.full_match:
+                matched = pattern.fullmatch(answer, timeout=timeout, concurrent=True)
+            else:
+                matched = pattern.search(answer, timeout=timeout, concurrent=True)
+        except TimeoutError:
+            return ScoreResult(
+                0.0,
+                f"the pattern did not finish matching {short(answer)} within its time limit of "
+                f"{timeout:g} s (catastrophic backtracking)",
+            )
         return _verdict(matched is not None, answer)
 
 

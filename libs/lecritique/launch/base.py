@@ -13,7 +13,9 @@ under a supervisor, on this machine) and :class:`lecritique.launch.kubernetes_la
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal, Protocol
 
 from lecritique.config.experiment import ExperimentSpec, SpecError
@@ -53,6 +55,13 @@ class Usage:
 
     gpus: int = 0
     """GPUs over every pod (0 for local processes)."""
+    cpus: tuple[Decimal, Decimal] = (Decimal(0), Decimal(0))
+    """CPU cores requested and the sum of the CPU limits, over every pod (replicas x per pod)."""
+    memory: tuple[Decimal, Decimal] = (Decimal(0), Decimal(0))
+    """Memory bytes requested and the sum of the memory limits, over every pod."""
+    chart_placement: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Placement section (``rollout``, ...) -> the ``node_selector``, ``tolerations`` and ``affinity``
+    the operator's chart gives that component's pods: a spec may always restate them (empty: none)."""
 
 
 class OutsideRoots(SpecError):

@@ -132,6 +132,26 @@ class RedisAuth(_ChartModel):
     """Redis ACL user of experiment pods."""
 
 
+class VerifierSandbox(_ChartModel):
+    """How environment-verifier pods let the CodeIO sandbox create its namespaces (docs/security.md).
+
+    Off (the default): the runtime's default seccomp profile (``RuntimeDefault``); under containerd's
+    and Docker's, ``unshare`` is refused to a container without CAP_SYS_ADMIN, so the sandbox runs
+    with its base layers only (rlimits, no root, no capabilities, no_new_privs, its own seccomp).
+    """
+
+    namespaces: bool = False
+    """Run the verifier under :attr:`seccomp_profile` (``Localhost``), in a user namespace
+    (``hostUsers: false``) with ``/proc`` unmasked (``procMount: Unmasked``): what the sandbox needs to
+    unshare, mount its private root and a fresh ``/proc``."""
+    seccomp_profile: str = "lecritique/sandbox-namespaces.json"
+    """The Localhost seccomp profile, relative to the kubelet's seccomp root; the chart's
+    ``sandboxProfiles.install`` DaemonSet writes it there."""
+    app_armor_profile: str = ""
+    """A loaded AppArmor profile for the verifier container (``Localhost``); "" leaves the runtime's
+    default (which denies ``mount`` on nodes with AppArmor)."""
+
+
 class ChartDefaults(_ChartModel):
     """What the chart tells the kubernetes launcher: where to create objects and their defaults."""
 
@@ -157,3 +177,5 @@ class ChartDefaults(_ChartModel):
     """Keep a finished orchestrator Job (and its logs) this long."""
     components: ComponentsDefaults
     """Per-component defaults (the chart's ``rollout``, ``valueEvaluator``, ... values blocks)."""
+    verifier_sandbox: VerifierSandbox = Field(default_factory=VerifierSandbox)
+    """The environment verifier's seccomp/AppArmor profile and user namespace (``environmentVerifier.sandbox``)."""

@@ -116,13 +116,17 @@ def _service(
 
 
 def _workload(
-    spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults
+    spec: ExperimentSpec,
+    experiment_id: str,
+    component: Component,
+    defaults: ChartDefaults,
+    dataset_roots: tuple[str, ...],
 ) -> dict[str, Any]:
     info = COMPONENTS[component]
     chart = defaults.components.of(component)
     name = object_name(experiment_id, component)
     metadata = object_metadata(defaults, experiment_id, name, component, spec)
-    template = pod_template(spec, experiment_id, component, defaults)
+    template = pod_template(spec, experiment_id, component, defaults, dataset_roots)
     selector = {"matchLabels": selector_labels(defaults, experiment_id, component)}
     if info.workload == "Job":
         return {
@@ -170,7 +174,10 @@ def render_experiment_objects(
     pod ever runs unconfined; then config, services, disruption budgets, workloads).
 
     ``llm_egress`` / ``tracker_egress``: egress rules of the value evaluator / the orchestrator (the
-    tenant's LLM endpoints / tracker servers); ``dataset_roots``: see :func:`_confine_datasets`.
+    tenant's LLM endpoints / tracker servers); ``dataset_roots``: the tenant's dataset folders, the
+    only part of the weight volume its environment verifier mounts (read-only; see
+    :func:`~lecritique.launch.kubernetes_pods.weights_mounts`) and checked again where a file is
+    opened (:func:`_confine_datasets`).
 
     Raises :class:`SpecError` naming the field when the spec's placement cannot be scheduled as
     written (a request above its limit, GPUs not matching the policy trainer's processes), and
@@ -201,7 +208,9 @@ def render_experiment_objects(
                 selector_labels(defaults, experiment_id, trainer),
             )
         )
-    workloads = [_workload(resolved, experiment_id, component, defaults) for component in components]
+    workloads = [
+        _workload(resolved, experiment_id, component, defaults, dataset_roots) for component in components
+    ]
     if dataset_roots:
         _confine_datasets(workloads[components.index(Component.environment_verifier)], dataset_roots)
     egress = {Component.value_evaluator: llm_egress or [], Component.orchestrator: tracker_egress or []}

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lecritique.launch.base import LogNotFound, Observation, Submission, Usage
-from lecritique.launch.components import EXPERIMENT_LABEL, ChartDefaults, Component
+from lecritique.launch.components import COMPONENTS, EXPERIMENT_LABEL, ChartDefaults, Component
 from lecritique.launch.kubernetes import object_name, render_experiment_objects
+from lecritique.launch.kubernetes_resources import resource_totals
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +134,25 @@ class KubernetesLauncher:
         )
 
     def check(self, submission: Submission) -> Usage:
-        return Usage(gpus=gpus_of(self.render(submission)))
+        objects = self.render(submission)
+        return Usage(
+            gpus=gpus_of(objects),
+            cpus=resource_totals(objects, "cpu"),
+            memory=resource_totals(objects, "memory"),
+            chart_placement=self.chart_placement(),
+        )
+
+    def chart_placement(self) -> dict[str, dict[str, Any]]:
+        """Each placement section's node selector, tolerations and affinity in the chart's defaults."""
+        placement = {}
+        for component, info in COMPONENTS.items():
+            chart = self.defaults.components.of(component)
+            placement[info.placement_key] = {
+                "node_selector": dict(chart.node_selector),
+                "tolerations": [dict(t) for t in chart.tolerations],
+                "affinity": dict(chart.affinity),
+            }
+        return placement
 
     def launch(self, submission: Submission) -> dict[str, Any]:
         """Create every object; ones that already exist (a retried launch) are left as they are."""

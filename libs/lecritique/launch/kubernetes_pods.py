@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import posixpath
 from typing import Any
 
 from lecritique.config.experiment import ExperimentSpec
@@ -17,6 +18,7 @@ from lecritique.launch.components import (
     ChartDefaults,
     Component,
     ComponentDefaults,
+    VerifierSandbox,
 )
 from lecritique.launch.kubernetes_names import (
     EXPERIMENT_NAME_ANNOTATION,
@@ -65,12 +67,18 @@ def redis_env(defaults: ChartDefaults) -> list[dict[str, Any]]:
 
 
 def _env(
-    defaults: ChartDefaults, chart: ComponentDefaults, experiment_id: str, from_spec: list[dict[str, Any]]
+    defaults: ChartDefaults,
+    chart: ComponentDefaults,
+    experiment_id: str,
+    from_spec: list[dict[str, Any]],
+    redis: bool = True,
 ) -> list[dict[str, Any]]:
     """Built-in variables, then the chart's extra env (it may override them), then what the spec
-    asks for, which never replaces a variable already set (the API also refuses reserved names)."""
+    asks for, which never replaces a variable already set (the API also refuses reserved names).
+    ``redis`` False: no Redis URL nor password (the environment verifier uses no Redis, and runs
+    scorers on what the policy writes)."""
     builtin: list[dict[str, Any]] = [
-        *redis_env(defaults),
+        *(redis_env(defaults) if redis else []),
         {"name": "LECRITIQUE_EXPERIMENT", "value": experiment_id},
         # The root filesystem is read-only: every cache goes to the /tmp emptyDir.
         {"name": "HOME", "value": "/tmp"},
@@ -202,24 +210,76 @@ POD_SECURITY = {
 """Every pod's securityContext."""
 
 
+def weights_mounts(component: Component, dataset_roots: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Where the component sees the weight volume.
+
+    Every component but the environment verifier mounts all of it read-write (weights, checkpoints,
+    run files). The verifier runs code a policy wrote (CodeIO, reasoning-gym scorers) and only reads
+    datasets: it mounts read-only, and only its tenant's dataset roots that lie on the volume (one
+    ``subPath`` each); without dataset roots (no tenant confinement), the whole volume read-only.
+    """
+    if component != Component.environment_verifier:
+        return [{"name": "weights", "mountPath": WEIGHTS_MOUNT}]
+    if not dataset_roots:
+        return [{"name": "weights", "mountPath": WEIGHTS_MOUNT, "readOnly": True}]
+    on_volume = sorted(
+        {
+            root
+            for root in (posixpath.normpath(r) for r in dataset_roots)
+            if root == WEIGHTS_MOUNT or root.startswith(WEIGHTS_MOUNT + "/")
+        }
+    )
+    # A root inside another is visible through the outer mount already.
+    outermost = [r for r in on_volume if not any(r.startswith(o + "/") for o in on_volume if o != r)]
+    return [
+        {"name": "weights", "mountPath": root, "readOnly": True}
+        | ({"subPath": posixpath.relpath(root, WEIGHTS_MOUNT)} if root != WEIGHTS_MOUNT else {})
+        for root in outermost
+    ]
+
+
 def _volumes(
-    experiment_id: str, chart: ComponentDefaults, defaults: ChartDefaults
+    experiment_id: str,
+    component: Component,
+    chart: ComponentDefaults,
+    defaults: ChartDefaults,
+    dataset_roots: tuple[str, ...],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The pod's volumes and the container's mounts: weights, the spec, /tmp, and /dev/shm if sized."""
     mounts: list[dict[str, Any]] = [
-        {"name": "weights", "mountPath": WEIGHTS_MOUNT},
+        *weights_mounts(component, dataset_roots),
         {"name": "spec", "mountPath": SPEC_MOUNT, "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"},
     ]
     volumes: list[dict[str, Any]] = [
-        {"name": "weights", "persistentVolumeClaim": {"claimName": defaults.weights_claim}},
         {"name": "spec", "configMap": {"name": object_name(experiment_id, "spec")}},
         {"name": "tmp", "emptyDir": {}},
     ]
+    if any(mount["name"] == "weights" for mount in mounts):
+        volumes.insert(0, {"name": "weights", "persistentVolumeClaim": {"claimName": defaults.weights_claim}})
     if chart.shm_size is not None:
         mounts.append({"name": "shm", "mountPath": "/dev/shm"})
         volumes.append({"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": chart.shm_size}})
     return volumes, mounts
+
+
+def _security(
+    component: Component, sandbox: VerifierSandbox
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(pod securityContext, container securityContext, other pod fields) of the component.
+
+    The environment verifier with ``sandbox.namespaces``: the Localhost seccomp profile that lets
+    the sandbox unshare and mount (helm/lecritique/files/), a pod user namespace and an unmasked
+    ``/proc`` (a user namespace may mount a fresh procfs only where no path of /proc is masked).
+    """
+    pod, container = dict(POD_SECURITY), dict(CONTAINER_SECURITY)
+    if component != Component.environment_verifier or not sandbox.namespaces:
+        return pod, container, {}
+    pod["seccompProfile"] = {"type": "Localhost", "localhostProfile": sandbox.seccomp_profile}
+    container["procMount"] = "Unmasked"
+    if sandbox.app_armor_profile:
+        container["appArmorProfile"] = {"type": "Localhost", "localhostProfile": sandbox.app_armor_profile}
+    return pod, container, {"hostUsers": False}
 
 
 def _container(
@@ -228,6 +288,7 @@ def _container(
     component: Component,
     defaults: ChartDefaults,
     mounts: list[dict[str, Any]],
+    security: dict[str, Any],
 ) -> dict[str, Any]:
     chart = defaults.components.of(component)
     placed: ComponentPlacement = getattr(spec.placement, COMPONENTS[component].placement_key)
@@ -248,11 +309,12 @@ def _container(
                 *_secret_env(spec, component),
                 *([node_rank_env()] if multi_node_trainer(spec, component, chart) else []),
             ],
+            redis=component != Component.environment_verifier,
         ),
         "ports": ports,
         "resources": merge_resources(component, chart, placed, spec),
         **_probes(component, chart),
-        "securityContext": dict(CONTAINER_SECURITY),
+        "securityContext": security,
         "volumeMounts": mounts,
     }
 
@@ -278,18 +340,24 @@ def _scheduling(spec: ExperimentSpec, component: Component, chart: ComponentDefa
 
 
 def pod_template(
-    spec: ExperimentSpec, experiment_id: str, component: Component, defaults: ChartDefaults
+    spec: ExperimentSpec,
+    experiment_id: str,
+    component: Component,
+    defaults: ChartDefaults,
+    dataset_roots: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """The pod template of one component's workload."""
+    """The pod template of one component's workload (``dataset_roots``: :func:`weights_mounts`)."""
     chart = defaults.components.of(component)
-    volumes, mounts = _volumes(experiment_id, chart, defaults)
+    volumes, mounts = _volumes(experiment_id, component, chart, defaults, dataset_roots)
+    pod_security, container_security, pod_fields = _security(component, defaults.verifier_sandbox)
     pod_spec: dict[str, Any] = {
         "serviceAccountName": defaults.service_account_name,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 60,
-        "securityContext": dict(POD_SECURITY),
-        "containers": [_container(spec, experiment_id, component, defaults, mounts)],
+        **pod_fields,
+        "securityContext": pod_security,
+        "containers": [_container(spec, experiment_id, component, defaults, mounts, container_security)],
         "volumes": volumes,
         **_scheduling(spec, component, chart),
     }

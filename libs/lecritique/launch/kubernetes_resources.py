@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+from typing import Any
+
 from lecritique.config.experiment import ExperimentSpec, SpecError
 from lecritique.config.placement import GPU_RESOURCE, ComponentPlacement, is_extended_resource, parse_quantity
 from lecritique.launch.components import COMPONENTS, Component, ComponentDefaults
@@ -55,3 +58,22 @@ def merge_resources(
                 f"processes ({found[2]}.processes over its pods); torchrun runs one process per GPU"
             )
     return {"requests": requests, "limits": limits}
+
+
+def resource_totals(objects: list[dict[str, Any]], resource: str) -> tuple[Decimal, Decimal]:
+    """Requests and limits of one resource (``cpu``, ``memory``) over every pod of the workloads
+    (replicas x per pod). As Kubernetes defaults them, a missing request is the limit; a missing limit
+    counts as the request (the chart's defaults give every component both)."""
+    requested, limited = Decimal(0), Decimal(0)
+    for obj in objects:
+        if obj["kind"] not in ("Deployment", "StatefulSet", "Job"):
+            continue
+        replicas = int(obj["spec"].get("replicas", 1))
+        for container in obj["spec"]["template"]["spec"]["containers"]:
+            resources = container.get("resources", {})
+            limit = resources.get("limits", {}).get(resource)
+            request = resources.get("requests", {}).get(resource, limit)
+            request_value = parse_quantity(str(request)) if request is not None else Decimal(0)
+            requested += replicas * request_value
+            limited += replicas * (parse_quantity(str(limit)) if limit is not None else request_value)
+    return requested, limited

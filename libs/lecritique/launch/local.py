@@ -15,16 +15,25 @@ import json
 import logging
 import os
 import secrets
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lecritique.config.experiment import ExperimentSpec
-from lecritique.launch.processes import ManagedProcess, child_environment, python_command
+from lecritique.launch import redis_acl
+from lecritique.launch.processes import (
+    ManagedProcess,
+    child_environment,
+    orchestrator_command,
+    service_command,
+    verifier_environment,
+)
 from lecritique.launch.signals import signals_deferred
 from lecritique.launch.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from lecritique.redis_connection import EmbeddedRedis
 
 logger = logging.getLogger(__name__)
 
@@ -57,19 +66,67 @@ def finished_step(out_dir: Path, steps: int) -> int | None:
     return completed
 
 
-def protect_with_password(server: Any) -> str:
-    """Give a freshly started embedded Redis a random password; returns the URL that carries it.
+class SpecDrift(ValueError):
+    """A run folder holds a run of another spec; the message lists the changed fields."""
+
+
+EXTENDABLE = "orchestrator.steps"
+"""The one field ``--extend`` may change in a run folder (more steps of the same run)."""
+
+
+def check_recorded_spec(out_dir: Path, spec: ExperimentSpec, *, extend: bool = False) -> str | None:
+    """Refuse to run ``spec`` in a folder whose ``spec.json`` records a different one.
+
+    Raises :class:`SpecDrift` naming every changed field, unless the only change is
+    ``orchestrator.steps`` and ``extend`` is set; then returns the line that says so. Returns
+    None when the folder records no spec (a new run) or the same one.
+    """
+    from lecritique.config.changes import spec_changes
+    from lecritique.config.experiment import SpecError, parse_spec
+
+    recorded_path = Path(out_dir) / "spec.json"
+    if not recorded_path.is_file():
+        return None
+    try:
+        recorded = parse_spec(json.loads(recorded_path.read_text()), spec_dir=recorded_path.parent)
+    except (ValueError, SpecError) as error:
+        raise SpecDrift(
+            f"{recorded_path} does not hold a spec this version can read ({error}); "
+            "--force starts the run again from scratch"
+        ) from None
+    changes = spec_changes(recorded, spec)
+    if not changes:
+        return None
+    others = [change for change in changes if change.field != EXTENDABLE]
+    if extend and not others:
+        change = changes[0]
+        return f"--extend: {out_dir} continues from {change.before} to {change.after} policy steps"
+    listed = "; ".join(str(change) for change in (others if extend else changes))
+    advice = (
+        "--extend may change only orchestrator.steps"
+        if extend
+        else "--extend continues it when only orchestrator.steps changed"
+    )
+    raise SpecDrift(
+        f"{out_dir} holds a run of a different spec ({listed}). A run folder describes what was "
+        f"trained: --force starts it again from scratch; {advice}; or choose another --out."
+    )
+
+
+def start_locked_redis(
+    data_dir: Path, *, port: int | None = None, password: str | None = None
+) -> tuple[EmbeddedRedis, str]:
+    """An embedded Redis whose only user needs a password (random unless given) from before it
+    listens; the server and the URL that carries the password.
 
     It listens on loopback only, but every local user can reach loopback: without a password any
     of them could read or rewrite the run's replay data.
     """
-    password = secrets.token_hex(24)
-    client = server.client()
-    try:
-        client.config_set("requirepass", password)
-    finally:
-        client.close()
-    return f"redis://:{password}@127.0.0.1:{server.port}/0"
+    from lecritique.redis_connection import start_embedded_redis
+
+    password = password or secrets.token_hex(24)
+    server = start_embedded_redis(data_dir, port=port, acl=redis_acl.run_acl(password))
+    return server, redis_acl.user_url(server.url, "default", password)
 
 
 class LocalLauncher:
@@ -100,49 +157,30 @@ class LocalLauncher:
         never on a command line that any local user can read with ``ps``."""
         return {**self.env, "REDIS_URL": self.redis_url} if self.redis_url else dict(self.env)
 
+    def service_environment(self, service: str) -> dict[str, str]:
+        """The environment of ``lecritique serve SERVICE``: the environment verifier, which runs
+        scorers on what the policy writes and needs no Redis, gets no credential at all."""
+        return verifier_environment(self.env) if service == "environment" else self._child_env()
+
     def _service(
         self, name: str, service: str, *, extra_env: dict[str, str] | None = None, torchrun: int = 1
     ) -> ManagedProcess:
         run_dir = self.out_dir / "run"
-        args = [
-            "lecritique",
-            "serve",
+        command = service_command(
             service,
-            "--spec",
-            str(self.spec_path),
-            "--experiment",
-            self.experiment_id,
-            "--weights-dir",
-            str(self.weights_dir),
-            "--state-dir",
-            str(self.out_dir / "state"),
-            "--port",
-            "0",
-            "--metrics-port",
-            "0",
-            "--host",
-            "127.0.0.1",
-            "--port-file",
-            str(run_dir / f"{name}.json"),
-        ]
-        if torchrun > 1:
-            command = [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                f"--nproc_per_node={torchrun}",
-                "-m",
-                *args,
-            ]
-        else:
-            command = python_command(*args)
+            spec=self.spec_path,
+            experiment=self.experiment_id,
+            weights_dir=self.weights_dir,
+            state_dir=self.out_dir / "state",
+            port_file=run_dir / f"{name}.json",
+            processes=torchrun,
+        )
         process = ManagedProcess(
             name=name,
             command=command,
             log_path=self.out_dir / "logs" / f"{name}.log",
             port_file=run_dir / f"{name}.json",
-            env={**self._child_env(), **(extra_env or {})},
+            env={**self.service_environment(service), **(extra_env or {})},
         )
         return self._start_and_keep(process)
 
@@ -172,13 +210,12 @@ class LocalLauncher:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.spec_path.write_text(self.spec.model_dump_json(indent=1))
         if self.redis_url is None:
-            from lecritique.redis_connection import start_embedded_redis
-
             stage(f"starting the embedded Redis (data in {self.out_dir / 'redis'})")
+            self._redis_password = secrets.token_hex(24)
             with signals_deferred():  # a Redis server started but not kept would outlive the run
-                self.redis = start_embedded_redis(self.out_dir / "redis")
-            self.redis_url = protect_with_password(self.redis)
-            self._redis_password = self.redis_url.split("@", 1)[0].rsplit(":", 1)[1]
+                self.redis, self.redis_url = start_locked_redis(
+                    self.out_dir / "redis", password=self._redis_password
+                )
         spec = self.spec
         names = ["environment", "policy-trainer"] + (["value-trainer"] if spec.critic is not None else [])
         stage(f"starting {', '.join(names)} (the trainers load the models)")
@@ -216,34 +253,16 @@ class LocalLauncher:
         return grouped
 
     def start_orchestrator(self, extra_env: dict[str, str] | None = None) -> ManagedProcess:
-        addresses = self.addresses()
-        args = [
-            "lecritique",
-            "orchestrate",
-            "--spec",
-            str(self.spec_path),
-            "--out",
-            str(self.out_dir),
-            "--experiment",
-            self.experiment_id,
-            "--rollout",
-            ",".join(addresses["rollout"]),
-            "--environment",
-            ",".join(addresses["environment"]),
-            "--policy-trainer",
-            ",".join(addresses["policy-trainer"]),
-            "--metrics-port",
-            "0",
-            "--port-file",
-            str(self.out_dir / "run" / "orchestrator.json"),
-        ]
-        if "value-evaluator" in addresses:
-            args += ["--value-evaluator", ",".join(addresses["value-evaluator"])]
-        if "value-trainer" in addresses:
-            args += ["--value-trainer", ",".join(addresses["value-trainer"])]
+        command = orchestrator_command(
+            spec=self.spec_path,
+            out=self.out_dir,
+            experiment=self.experiment_id,
+            addresses=self.addresses(),
+            port_file=self.out_dir / "run" / "orchestrator.json",
+        )
         self.orchestrator = ManagedProcess(
             name="orchestrator",
-            command=python_command(*args),
+            command=command,
             log_path=self.out_dir / "logs" / "orchestrator.log",
             port_file=self.out_dir / "run" / "orchestrator.json",
             env={**self._child_env(), **(extra_env or {})},
@@ -275,14 +294,9 @@ class LocalLauncher:
 
     def _restart_redis(self) -> Any:
         """Embedded Redis again, on its port and data directory (it reloads the AOF), same password."""
-        from lecritique.redis_connection import start_embedded_redis
-
-        server = start_embedded_redis(self.out_dir / "redis", port=self.redis.port)
-        client = server.client()
-        try:
-            client.config_set("requirepass", self._redis_password)
-        finally:
-            client.close()
+        server, _ = start_locked_redis(
+            self.out_dir / "redis", port=self.redis.port, password=self._redis_password
+        )
         return server
 
     def stop(self) -> None:

@@ -23,6 +23,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from lecritique.launch.signals import signals_deferred
+from lecritique.tenancy.spec_rules import DATASET_ROOTS_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,24 @@ def child_environment(repo_root: Path | None = None, threads: int = 1) -> dict[s
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+VERIFIER_VARIABLES = (
+    *("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH", "PYTHONUNBUFFERED"),
+    *("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY"),
+    *("TOKENIZERS_PARALLELISM", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"),
+    DATASET_ROOTS_ENV,
+)
+"""What the environment verifier's process keeps of the launcher's environment: none of it a credential."""
+
+
+def verifier_environment(env: dict[str, str]) -> dict[str, str]:
+    """The environment-verifier's environment: ``env`` cut down to ``VERIFIER_VARIABLES``.
+
+    It scores what the policy writes, and uses no Redis, LLM or tracker: whatever a scorer might
+    be made to run there finds no password, key or token (issue #37).
+    """
+    return {name: env[name] for name in VERIFIER_VARIABLES if name in env}
 
 
 @dataclass
@@ -168,3 +187,66 @@ def serving(address: str, timeout: float = 1.0) -> bool:
 
 def python_command(*args: str) -> list[str]:
     return [sys.executable, "-m", *args]
+
+
+def service_command(
+    service: str,
+    *,
+    spec: Path,
+    experiment: str,
+    weights_dir: Path,
+    state_dir: Path,
+    port_file: Path,
+    processes: int = 1,
+) -> list[str]:
+    """``lecritique serve SERVICE`` on loopback with OS-chosen ports announced in ``port_file``
+    (under torchrun when ``processes`` > 1): the one command line of a local service."""
+    args = [
+        "lecritique",
+        "serve",
+        service,
+        "--spec",
+        str(spec),
+        "--experiment",
+        experiment,
+        "--weights-dir",
+        str(weights_dir),
+        "--state-dir",
+        str(state_dir),
+        "--port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--host",
+        "127.0.0.1",
+        "--port-file",
+        str(port_file),
+    ]
+    if processes <= 1:
+        return python_command(*args)
+    distributed = ["torch.distributed.run", "--standalone", f"--nproc_per_node={processes}", "-m"]
+    return python_command(*distributed, *args)
+
+
+def orchestrator_command(
+    *,
+    spec: Path,
+    out: Path,
+    experiment: str,
+    addresses: dict[str, list[str]],
+    port_file: Path | None = None,
+    metrics_port: int = 0,
+    redis_url: str | None = None,
+) -> list[str]:
+    """``lecritique orchestrate`` against the services at ``addresses`` (name -> host:port list);
+    the value plane's services only when they run."""
+    args = ["lecritique", "orchestrate", "--spec", str(spec), "--out", str(out), "--experiment", experiment]
+    for name in ("rollout", "environment", "policy-trainer", "value-evaluator", "value-trainer"):
+        if name in addresses:
+            args += [f"--{name}", ",".join(addresses[name])]
+    args += ["--metrics-port", str(metrics_port)]
+    if port_file is not None:
+        args += ["--port-file", str(port_file)]
+    if redis_url is not None:
+        args += ["--redis-url", redis_url]
+    return python_command(*args)

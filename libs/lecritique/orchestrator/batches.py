@@ -5,6 +5,10 @@ stage (the critic's values, :mod:`lecritique.orchestrator.critic_stage`), so bat
 evaluated while batch k+2 is generated and batch k trains (value evaluation off the critical
 path, Le Critique B.1). At most ``prefetch_batches + 1`` batches are in flight beyond the one
 training; with ``prefetch_batches = 0`` each batch is produced on demand, strictly on-policy.
+
+A batch's tasks and sampling seeds come from its :class:`DrawStream` and its index there, nothing
+else: the policy steps of every run of a seed draw the same batches whatever the estimator, and a
+critic's warm-up draws from a stream of its own (:data:`WARMUP_DRAWS`), so it shifts none of them.
 """
 
 from __future__ import annotations
@@ -22,6 +26,34 @@ from lecritique.orchestrator.critic_stage import CriticStage, Scored
 from lecritique.orchestrator.episodes import EpisodeBatch, play_batch
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DrawStream:
+    """Where a stream's batches draw from: batch ``index`` of experiment seed ``seed`` samples the
+    same tasks with the same sampling seeds in every run."""
+
+    name: str
+    offset: int
+    """Added to every seed and group id of the stream: streams never share a draw."""
+    prefix: str
+    """Trajectory ids ``{prefix}{index}-{group}-{member}``."""
+
+    def task_seed(self, seed: int, index: int) -> int:
+        return self.offset + seed * 1_000_003 + index
+
+    def sampling_seed(self, seed: int, index: int) -> int:
+        return self.offset + seed * 7_919 + index * 104_729
+
+    def first_group_id(self, index: int, tasks_per_step: int) -> int:
+        return self.offset + index * tasks_per_step
+
+
+POLICY_DRAWS = DrawStream("policy", 0, "b")
+"""The policy steps' batches (the orchestrator's ``cursor``)."""
+WARMUP_DRAWS = DrawStream("warmup", 1 << 48, "w")
+"""The critic warm-up's batches (the orchestrator's ``warmup_cursor``): pushed to the replay, never
+trained on by the policy."""
 
 
 @dataclass
@@ -52,8 +84,15 @@ class BatchSource:
         player: EpisodePlayer,
         critic: CriticStage,
         stop: threading.Event,
+        draws: DrawStream = POLICY_DRAWS,
+        *,
+        prefetch: int | None = None,
     ) -> None:
+        """``prefetch``: batches queued ahead (None: ``orchestrator.prefetch_batches``; 0: each
+        batch rolled out and evaluated on demand, in the caller's thread)."""
         self.spec = spec
+        self.draws = draws
+        self.prefetch = spec.orchestrator.prefetch_batches if prefetch is None else prefetch
         self.environment = environment
         self.player = player
         self.critic = critic
@@ -61,24 +100,22 @@ class BatchSource:
         self._ready: queue.Queue[GeneratedBatch | BaseException] = queue.Queue()
         self._rolled: queue.Queue[RolledOut | BaseException] = queue.Queue()
         # Batches in flight ahead of the policy loop (rolling out, evaluating, or queued).
-        self._in_flight = threading.Semaphore(spec.orchestrator.prefetch_batches + 1)
+        self._in_flight = threading.Semaphore(self.prefetch + 1)
         self._producers: list[threading.Thread] = []
-        self._held: GeneratedBatch | None = None
 
     def roll_out(self, cursor: int) -> RolledOut:
-        """The batch at ``cursor``: its tasks are seeded by the cursor, so a resumed run samples the same."""
-        rollout = self.spec.rollout
+        """The batch at ``cursor`` of this source's stream: its tasks and sampling seeds are the
+        stream's draw ``cursor``, so a resumed run samples the same."""
+        rollout, seed, draws = self.spec.rollout, self.spec.seed, self.draws
         start = time.perf_counter()
-        tasks = self.environment.sample_tasks(
-            rollout.tasks_per_step, "train", self.spec.seed * 1_000_003 + cursor
-        )
+        tasks = self.environment.sample_tasks(rollout.tasks_per_step, "train", draws.task_seed(seed, cursor))
         episodes = play_batch(
             self.player,
             tasks,
             rollout.group_size,
-            first_group_id=cursor * rollout.tasks_per_step,
-            seed=self.spec.seed * 7_919 + cursor * 104_729,
-            trajectory_prefix=f"b{cursor}",
+            first_group_id=draws.first_group_id(cursor, rollout.tasks_per_step),
+            seed=draws.sampling_seed(seed, cursor),
+            trajectory_prefix=f"{draws.prefix}{cursor}",
         )
         return RolledOut(cursor, episodes, time.perf_counter() - start)
 
@@ -90,18 +127,9 @@ class BatchSource:
             rolled.cursor, rolled.episodes, scored, rolled.rollout_seconds, window, time.time()
         )
 
-    def hold(self, batch: GeneratedBatch) -> None:
-        """Give ``batch`` back: the next :meth:`next` returns it (the warmup keeps one for step 1)."""
-        self._held = batch
-
     def next(self, cursor: int) -> GeneratedBatch:
         """The batch at ``cursor`` (batches come strictly in order)."""
-        if self._held is not None:
-            held, self._held = self._held, None
-            if held.cursor != cursor:
-                raise RuntimeError(f"held batch out of order: expected cursor {cursor}, got {held.cursor}")
-            return held
-        if self.spec.orchestrator.prefetch_batches == 0:
+        if self.prefetch == 0:
             return self.evaluate(self.roll_out(cursor))
         if not self._producers:
             self._producers = [

@@ -16,6 +16,7 @@ import logging
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -27,7 +28,7 @@ from lecritique.critics.specs import ActorConditioning, CriticSpec
 from lecritique.critics.types import ActorInfo
 from lecritique.orchestrator.clients import ValueEvaluatorClient
 from lecritique.orchestrator.episodes import EpisodeBatch
-from lecritique.orchestrator.update_gate import UpdateGate
+from lecritique.orchestrator.update_gate import POLL_SECONDS, UpdateGate
 from lecritique.rpc.client import NoReplicaAvailable
 from lecritique.trajectory import Trajectory
 
@@ -85,6 +86,11 @@ class CriticStage:
         older one (e.g. restarted before the trainer's last publish reached it) is not used yet."""
         self.newest_cursor = -1
         """The batch cursor that version scored."""
+        self.least_version = -1
+        """The oldest critic version that may score the next batch (-1: any): the warmed-up critic,
+        for the first policy step's batch; cleared once a batch is scored by it."""
+        self.floor_seconds = 600.0
+        """How long that version is waited for without a gate (``orchestrator.rpc_deadline_seconds``)."""
 
     def restore(self, average: float | None, batches: int, newest_version: int = -1) -> None:
         """Continue from a checkpointed reward average (None: none yet, keep the prior) and the
@@ -93,6 +99,14 @@ class CriticStage:
             self.reward_average.value = average
             self.reward_average.batches = batches
         self.newest_version = max(self.newest_version, newest_version)
+
+    def policy_stream_from(self, warmed_version: int) -> None:
+        """The warm-up is over: the next batch (the policy stream's first) waits for ``warmed_version``,
+        and the update gate counts the policy stream's cursors from here."""
+        self.least_version = warmed_version
+        self.newest_cursor = -1
+        if self.gate is not None:
+            self.gate.consumed = -1
 
     def score(self, episodes: EpisodeBatch, cursor: int = -1) -> Scored:
         scored = self._values(episodes, cursor)
@@ -105,23 +119,12 @@ class CriticStage:
         trajectories = episodes.trajectories
         if self.evaluator is None or self.critic is None:
             return Scored(trajectories, -1, 0.0, {}, (0.0, 0))
-        evaluator = self.evaluator
         actor = ActorInfo(self.actor_description, self.reward_average.value)
         attempts = [attempt_of(r, t) for r, t in zip(episodes.records, trajectories, strict=True)]
         queries = critic_queries(self.critic, attempts, self.tokenizer, actor)
         start = time.perf_counter()
-        target = self.gate.target(self.newest_version) if self.gate is not None else None
-        deadline = self.gate.deadline() if self.gate is not None else 0.0
-        short: str | None = None
         try:
-            while True:
-                if self.gate is not None and target is not None:
-                    short = self.gate.wait(target, deadline, self.newest_cursor)
-                waited = time.perf_counter() - start if target is not None else 0.0
-                values, version, stats = evaluator.evaluate(queries, episodes.prompt_texts, actor)
-                # Another replica may still serve an older version than the one the gate saw.
-                if target is None or short is not None or version >= target:
-                    break
+            values, version, stats, (waited, short, target) = self._evaluate(queries, episodes, actor)
         except (grpc.RpcError, NoReplicaAvailable) as error:
             if isinstance(error, grpc.RpcError) and error.code() in _REQUEST_BUGS:
                 raise
@@ -137,13 +140,11 @@ class CriticStage:
                 trajectories, f"critic version {version} older than {self.newest_version}", seconds
             )
         self.newest_version, self.newest_cursor = version, cursor
+        if version >= self.least_version:
+            self.least_version = -1
         if short is not None:
             logger.warning(
-                "batch %d scored by critic version %d < %d wanted by critic.updates_per_step: %s",
-                cursor,
-                version,
-                target,
-                short,
+                "batch %d scored by critic version %d < %d wanted: %s", cursor, version, target, short
             )
         evaluated = [
             replace(q.trajectory, values=v, value_version=version)
@@ -151,6 +152,37 @@ class CriticStage:
         ]
         stats = {**stats, "reward_average": actor.reward_average}
         return Scored(evaluated, version, seconds, stats, (0.0, 0), update_wait=(waited, short))
+
+    def _evaluate(
+        self, queries: list[Any], episodes: EpisodeBatch, actor: ActorInfo
+    ) -> tuple[list[Any], int, dict[str, float], tuple[float, str | None, int]]:
+        """The evaluator's answer from a critic at least :attr:`least_version` and (``critic.updates_per_step``)
+        the gate's target, each waited for until the deadline; and (seconds waited, why short, the version wanted)."""
+        assert self.evaluator is not None
+        start = time.perf_counter()
+        gated = self.gate.target(self.newest_version) if self.gate is not None else None
+        wanted = max(self.least_version, -1 if gated is None else gated)
+        deadline = self.gate.deadline() if self.gate is not None else time.monotonic() + self.floor_seconds
+        short: str | None = None
+        while True:
+            if self.least_version >= 0:
+                short = self._await_served(self.least_version, deadline)
+            if short is None and self.gate is not None and gated is not None:
+                short = self.gate.wait(gated, deadline, self.newest_cursor)
+            waited = time.perf_counter() - start if wanted >= 0 else 0.0
+            values, version, stats = self.evaluator.evaluate(queries, episodes.prompt_texts, actor)
+            # Another replica may still serve an older version than the one waited for.
+            if short is not None or version >= wanted:
+                return values, version, stats, (waited, short, wanted)
+
+    def _await_served(self, version: int, deadline: float) -> str | None:
+        """Wait until an evaluator serves ``version`` (published already: it comes); why it did not (None: it does)."""
+        assert self.evaluator is not None
+        while self.evaluator.served_version() < version:
+            if time.monotonic() >= deadline:
+                return f"critic version {version} (the warmed-up one) not served within the deadline"
+            time.sleep(POLL_SECONDS)
+        return None
 
     @staticmethod
     def _degraded(trajectories: list[Trajectory], reason: str, seconds: float) -> Scored:

@@ -15,8 +15,10 @@ Per policy step k:
    (:mod:`~lecritique.orchestrator.state`).
 
 Before the first policy update the loop only generates, evaluates and pushes, until the value
-trainer reports ``warmup_updates`` critic updates (when the estimator uses the critic) and a
-batch arrives scored by that warmed-up critic version.
+trainer reports ``warmup_updates`` critic updates (when the estimator uses the critic); the first
+policy step's batch is then scored by that warmed-up critic version. The warm-up's batches come
+from a stream of their own (``warmup_cursor``), one at a time: the policy steps of a seed draw the
+same batches in every arm, warm-up or not (paired arms).
 """
 
 from __future__ import annotations
@@ -38,13 +40,12 @@ from lecritique.advantages import (
     AdvantageEstimator,
     critic_free_advantages,
 )
-from lecritique.config.critic_budget import update_budget_warnings
 from lecritique.config.experiment import ExperimentSpec
+from lecritique.config.findings import warning_texts
 from lecritique.critics.specs import TrainedCriticSpec
 from lecritique.critics.types import ActorInfo
-from lecritique.envs import environment_turn_limit
 from lecritique.episodes import EpisodePlayer
-from lecritique.orchestrator.batches import BatchSource, GeneratedBatch
+from lecritique.orchestrator.batches import WARMUP_DRAWS, BatchSource, GeneratedBatch
 from lecritique.orchestrator.clients import ServiceClients
 from lecritique.orchestrator.critic_stage import CriticStage
 from lecritique.orchestrator.heldout import held_out_success
@@ -90,13 +91,12 @@ class Orchestrator:
         self.estimator: AdvantageEstimator = spec.estimator.build()
         # Resolved settings (e.g. GAE's lambda under ``auto``) are the estimator's metrics before any fit.
         logger.info("estimator %s: %s", spec.estimator.name, self.estimator.metrics())
-        self.warnings = configuration_warnings(spec)
-        """Said in the log now and in the first step's row (``warnings``)."""
+        self.warnings = warning_texts(spec)
+        """The spec's warnings (config/findings.py): said in the log now and in the first step's row."""
         for warning in self.warnings:
             logger.warning("%s", warning)
         self._stop = threading.Event()
-        for warning in update_budget_warnings(spec):
-            logger.warning("%s", warning)
+        self._player = player
         trainer = clients.value_trainer
         gate = update_gate(
             spec.critic,
@@ -108,6 +108,7 @@ class Orchestrator:
         self.critic = CriticStage(
             spec.critic, clients.value_evaluator, copy.deepcopy(player.tokenizer), spec.policy.path, gate
         )
+        self.critic.floor_seconds = spec.orchestrator.rpc_deadline_seconds
         self.batches = BatchSource(spec, clients.environment, player, self.critic, self._stop)
         # Held-out evaluation runs in the policy loop while the rollout stage generates.
         self._eval_player = dataclasses.replace(player, tokenizer=copy.deepcopy(player.tokenizer))
@@ -180,42 +181,44 @@ class Orchestrator:
             return replace(state, warmup_done=True)
         if critic.warmup_updates == 0:
             return replace(state, warmup_done=True)
-        assert self.clients.value_trainer is not None
         logger.info("critic warmup: waiting for %d value updates", critic.warmup_updates)
-        warmed_version: int | None = None
+        # One batch at a time, in this thread: none is left half-scored when the warm-up ends.
+        source = BatchSource(
+            self.spec,
+            self.clients.environment,
+            self._player,
+            self.critic,
+            self._stop,
+            WARMUP_DRAWS,
+            prefetch=0,
+        )
         while not self._stop.is_set():
-            if warmed_version is None:
-                status = self._value_trainer_status()
-                if status is not None and status.updates >= critic.warmup_updates:
-                    warmed_version = int(status.published_version)
-                    logger.info(
-                        "critic warmed up at version %d; waiting for the evaluator to serve it",
-                        warmed_version,
-                    )
-            batch = self.batches.next(state.cursor)
-            # Batches evaluated ahead while the critic warmed up carry an unwarmed critic's values:
-            # they feed the replay stream, never a policy update.
-            if warmed_version is not None and batch.scored.value_version >= warmed_version:
-                self.batches.hold(batch)
-                break
+            warmed = self._warmed_version(critic.warmup_updates)
+            if warmed is not None:
+                logger.info("critic warmed up at version %d after %d batches", warmed, state.warmup_cursor)
+                self.critic.policy_stream_from(warmed)
+                return replace(state, warmup_done=True)
+            batch = source.next(state.warmup_cursor)
             if batch.scored.degraded is None:
                 self._push_replay(batch.scored.trajectories)
             self._consumed(batch)
-            state = self._past(state, batch)
+            state = self._past(state, batch, stream="warmup_cursor")
             self.checkpoints.save(state)
             logger.info(
                 "warmup batch %d pushed (critic version %d)", batch.cursor, batch.scored.value_version
             )
-        return replace(state, warmup_done=True)
+        return state
 
-    def _value_trainer_status(self) -> value_pb2.ValueTrainerStatus | None:
-        """The value trainer's status, or None while it is down (the warmup waits for it)."""
+    def _warmed_version(self, updates: int) -> int | None:
+        """The critic version the value trainer published once it made ``updates`` updates (None: not
+        yet, or the trainer is down: the warm-up waits for it)."""
         assert self.clients.value_trainer is not None
         try:
-            return self.clients.value_trainer.status()
+            status: value_pb2.ValueTrainerStatus = self.clients.value_trainer.status()
         except (grpc.RpcError, NoReplicaAvailable) as error:
             logger.warning("critic warmup: value trainer unreachable (%s)", error)
             return None
+        return int(status.published_version) if status.updates >= updates else None
 
     # ---- one policy step -----------------------------------------------------------------
     def _policy_step(self, state: OrchestratorState, on_step: OnStep | None) -> OrchestratorState:
@@ -354,14 +357,16 @@ class Orchestrator:
 
     # ---- helpers -------------------------------------------------------------------------
     @staticmethod
-    def _past(state: OrchestratorState, batch: GeneratedBatch, **changes: Any) -> OrchestratorState:
-        """``state`` once ``batch`` is consumed: the next cursor, the reward average and the newest
-        critic version including it."""
+    def _past(
+        state: OrchestratorState, batch: GeneratedBatch, *, stream: str = "cursor", **changes: Any
+    ) -> OrchestratorState:
+        """``state`` once ``batch`` is consumed: the next cursor of its ``stream`` (``cursor`` or
+        ``warmup_cursor``), the reward average and the newest critic version including it."""
         average, batches = batch.scored.reward_average_after
         newest = max(state.newest_value_version, batch.scored.value_version)
+        changes = {stream: batch.cursor + 1, **changes}
         return replace(
             state,
-            cursor=batch.cursor + 1,
             reward_average=average,
             reward_average_batches=batches,
             newest_value_version=newest,
@@ -382,16 +387,3 @@ class Orchestrator:
     def _elapsed(self) -> float:
         """Experiment wall time: what earlier orchestrator processes spent plus this one's."""
         return self._elapsed_before + (time.monotonic() - self._started)
-
-
-def configuration_warnings(spec: ExperimentSpec) -> list[str]:
-    """What the spec validates but will not do as it reads: an estimator that reads none of the
-    critic's values on the task it is given (its ``ignored_values``, e.g. LVRL on a single-turn
-    environment, where it is GRPO)."""
-    estimator = spec.estimator.estimator_class()
-    reason = (
-        estimator.ignored_values(environment_turn_limit(spec.environment))
-        if spec.critic is not None
-        else None
-    )
-    return [] if reason is None else [reason]

@@ -43,7 +43,15 @@ class StepRow:
     dropped_stale: int = 0
     """Rollouts of the batch dropped as too off-policy."""
     batch_cursor: int = 0
-    """Index of the batch of tasks."""
+    """Index of the batch in the policy steps' stream (the same batch in every arm of a seed)."""
+    task_seed: int = 0
+    """The seed its tasks were sampled with (the policy stream's draw of ``batch_cursor``)."""
+    sampling_seed: int = 0
+    """The seed its rollouts were sampled with (turn t: plus 7919 t)."""
+    tasks_digest: str = ""
+    """First 16 hex digits of the SHA-256 of its trajectories' task ids in order: equal digests, equal tasks."""
+    warmup_batches: int = 0
+    """Critic warm-up batches pushed to the replay before the first policy step (their own stream)."""
     trajectories: int = 0
     """Trajectories the step trained on."""
     policy_tokens: int = 0

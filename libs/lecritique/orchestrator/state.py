@@ -1,7 +1,7 @@
 """The orchestrator's checkpoint: what a restarted orchestrator needs to continue exactly.
 
 Policy steps are exactly-once: before step k is sent to the policy trainer, its batch (frozen
-advantages included), the estimator state fitted on it and the next data cursor are written as a
+advantages included), the estimator state fitted on it and the next data cursors are written as a
 *pending* record. A restarted orchestrator that finds a pending step asks the trainer whether
 it already applied it (``Status.last_step``): if so it only finishes the bookkeeping, else it
 resends the same batch. Files are replaced atomically (write + fsync + rename).
@@ -25,7 +25,11 @@ class OrchestratorState:
     completed_step: int = 0
     """Last policy step whose update, weight load and metrics are all done (steps count from 1)."""
     cursor: int = 0
-    """Index of the next batch of tasks to sample (task sampling is seeded by it)."""
+    """Index of the next policy step's batch (its tasks and sampling seeds are the policy stream's
+    draw of this index, :data:`~lecritique.orchestrator.batches.POLICY_DRAWS`)."""
+    warmup_cursor: int = 0
+    """Index of the next critic warm-up batch (the warm-up's own stream,
+    :data:`~lecritique.orchestrator.batches.WARMUP_DRAWS`): the warm-up never moves ``cursor``."""
     estimator: dict[str, Any] = field(default_factory=dict)
     """``state_dict`` of the advantage estimator (TETHER's rho, EVPO's explained variance)."""
     warmup_done: bool = False

@@ -5,6 +5,7 @@ the loop, :mod:`~lecritique.orchestrator.loop`)."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from lecritique.advantages import AdvantageBatch, AdvantageEstimator, explained_
 from lecritique.advantages.metrics import bucket_explained_variance
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.critics.specs import TrainedCriticSpec
-from lecritique.orchestrator.batches import GeneratedBatch
+from lecritique.orchestrator.batches import POLICY_DRAWS, GeneratedBatch
 from lecritique.orchestrator.row import StepRow
 from lecritique.orchestrator.state import OrchestratorState
 from lecritique.trajectory import Trajectory
@@ -49,6 +50,10 @@ def batch_row(
     of the policy loop's wait for the batch."""
     step_start, wait_end = waited
     row = _scored_batch_row(step, batch, advantage_batch, dropped, wait_end - step_start)
+    row.task_seed = POLICY_DRAWS.task_seed(spec.seed, batch.cursor)
+    row.sampling_seed = POLICY_DRAWS.sampling_seed(spec.seed, batch.cursor)
+    row.tasks_digest = tasks_digest(batch)
+    row.warmup_batches = state.warmup_cursor
     _set_critic_updates(row, spec, state, batch)
     row.estimator = estimator_metrics
     row.value_ev_buckets = _bucket_explained_variance(spec, estimator, advantage_batch)
@@ -57,6 +62,12 @@ def batch_row(
     evaluate_start, evaluate_end = batch.evaluate_window
     row.value_wait_seconds = max(0.0, min(wait_end, evaluate_end) - max(step_start, evaluate_start))
     return row
+
+
+def tasks_digest(batch: GeneratedBatch) -> str:
+    """First 16 hex digits of the SHA-256 of the task ids of the batch's trajectories, in order."""
+    ids = "\n".join(t.task_id for t in batch.episodes.trajectories)
+    return hashlib.sha256(ids.encode()).hexdigest()[:16]
 
 
 def _scored_batch_row(

@@ -20,7 +20,7 @@ before sending them. The scripts are in :mod:`lecritique.replay.scripts`.
 Durability and retries: ``push`` returns ids only from Redis's reply to the script, i.e. after
 Redis applied and AOF-logged the entries (fsynced before the reply with ``appendfsync always``,
 within a second with ``everysec``). Connection errors are retried with backoff (see
-:mod:`lecritique.redis_connection`); a push carries a token so that a retry after a lost reply
+:mod:`lecritique.redis_reconnect`); a push carries a token so that a retry after a lost reply
 returns the first push's ids instead of storing the entries twice. A ``sample`` whose reply is
 lost has still used those entries once: the reuse bound is never exceeded, but those uses are
 wasted.

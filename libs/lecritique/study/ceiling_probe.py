@@ -109,9 +109,44 @@ def probe_ceilings(study: StudySpec, runs: list[PlannedRun], out: Path, console:
             "buckets": [flatten(row, run.variant) for row in rows],
             "spec": data.get("spec"),
             "fit": critic_fit(data.get("states", []), run.variant),
+            "ratio_se": ratio_se(data.get("states", []), run.variant, seed=run.seed),
             **source,
         }
     return results
+
+
+RATIO_BOOTSTRAP = 500
+"""Resamples of the ratio's bootstrap by episode."""
+
+
+def ratio_se(
+    states: list[dict[str, Any]], critic: str, *, samples: int = RATIO_BOOTSTRAP, seed: int = 0
+) -> float:
+    """Bootstrap s.e. of ev_mse / ceiling (all positions) resampling whole episodes: the states of
+    one episode share its prefix, so resampling them one by one would understate it. NaN with fewer
+    than two episodes or no resample whose ceiling is positive."""
+    import numpy as np
+
+    from lecritique.critic_eval.ceiling import ceiling_of, critic_ev
+
+    scored = [s for s in states if critic in s.get("critic_values", {})]
+    if not scored:
+        return float("nan")
+    rewards = np.array([s["mc_rewards"] for s in scored], dtype=float)
+    values = np.array([s["critic_values"][critic] for s in scored], dtype=float)
+    episodes = np.array([s["episode"] for s in scored])
+    groups = [np.flatnonzero(episodes == e) for e in np.unique(episodes)]
+    if len(groups) < 2:
+        return float("nan")
+    rng = np.random.default_rng(seed)
+    ratios = []
+    for _ in range(samples):
+        chosen = np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))])
+        ceiling = ceiling_of(rewards[chosen]) if chosen.size >= 2 else float("nan")
+        if np.isfinite(ceiling) and ceiling > 0:
+            ratios.append(critic_ev(rewards[chosen], values[chosen]) / ceiling)
+    finite = np.array([r for r in ratios if np.isfinite(r)])
+    return float(finite.std()) if finite.size >= 2 else float("nan")
 
 
 def critic_fit(states: list[dict[str, Any]], critic: str) -> dict[str, float]:

@@ -50,6 +50,33 @@ def probe_fractions(ceiling: Mapping[str, Any], variant: str) -> dict[str, float
     return {**cell, "half": half, "probed": len(values)}
 
 
+def seed_fraction(ceiling: Mapping[str, Any], variant: str, seed: int) -> float:
+    """EV / ceiling (all positions) of one probed run; NaN when not probed or n/a."""
+    result = ceiling.get(f"{variant}/seed{seed}", {})
+    overall = next((b for b in result.get("buckets", []) if b["label"] == "all"), None)
+    return fraction_of(overall)[0] if overall else float("nan")
+
+
+def with_ceiling_figures(
+    runs: Mapping[str, Mapping[int, Mapping[str, Any]]], ceiling: Mapping[str, Any]
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """``runs`` (run summaries by variant and seed) with each run's ``ev_mse_over_ceiling`` figure
+    from its ceiling probe (NaN where it was not probed or the ratio is n/a), for the comparisons."""
+    return {
+        variant: {
+            seed: {
+                **summary,
+                "figures": {
+                    **summary["figures"],
+                    "ev_mse_over_ceiling": seed_fraction(ceiling, variant, int(seed)),
+                },
+            }
+            for seed, summary in by_seed.items()
+        }
+        for variant, by_seed in runs.items()
+    }
+
+
 def _per_seed(values: list[str]) -> str:
     return " / ".join(values) if values else "n/a"
 
@@ -66,7 +93,8 @@ def ceiling_table(ceiling: Mapping[str, Any]) -> str:
         "position; t = response tokens since the episode's first policy token; estimator "
         "lecritique.critic_eval.ceiling). Per probed seed: ceiling Var(E[R|s])/Var(R) ± bootstrap s.e. (by episode; "
         '"by state" marks probes measured before that fix, whose s.e. is too small), the critic\'s ev_mse (1 − MSE/Var(R) against '
-        f"every continuation's return) and ev_mse / ceiling (n/a where the ceiling's 95% interval reaches {MIN_CEILING}):\n\n"
+        f"every continuation's return) and ev_mse / ceiling (n/a where the ceiling's 95% interval reaches {MIN_CEILING}; "
+        "± its bootstrap s.e. by episode where the probe's states were kept):\n\n"
         "| variant | positions | seeds | states | ceiling ± s.e. | ev_mse | ev_mse / ceiling | mean ev_mse / ceiling |\n"
         "|---|---|---|---|---|---|---|---|\n"
     ]
@@ -130,7 +158,13 @@ def _ceiling_row(variant: str, label: str, seeds: list[tuple[str, Mapping[str, A
     ceilings = [f"{_fmt(b['ceiling'], 2)} ± {_fmt(b['ceiling_se'], 2)}" for _, b in present]
     evs = [_fmt(b.get("ev_mse", b.get("critic_ev", float("nan")))) for _, b in present]
     fractions = [fraction_of(b) for _, b in present]
-    shown = [_fmt(f, 2) if math.isfinite(f) else f"n/a ({why})" for f, why in fractions]
+    errors = {seed: r.get("ratio_se", float("nan")) for seed, r in seeds} if label == "all" else {}
+    shown = [
+        (_fmt(f, 2) + (f" ± {_fmt(errors[seed], 2)}" if math.isfinite(errors.get(seed, math.nan)) else ""))
+        if math.isfinite(f)
+        else f"n/a ({why})"
+        for (seed, _), (f, why) in zip(present, fractions, strict=True)
+    ]
     finite = [f for f, _ in fractions if math.isfinite(f)]
     mean = (
         _fmt(float(np.mean(finite)), 2)

@@ -8,6 +8,7 @@ machinery as ``lecritique run`` (or submitted to the REST API).
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from lecritique.config.base import SpecModel
 from lecritique.config.experiment import ExperimentSpec, SpecError, _format, parse_spec
 from lecritique.pretrain.config import PretrainConfig
+from lecritique.study.arms import MEAN_ARM, estimator_name, missing_rloo, quick_comparisons
+from lecritique.study.summary import COMPARABLE, COMPARED
 
 
 class VariantSpec(SpecModel):
@@ -74,7 +77,8 @@ class QuickProfile(SpecModel):
     tasks_per_step: int = Field(default=4, ge=1)
     """Tasks per policy step."""
     variants: list[str] | None = None
-    """Variants run; None: the reference and the first other variant."""
+    """Variants run; None: the reference and the first other variant. A MEAN arm is always added
+    (the study's own, else a critic-free ``mean`` variant), each kept variant compared with it."""
     ceiling_states: int = Field(default=8, ge=2)
     """States of the ceiling probe."""
     ceiling_continuations: int = Field(default=4, ge=2)
@@ -91,11 +95,22 @@ class StudySpec(SpecModel):
     variants: list[VariantSpec] = Field(min_length=1)
     """The arms compared."""
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
-    """Experiment seeds (task sampling, rollouts, critic head); the initial policy is the base seed's."""
+    """Experiment seeds (task sampling, rollouts, critic head): every variant of a seed draws the
+    same batches and starts from the same policy (paired arms)."""
+    policy_builds: int | None = Field(default=None, ge=1)
+    """Starting policies (tiny builds): seed number i of ``seeds`` starts from the build seeded
+    ``seeds[i % policy_builds]``; None: one per seed, at most 3. 1: every seed the first seed's."""
     reference: str
     """The variant every other one is compared against (paired by seed)."""
-    final_window: int = Field(default=50, ge=1)
-    """Final reward = mean of the last this many steps per seed (Le Critique Fig. 7)."""
+    final_fraction: float = Field(default=0.25, gt=0.0, le=1.0)
+    """Final reward = mean over this last fraction of each run's steps (at least one step; Le
+    Critique Fig. 7), stated in the tables."""
+    final_window: int | None = Field(default=None, ge=1)
+    """Or: a fixed number of last steps (studies published before ``final_fraction``)."""
+    metrics: list[str] = Field(default_factory=lambda: list(COMPARED), min_length=1)
+    """The figures each declared comparison tests (``final_reward``, ``final_eval_success``,
+    ``ev_var_second_half``, ``ev_mse_over_ceiling``): every (comparison, figure) is one test of the
+    study's Holm family."""
     bootstrap_samples: int = Field(default=2000, ge=100)
     """Resamples of the seed-level bootstrap CI of paired differences."""
     ceiling: CeilingSpec = Field(default_factory=CeilingSpec)
@@ -103,8 +118,10 @@ class StudySpec(SpecModel):
     quick: QuickProfile = Field(default_factory=QuickProfile)
     """What ``--quick`` runs."""
     comparisons: list[tuple[str, str]] | None = None
-    """The paired comparisons (a, b) that get intervals, declared before running (Holm-corrected per
-    figure); None: every variant against the reference."""
+    """The paired comparisons (a, b) that get intervals, declared before running (Holm-corrected
+    over every declared test); None: every variant against the reference. A comparison of a TETHER
+    variant with a MEAN one needs an RLOO variant and the TETHER one compared with it too (at rho =
+    0 TETHER is the leave-one-out baseline)."""
     pretrain: list[PretrainStage] = Field(default_factory=list)
     """Critics pretrained once before the variants (resumable); variants use them by ``model_path``."""
     drawn_beside: list[str] = Field(default_factory=list)
@@ -118,8 +135,21 @@ class StudySpec(SpecModel):
             raise ValueError(f"seeds must be unique, got {seeds}")
         return seeds
 
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, metrics: list[str]) -> list[str]:
+        unknown = [m for m in metrics if m not in COMPARABLE]
+        if unknown or len(set(metrics)) != len(metrics):
+            raise ValueError(f"metrics: {metrics} must be distinct names among {', '.join(COMPARABLE)}")
+        return metrics
+
     @model_validator(mode="after")
     def _reference_is_a_variant(self) -> StudySpec:
+        if self.policy_builds is not None and self.policy_builds > len(self.seeds):
+            raise ValueError(
+                f"policy_builds: {self.policy_builds} starting policies for {len(self.seeds)} seeds "
+                "(each build is the start of at least one seed)"
+            )
         names = [v.name for v in self.variants]
         if len(set(names)) != len(names):
             raise ValueError(f"variant names must be unique, got {names}")
@@ -146,6 +176,23 @@ class StudySpec(SpecModel):
                 )
         return self
 
+    def final_steps(self, steps: int) -> int:
+        """How many last steps of a ``steps``-step run the final reward averages."""
+        if self.final_window is not None:
+            return self.final_window
+        return max(1, math.ceil(self.final_fraction * steps - 1e-9))
+
+    def final_label(self) -> str:
+        """The final reward's window, as the tables state it."""
+        if self.final_window is not None:
+            return f"last {self.final_window} steps"
+        return f"last {self.final_fraction:.0%} of steps"
+
+    def build_seeds(self) -> dict[int, int]:
+        """Experiment seed -> the seed of the tiny build it starts from."""
+        builds = self.policy_builds or min(3, len(self.seeds))
+        return {seed: self.seeds[i % builds] for i, seed in enumerate(self.seeds)}
+
     def compared(self) -> list[tuple[str, str]]:
         """The declared comparisons, or every variant against the reference."""
         if self.comparisons is not None:
@@ -160,6 +207,8 @@ class PlannedRun:
     variant: str
     seed: int
     spec: ExperimentSpec
+    policy_seed: int | None = None
+    """The seed of the tiny build it starts from (None: the spec names a policy path)."""
 
     @property
     def key(self) -> str:
@@ -177,9 +226,11 @@ def pretrained_stage(document: dict[str, Any], stages: list[str]) -> str | None:
     return path.split(":", 1)[1]
 
 
-def pretrain_dir(out: Path, stage: str) -> Path:
-    """Where a pretrain stage's ``lecritique critic pretrain`` output lives in the study folder."""
-    return out / "pretrain" / stage
+def pretrain_dir(out: Path, stage: str, policy_seed: int | None = None) -> Path:
+    """Where a pretrain stage's ``lecritique critic pretrain`` output lives in the study folder
+    (per starting policy when the study has several: ``policy-seed<s>``)."""
+    folder = out / "pretrain" / stage
+    return folder if policy_seed is None else folder / f"policy-seed{policy_seed}"
 
 
 def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -209,14 +260,21 @@ def base_document(study: StudySpec, study_dir: Path) -> tuple[dict[str, Any], Pa
     return data, path.parent
 
 
-def apply_quick(study: StudySpec) -> StudySpec:
-    """The ``--quick`` profile of ``study``: one seed, few steps, two variants, a tiny ceiling probe."""
+def apply_quick(study: StudySpec, study_dir: Path = Path(".")) -> StudySpec:
+    """The ``--quick`` profile of ``study``: one seed, few steps, a tiny ceiling probe; the reference
+    and the first other variant (or ``quick.variants``) and a MEAN arm, each compared with MEAN, so
+    that even a quick study says which estimator to use (the study's own MEAN variant, else one added)."""
     quick = study.quick
     names = quick.variants or [
         study.reference,
         next((v.name for v in study.variants if v.name != study.reference), study.reference),
     ]
-    variants = [v for v in study.variants if v.name in names]
+    base, _ = base_document(study, study_dir)
+    mean = next((v for v in study.variants if estimator_name(merge(base, v.overrides)) == "mean"), None)
+    added = [] if mean is not None else [VariantSpec.model_validate(_mean_arm(study))]
+    mean_name = mean.name if mean is not None else added[0].name
+    variants = [v for v in study.variants if v.name in names or v.name == mean_name] + added
+    kept = [v.name for v in variants]
     ceiling = study.ceiling.model_copy(
         update={
             "tasks": 4,
@@ -227,22 +285,25 @@ def apply_quick(study: StudySpec) -> StudySpec:
     )
     # The quick profile must itself be a valid study (the report re-validates it): the reference and
     # the declared comparisons follow the variants it keeps.
-    reference = study.reference if study.reference in names else variants[0].name
-    comparisons = (
-        None
-        if study.comparisons is None
-        else [(a, b) for a, b in study.comparisons if a in names and b in names] or None
-    )
+    reference = study.reference if study.reference in kept else variants[0].name
+    comparisons = quick_comparisons(study.compared(), kept, mean_name)
     return study.model_copy(
         update={
             "variants": variants,
             "reference": reference,
             "comparisons": comparisons,
             "seeds": study.seeds[:1],
+            "policy_builds": 1,
             "ceiling": ceiling,
             "final_window": 2,
         }
     )
+
+
+def _mean_arm(study: StudySpec) -> dict[str, Any]:
+    taken = {v.name for v in study.variants}
+    name = next(n for n in ("mean", "mean-quick", "mean-baseline") if n not in taken)
+    return {**MEAN_ARM, "name": name}
 
 
 def plan_runs(
@@ -250,20 +311,34 @@ def plan_runs(
 ) -> list[PlannedRun]:
     """Every (variant, seed) experiment, validated; raises :class:`SpecError` naming the bad one.
 
-    A ``critic.model_path`` naming a pretrain stage becomes that stage's critic in ``out``."""
+    A ``critic.model_path`` naming a pretrain stage becomes that stage's critic (pretrained on the
+    run's starting policy) in ``out``; a TETHER-vs-MEAN comparison without its RLOO arm is refused
+    (not in the quick profile, which checks the machinery)."""
     base, spec_dir = base_document(study, study_dir)
+    documents = {v.name: merge(base, v.overrides) for v in study.variants}
+    missing = (
+        None
+        if quick
+        else missing_rloo(study.compared(), {n: estimator_name(d) for n, d in documents.items()})
+    )
+    if missing is not None:
+        raise SpecError(f"study {study.name}: {missing}")
     stages = [stage.name for stage in study.pretrain]
+    builds = study.build_seeds()
     runs = []
     # Seed-major: an interrupted study has every variant of its first seeds, not some variants only.
     for seed in study.seeds:
         for variant in study.variants:
-            document = merge(base, variant.overrides)
+            document = copy.deepcopy(documents[variant.name])
             document["name"] = f"{study.name}-{variant.name}-s{seed}"
             document["seed"] = seed
+            tiny = isinstance(document.get("policy"), dict) and document["policy"].get("tiny") is not None
+            policy_seed = builds[seed] if tiny else None
             stage = pretrained_stage(document, stages)
             if stage is not None:
+                per_build = policy_seed if len(set(builds.values())) > 1 else None
                 document["critic"]["model_path"] = str(
-                    pretrain_dir(out or Path("study-out"), stage).resolve() / "critic"
+                    pretrain_dir(out or Path("study-out"), stage, per_build).resolve() / "critic"
                 )
             if quick:
                 document = merge(document, _quick_overrides(study.quick, "critic" in document))
@@ -271,7 +346,7 @@ def plan_runs(
                 spec = parse_spec(document, spec_dir=spec_dir)
             except SpecError as error:
                 raise SpecError(f"variant {variant.name!r}, seed {seed}: {error}") from None
-            runs.append(PlannedRun(variant.name, seed, spec))
+            runs.append(PlannedRun(variant.name, seed, spec, policy_seed))
     return runs
 
 

@@ -49,8 +49,48 @@ def regenerate(doc: Path) -> str:
     documents = json.loads(data_path.read_text())
     text = doc.read_text()
     for name, document in documents.items():
-        text = splice(text, name, render_tables(document), f"{doc.parent.name}/{data_path.name}")
+        tables = render_tables(document) + shared_runs(name, documents)
+        text = splice(text, name, tables, f"{doc.parent.name}/{data_path.name}")
     return text
+
+
+def _fingerprint(run: dict[str, Any]) -> str:
+    # The policy's reward at every step: a copy has the same, and so has an exact rerun of one spec
+    # and seed (runs here are deterministic up to the critic's float rounding).
+    return json.dumps(run.get("series", {}).get("reward_mean", {}), sort_keys=True)
+
+
+def _seed_list(seeds: list[int]) -> str:
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    consecutive = seeds == list(range(seeds[0], seeds[-1] + 1))
+    return f"seeds {seeds[0]}–{seeds[-1]}" if consecutive else "seeds " + ", ".join(map(str, seeds))
+
+
+def shared_runs(name: str, documents: dict[str, Any]) -> str:
+    """A note naming the runs of study ``name`` that another published study holds too (the same
+    reward at every step: copied between the files, or an exact rerun of one spec and seed): one
+    observation, not two, in anything said across the files. Empty when there are none."""
+    notes = []
+    for other, document in documents.items():
+        if other == name:
+            continue
+        theirs = {_fingerprint(run) for by_seed in document["runs"].values() for run in by_seed.values()}
+        shared = {
+            variant: sorted(int(seed) for seed, run in by_seed.items() if _fingerprint(run) in theirs)
+            for variant, by_seed in documents[name]["runs"].items()
+        }
+        listed = ", ".join(f"{variant} {_seed_list(seeds)}" for variant, seeds in shared.items() if seeds)
+        if listed:
+            notes.append(f"with `{other}`: {listed}")
+    if not notes:
+        return ""
+    return (
+        "\nRuns shared with other studies of this document (the same reward at every step: copied between "
+        "the files or rerun exactly; each is one observation, not two, in anything said across the files): "
+        + "; ".join(notes)
+        + ".\n"
+    )
 
 
 def _relative_to(value: Any, folder: Path) -> Any:

@@ -16,16 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from lecritique.study.ceiling_table import ceiling_table, probe_fractions
+from lecritique.study.ceiling_table import ceiling_table, probe_fractions, with_ceiling_figures
 from lecritique.study.config import StudySpec
 from lecritique.study.figures import write_png
-from lecritique.study.summary import COMPARED, aggregate
+from lecritique.study.summary import aggregate
 
 QUICK_BANNER = "> **quick: checks the machinery, not results.** One seed, a few steps, a tiny ceiling probe; nothing here ranks critics.\n\n"
 FIGURE_NAMES = {
     "final_reward": "final reward",
     "final_eval_success": "final held-out success",
     "ev_var_second_half": "ev_var, second half",
+    "ev_mse_over_ceiling": "ev_mse / ceiling",
 }
 
 
@@ -33,12 +34,21 @@ def _fmt(value: float, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if math.isfinite(value) else "n/a"
 
 
-def _pm(cell: Mapping[str, float], digits: int = 3, why: str = "no data") -> str:
+def counted(cell: Mapping[str, Any]) -> str:
+    """ "n", or "n of N, k n/a" when k seeds had no value (they are left out, never dropped silently)."""
+    missing = int(cell.get("n_na", 0))
+    return str(cell["n"]) if not missing else f"{cell['n']} of {cell['n'] + missing}, {missing} n/a"
+
+
+def _pm(cell: Mapping[str, Any], digits: int = 3, why: str = "no data") -> str:
     if cell["n"] == 0 or not math.isfinite(cell["mean"]):
         return f"n/a ({why})"
+    seeds = f" ({counted(cell)})" if cell.get("n_na") and cell["n"] > 1 else ""
     if cell["n"] == 1:
-        return f"{_fmt(cell['mean'], digits)} ± n/a (1 seed)"
-    return f"{_fmt(cell['mean'], digits)} ± {_fmt(cell['std'], digits)}"
+        return (
+            f"{_fmt(cell['mean'], digits)} ± n/a (1 seed{', ' + counted(cell) if cell.get('n_na') else ''})"
+        )
+    return f"{_fmt(cell['mean'], digits)} ± {_fmt(cell['std'], digits)}{seeds}"
 
 
 def _why(value: float, reason: str) -> str:
@@ -91,7 +101,7 @@ def _variant_row(study: StudySpec, document: Mapping[str, Any], name: str, figur
 
 def _variant_table(study: StudySpec, document: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
     lines = [
-        f"| variant | final reward (last {study.final_window} steps) | final held-out success | ev_var, second half (in-run) "
+        f"| variant | final reward ({study.final_label()}) | final held-out success | ev_var, second half (in-run) "
         "| ev_mse / ceiling (held-out, all positions) | critic updates / step | fresh trajectories / update "
         "| rho first → final | critic updates | policy steps / min | seeds |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
     ]
@@ -124,16 +134,20 @@ def _comparison_table(study: StudySpec, summary: Mapping[str, Any]) -> str:
     differences = summary["differences"]
     if not differences:
         return ""
+    figures = summary.get("figures", study.metrics)
     lines = [
         f"\nDeclared comparisons ({len(differences)}; a − b per seed): mean difference, 95% Student-t interval on the "
-        "per-seed differences, its p-value and the Holm-adjusted p-value (per figure, over the declared comparisons; "
-        "significant: adjusted p < 0.05), and a percentile bootstrap over seeds from 5 seeds on:\n\n"
-        "| comparison | figure | mean difference | t 95% CI | p | p (Holm) | bootstrap 95% CI | seeds |\n|---|---|---|---|---|---|---|---|\n"
+        f"per-seed differences (exact t quantiles), its p-value and the Holm-adjusted p-value (Holm over all "
+        f"{summary['holm_tests']} tests this study declares: every comparison on every compared figure; significant: "
+        "adjusted p < 0.05); beside it, not as the result, a percentile bootstrap over seeds from 5 seeds on "
+        "(5 seeds have 126 distinct resamples); seeds with no value in either variant are counted, not used:\n\n"
+        "| comparison | figure | mean difference | t 95% CI | p | p (Holm) | beside: bootstrap 95% CI | seeds |\n"
+        "|---|---|---|---|---|---|---|---|\n"
     ]
     significant = []
-    for pair, figures in differences.items():
-        for fig in COMPARED:
-            cell = figures[fig]
+    for pair, by_figure in differences.items():
+        for fig in figures:
+            cell = by_figure[fig]
             one = (
                 "1 seed"
                 if cell["n"] == 1
@@ -146,7 +160,7 @@ def _comparison_table(study: StudySpec, summary: Mapping[str, Any]) -> str:
             lines.append(
                 f"| {pair} | {FIGURE_NAMES[fig]} | {_signed(cell['mean'])} | {_ci(cell, 't_low', 't_high', one)} "
                 f"| {_why(cell.get('p', float('nan')), one)} | {_why(cell.get('p_holm', float('nan')), one)} "
-                f"| {_ci(cell, 'boot_low', 'boot_high', one)} | {cell['n']} |\n"
+                f"| {_ci(cell, 'boot_low', 'boot_high', one)} | {counted(cell)} |\n"
             )
     verdict = (
         "; ".join(significant) if significant else "no declared comparison differs after the Holm correction"
@@ -180,9 +194,10 @@ def render_tables(document: Mapping[str, Any]) -> str:
     study = StudySpec.model_validate(document["study"])
     runs = {name: {int(seed): s for seed, s in by_seed.items()} for name, by_seed in document["runs"].items()}
     summary = aggregate(
-        runs,
+        with_ceiling_figures(runs, document.get("ceiling", {})),
         [p for p in study.compared() if p[0] in runs and p[1] in runs],
         bootstrap_samples=study.bootstrap_samples,
+        figures=study.metrics,
     )
     banner = QUICK_BANNER if document.get("quick") else ""
     return (

@@ -8,7 +8,9 @@ from typing import Any
 
 from rich.console import Console
 
+from lecritique.config.experiment import SpecError
 from lecritique.reporting.report import load_metrics
+from lecritique.study.ceiling_table import with_ceiling_figures
 from lecritique.study.config import (
     PlannedRun,
     PretrainStage,
@@ -24,40 +26,63 @@ from lecritique.study.runner import is_finished, run_all, run_dir
 from lecritique.study.summary import aggregate, run_summary
 
 
-def with_shared_policy(runs: list[PlannedRun], seed: int) -> list[PlannedRun]:
-    """Every run starts from the same tiny policy (built once with the base spec's seed).
-
-    A tiny policy's build depends on the seed it is given; building one per experiment seed would
-    cost minutes each and mix two sources of variance. Seeds vary the RL run, not its start.
-    """
+def with_built_policies(runs: list[PlannedRun]) -> list[PlannedRun]:
+    """Every run with its starting policy built: the tiny build of its ``policy_seed`` (built once
+    per seed and cached, its hash keyed by the seed). Variants of one seed start from the same
+    policy; seeds spread over the study's ``policy_builds`` starting policies."""
     from lecritique.tinybuild import build_tiny
 
-    built: dict[str, str] = {}
-    shared = []
+    built: dict[tuple[str, int], str] = {}
+    resolved = []
     for run in runs:
         tiny = run.spec.policy.tiny
-        if tiny is None:
-            shared.append(run)
+        if tiny is None or run.policy_seed is None:
+            resolved.append(run)
             continue
-        if tiny not in built:
-            built[tiny] = str(build_tiny(tiny, seed=seed))
-        policy = run.spec.policy.model_copy(update={"path": built[tiny], "tiny": None})
-        shared.append(PlannedRun(run.variant, run.seed, run.spec.model_copy(update={"policy": policy})))
-    return shared
+        key = (tiny, run.policy_seed)
+        if key not in built:
+            built[key] = str(build_tiny(tiny, seed=run.policy_seed))
+        policy = run.spec.policy.model_copy(update={"path": built[key], "tiny": None})
+        spec = run.spec.model_copy(update={"policy": policy})
+        resolved.append(PlannedRun(run.variant, run.seed, spec, run.policy_seed))
+    return resolved
+
+
+def recorded_experiment(folder: Path) -> str | None:
+    """The experiment name the run folder's ``spec.json`` records (None: none recorded)."""
+    path = folder / "spec.json"
+    if not path.is_file():
+        return None
+    try:
+        name = json.loads(path.read_text()).get("name")
+    except (ValueError, AttributeError):
+        return None
+    return str(name) if name is not None else None
 
 
 def collect(study: StudySpec, runs: list[PlannedRun], out: Path) -> dict[str, dict[int, dict[str, Any]]]:
-    """Summaries of the runs that have metrics, by variant then seed."""
+    """Summaries of the runs that have metrics, by variant then seed.
+
+    A folder that records another experiment (a run copied from another study or variant) is
+    refused: one run must not be counted as two observations."""
     summaries: dict[str, dict[int, dict[str, Any]]] = {}
     for run in runs:
         folder = run_dir(out, run)
+        recorded = recorded_experiment(folder)
+        if recorded is not None and recorded != run.spec.name:
+            raise SpecError(
+                f"{folder.relative_to(out)} holds experiment {recorded!r}, not {run.spec.name!r}: a run copied "
+                "from another study (or variant) is one observation there, not a second one here; run it in "
+                "this study (remove the folder) or leave the variant out"
+            )
         try:
             rows = load_metrics(folder)
         except FileNotFoundError:
             continue
         if rows:
             produced = run.spec.rollout.tasks_per_step * run.spec.rollout.group_size
-            summary = run_summary(rows, study.final_window, float(produced))
+            window = study.final_steps(run.spec.orchestrator.steps)
+            summary = run_summary(rows, window, float(produced))
             summary["finished"] = is_finished(folder, run.spec)
             summaries.setdefault(run.variant, {})[run.seed] = summary
     return summaries
@@ -69,13 +94,13 @@ def settings_of(runs: list[PlannedRun]) -> dict[str, Any]:
 
 
 def budget_warnings(runs: list[PlannedRun]) -> dict[str, list[str]]:
-    """Per variant, what makes its critic budget marginal (said before its runs, not only in their logs)."""
-    from lecritique.config.critic_budget import update_budget_warnings
+    """Per variant, the spec's warnings (config/findings.py; said before its runs, not only in their logs)."""
+    from lecritique.config.findings import warning_texts
 
     found: dict[str, list[str]] = {}
     for run in runs:
         if run.variant not in found:
-            found[run.variant] = update_budget_warnings(run.spec)
+            found[run.variant] = warning_texts(run.spec)
     return {variant: warnings for variant, warnings in found.items() if warnings}
 
 
@@ -97,7 +122,7 @@ def run_study(
     console = console or Console()
     study = load_study_spec(study_path)
     if quick:
-        study = apply_quick(study)
+        study = apply_quick(study, study_path.resolve().parent)
     runs = plan_runs(study, study_path.resolve().parent, quick=quick, out=out)
     if report_only and not (out / "runs").is_dir() and (out / "study.json").is_file():
         return rewrite_from_json(out, console=console)
@@ -110,7 +135,7 @@ def run_study(
     if report_only:
         pass
     elif api is None:
-        runs = with_shared_policy(runs, seed=_base_seed(runs))
+        runs = with_built_policies(runs)
         run_pretrain(study, study_path.resolve().parent, runs, out, console, quick=quick)
         run_all(runs, out, console)
     else:
@@ -124,28 +149,34 @@ def run_study(
 def run_pretrain(
     study: StudySpec, study_dir: Path, runs: list[PlannedRun], out: Path, console: Console, *, quick: bool
 ) -> None:
-    """Every pretrain stage some planned run uses, once, on the study's starting policy; a stage
+    """Every pretrain stage some planned run uses, once per starting policy it is used with; a stage
     whose summary is written is skipped, an interrupted one resumes (``critic pretrain`` is)."""
-    used = {str(path) for r in runs if (path := getattr(r.spec.critic, "model_path", None))}
-    shared = runs[0].spec.policy
     for stage in study.pretrain:
-        folder = pretrain_dir(out, stage.name)
-        if str(folder.resolve() / "critic") not in used:
-            continue
-        if (folder / "summary.json").is_file():
-            console.print(f"pretrain {stage.name}: finished before, skipped")
-            continue
-        console.print(f"pretrain {stage.name}: `lecritique critic pretrain` on the study's starting policy")
-        _pretrain_stage(study, study_dir, stage, shared, folder, quick=quick)
+        root = pretrain_dir(out, stage.name).resolve()
+        done: set[Path] = set()
+        for run in runs:
+            path = getattr(run.spec.critic, "model_path", None)
+            folder = Path(path).parent if path else None
+            if folder is None or folder in done or root not in (folder, folder.parent):
+                continue
+            done.add(folder)
+            if (folder / "summary.json").is_file():
+                console.print(f"pretrain {folder.relative_to(out.resolve())}: finished before, skipped")
+                continue
+            console.print(
+                f"pretrain {stage.name}: `lecritique critic pretrain` on {run.key}'s starting policy"
+            )
+            _pretrain_stage(study, study_dir, stage, run, folder, quick=quick)
 
 
 def _pretrain_stage(
-    study: StudySpec, study_dir: Path, stage: PretrainStage, policy: Any, folder: Path, *, quick: bool
+    study: StudySpec, study_dir: Path, stage: PretrainStage, run: PlannedRun, folder: Path, *, quick: bool
 ) -> None:
     from lecritique.pretrain import pretrain
 
     spec = plan_pretrain(study, study_dir, stage)
-    spec = spec.model_copy(update={"policy": policy, "seed": min(study.seeds)})
+    seed = run.policy_seed if run.policy_seed is not None else min(study.seeds)
+    spec = spec.model_copy(update={"policy": run.spec.policy, "seed": seed})
     budget = stage.budget
     if quick:  # the machinery, not a critic worth using
         budget = budget.model_copy(
@@ -163,19 +194,19 @@ def rewrite_from_json(out: Path, *, console: Console) -> dict[str, Path]:
     return paths
 
 
-def _base_seed(runs: list[PlannedRun]) -> int:
-    return min(run.seed for run in runs)
-
-
 def _pretrain_summaries(study: StudySpec, out: Path) -> dict[str, Any]:
-    """Each pretrain stage's budget and result (``summary.json`` of ``critic pretrain``), for study.md."""
+    """Each pretrain stage's budget and result (``summary.json`` of ``critic pretrain``), for study.md;
+    one entry per starting policy when the study pretrains on several."""
     found: dict[str, Any] = {}
     for stage in study.pretrain:
-        path = pretrain_dir(out, stage.name) / "summary.json"
-        result = json.loads(path.read_text()) if path.is_file() else None
-        if result is not None:
-            result.pop("history", None)
-        found[stage.name] = {"budget": stage.budget.model_dump(mode="json"), "result": result}
+        root = pretrain_dir(out, stage.name)
+        per_build = sorted(root.glob("policy-seed*/summary.json"))
+        folders = [(f"{stage.name} ({path.parent.name})", path) for path in per_build]
+        for label, path in folders or [(stage.name, root / "summary.json")]:
+            result = json.loads(path.read_text()) if path.is_file() else None
+            if result is not None:
+                result.pop("history", None)
+            found[label] = {"budget": stage.budget.model_dump(mode="json"), "result": result}
     return found
 
 
@@ -193,12 +224,17 @@ def report_study(
     # Only finished runs are compared: a half-run seed would bias its variant's final figures.
     summaries = {v: {s: x for s, x in by_seed.items() if x["finished"]} for v, by_seed in collected.items()}
     summaries = {v: by_seed for v, by_seed in summaries.items() if by_seed}
-    summary = aggregate(summaries, study.compared(), bootstrap_samples=study.bootstrap_samples)
     probed: dict[str, Any] = {}
     if ceiling and study.ceiling.enabled:
         from lecritique.study.ceiling_probe import probe_ceilings
 
         probed = probe_ceilings(study, runs, out, console)
+    summary = aggregate(
+        with_ceiling_figures(summaries, probed),
+        study.compared(),
+        bootstrap_samples=study.bootstrap_samples,
+        figures=study.metrics,
+    )
     unfinished = [r.key for r in runs if not summaries.get(r.variant, {}).get(r.seed, {}).get("finished")]
     paths = write_study_report(
         study,

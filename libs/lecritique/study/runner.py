@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from lecritique.config.experiment import ExperimentSpec
+from lecritique.launch.local import check_recorded_spec
 from lecritique.launch.signals import signals_ignored
 from lecritique.reporting.report import load_metrics
 from lecritique.study.config import PlannedRun
@@ -186,6 +187,9 @@ def run_all(
     with StudyProgress(runs, console) as progress:
         for run in runs:
             folder = run_dir(out, run)
+            if client is None:
+                # A folder run under another spec (the study file edited since) is neither reused nor continued.
+                check_recorded_spec(folder, run.spec)
             if is_finished(folder, run.spec):
                 console.print(f"{run.key}: finished before, skipped")
             else:

@@ -1,9 +1,12 @@
 """Per-run figures, their mean and spread across seeds, and paired differences to a reference.
 
 Definitions (stated in study.md too):
-- final reward: mean training reward of the last ``window`` steps of a run, then mean and
-  sample std (ddof 1) across seeds (Le Critique Fig. 7);
+- final reward: mean training reward of the last ``window`` steps of a run (the study's
+  ``final_fraction`` of its steps, by default the last 25%), then mean and sample std (ddof 1)
+  across seeds (Le Critique Fig. 7);
 - final held-out success: the last ``eval_success`` of a run;
+- ev_mse / ceiling: the ceiling probe's, held-out states at every position (set per run from the
+  probe, :func:`lecritique.study.ceiling_table.with_ceiling_figures`);
 - ev_var, second half: mean in-run critic explained variance (1 - Var(R - V) / Var(R) on the
   training batches, the metrics' ``value_explained_variance``) over the steps after half the run;
   not the ceiling probe's MSE-based ``ev_mse``;
@@ -14,10 +17,12 @@ Definitions (stated in study.md too):
 - policy steps per minute: steps between the first and last row over the wall time between them
   (the critic warm-up before the first step is excluded);
 - paired difference of a declared comparison (a, b): per seed, a minus b; the mean over seeds
-  with a 95% CI from Student's t on the per-seed differences (n - 1 degrees of freedom), its
-  two-sided p-value, and a percentile bootstrap over seeds (from 5 seeds on: with fewer, resamples
-  are too few to mean anything). With one seed there is no interval (NaN). Per figure the
-  p-values of all declared comparisons are Holm-corrected (family-wise error 0.05).
+  with a 95% CI from Student's t on the per-seed differences (n - 1 degrees of freedom, exact
+  quantiles), its two-sided p-value, and beside it a percentile bootstrap over seeds (from 5 seeds
+  on; 5 seeds have only 126 distinct resamples, so it is never the headline). With one seed there
+  is no interval (NaN). A seed whose figure is n/a in either variant is left out and counted
+  (``n_na``). The p-values of every test the study declares (each comparison on each compared
+  figure) are Holm-corrected together (family-wise error 0.05).
 """
 
 from __future__ import annotations
@@ -43,33 +48,33 @@ FIGURES = (
 )
 """Per-run figures aggregated across seeds."""
 COMPARED = ("final_reward", "final_eval_success", "ev_var_second_half")
-"""Figures compared with the reference variant."""
+"""Figures a declared comparison tests unless the study names its ``metrics``."""
+COMPARABLE = (*COMPARED, "ev_mse_over_ceiling")
+"""Figures a study may name in ``metrics``."""
 
 
 BOOTSTRAP_MIN_SEEDS = 5
 """Below this many seeds a bootstrap over seeds has too few distinct resamples to mean anything (n/a)."""
-T975 = (
-    12.706,
-    4.303,
-    3.182,
-    2.776,
-    2.571,
-    2.447,
-    2.365,
-    2.306,
-    2.262,
-    2.228,
-    2.201,
-    2.179,
-    2.160,
-    2.145,
-    2.131,
-)
-"""Student t 0.975 quantiles for 1..15 degrees of freedom (beyond: 2.0, within 0.14 of the truth)."""
+
+
+def t_quantile(q: float, df: int) -> float:
+    """Student t quantile ``q`` (0.5 < q < 1) with ``df`` degrees of freedom, exact to 1e-10: the
+    root of the two-sided p-value :func:`t_test_p` = 2 (1 - q), by bisection."""
+    if not 0.5 < q < 1 or df < 1:
+        raise ValueError(f"t_quantile needs 0.5 < q < 1 and df >= 1, got q={q}, df={df}")
+    target = 2.0 * (1.0 - q)
+    low, high = 0.0, 1.0
+    while t_test_p(high, df) > target:
+        low, high = high, 2.0 * high
+    while high - low > 1e-12 * max(1.0, high):
+        middle = (low + high) / 2
+        low, high = (middle, high) if t_test_p(middle, df) > target else (low, middle)
+    return (low + high) / 2
 
 
 def t975(df: int) -> float:
-    return T975[df - 1] if df <= len(T975) else 2.0
+    """The 0.975 quantile of Student's t (the half-width factor of a 95% interval)."""
+    return t_quantile(0.975, df)
 
 
 def _finite(value: Any) -> bool:
@@ -125,12 +130,14 @@ def run_summary(
 
 
 def mean_std(values: Sequence[float]) -> dict[str, float]:
-    """Mean and sample std (ddof 1; 0 for a single value) of the finite values, and their count."""
+    """Mean and sample std (ddof 1; 0 for a single value) of the finite values, their count and
+    how many values were n/a."""
     finite = np.array([v for v in values if math.isfinite(v)], dtype=float)
+    missing = len(values) - int(finite.size)
     if finite.size == 0:
-        return {"mean": float("nan"), "std": float("nan"), "n": 0}
+        return {"mean": float("nan"), "std": float("nan"), "n": 0, "n_na": missing}
     std = float(finite.std(ddof=1)) if finite.size > 1 else 0.0
-    return {"mean": float(finite.mean()), "std": std, "n": int(finite.size)}
+    return {"mean": float(finite.mean()), "std": std, "n": int(finite.size), "n_na": missing}
 
 
 def paired_difference(diffs: Sequence[float], *, samples: int, seed: int = 0) -> dict[str, float]:
@@ -145,6 +152,7 @@ def paired_difference(diffs: Sequence[float], *, samples: int, seed: int = 0) ->
         "boot_low": nan,
         "boot_high": nan,
         "n": int(d.size),
+        "n_na": len(diffs) - int(d.size),
     }
     if d.size == 0:
         return cell
@@ -218,16 +226,20 @@ def aggregate(
     comparisons: Sequence[tuple[str, str]],
     *,
     bootstrap_samples: int,
+    figures: Sequence[str] = COMPARED,
 ) -> dict[str, Any]:
     """Per variant: each figure's mean/std across seeds; per declared comparison (a, b): the paired
-    differences a - b of every compared figure, with Holm-adjusted p-values per figure.
+    differences a - b of every compared figure, with p-values Holm-adjusted over all of them.
 
-    ``runs[variant][seed]`` is a :func:`run_summary`. ``differences["a vs b"][figure]``.
+    ``runs[variant][seed]`` is a :func:`run_summary`. ``differences["a vs b"][figure]``;
+    ``holm_tests``: how many tests had a p-value (the Holm family).
     """
+    nan = float("nan")
     variants = {}
     for name, by_seed in runs.items():
         variants[name] = {
-            fig: mean_std([s["figures"].get(fig, float("nan")) for s in by_seed.values()]) for fig in FIGURES
+            fig: mean_std([s["figures"].get(fig, nan) for s in by_seed.values()])
+            for fig in (*FIGURES, *(f for f in figures if f not in FIGURES))
         }
     differences: dict[str, dict[str, dict[str, float]]] = {}
     for a, b in comparisons:
@@ -235,19 +247,20 @@ def aggregate(
         common = sorted(set(first) & set(second))
         differences[f"{a} vs {b}"] = {
             fig: paired_difference(
-                [first[s]["figures"][fig] - second[s]["figures"][fig] for s in common],
+                [first[s]["figures"].get(fig, nan) - second[s]["figures"].get(fig, nan) for s in common],
                 samples=bootstrap_samples,
             )
-            for fig in COMPARED
+            for fig in figures
         }
-    for fig in COMPARED:
-        cells = [figures[fig] for figures in differences.values()]
-        for cell, adjusted in zip(cells, holm([c["p"] for c in cells]), strict=True):
-            cell["p_holm"] = adjusted
+    cells = [cell for by_figure in differences.values() for cell in by_figure.values()]
+    for cell, adjusted in zip(cells, holm([c["p"] for c in cells]), strict=True):
+        cell["p_holm"] = adjusted
     return {
         "variants": variants,
         "differences": differences,
         "comparisons": [list(pair) for pair in comparisons],
+        "figures": list(figures),
+        "holm_tests": sum(1 for c in cells if math.isfinite(c["p"])),
     }
 
 

@@ -7,7 +7,9 @@ and no LLM endpoint at all. An operator widens this per tenant (or for every ten
 key ``*``) in the chart's ``api.tenantPolicies`` / ``LECRITIQUE_API_TENANT_POLICIES``. The same
 policy bounds what a spec names: python verifier entry points (none by default), dataset paths
 (``<datasets_root>/<tenant>``), tracker folders (the run directory) and tracker servers (none);
-the rules are in :mod:`lecritique.tenancy.spec_rules`.
+the rules are in :mod:`lecritique.tenancy.spec_rules`. It also bounds the code sandbox's settings
+(a spec may tighten them, never loosen them), where pods go (tolerations, node selectors and
+affinities beyond the chart's own), and how much an experiment takes (:mod:`lecritique.tenancy.quotas`).
 
 Environment variable names that the platform sets itself (``REDIS_URL``, ``LECRITIQUE_*``,
 ``PATH``, ...) are never accepted as ``api_key_env``: the key would overwrite them.
@@ -20,10 +22,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from lecritique.tenancy.urls import normal_url
 
 RESERVED_ENV_NAMES = frozenset(
     {
@@ -82,17 +85,53 @@ class Violation:
     """``forbidden``: an allow-list refuses it (403); ``limit``: a quota is exceeded (422)."""
 
 
-class TenantPolicy(BaseModel):
-    """One tenant's allow-lists and quotas (fields not set fall back to the ``*`` entry, then to these defaults)."""
+_POLICY_CONFIG = ConfigDict(
+    extra="forbid",
+    frozen=True,
+    use_attribute_docstrings=True,
+    allow_inf_nan=False,
+    alias_generator=to_camel,
+    populate_by_name=True,
+)
+NamespacesMode = Literal["off", "auto", "require"]
+NAMESPACES_ORDER: tuple[NamespacesMode, ...] = ("off", "auto", "require")
+"""The sandbox's namespaces modes, weakest first."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        use_attribute_docstrings=True,
-        allow_inf_nan=False,
-        alias_generator=to_camel,
-        populate_by_name=True,
-    )
+
+class SandboxPolicy(BaseModel):
+    """The operator's settings of a tenant's code sandbox (CodeIO's ``environment.sandbox``): a spec may
+    tighten them, never loosen them. An unset limit is the sandbox's own default (``SandboxConfig``)."""
+
+    model_config = _POLICY_CONFIG
+
+    namespaces: NamespacesMode | None = None
+    """The weakest namespaces mode a spec may choose (off < auto < require); None: the sandbox's default (auto)."""
+    audit_hook: bool = True
+    """The Python audit hook stays installed (false: a spec may turn it off)."""
+    wall_seconds: float | None = Field(default=None, gt=0.0, le=86_400.0)
+    """Most wall-clock seconds of one sandboxed call."""
+    cpu_seconds: int | None = Field(default=None, ge=1, le=86_400)
+    """Most CPU seconds (RLIMIT_CPU) of one call."""
+    memory_mb: int | None = Field(default=None, ge=64, le=1_048_576)
+    """Most address space (RLIMIT_AS) of one call, MiB."""
+    file_size_mb: int | None = Field(default=None, ge=1, le=1_048_576)
+    """Largest file (RLIMIT_FSIZE) one call may write, MiB."""
+    disk_mb: int | None = Field(default=None, ge=1, le=1_048_576)
+    """Largest work directory (a tmpfs, held in memory) of one call, MiB."""
+    processes: int | None = Field(default=None, ge=1, le=1_048_576)
+    """Most processes and threads (RLIMIT_NPROC) of one call."""
+    open_files: int | None = Field(default=None, ge=16, le=1_048_576)
+    """Most open descriptors (RLIMIT_NOFILE) of one call."""
+    parallel_disk_mb: int = Field(default=128, ge=1, le=1_048_576)
+    """Most ``disk_mb`` x ``parallel_executions``: the tmpfs memory of the calls one verifier runs at
+    once (default: the defaults' 32 MiB x 4)."""
+
+
+class TenantPolicy(BaseModel):
+    """One tenant's allow-lists and quotas (fields not set fall back to the ``*`` entry, then to these
+    defaults; within ``sandbox``, key by key)."""
+
+    model_config = _POLICY_CONFIG
 
     secrets: tuple[str, ...] = ()
     """Kubernetes Secrets (kubernetes launcher) or API-process environment variables (local launcher)
@@ -124,17 +163,54 @@ class TenantPolicy(BaseModel):
     """Most GPUs one experiment requests, over all its pods (kubernetes launcher)."""
     max_steps: int = Field(default=100_000, ge=1, le=10_000_000)
     """Most policy steps (``orchestrator.steps``) of one experiment."""
+    sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
+    """The weakest isolation and the largest limits the tenant's code sandbox may have."""
+    tolerations: tuple[dict[str, Any], ...] = ()
+    """Tolerations (Kubernetes form, compared whole) the tenant's placement may give any component,
+    besides the chart's own for that component."""
+    node_selectors: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """Node labels the tenant's placement may select, label -> allowed values, besides the chart's own
+    node selector of each component (whose labels a spec's node selector keeps)."""
+    affinities: tuple[dict[str, Any], ...] = ()
+    """Affinity objects (Kubernetes form, compared whole) the tenant's placement may give any
+    component, besides the chart's own for that component."""
+    max_cpus: float = Field(default=256.0, gt=0.0, le=10_000_000.0)
+    """Most CPU cores one experiment requests, and most its limits add up to, over all its pods
+    (replicas x per pod; kubernetes launcher)."""
+    max_memory_gib: float = Field(default=2048.0, gt=0.0, le=1e9)
+    """Most memory (GiB) one experiment requests, and most its limits add up to, over all its pods."""
+    max_critic_parameters: int = Field(default=10**9, ge=0, le=10**15)
+    """Most parameters of a critic of its own shape (``critic.tiny``): layers x 16 x hidden squared
+    (a Llama layer: attention 4 h^2, MLP 3 h x 4h; embeddings aside)."""
+    max_tokens_per_step: int = Field(default=2**25, ge=1, le=10**15)
+    """Most policy tokens one step may sample: ``rollout.tasks_per_step`` x ``group_size`` x
+    ``sampling.max_tokens``."""
+    max_probe_episodes: int = Field(default=16_384, ge=0, le=10**12)
+    """Most continuations one critic probe plays: ``critic_probe.states`` x ``continuations``."""
+    max_eval_tasks_per_step: float = Field(default=1024.0, ge=0.0, le=1e12)
+    """Most held-out evaluation tasks per policy step: ``orchestrator.eval_tasks`` / ``eval_every``."""
+    max_generator_scale: float = Field(default=10.0, ge=1.0, le=1e12)
+    """How many times its dataset's default a number in a reasoning-gym ``config`` may be (times 1
+    where the default holds no number)."""
 
 
 def _set_fields(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields an entry sets (keys in the chart's camelCase or in snake_case)."""
+    """The fields an entry sets (keys in the chart's camelCase or in snake_case); of ``sandbox``, the
+    keys it sets."""
     policy = TenantPolicy.model_validate(entry)
-    return {name: getattr(policy, name) for name in policy.model_fields_set}
+    found = {name: getattr(policy, name) for name in policy.model_fields_set}
+    if "sandbox" in found:
+        found["sandbox"] = {name: getattr(policy.sandbox, name) for name in policy.sandbox.model_fields_set}
+    return found
 
 
 def resolve_policy(policies: Mapping[str, Mapping[str, Any]], tenant: str) -> TenantPolicy:
-    """The tenant's entry over the ``*`` entry over the defaults (field by field)."""
-    return TenantPolicy(**{**_set_fields(policies.get("*", {})), **_set_fields(policies.get(tenant, {}))})
+    """The tenant's entry over the ``*`` entry over the defaults (field by field; ``sandbox`` key by key)."""
+    common, own = _set_fields(policies.get("*", {})), _set_fields(policies.get(tenant, {}))
+    merged = {**common, **own}
+    if "sandbox" in merged:
+        merged["sandbox"] = {**common.get("sandbox", {}), **own.get("sandbox", {})}
+    return TenantPolicy(**merged)
 
 
 def validate_policies(policies: Mapping[str, Mapping[str, Any]]) -> None:
@@ -151,8 +227,11 @@ def validate_policies(policies: Mapping[str, Mapping[str, Any]]) -> None:
                         f"tenant policy {tenant!r}: {kind} root {root!r} must be an absolute, normalised path"
                     )
         for url in (*policy.llm_endpoints, *policy.tracker_endpoints):
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"tenant policy {tenant!r}: endpoint {url!r} must be an http(s) base URL")
+            if normal_url(url) is None:
+                raise ValueError(
+                    f"tenant policy {tenant!r}: endpoint {url!r} must be an http(s) base URL without user info, "
+                    "query, encoded slashes or empty segments"
+                )
 
 
 def env_prefix(tenant: str) -> str:
@@ -178,77 +257,6 @@ def path_under(path: str, roots: list[str]) -> bool:
     )
 
 
-def endpoint_allowed(url: str, allowed: tuple[str, ...]) -> bool:
-    """``url`` starts with an allowed base URL: same scheme, host and port, path on a segment boundary."""
-    try:
-        target = urlsplit(url)
-        target_port = target.port
-    except ValueError:
-        return False
-    if target.username is not None or target.password is not None or target.query or target.fragment:
-        return False
-    for base in allowed:
-        try:
-            prefix = urlsplit(base.rstrip("/"))
-            prefix_port = prefix.port
-        except ValueError:
-            continue
-        same_origin = (target.scheme, target.hostname, target_port) == (
-            prefix.scheme,
-            prefix.hostname,
-            prefix_port,
-        )
-        path, root = posixpath.normpath(target.path or "/"), prefix.path.rstrip("/")
-        if (
-            same_origin
-            and ".." not in target.path.split("/")
-            and (path == (root or "/") or path.startswith(root + "/"))
-        ):
-            return True
-    return False
-
-
-def _replica_fields(data: dict[str, Any]) -> list[tuple[str, int]]:
-    critic = data.get("critic") or {}
-    placed = (data.get("placement") or {}).get("environment_verifier") or {}
-    found = [
-        ("rollout.replicas", data.get("rollout", {}).get("replicas")),
-        ("critic.evaluator_replicas", critic.get("evaluator_replicas")),
-        ("placement.environment_verifier.replicas", placed.get("replicas")),
-        ("policy_trainer.processes", data.get("policy_trainer", {}).get("processes")),
-        ("critic.processes", critic.get("processes")),
-    ]
-    return [(field, int(value)) for field, value in found if isinstance(value, int)]
-
-
-def quota_violations(spec_data: dict[str, Any], policy: TenantPolicy) -> list[Violation]:
-    """Replicas and steps over the tenant's quotas in a dumped spec (``spec.model_dump(mode="json")``).
-
-    What the spec names (paths, modules, URLs, Secrets) is checked by
-    :func:`lecritique.tenancy.spec_rules.spec_violations`, which calls this too.
-    """
-    found: list[Violation] = []
-    for field, replicas in _replica_fields(spec_data):
-        if replicas > policy.max_replicas:
-            found.append(
-                Violation(field, f"{replicas} exceeds this tenant's limit of {policy.max_replicas}", "limit")
-            )
-    steps = spec_data.get("orchestrator", {}).get("steps")
-    if isinstance(steps, int) and steps > policy.max_steps:
-        found.append(
-            Violation(
-                "orchestrator.steps", f"{steps} exceeds this tenant's limit of {policy.max_steps}", "limit"
-            )
-        )
-    return found
-
-
-def gpu_violation(gpus: int, policy: TenantPolicy) -> Violation | None:
-    """The GPU quota, for the total a launcher computed from its rendering."""
-    if gpus > policy.max_gpus:
-        return Violation(
-            "placement",
-            f"the experiment requests {gpus} GPUs; this tenant's limit is {policy.max_gpus}",
-            "limit",
-        )
-    return None
+def raised_with(key: str) -> str:
+    """How the operator raises a quota or widens an allow-list: its key in the tenant's policy."""
+    return f"the operator raises it with {key} in the tenant's policy (the chart's api.tenantPolicies)"

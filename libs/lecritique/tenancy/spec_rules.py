@@ -23,12 +23,14 @@ from lecritique.tenancy.policy import (
     ENV_NAME,
     TenantPolicy,
     Violation,
-    endpoint_allowed,
     env_prefix,
     is_reserved_env,
     path_under,
-    quota_violations,
 )
+from lecritique.tenancy.quotas import quota_violations
+from lecritique.tenancy.sandbox_settings import sandbox_violations
+from lecritique.tenancy.tracker_names import tracker_name_violations
+from lecritique.tenancy.urls import endpoint_allowed
 
 RULE_KEY = "x-tenant-rule"
 """The marker key in a field's ``json_schema_extra`` (also visible in the API's OpenAPI schema)."""
@@ -49,10 +51,13 @@ RULES: dict[str, str] = {
     "symlinks resolved at submission and again where the file is opened",
     "verifier_entry_point": "a python verifier 'module:function' named exactly in the policy's verifier_entry_points (default: none)",
     "sandbox_package": "sandboxed code imports only the default packages and the policy's sandbox_packages",
+    "sandbox_settings": "the code sandbox's isolation and limits: at least the policy's sandbox.namespaces mode and "
+    "audit hook, each limit at most the policy's sandbox maximum (default: the sandbox's own defaults)",
     "tracker_dir": "a tracker folder relative to (inside) the experiment's run directory",
-    "tracker_uri": "unset (a file store in the run directory) or an http(s) URL under the policy's tracker_endpoints",
+    "tracker_uri": "unset (a file store in the run directory) or an http(s) URL under the policy's tracker_endpoints, "
+    "compared once normalised",
     "wandb_mode": f"offline or disabled, or online when {WANDB_SERVER} is among the policy's tracker_endpoints",
-    "llm_endpoint": "an LLM base URL under the policy's llm_endpoints (default: none)",
+    "llm_endpoint": "an LLM base URL under the policy's llm_endpoints, compared once normalised (default: none)",
     "secret_name": "a Kubernetes Secret named <tenant>-* or in the policy's secrets",
     "env_name": "a variable named <TENANT>_* or in the policy's secrets, never one the platform sets",
 }
@@ -75,14 +80,22 @@ def rule_of(info: FieldInfo) -> str | None:
     return str(extra[RULE_KEY]) if isinstance(extra, dict) and RULE_KEY in extra else None
 
 
+def model_rule_of(model: type[BaseModel]) -> str | None:
+    """The rule a model class carries itself (``model_config["json_schema_extra"]``): every field
+    holding one is checked under it."""
+    extra = model.model_config.get("json_schema_extra")
+    return str(extra[RULE_KEY]) if isinstance(extra, dict) and RULE_KEY in extra else None
+
+
 def marked_fields(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, str, Any, FieldInfo]]:
-    """(dotted path, rule, value, field) of every marked field of a validated model, at any depth."""
+    """(dotted path, rule, value, field) of every marked field of a validated model, at any depth
+    (a field whose value is of a marked model class counts as marked)."""
     for name, info in type(model).model_fields.items():
         value = getattr(model, name)
         here = f"{prefix}{name}"
-        rule = rule_of(info)
-        if rule is not None:
-            yield here, rule, value, info
+        for rule in (rule_of(info), model_rule_of(type(value)) if isinstance(value, BaseModel) else None):
+            if rule is not None:
+                yield here, rule, value, info
         yield from _nested(value, here)
 
 
@@ -141,6 +154,10 @@ def _sandbox_packages(field: str, value: Any, info: FieldInfo, ctx: Context) -> 
     return [Violation(field, f"sandbox packages this tenant may use: {allowed}", "forbidden")]
 
 
+def _sandbox_settings(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
+    return sandbox_violations(field, value, ctx.policy)
+
+
 def _tracker_dir(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
     if value is None:
         outside = isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get(UNSET_OUTSIDE_KEY)
@@ -159,9 +176,7 @@ def _tracker_servers(ctx: Context) -> str:
 
 
 def _tracker_uri(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
-    if value is None or (
-        value.startswith(("http://", "https://")) and endpoint_allowed(value, ctx.policy.tracker_endpoints)
-    ):
+    if value is None or endpoint_allowed(value, ctx.policy.tracker_endpoints):
         return []
     return [
         Violation(
@@ -234,6 +249,7 @@ CHECKS: dict[str, Callable[[str, Any, FieldInfo, Context], list[Violation]]] = {
     "dataset_path": _dataset_path,
     "verifier_entry_point": _entry_point,
     "sandbox_package": _sandbox_packages,
+    "sandbox_settings": _sandbox_settings,
     "tracker_dir": _tracker_dir,
     "tracker_uri": _tracker_uri,
     "wandb_mode": _wandb_mode,
@@ -258,7 +274,8 @@ def spec_violations(
     datasets_root: str,
     secrets_are: Literal["kubernetes", "environment"],
 ) -> list[Violation]:
-    """Everything in a validated spec this tenant may not do: each marked field under its rule, then the quotas."""
+    """Everything in a validated spec this tenant may not do: each marked field under its rule, the
+    names its runs take on shared tracker servers, then the quotas."""
     ctx = Context(
         tenant,
         policy,
@@ -269,4 +286,5 @@ def spec_violations(
     found: list[Violation] = []
     for field, rule, value, info in marked_fields(spec):
         found.extend(CHECKS[rule](field, value, info, ctx))
-    return found + quota_violations(spec.model_dump(mode="json"), policy)
+    data = spec.model_dump(mode="json")
+    return found + tracker_name_violations(data, tenant) + quota_violations(data, policy)

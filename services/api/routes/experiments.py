@@ -10,9 +10,10 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import Counter
 
+from lecritique.launch.host_paths import HostPaths, spec_paths
 from services.api.auth import TokenRegistry
 from services.api.body import parse_json
-from services.api.errors import Unauthorized
+from services.api.errors import Unauthorized, host_paths
 from services.api.experiments import ExperimentService, NotFound
 from services.api.openapi import (
     INVALID,
@@ -54,9 +55,13 @@ def _service(request: Request) -> ExperimentService:
 
 Tenant = Annotated[str, Depends(_tenant)]
 Service = Annotated[ExperimentService, Depends(_service)]
+Paths = Annotated[HostPaths, Depends(host_paths)]
 
 
-def _view(service: ExperimentService, record: ExperimentRecord, *, with_spec: bool) -> ExperimentView:
+def _view(
+    service: ExperimentService, record: ExperimentRecord, paths: HostPaths, *, with_spec: bool
+) -> ExperimentView:
+    """The record as its tenant reads it (an error names no host folder: :class:`HostPaths`)."""
     return ExperimentView(
         id=record.id,
         name=record.name,
@@ -65,7 +70,9 @@ def _view(service: ExperimentService, record: ExperimentRecord, *, with_spec: bo
         launcher=record.launcher,
         created_at=record.created_at,
         updated_at=record.updated_at,
-        error=record.error,
+        error=paths.hide(record.error, record.handle.get("run_dir"), spec_paths(record.spec))
+        if record.error
+        else record.error,
         warnings=record.warnings,
         spec=record.spec if with_spec else None,
         **service.details(record),
@@ -93,6 +100,7 @@ async def submit(
     response: Response,
     caller: Tenant,
     service: Service,
+    paths: Paths,
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -110,7 +118,7 @@ async def submit(
     else:
         SUBMITTED.labels(record.launcher).inc()
     response.headers["Location"] = f"/v1/experiments/{record.id}"
-    return _view(service, record, with_spec=False)
+    return _view(service, record, paths, with_spec=False)
 
 
 @router.get(
@@ -123,12 +131,13 @@ async def submit(
 def list_experiments(
     caller: Tenant,
     service: Service,
+    paths: Paths,
     limit: Annotated[int, Query(ge=1, le=1000, description="Most experiments returned.")] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Experiments skipped (newest first).")] = 0,
 ) -> ExperimentList:
     """The caller's experiments, newest first."""
     records = service.list_experiments(caller, limit, offset)
-    return ExperimentList(experiments=[_view(service, r, with_spec=False) for r in records])
+    return ExperimentList(experiments=[_view(service, r, paths, with_spec=False) for r in records])
 
 
 @router.get(
@@ -138,9 +147,9 @@ def list_experiments(
     operation_id="get_experiment",
     responses=READ_RESPONSES,
 )
-def get_experiment(experiment_id: str, caller: Tenant, service: Service) -> ExperimentView:
+def get_experiment(experiment_id: str, caller: Tenant, service: Service, paths: Paths) -> ExperimentView:
     """Status, current step, policy and value versions, the latest metrics and the spec."""
-    return _view(service, service.get(caller, known_id(experiment_id)), with_spec=True)
+    return _view(service, service.get(caller, known_id(experiment_id)), paths, with_spec=True)
 
 
 @router.get(
@@ -171,6 +180,6 @@ def get_metrics(
     operation_id="cancel_experiment",
     responses=READ_RESPONSES,
 )
-def cancel(experiment_id: str, caller: Tenant, service: Service) -> ExperimentView:
+def cancel(experiment_id: str, caller: Tenant, service: Service, paths: Paths) -> ExperimentView:
     """Stop its workloads (status ``cancelling`` until they are gone, then ``cancelled``); the record stays."""
-    return _view(service, service.cancel(caller, known_id(experiment_id)), with_spec=False)
+    return _view(service, service.cancel(caller, known_id(experiment_id)), paths, with_spec=False)

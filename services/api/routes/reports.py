@@ -27,6 +27,8 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.responses import PlainTextResponse
 
 from lecritique.launch.base import LogNotFound
+from lecritique.launch.host_paths import spec_paths
+from services.api.errors import host_paths
 from services.api.experiments import ExperimentService
 from services.api.openapi import ERROR, INVALID, READ_RESPONSES
 from services.api.records import ExperimentRecord
@@ -113,9 +115,11 @@ def log_tail(request: Request, record: ExperimentRecord, component: str, lines: 
         )
     service: ExperimentService = request.app.state.service
     try:
-        return service.launcher.logs(record.id, record.handle, component, lines)
+        text = service.launcher.logs(record.id, record.handle, component, lines)
     except LogNotFound as missing:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(missing)) from None
+    # The tenant's own logs, with the host's folders named as in its error messages.
+    return host_paths(request).hide(text, record.handle.get("run_dir"), spec_paths(record.spec))
 
 
 router = APIRouter(prefix="/v1/experiments", tags=["reports"])
