@@ -40,9 +40,10 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 from transport import transport_ratio  # noqa: E402
 
+from lecritique.cli.tiny_policy import with_tiny_policy_built  # noqa: E402
 from lecritique.config import load_spec, parse_spec  # noqa: E402
-from lecritique.launch.local import LocalLauncher, resolve_policy  # noqa: E402
-from lecritique.launch.processes import child_environment  # noqa: E402
+from lecritique.launch.local.launcher import LocalLauncher  # noqa: E402
+from lecritique.launch.local.processes import child_environment  # noqa: E402
 from lecritique.reporting import load_metrics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,7 +128,7 @@ def variants(spec_path: Path, steps: int) -> dict[str, tuple[dict[str, Any], boo
     The policy is resolved once (a tiny model is built here if the cache has none), so every
     variant and round trains the same model.
     """
-    base = resolve_policy(load_spec(spec_path)).model_dump(mode="json")
+    base = with_tiny_policy_built(load_spec(spec_path)).model_dump(mode="json")
     base["orchestrator"].update(steps=steps, eval_every=None)
     critic = base.get("critic") or {"context": "reference"}
     mean = {**base, "name": "bench-mean", "estimator": {"name": "mean"}}

@@ -38,12 +38,12 @@ LATENCY = Histogram("lecritique_api_request_seconds", "REST request latency", ["
 def make_launcher(settings: ApiSettings) -> ExperimentLauncher:
     """The launcher the settings name."""
     if settings.launcher == "kubernetes":
-        from lecritique.launch.kubernetes_launcher import KubernetesLauncher
+        from lecritique.launch.kubernetes.launcher import KubernetesLauncher
 
         if settings.launcher_defaults is None:
             raise ValueError("LECRITIQUE_API_LAUNCHER_DEFAULTS must name the chart's launcher-defaults.json")
         return KubernetesLauncher.from_files(settings.launcher_defaults, settings.namespace)
-    from lecritique.launch.supervised import LocalProcessLauncher
+    from lecritique.launch.api_local.launcher import LocalProcessLauncher
 
     return LocalProcessLauncher(
         settings.runs_dir,

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from lecritique.launch.supervised import DEFAULT_ENV_PASSTHROUGH
+from lecritique.launch.api_local.launcher import DEFAULT_ENV_PASSTHROUGH
 from lecritique.tenancy.policy import validate_policies
 
 PREFIX = "LECRITIQUE_API_"

@@ -95,12 +95,12 @@ def dev_api(tmp_path: Path) -> Iterator[DevApi]:
 
 
 def _supervisor(api_pid: int) -> tuple[int, dict[str, str]]:
-    """The pid and environment of the run's supervisor (``python -m lecritique.launch.supervise``)."""
+    """The pid and environment of the run's supervisor (``python -m lecritique.launch.api_local.run_and_record``)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for pid in descendants(api_pid):
             with contextlib.suppress(OSError):
-                if b"lecritique.launch.supervise" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                if b"lecritique.launch.api_local.run_and_record" in Path(f"/proc/{pid}/cmdline").read_bytes():
                     parts = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
                     if any(parts):
                         return pid, dict(part.decode().split("=", 1) for part in parts if part)

@@ -39,7 +39,7 @@ def _supervise(tmp_path: Path, code: str) -> tuple[subprocess.Popen[bytes], Path
         [
             sys.executable,
             "-m",
-            "lecritique.launch.supervise",
+            "lecritique.launch.api_local.run_and_record",
             "--result",
             str(result),
             "--",
@@ -86,7 +86,7 @@ def test_supervisor_turns_sigterm_into_one_ctrl_c_for_the_run(tmp_path: Path) ->
 
 def test_kill_tree_reaches_processes_in_their_own_sessions(tmp_path: Path) -> None:
     """The cancel escalation: services started in new sessions (as `lecritique run` does) die too."""
-    from lecritique.launch.process_tree import kill_tree
+    from lecritique.launch.api_local.process_tree import kill_tree
 
     grandchild_pid = tmp_path / "grandchild.pid"
     code = (

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from kubernetes import client as kubernetes_client
 
 from lecritique.launch.components import ChartDefaults
-from lecritique.launch.kubernetes_launcher import KubernetesLauncher
+from lecritique.launch.kubernetes.launcher import KubernetesLauncher
 from lecritique.tenancy.tokens import hash_token
 from services.api.app import create_app
 from services.api.settings import ApiSettings

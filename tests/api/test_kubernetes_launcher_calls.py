@@ -17,8 +17,8 @@ from kubernetes.client.exceptions import ApiException
 from lecritique.config.experiment import parse_spec
 from lecritique.launch.base import LogNotFound, Submission
 from lecritique.launch.components import ChartDefaults
-from lecritique.launch.kubernetes import EXPERIMENT_LABEL, render_experiment_objects
-from lecritique.launch.kubernetes_launcher import REQUIRED_RULES, KubernetesLauncher
+from lecritique.launch.kubernetes.launcher import REQUIRED_RULES, KubernetesLauncher
+from lecritique.launch.kubernetes.render import EXPERIMENT_LABEL, render_experiment_objects
 from lecritique.tenancy.policy import TenantPolicy
 from tests.api.kubernetes_recorder import RecordingApiServer
 from tests.helm_support import NAMESPACE, RELEASE, launcher_defaults, spec_data

@@ -11,7 +11,7 @@ import pytest
 
 from lecritique.config.experiment import SpecError, parse_spec
 from lecritique.launch.components import ChartDefaults
-from lecritique.launch.kubernetes import EXPERIMENT_LABEL, render_experiment_objects
+from lecritique.launch.kubernetes.render import EXPERIMENT_LABEL, render_experiment_objects
 from tests.helm_support import (
     KUBERNETES_VERSION,
     NAMESPACE,

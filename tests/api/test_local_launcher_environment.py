@@ -104,7 +104,7 @@ def test_the_embedded_redis_of_lecritique_run_requires_a_password(tmp_path: Path
     import pytest
     import redis
 
-    from lecritique.launch.local import start_locked_redis
+    from lecritique.launch.local.launcher import start_locked_redis
     from lecritique.redis_connection import redis_client
 
     server, url = start_locked_redis(tmp_path / "redis")

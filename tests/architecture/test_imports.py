@@ -161,3 +161,35 @@ def test_the_doc_picture_is_read_whole():
     assert set(ALLOWED) >= {"advantages", "orchestrator", "critics", "config", "launch", "v1", "client"}
     named = {target for targets in ALLOWED.values() for target in targets}
     assert named <= set(ALLOWED), sorted(named - set(ALLOWED))
+
+
+# ---- launch/ by room -------------------------------------------------------------------------
+# Kubernetes rendering and launching, local processes and their supervision, and the API's local
+# launcher are separate rooms of launch/ (its package docstring); each imports only itself and the
+# modules they share (base, components, redis_acl, host_paths), which import no room.
+
+LAUNCH_ROOMS = ("kubernetes", "local", "api_local")
+
+
+def _launch_room(module: str) -> str | None:
+    """The room of a module under lecritique.launch, "shared" for a top-level module, else None."""
+    parts = module.split(".")
+    if parts[:2] != ["lecritique", "launch"] or len(parts) < 3:
+        return None
+    return parts[2] if parts[2] in LAUNCH_ROOMS else "shared"
+
+
+def test_launch_rooms_import_only_themselves_and_the_shared_modules(modules):
+    rooms_seen = {_launch_room(name) for name in modules} - {None}
+    assert rooms_seen == {*LAUNCH_ROOMS, "shared"}, rooms_seen
+    crossings = []
+    for name, module in modules.items():
+        source = _launch_room(name)
+        if source is None:
+            continue
+        for imported in module.imports:
+            resolved = resolve(imported, modules)
+            target = _launch_room(resolved) if resolved else None
+            if target is not None and target != source and target != "shared":
+                crossings.append((name, resolved))
+    assert crossings == []

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lecritique.launch.local import REPO_ROOT
-from lecritique.launch.processes import child_environment
+from lecritique.launch.local.launcher import REPO_ROOT
+from lecritique.launch.local.processes import child_environment
 from lecritique.reporting import load_metrics
 from lecritique.weights import WeightStore
 from tests.helm_support import quick_policy, tiny_spec_data

@@ -13,7 +13,7 @@ import pytest
 from lecritique.config import parse_spec
 from lecritique.config.critic_budget import spec_update_budget
 from lecritique.config.findings import warning_texts
-from lecritique.launch.local import REPO_ROOT
+from lecritique.launch.local.launcher import REPO_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def test_the_budget_variant_is_the_vf_with_four_updates_per_step(bench, monkeypa
     # The policy is resolved to a path: no tiny build in this test.
     monkeypatch.setattr(
         bench,
-        "resolve_policy",
+        "with_tiny_policy_built",
         lambda spec: spec.model_copy(
             update={"policy": spec.policy.model_copy(update={"tiny": None, "path": str(tmp_path)})}
         ),

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lecritique.launch.local import REPO_ROOT
-from lecritique.launch.processes import child_environment
+from lecritique.launch.local.launcher import REPO_ROOT
+from lecritique.launch.local.processes import child_environment
 
 
 def test_the_transport_benchmark_measures_both_calls_on_one_server_process(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lecritique.launch.local import REPO_ROOT
-from lecritique.launch.processes import child_environment
+from lecritique.launch.local.launcher import REPO_ROOT
+from lecritique.launch.local.processes import child_environment
 
 
 def test_the_weights_benchmark_measures_publish_load_and_broadcast_on_the_tiny_size(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "libs"), str(REPO)]
 
 from lecritique.config import parse_spec  # noqa: E402
-from lecritique.launch.local import LocalLauncher  # noqa: E402
+from lecritique.launch.local.launcher import LocalLauncher  # noqa: E402
 from tests.services.conftest import pipeline_spec  # noqa: E402
 
 FAULTS = {

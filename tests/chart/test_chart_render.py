@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 from helm_python import lint
 
-from lecritique.launch.kubernetes_launcher import REQUIRED_RULES
+from lecritique.launch.kubernetes.launcher import REQUIRED_RULES
 from tests.helm_support import (
     CHART,
     KUBERNETES_VERSION,

@@ -64,8 +64,8 @@ def panel_queries(experiment: str) -> list[tuple[str, str]]:
 @pytest.mark.timeout(900)
 def test_dashboards_and_alerts_against_a_live_run(tmp_path: Path, embedded_redis) -> None:  # type: ignore[no-untyped-def]
     from lecritique.config import parse_spec
-    from lecritique.launch.local import LocalLauncher
-    from lecritique.launch.processes import ManagedProcess, orchestrator_command
+    from lecritique.launch.local.launcher import LocalLauncher
+    from lecritique.launch.local.processes import ManagedProcess, orchestrator_command
 
     experiment_id = "exp-live-metrics"
     # A small critic probe every 2 steps, so the probe's gauges (dashboard panel, alert rule) are live too.

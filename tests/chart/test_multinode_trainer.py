@@ -12,8 +12,8 @@ import kubernetes_validate
 import pytest
 
 from lecritique.config.experiment import SpecError, parse_spec
-from lecritique.launch.kubernetes import render_experiment_objects
-from lecritique.launch.multinode import POD_INDEX_LABEL, POD_NAME_LABEL, RENDEZVOUS_PORT
+from lecritique.launch.kubernetes.multinode import POD_INDEX_LABEL, POD_NAME_LABEL, RENDEZVOUS_PORT
+from lecritique.launch.kubernetes.render import render_experiment_objects
 from tests.helm_support import (
     KUBERNETES_VERSION,
     NAMESPACE,

@@ -22,7 +22,7 @@ import pytest
 
 from lecritique.config.experiment import parse_spec
 from lecritique.envs._sandbox import kernel
-from lecritique.launch.kubernetes import EXPERIMENT_LABEL, render_experiment_objects
+from lecritique.launch.kubernetes.render import EXPERIMENT_LABEL, render_experiment_objects
 from lecritique.tenancy.policy import resolve_policy
 from lecritique.tenancy.spec_rules import tenant_dataset_roots
 from services.api.settings import ApiSettings

@@ -37,7 +37,7 @@ import redis
 import yaml
 
 from lecritique.config import parse_spec
-from lecritique.launch.kubernetes import RUN_AS_USER, render_experiment_objects
+from lecritique.launch.kubernetes.render import RUN_AS_USER, render_experiment_objects
 from lecritique.tenancy.tokens import hash_token
 from tests.containers.kube_play import Cluster, podman
 from tests.helm_support import CHART, ROOT, launcher_defaults, one, render_objects

@@ -7,8 +7,8 @@ import sys
 import pytest
 import yaml
 
-from lecritique.launch.local import REPO_ROOT
-from lecritique.launch.processes import child_environment
+from lecritique.launch.local.launcher import REPO_ROOT
+from lecritique.launch.local.processes import child_environment
 
 
 def critic_eval(spec, tmp_path):

@@ -16,8 +16,8 @@ from typing import Any
 import grpc
 import yaml
 
-from lecritique.launch.local import REPO_ROOT
-from lecritique.launch.processes import ManagedProcess, child_environment, python_command
+from lecritique.launch.local.launcher import REPO_ROOT
+from lecritique.launch.local.processes import ManagedProcess, child_environment, python_command
 from lecritique.v1 import common_pb2, rollout_pb2_grpc
 from lecritique.weights import WeightStore
 

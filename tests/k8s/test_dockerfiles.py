@@ -28,7 +28,7 @@ from lecritique.cli.api import API_FACTORY
 from lecritique.cli.serve import Service
 from lecritique.config import parse_spec
 from lecritique.launch.components import Component
-from lecritique.launch.kubernetes import RUN_AS_USER, render_experiment_objects
+from lecritique.launch.kubernetes.render import RUN_AS_USER, render_experiment_objects
 from tests.helm_support import CHART, ROOT, launcher_defaults, one, render_objects, spec_data
 
 SERVICES_IMAGE = ROOT / "services" / "Dockerfile"
@@ -254,8 +254,8 @@ for module in pkgutil.walk_packages(services.api.__path__, "services.api."):
 from kubernetes import client
 from lecritique.config import load_spec
 from lecritique.launch.components import ChartDefaults
-from lecritique.launch.kubernetes import render_experiment_objects
-from lecritique.launch.kubernetes_launcher import KubernetesLauncher
+from lecritique.launch.kubernetes.render import render_experiment_objects
+from lecritique.launch.kubernetes.launcher import KubernetesLauncher
 from lecritique.reporting import write_report
 from services.api.app import create_app
 from services.api.settings import ApiSettings

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from lecritique.launch import redis_acl
-from lecritique.launch.local import start_locked_redis
+from lecritique.launch.local.launcher import start_locked_redis
 from lecritique.launch.redis_acl import user_url
 from lecritique.redis_connection import redis_client, start_embedded_redis
 

@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from lecritique.launch.local import LocalLauncher
-from lecritique.launch.processes import ManagedProcess
+from lecritique.launch.local.launcher import LocalLauncher
+from lecritique.launch.local.processes import ManagedProcess
 
 # Records when SIGTERM arrived, then takes a while to drain, like a server's graceful stop.
 DRAINING_SERVICE = """

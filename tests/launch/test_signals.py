@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from lecritique.launch.signals import signals_ignored, terminate_as_interrupt
+from lecritique.launch.local.signals import signals_ignored, terminate_as_interrupt
 
 
 def test_sigterm_raises_keyboard_interrupt_inside_and_the_old_handler_returns():
@@ -31,8 +31,8 @@ def test_a_sigterm_between_fork_and_registration_still_reaches_the_service(tmp_p
     # forked but before the launcher listed it, so the stop that followed never reached it.
     import sys
 
-    from lecritique.launch.local import LocalLauncher
-    from lecritique.launch.processes import ManagedProcess
+    from lecritique.launch.local.launcher import LocalLauncher
+    from lecritique.launch.local.processes import ManagedProcess
 
     launcher = LocalLauncher.__new__(LocalLauncher)  # stop() needs only its processes
     launcher.orchestrator, launcher.redis, launcher.services = None, None, []

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lecritique.launch.processes import ManagedProcess, child_environment
-from lecritique.launch.supervisor import Supervisor
+from lecritique.launch.local.processes import ManagedProcess, child_environment
+from lecritique.launch.local.restarts import Supervisor
 
 REPO = Path(__file__).resolve().parents[2]
 

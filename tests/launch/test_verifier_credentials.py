@@ -15,8 +15,8 @@ import pytest
 
 from lecritique.config.experiment import parse_spec
 from lecritique.launch.components import ChartDefaults
-from lecritique.launch.kubernetes import render_experiment_objects
-from lecritique.launch.local import LocalLauncher
+from lecritique.launch.kubernetes.render import render_experiment_objects
+from lecritique.launch.local.launcher import LocalLauncher
 from tests.helm_support import launcher_defaults, spec_data
 
 CANARIES = {

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from lecritique.config import parse_spec
-from lecritique.launch.local import LocalLauncher
+from lecritique.launch.local.launcher import LocalLauncher
 
 
 @pytest.fixture(scope="session")

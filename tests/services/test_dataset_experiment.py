@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lecritique.launch.processes import child_environment
+from lecritique.launch.local.processes import child_environment
 from tests.envs.dataset_support import EXAMPLE_DATA, example_rows, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]

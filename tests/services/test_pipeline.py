@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 import grpc
 import pytest
 
-from lecritique.launch.local import REPO_ROOT
-from lecritique.launch.processes import child_environment
+from lecritique.launch.local.launcher import REPO_ROOT
+from lecritique.launch.local.processes import child_environment
 from lecritique.models.policy import load_tokenizer
 from lecritique.v1 import common_pb2, value_pb2_grpc
 from tests.services.conftest import pipeline_spec, read_metrics, run_experiment, running_services, write_spec

@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from lecritique.launch.processes import ManagedProcess, child_environment, service_command
+from lecritique.launch.local.processes import ManagedProcess, child_environment, service_command
 from lecritique.rpc.codec import fill_trajectory_batch
 from lecritique.v1 import policy_pb2, policy_pb2_grpc
 from lecritique.weights import WeightStore

@@ -20,7 +20,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lecritique.launch.processes import ManagedProcess, child_environment, service_command
+from lecritique.launch.local.processes import ManagedProcess, child_environment, service_command
 from lecritique.replay import ReplayBuffer
 from lecritique.replay.config import ReplayBounds
 from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lecritique.launch.local import REPO_ROOT
-from lecritique.launch.processes import child_environment
+from lecritique.launch.local.launcher import REPO_ROOT
+from lecritique.launch.local.processes import child_environment
 from tests.api.api_process import ApiProcess, local_api_settings
 from tests.helm_support import quick_policy
 

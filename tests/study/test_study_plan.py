@@ -96,7 +96,7 @@ def test_a_base_spec_file_is_read_relative_to_the_study(tmp_path):
 
 
 def test_the_shipped_studies_are_valid():
-    from lecritique.launch.local import REPO_ROOT
+    from lecritique.launch.local.launcher import REPO_ROOT
     from lecritique.study.config import load_study_spec
 
     folder = REPO_ROOT / "examples" / "studies"
@@ -124,7 +124,7 @@ def test_the_levers_study_declares_its_comparisons_and_budget_arms():
     """Study-level structure of examples/studies/critic-levers.yaml: the k = 0 and k = 2 arms for
     both critics, TETHER and MEAN, five seeds, the comparisons declared before running (each
     critic at equal budget, and each critic's k = 2 against its asynchronous k = 0)."""
-    from lecritique.launch.local import REPO_ROOT
+    from lecritique.launch.local.launcher import REPO_ROOT
     from lecritique.study.config import load_study_spec
 
     study = load_study_spec(REPO_ROOT / "examples" / "studies" / "critic-levers.yaml")
@@ -143,7 +143,7 @@ def test_the_k8_arms_are_a_file_of_their_own_on_the_levers_studys_base_and_seeds
     """examples/studies/critic-levers-k8.yaml: the first file measured about 106 minutes with its
     k = 8 arms (over the 90-minute budget), so they are a second file whose experiments are the
     ones the first file would have run (same base, seeds, and k = 8 critic with reuse <= 8)."""
-    from lecritique.launch.local import REPO_ROOT
+    from lecritique.launch.local.launcher import REPO_ROOT
     from lecritique.study.config import load_study_spec
 
     folder = REPO_ROOT / "examples" / "studies"
@@ -168,7 +168,7 @@ def test_the_capacity_study_varies_only_the_critics_size_start_and_pretraining(t
     """examples/studies/critic-levers-capacity.yaml: the PVF at k = 2 at x1 and x4 of the policy's
     size (both fresh), from the policy, and pretrained; its base is critic-levers.yaml's, so its
     pvf-k2 is that study's reference experiment."""
-    from lecritique.launch.local import REPO_ROOT
+    from lecritique.launch.local.launcher import REPO_ROOT
     from lecritique.study.config import load_study_spec
 
     folder = REPO_ROOT / "examples" / "studies"
@@ -202,7 +202,7 @@ def test_the_capacity_study_varies_only_the_critics_size_start_and_pretraining(t
 def test_the_best_setting_study_puts_tether_and_mean_beside_the_pretrained_critic(tmp_path):
     """examples/studies/critic-levers-best.yaml: its base and pretrain stage are the capacity
     study's, so its mean and pvf-k2-pretrained are those studies' experiments."""
-    from lecritique.launch.local import REPO_ROOT
+    from lecritique.launch.local.launcher import REPO_ROOT
     from lecritique.study.config import load_study_spec
 
     folder = REPO_ROOT / "examples" / "studies"
@@ -226,7 +226,7 @@ def test_the_data_study_feeds_the_same_critic_budget_four_times_the_fresh_trajec
     pvf-k8, same base) against k = 8 at 64 tasks and reuse 2 with the same critic batch, for the
     PVF and the VF: the budget is met on average in both, the fresh data per update differs x4."""
     from lecritique.config.critic_budget import spec_update_budget
-    from lecritique.launch.local import REPO_ROOT
+    from lecritique.launch.local.launcher import REPO_ROOT
     from lecritique.study.config import load_study_spec
 
     folder = REPO_ROOT / "examples" / "studies"
@@ -311,7 +311,7 @@ def test_the_tether_study_runs_tether_and_mean_on_the_fresh_data_studys_critics(
     """examples/studies/critic-levers-tether.yaml: each TETHER arm's critic is configured exactly as
     critic-levers-data.yaml's fresh arm of the same context, and MEAN trains on the same 64 tasks a
     step, so the only differences are the estimator and what it does to the policy."""
-    from lecritique.launch.local import REPO_ROOT
+    from lecritique.launch.local.launcher import REPO_ROOT
     from lecritique.study.config import load_study_spec
 
     folder = REPO_ROOT / "examples" / "studies"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lecritique.config import parse_spec
-from lecritique.launch.processes import child_environment
+from lecritique.launch.local.processes import child_environment
 from lecritique.tracking import FinalReport, TrackerContext, Trackers, check_tracker_packages, scalar_metrics
 from lecritique.tracking.config import (
     MlflowTrackerConfig,
@@ -131,7 +131,7 @@ def _wandb_service_children() -> list[int]:
     """Pids of this process's W&B service processes (``wandb-core``)."""
     import os
 
-    from lecritique.launch.process_tree import alive, descendants
+    from lecritique.launch.api_local.process_tree import alive, descendants
 
     def name(pid: int) -> str:
         try:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lecritique.config import parse_spec
-from lecritique.launch.local import LocalLauncher
+from lecritique.launch.local.launcher import LocalLauncher
 from lecritique.tracking import scalar_metrics
 from tests.helm_support import quick_policy, tiny_spec_data
 from tests.tracking.readback import (

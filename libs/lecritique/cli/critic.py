@@ -81,15 +81,15 @@ def _pretrained(
 ) -> PretrainResult:
     """Load the spec, check its critic and the settings, then pretrain (exit 2 with the reason on a
     bad spec or setting, before anything is built)."""
+    from lecritique.cli.tiny_policy import with_tiny_policy_built
     from lecritique.config import SpecError, load_spec
-    from lecritique.launch.local import resolve_policy
     from lecritique.pretrain import parse_pretrain_config, pretrain, pretrained_critic
 
     try:
         experiment = load_spec(spec)
         pretrained_critic(experiment)  # refuse other critic kinds before building anything
         config = parse_pretrain_config(settings)
-        experiment = resolve_policy(experiment, cache_dir)
+        experiment = with_tiny_policy_built(experiment, cache_dir)
         return pretrain(experiment, config, out, show_progress=progress)
     except (SpecError, ValueError) as error:
         console.print(f"[red]{error}", soft_wrap=True)

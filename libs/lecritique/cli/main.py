@@ -23,7 +23,7 @@ from lecritique.cli.run import run
 from lecritique.cli.serve import serve
 from lecritique.cli.study import study
 from lecritique.cli.submit import submit
-from lecritique.launch.quiet import quiet_third_party
+from lecritique.launch.local.quiet import quiet_third_party
 
 app = typer.Typer(
     name="lecritique",

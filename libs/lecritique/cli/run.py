@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from lecritique.cli.spec_options import SetOption
-from lecritique.launch.signals import signals_ignored, terminate_as_interrupt
+from lecritique.launch.local.signals import signals_ignored, terminate_as_interrupt
 
 if TYPE_CHECKING:
     from lecritique.config import ExperimentSpec
-    from lecritique.launch.local import LocalLauncher
+    from lecritique.launch.local.launcher import LocalLauncher
 
 
 ForceOption = Annotated[
@@ -66,7 +66,7 @@ def run(
     service has stopped, so no process is left behind.
     """
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s run %(levelname)s %(name)s: %(message)s")
-    from lecritique.launch.quiet import quiet_third_party
+    from lecritique.launch.local.quiet import quiet_third_party
 
     quiet_third_party(verbose)
     from rich.console import Console
@@ -96,12 +96,13 @@ def _launcher(
     console: Any,
 ) -> LocalLauncher:
     """The local launcher of the experiment, its policy resolved (a tiny one built or taken from the cache)."""
-    from lecritique.launch.local import LocalLauncher, resolve_policy
+    from lecritique.cli.tiny_policy import with_tiny_policy_built
+    from lecritique.launch.local.launcher import LocalLauncher
 
     if experiment.policy.tiny is not None:
         # build_tiny shows its own progress bar (a first build takes a few minutes; later runs hit the cache).
         console.print(f"tiny policy model {experiment.policy.tiny!r}: built once, then taken from the cache")
-    experiment = resolve_policy(experiment, cache_dir)
+    experiment = with_tiny_policy_built(experiment, cache_dir)
     return LocalLauncher(experiment, out, redis_url=redis_url, experiment_id=experiment_id)
 
 
@@ -142,7 +143,7 @@ def _report_and_exit(out: Path, title: str, code: int, started: bool, console: A
 
 def _refuse_drift(out: Path, resolved: ExperimentSpec, extend: bool, console: Any) -> None:
     """Exit 2 when OUT records a run of another spec (the changed fields named)."""
-    from lecritique.launch.local import SpecDrift, check_recorded_spec
+    from lecritique.launch.local.launcher import SpecDrift, check_recorded_spec
 
     try:
         extending = check_recorded_spec(out, resolved, extend=extend)
@@ -156,7 +157,7 @@ def _refuse_drift(out: Path, resolved: ExperimentSpec, extend: bool, console: An
 def _left_alone(out: Path, experiment: ExperimentSpec, console: Any) -> bool:
     """When OUT holds a finished run, say so (the report is written if missing) and return True:
     nothing is to be started."""
-    from lecritique.launch.local import finished_step
+    from lecritique.launch.local.launcher import finished_step
     from lecritique.reporting import write_report
 
     done = finished_step(out, experiment.orchestrator.steps)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from lecritique.cli.client_options import ApiOption
-from lecritique.launch.signals import terminate_as_interrupt
+from lecritique.launch.local.signals import terminate_as_interrupt
 
 
 def study(
@@ -46,7 +46,7 @@ def study(
     from rich.console import Console
 
     from lecritique.config import SpecError
-    from lecritique.launch.local import SpecDrift
+    from lecritique.launch.local.launcher import SpecDrift
     from lecritique.study.run import run_study
 
     console = Console()

@@ -7,8 +7,8 @@ experiment record, :meth:`~ExperimentLauncher.poll` reports where it stands,
 :meth:`~ExperimentLauncher.cancel` stops it, :meth:`~ExperimentLauncher.release` frees what a
 finished experiment still holds, and :meth:`~ExperimentLauncher.logs` reads the tail of a component's log.
 
-Implementations: :class:`lecritique.launch.supervised.LocalProcessLauncher` (``lecritique run``
-under a supervisor, on this machine) and :class:`lecritique.launch.kubernetes_launcher.KubernetesLauncher`.
+Implementations: :class:`lecritique.launch.api_local.launcher.LocalProcessLauncher` (``lecritique run``
+under a supervisor, on this machine) and :class:`lecritique.launch.kubernetes.launcher.KubernetesLauncher`.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def pretrain(
     critic = pretrained_critic(spec)
     if spec.policy.path is None:
         raise ValueError(
-            "policy.path: resolve the spec's tiny policy first (lecritique.launch.local.resolve_policy)"
+            "policy.path: resolve the spec's tiny policy first (lecritique.cli.tiny_policy.with_tiny_policy_built)"
         )
     out.mkdir(parents=True, exist_ok=True)
     seed = spec.seed if config.seed is None else config.seed

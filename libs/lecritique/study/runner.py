@@ -21,8 +21,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from lecritique.config.experiment import ExperimentSpec
-from lecritique.launch.local import check_recorded_spec
-from lecritique.launch.signals import signals_ignored
+from lecritique.launch.local.launcher import check_recorded_spec
+from lecritique.launch.local.signals import signals_ignored
 from lecritique.reporting.report import load_metrics
 from lecritique.study.config import PlannedRun
 from lecritique.weights.store import version_dirname
@@ -129,7 +129,7 @@ class StudyProgress:
 
 def run_local(spec: ExperimentSpec, folder: Path, on_row: OnRow) -> None:
     """One experiment through :class:`LocalLauncher` (what ``lecritique run`` does), to the end."""
-    from lecritique.launch.local import LocalLauncher
+    from lecritique.launch.local.launcher import LocalLauncher
 
     launcher = LocalLauncher(spec, folder)
 

@@ -24,14 +24,14 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Literal
 
+from lecritique.launch.api_local.process_tree import alive, kill_tree, process_start_ticks
 from lecritique.launch.base import LogNotFound, Observation, OutsideRoots, Submission, Usage
-from lecritique.launch.process_tree import alive, kill_tree, process_start_ticks
 from lecritique.tenancy.policy import path_under
 from lecritique.tenancy.spec_rules import DATASET_ROOTS_ENV, marked_values
 
 logger = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[4]
 
 DEFAULT_ENV_PASSTHROUGH = (
     "PATH",
@@ -121,7 +121,7 @@ class LocalProcessLauncher:
         command = [
             sys.executable,
             "-m",
-            "lecritique.launch.supervise",
+            "lecritique.launch.api_local.run_and_record",
             "--result",
             str(result),
             "--",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lecritique.launch.processes import ManagedProcess, serving
+from lecritique.launch.local.processes import ManagedProcess, serving
 
 logger = logging.getLogger(__name__)
 

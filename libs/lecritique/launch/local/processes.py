@@ -22,7 +22,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from lecritique.launch.signals import signals_deferred
+from lecritique.launch.local.signals import signals_deferred
 from lecritique.tenancy.spec_rules import DATASET_ROOTS_ENV
 
 logger = logging.getLogger(__name__)

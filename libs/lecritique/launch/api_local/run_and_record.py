@@ -1,6 +1,6 @@
 """Run one local experiment (``lecritique run``) and record how it ended.
 
-    python -m lecritique.launch.supervise --result FILE -- python -m lecritique run SPEC --out DIR
+    python -m lecritique.launch.api_local.run_and_record --result FILE -- python -m lecritique run SPEC --out DIR
 
 The API's local launcher starts this in its own session, so the run outlives an API restart. On
 the first SIGTERM it passes SIGINT to ``lecritique run`` (which then stops every service it

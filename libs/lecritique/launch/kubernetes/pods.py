@@ -20,14 +20,14 @@ from lecritique.launch.components import (
     ComponentDefaults,
     VerifierSandbox,
 )
-from lecritique.launch.kubernetes_names import (
+from lecritique.launch.kubernetes.multinode import node_rank_env, torchrun_command, trainer_layout
+from lecritique.launch.kubernetes.names import (
     EXPERIMENT_NAME_ANNOTATION,
     component_names,
     object_labels,
     object_name,
 )
-from lecritique.launch.kubernetes_resources import merge_resources
-from lecritique.launch.multinode import node_rank_env, torchrun_command, trainer_layout
+from lecritique.launch.kubernetes.resources import merge_resources
 
 WEIGHTS_MOUNT = "/weights"
 SPEC_MOUNT = "/etc/lecritique/spec"

@@ -1,6 +1,6 @@
 """The ``kubernetes`` launcher: create, watch and delete one experiment's objects.
 
-It creates what :func:`lecritique.launch.kubernetes.render_experiment_objects` renders, reads the
+It creates what :func:`lecritique.launch.kubernetes.render.render_experiment_objects` renders, reads the
 orchestrator Job's status, and deletes the experiment's objects by listing them with the
 experiment's label selector and deleting each by name (with its uid as a precondition). It needs
 exactly the permissions in :data:`REQUIRED_RULES`; the chart's Role grants these and no more, and
@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from lecritique.launch.base import LogNotFound, Observation, Submission, Usage
 from lecritique.launch.components import COMPONENTS, EXPERIMENT_LABEL, ChartDefaults, Component
-from lecritique.launch.kubernetes import object_name, render_experiment_objects
-from lecritique.launch.kubernetes_resources import resource_totals
+from lecritique.launch.kubernetes.render import object_name, render_experiment_objects
+from lecritique.launch.kubernetes.resources import resource_totals
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import Any
 from lecritique.config.experiment import ExperimentSpec, SpecError
 from lecritique.config.placement import GPU_RESOURCE, ComponentPlacement, is_extended_resource, parse_quantity
 from lecritique.launch.components import COMPONENTS, Component, ComponentDefaults
-from lecritique.launch.multinode import trainer_layout, trainer_processes
+from lecritique.launch.kubernetes.multinode import trainer_layout, trainer_processes
 
 
 def merge_resources(

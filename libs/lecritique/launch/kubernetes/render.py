@@ -8,11 +8,11 @@ Per experiment ``ID`` (a DNS label), in the release's namespace:
   it also carries the ``metrics`` port the chart's ServiceMonitors scrape.
 * Deployments: environment-verifier, rollout, value-evaluator (stateless, scale with replicas).
 * StatefulSets: value-trainer, policy-trainer (one pod each; ``torchrun`` when several processes,
-  over several pods when they exceed one node's GPUs: :mod:`lecritique.launch.multinode`).
+  over several pods when they exceed one node's GPUs: :mod:`lecritique.launch.kubernetes.multinode`).
 * Job ``ID-orchestrator``: the experiment loop; it resumes from its checkpoint on the weight volume.
 
 Every object carries the release's labels plus ``app.kubernetes.io/component`` and
-``lecritique.dev/experiment: ID``, which is how :mod:`lecritique.launch.kubernetes_launcher`
+``lecritique.dev/experiment: ID``, which is how :mod:`lecritique.launch.kubernetes.launcher`
 deletes them. Node pools, tolerations, affinity and resources come from the spec's
 ``placement`` section where set, else from the chart's per-component defaults.
 """
@@ -33,16 +33,16 @@ from lecritique.launch.components import (
     Component,
     ComponentDefaults,
 )
-from lecritique.launch.kubernetes_names import (
+from lecritique.launch.kubernetes.multinode import POD_NAME_LABEL, TRAINERS, ranks_service, trainer_layout
+from lecritique.launch.kubernetes.names import (
     EXPERIMENT_ID,
     component_names,
     object_metadata,
     object_name,
     selector_labels,
 )
-from lecritique.launch.kubernetes_pods import RUN_AS_USER, multi_node_trainer, pod_template
-from lecritique.launch.kubernetes_policies import collective_peers, disruption_budget, network_policy
-from lecritique.launch.multinode import POD_NAME_LABEL, TRAINERS, ranks_service, trainer_layout
+from lecritique.launch.kubernetes.pods import RUN_AS_USER, multi_node_trainer, pod_template
+from lecritique.launch.kubernetes.policies import collective_peers, disruption_budget, network_policy
 from lecritique.tenancy.spec_rules import DATASET_ROOTS_ENV
 
 __all__ = ["EXPERIMENT_LABEL", "RUN_AS_USER", "object_name", "render_experiment_objects", "resolved_spec"]
@@ -176,7 +176,7 @@ def render_experiment_objects(
     ``llm_egress`` / ``tracker_egress``: egress rules of the value evaluator / the orchestrator (the
     tenant's LLM endpoints / tracker servers); ``dataset_roots``: the tenant's dataset folders, the
     only part of the weight volume its environment verifier mounts (read-only; see
-    :func:`~lecritique.launch.kubernetes_pods.weights_mounts`) and checked again where a file is
+    :func:`~lecritique.launch.kubernetes.pods.weights_mounts`) and checked again where a file is
     opened (:func:`_confine_datasets`).
 
     Raises :class:`SpecError` naming the field when the spec's placement cannot be scheduled as

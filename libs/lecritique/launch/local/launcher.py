@@ -3,7 +3,7 @@
 Order: Redis (embedded unless ``REDIS_URL``) -> environment-verifier, policy-trainer (publishes
 policy version 0), value-trainer (publishes critic version 0) -> rollout and value-evaluator
 replicas (they serve the newest published versions) -> the orchestrator. While the orchestrator
-runs, :class:`~lecritique.launch.supervisor.Supervisor` restarts any service (or embedded Redis)
+runs, :class:`~lecritique.launch.local.restarts.Supervisor` restarts any service (or embedded Redis)
 that exits or hangs, on the same port, as Kubernetes would. Everything is stopped in reverse
 order on exit, failure or Ctrl-C. The run directory keeps the resolved spec, logs,
 weights, Redis data and the orchestrator's checkpoint, so running again resumes.
@@ -22,35 +22,22 @@ from typing import TYPE_CHECKING, Any
 
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.launch import redis_acl
-from lecritique.launch.processes import (
+from lecritique.launch.local.processes import (
     ManagedProcess,
     child_environment,
     orchestrator_command,
     service_command,
     verifier_environment,
 )
-from lecritique.launch.signals import signals_deferred
-from lecritique.launch.supervisor import Supervisor
+from lecritique.launch.local.restarts import Supervisor
+from lecritique.launch.local.signals import signals_deferred
 
 if TYPE_CHECKING:
     from lecritique.redis_connection import EmbeddedRedis
 
 logger = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-
-
-def resolve_policy(spec: ExperimentSpec, cache_dir: Path | None = None) -> ExperimentSpec:
-    """Build (or take from the cache) the tiny model a spec names; return the spec with its path."""
-    if spec.policy.path is not None:
-        return spec
-    from lecritique.tinybuild import build_tiny
-
-    assert spec.policy.tiny is not None
-    path = build_tiny(spec.policy.tiny, seed=spec.seed, cache_dir=cache_dir)
-    return spec.model_copy(
-        update={"policy": spec.policy.model_copy(update={"path": str(path), "tiny": None})}
-    )
+REPO_ROOT = Path(__file__).resolve().parents[4]
 
 
 def finished_step(out_dir: Path, steps: int) -> int | None:

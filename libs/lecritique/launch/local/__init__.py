@@ -1,0 +1,1 @@
+"""Local processes: one experiment's services on loopback, started, supervised and stopped."""
