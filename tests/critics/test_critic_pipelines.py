@@ -92,8 +92,9 @@ def test_generative_critic_scores_segments_and_trains_through_the_services(tiny_
         assert row["critic_parse_failures"] == row["critic_fallback_states"] <= states
         assert 0.0 <= row["critic_reward_average"] <= 1.0
     assert sum(row["critic_parse_failures"] for row in rows) < sum(row["critic_states"] for row in rows)
-    # In-Context Conditioning: the first batch sees the prior, later ones a running average.
-    assert {item["actor_reward_average"] for item in inputs if item["trajectory_id"].startswith("b0-")} == {
+    # In-Context Conditioning: the first batch (the critic's first warm-up batch, drawn from the
+    # warm-up's own stream) sees the prior, later ones a running average.
+    assert {item["actor_reward_average"] for item in inputs if item["trajectory_id"].startswith("w0-")} == {
         0.5
     }
     assert all(item["actor_description"].endswith("llama") for item in inputs)

@@ -139,6 +139,12 @@ def _run(
 DRAW = ("batch_cursor", "task_seed", "sampling_seed", "tasks_digest")
 
 
+def _agree_over_both(first: Sequence[Any], second: Sequence[Any], at_least: int) -> bool:
+    """One list is a prefix of the other, and both have at least ``at_least`` items."""
+    common = min(len(first), len(second))
+    return common >= at_least and list(first[:common]) == list(second[:common])
+
+
 def test_a_warmed_up_arm_trains_on_the_batches_of_the_arm_without_warm_up(tmp_path):
     mean, mean_sampler, mean_env = _run(tmp_path / "mean", {"name": "mean"}, steps=2, warmup=0)
     tether, tether_sampler, tether_env = _run(tmp_path / "tether", {"name": "tether"}, steps=2, warmup=3)
@@ -147,9 +153,12 @@ def test_a_warmed_up_arm_trains_on_the_batches_of_the_arm_without_warm_up(tmp_pa
     assert mean[0]["task_seed"] == POLICY_DRAWS.task_seed(SEED, 0) == SEED * 1_000_003
     assert [row["warmup_batches"] for row in tether] == [2, 2] and mean[0]["warmup_batches"] == 0
     # The warm-up sampled its own tasks and seeds before the policy stream's, which match MEAN's.
+    # Each arm's prefetcher may draw the batch after its last step before the run stops, or not:
+    # the policy streams agree over what both drew, which covers every trained batch.
     warmup_tasks = [WARMUP_DRAWS.task_seed(SEED, index) for index in (0, 1)]
-    assert tether_env.sampled == warmup_tasks + mean_env.sampled
-    assert tether_sampler.seeds[2:] == mean_sampler.seeds
+    assert tether_env.sampled[:2] == warmup_tasks
+    assert _agree_over_both(tether_env.sampled[2:], mean_env.sampled, at_least=2)
+    assert _agree_over_both(tether_sampler.seeds[2:], mean_sampler.seeds, at_least=2)
     assert not set(tether_sampler.seeds[:2]) & set(mean_sampler.seeds)
     # Another seed is another draw.
     other, _, _ = _run(tmp_path / "mean-seed4", {"name": "mean"}, steps=1, warmup=0, seed=SEED + 1)

@@ -55,7 +55,10 @@ def test_a_critic_of_four_times_the_parameters_trains_asynchronously(tmp_path):
         isinstance(row["critic_updates_per_step"], int) and row["critic_updates_per_step"] >= 0
         for row in rows
     )
-    assert all(row["critic_update_wait_seconds"] == 0.0 for row in rows)
+    # Only the first policy batch may wait, for the warmed-up critic (paired arms, issue 39); the
+    # asynchronous critic never holds a later step.
+    assert rows[0]["critic_update_wait_seconds"] >= 0.0
+    assert all(row["critic_update_wait_seconds"] == 0.0 for row in rows[1:])
     assert all(
         row["value_version"] >= 2 for row in rows
     )  # warmed up: versions of the deep critic were served
