@@ -7,7 +7,7 @@ import urllib.request
 import pytest
 
 from lecritique.orchestrator.clients import ValueTrainerClient
-from lecritique.rpc.client import ReplicaPool
+from lecritique.rpc.replica_pool import ReplicaPool
 from lecritique.v1 import value_pb2_grpc
 from tests.critics.llm_server import LLM_KEY, LLM_MODEL, rollout_llm
 from tests.services.conftest import pipeline_spec, read_metrics, running_services

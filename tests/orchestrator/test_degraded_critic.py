@@ -28,7 +28,7 @@ from lecritique.orchestrator.clients import ValueEvaluatorClient, value_evaluato
 from lecritique.orchestrator.critic_stage import CriticStage, Scored
 from lecritique.orchestrator.episodes import EpisodeBatch
 from lecritique.orchestrator.loop import DegradedTooLong, Orchestrator
-from lecritique.rpc.client import ReplicaPool
+from lecritique.rpc.replica_pool import ReplicaPool
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import policy_pb2, value_pb2, value_pb2_grpc
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lecritique.envs import get_environment
-from lecritique.rpc.client import NoReplicaAvailable, ReplicaPool
+from lecritique.rpc.replica_pool import NoReplicaAvailable, ReplicaPool
 from lecritique.rpc.server import start_server
 from lecritique.v1 import common_pb2, environment_pb2, environment_pb2_grpc
 from services.environment_verifier.server import EnvironmentVerifierServicer

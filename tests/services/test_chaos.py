@@ -20,7 +20,7 @@ STEPS = 120
 REWARD_RISE = 0.07
 """Least rise of the mean reward from the first third of the run to the last."""
 RECONNECT_SECONDS = 2.5
-"""A client reconnects to a restarted server within gRPC's max reconnect backoff (2 s, rpc.client)."""
+"""A client reconnects to a restarted server within gRPC's max reconnect backoff (2 s, rpc.replica_pool)."""
 
 
 def test_a_run_survives_one_fault_per_service(tiny_policy, tmp_path):

@@ -1,4 +1,4 @@
-"""Typed clients of the five services, over :class:`~lecritique.rpc.client.ReplicaPool`.
+"""Typed clients of the five services, over :class:`~lecritique.rpc.replica_pool.ReplicaPool`.
 
 Every call carries the pool's deadline (``orchestrator.rpc_deadline_seconds``); a service that is
 down is retried for ``orchestrator.service_down_seconds`` (it is being restarted), except the
@@ -20,7 +20,6 @@ from lecritique.critics.types import ActorInfo, CriticQuery
 from lecritique.engines.base import SamplingParams
 from lecritique.envs.base import EpisodeState, StepResult, Task
 from lecritique.episodes import SampledAction
-from lecritique.rpc.client import ReplicaPool
 from lecritique.rpc.codec import (
     episode_from_proto,
     episode_to_proto,
@@ -30,6 +29,7 @@ from lecritique.rpc.codec import (
     task_to_proto,
     to_tensor,
 )
+from lecritique.rpc.replica_pool import ReplicaPool
 from lecritique.rpc.wire import bytes_request_stub, serialize_with_trajectories
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import (

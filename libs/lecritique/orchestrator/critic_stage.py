@@ -29,7 +29,7 @@ from lecritique.critics.types import ActorInfo
 from lecritique.orchestrator.clients import ValueEvaluatorClient
 from lecritique.orchestrator.episodes import EpisodeBatch
 from lecritique.orchestrator.update_gate import POLL_SECONDS, UpdateGate
-from lecritique.rpc.client import NoReplicaAvailable
+from lecritique.rpc.replica_pool import NoReplicaAvailable
 from lecritique.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)

@@ -57,7 +57,7 @@ from lecritique.orchestrator.step_batch import batch_row, fresh_trajectories
 from lecritique.orchestrator.telemetry import StepLog, Telemetry
 from lecritique.orchestrator.update_gate import update_gate
 from lecritique.replay import ReplayBuffer
-from lecritique.rpc.client import NoReplicaAvailable
+from lecritique.rpc.replica_pool import NoReplicaAvailable
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import policy_pb2, value_pb2
 

@@ -31,7 +31,7 @@ from lecritique.critics.types import ActorInfo, CriticQuery
 from lecritique.envs.base import Task
 from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.episodes import TURN_SEED_STRIDE, play_batch
-from lecritique.rpc.client import NoReplicaAvailable
+from lecritique.rpc.replica_pool import NoReplicaAvailable
 
 logger = logging.getLogger(__name__)
 

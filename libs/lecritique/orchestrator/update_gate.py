@@ -24,7 +24,7 @@ from typing import Protocol
 
 import grpc
 
-from lecritique.rpc.client import NoReplicaAvailable
+from lecritique.rpc.replica_pool import NoReplicaAvailable
 
 logger = logging.getLogger(__name__)
 

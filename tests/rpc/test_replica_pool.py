@@ -6,7 +6,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from lecritique.envs import get_environment
-from lecritique.rpc.client import NoReplicaAvailable, ReplicaPool, resolve
+from lecritique.rpc.replica_pool import NoReplicaAvailable, ReplicaPool, resolve
 from lecritique.rpc.server import start_server
 from lecritique.v1 import common_pb2, environment_pb2, environment_pb2_grpc
 from services.environment_verifier.server import EnvironmentVerifierServicer
