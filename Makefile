@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install prometheus-tools container-tools images test test-fast lint demo chaos study study-levers bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
+.PHONY: install prometheus-tools container-tools images test test-fast lint demo chaos study study-levers study-critic-pays bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +102,14 @@ study-levers: $(STAMP)
 	$(PY) -m lecritique study examples/studies/critic-levers-best.yaml --out runs/study-levers-best
 	$(PY) -m lecritique study examples/studies/critic-levers-data.yaml --out runs/study-levers-data
 	$(PY) -m lecritique study examples/studies/critic-levers-tether.yaml --out runs/study-levers-tether
+
+# Does a critic pay at equal wall time? (issue 39 §5; docs/study.md): MEAN, RLOO and TETHER over an
+# asynchronous critic on a core of its own, every arm the same wall-time budget, 9 seeds over 3
+# starting policies, on Sudoku and on multi-digit arithmetic. Estimated 90 minutes a file; run on an
+# otherwise idle machine, then publish with --report-only --doc docs/study-critic-pays.md.
+study-critic-pays: $(STAMP)
+	$(PY) -m lecritique study examples/studies/critic-pays.yaml --out runs/study-critic-pays
+	$(PY) -m lecritique study examples/studies/critic-pays-arithmetic.yaml --out runs/study-critic-pays-arithmetic
 
 bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-rollout bench-weights
 

@@ -3,7 +3,8 @@
 Node pools are emulated by CPU affinity, the same for every variant: the policy path (rollout,
 environment-verifier, policy trainer, orchestrator) runs on one set of cores, the value plane
 (value evaluator, value trainer, Redis) on another (by default: the first and second half of this
-process's cores). Each variant is a real run of every service as a local process.
+process's cores; `lecritique.launch.local.pools`, the split `lecritique run --pools` and a study's
+`pools: true` use). Each variant is a real run of every service as a local process.
 
 1. Critic cost (Le Critique B.1: the critic should cost the policy loop nothing): policy steps/s
    of VF (value baseline), VF with a budget of 4 critic updates per policy step
@@ -30,7 +31,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,60 +43,18 @@ from transport import transport_ratio  # noqa: E402
 from lecritique.cli.tiny_policy import with_tiny_policy_built  # noqa: E402
 from lecritique.config import load_spec, parse_spec  # noqa: E402
 from lecritique.launch.local.launcher import LocalLauncher  # noqa: E402
+from lecritique.launch.local.pools import CorePools  # noqa: E402
 from lecritique.launch.local.processes import child_environment  # noqa: E402
 from lecritique.reporting import load_metrics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-VALUE_PLANE = ("value-trainer", "value-evaluator")
-"""Service name prefixes placed on the value cores (with Redis); everything else is on the policy cores."""
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Two disjoint core sets standing for two node pools."""
-
-    policy: frozenset[int]
-    value: frozenset[int]
-
-    @classmethod
-    def halves(cls) -> Placement:
-        cores = sorted(os.sched_getaffinity(0))
-        if len(cores) < 2:
-            raise SystemExit("the pipeline benchmark needs at least 2 cores to emulate two node pools")
-        half = len(cores) // 2
-        return cls(frozenset(cores[:half]), frozenset(cores[half:]))
-
-
-def pin_tree(pid: int, cores: frozenset[int]) -> None:
-    """Set the affinity of every thread of ``pid`` and of its descendants (later threads inherit it)."""
-    tasks = Path(f"/proc/{pid}/task")
-    for task in tasks.iterdir() if tasks.is_dir() else []:
-        try:
-            os.sched_setaffinity(int(task.name), cores)
-            children = (task / "children").read_text().split()
-        except (ProcessLookupError, FileNotFoundError, PermissionError):
-            continue
-        for child in children:
-            pin_tree(int(child), cores)
-
-
-def _pin_services(launcher: LocalLauncher, placement: Placement) -> None:
-    for process in launcher.services:
-        assert process.process is not None
-        cores = placement.value if process.name.startswith(VALUE_PLANE) else placement.policy
-        pin_tree(process.process.pid, cores)
-    if launcher.redis is not None:
-        pin_tree(launcher.redis.process.pid, placement.value)
-
-
-def run_services(spec_data: dict[str, Any], out: Path, placement: Placement) -> list[dict[str, Any]]:
-    launcher = LocalLauncher(parse_spec(spec_data), out)
+def run_services(spec_data: dict[str, Any], out: Path, placement: CorePools) -> list[dict[str, Any]]:
+    launcher = LocalLauncher(parse_spec(spec_data), out, core_pools=placement)
     try:
         launcher.start_services()
-        _pin_services(launcher, placement)
-        orchestrator = launcher.start_orchestrator()
-        assert orchestrator.process is not None
-        pin_tree(orchestrator.process.pid, placement.policy)
+        launcher.start_orchestrator()
         code = launcher.wait()
         if code != 0:
             raise RuntimeError(f"orchestrator failed; see {out / 'logs'}")
@@ -105,7 +63,7 @@ def run_services(spec_data: dict[str, Any], out: Path, placement: Placement) -> 
     return load_metrics(out)
 
 
-def run_in_process(spec_data: dict[str, Any], out: Path, placement: Placement) -> list[dict[str, Any]]:
+def run_in_process(spec_data: dict[str, Any], out: Path, placement: CorePools) -> list[dict[str, Any]]:
     """The same loop in one process (bench/inprocess.py), started on the policy cores."""
     out.mkdir(parents=True, exist_ok=True)
     spec_path = out / "spec.json"
@@ -177,7 +135,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def pipeline(
-    spec_path: Path, steps: int, rounds: int, placement: Placement, console: Console
+    spec_path: Path, steps: int, rounds: int, placement: CorePools, console: Console
 ) -> dict[str, dict[str, float]]:
     runs: dict[str, list[dict[str, float]]] = {}
     configured = variants(spec_path, steps)
@@ -195,7 +153,7 @@ def pipeline(
 
 
 def report(
-    results: dict[str, dict[str, float]], transport: dict[str, float], placement: Placement, console: Console
+    results: dict[str, dict[str, float]], transport: dict[str, float], placement: CorePools, console: Console
 ) -> dict[str, float]:
     table = Table(
         title=f"policy loop: policy path on cores {sorted(placement.policy)}, value plane on {sorted(placement.value)}"
@@ -260,7 +218,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args()
     console = Console(width=160)
-    placement = Placement.halves()
+    placement = CorePools.halves()
     transport = transport_ratio(console)
     if args.skip_pipeline:
         return

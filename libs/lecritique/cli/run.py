@@ -27,6 +27,14 @@ VerboseOption = Annotated[
     bool,
     typer.Option("--verbose", "-v", help="Keep Hugging Face's progress bars and load reports in the logs."),
 ]
+PoolsOption = Annotated[
+    bool,
+    typer.Option(
+        "--pools",
+        help="Emulate two node pools: the policy path on the first half of this machine's cores, "
+        "the value plane (value trainer, value evaluators, the embedded Redis) on the second.",
+    ),
+]
 ExtendOption = Annotated[
     bool,
     typer.Option(
@@ -55,6 +63,7 @@ def run(
     verbose: VerboseOption = False,
     overrides: SetOption = None,
     extend: ExtendOption = False,
+    pools: PoolsOption = False,
 ) -> None:
     """Start every service on loopback, run the experiment, stop everything, write the report.
 
@@ -79,7 +88,7 @@ def run(
 
         console.print(f"--force: deleting {out} and starting again")
         shutil.rmtree(out)
-    launcher = _launcher(experiment, out, cache_dir, redis_url, experiment_id, console)
+    launcher = _launcher(experiment, out, cache_dir, redis_url, experiment_id, console, pools)
     _refuse_drift(out, launcher.spec, extend, console)
     if _left_alone(out, experiment, console):
         return
@@ -94,6 +103,7 @@ def _launcher(
     redis_url: str | None,
     experiment_id: str | None,
     console: Any,
+    pools: bool = False,
 ) -> LocalLauncher:
     """The local launcher of the experiment, its policy resolved (a tiny one built or taken from the cache)."""
     from lecritique.cli.tiny_policy import with_tiny_policy_built
@@ -102,8 +112,23 @@ def _launcher(
     if experiment.policy.tiny is not None:
         # build_tiny shows its own progress bar (a first build takes a few minutes; later runs hit the cache).
         console.print(f"tiny policy model {experiment.policy.tiny!r}: built once, then taken from the cache")
+    from lecritique.launch.local.pools import CorePools
+
     experiment = with_tiny_policy_built(experiment, cache_dir)
-    return LocalLauncher(experiment, out, redis_url=redis_url, experiment_id=experiment_id)
+    core_pools = None
+    if pools:
+        try:
+            core_pools = CorePools.halves()
+        except ValueError as error:
+            console.print(f"[red]--pools: {error}[/red]")
+            raise typer.Exit(2) from error
+        console.print(
+            f"node pools emulated: policy path on cores {sorted(core_pools.policy)}, "
+            f"value plane on cores {sorted(core_pools.value)}"
+        )
+    return LocalLauncher(
+        experiment, out, redis_url=redis_url, experiment_id=experiment_id, core_pools=core_pools
+    )
 
 
 def _run_services(launcher: LocalLauncher, steps: int, out: Path, console: Any) -> tuple[int, bool]:

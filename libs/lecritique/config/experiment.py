@@ -161,6 +161,11 @@ class OrchestratorSpec(SpecModel):
     """Deadline of every RPC the orchestrator makes; a call past it (a hung service) counts as the service being down."""
     service_down_seconds: float = Field(default=300.0, ge=0.0, le=86_400.0)
     """How long calls keep retrying a service that is down (restarting) before the run fails; the critic is never waited on."""
+    max_seconds: float | None = Field(default=None, gt=0.0, le=31_536_000.0)
+    """Wall-time budget: the run ends after the policy step during which its wall time (``seconds``
+    in the metrics: from the orchestrator's start, the critic's warm-up included, summed over
+    restarts) reached this, even short of ``steps`` (None: ``steps`` alone decide). Arms given the
+    same budget are compared at equal wall time; a run ended by it is finished, not resumed."""
 
 
 class ExperimentSpec(SpecModel):

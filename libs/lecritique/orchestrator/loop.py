@@ -113,7 +113,9 @@ class Orchestrator:
         # Held-out evaluation runs in the policy loop while the rollout stage generates.
         self._eval_player = dataclasses.replace(player, tokenizer=copy.deepcopy(player.tokenizer))
         self.probe = self._probe()
-        self._started = time.monotonic()
+        self._clock: Callable[[], float] = time.monotonic
+        """The wall clock of ``seconds`` and ``orchestrator.max_seconds``."""
+        self._started = self._clock()
         self._elapsed_before = 0.0
 
     def _probe(self) -> CriticProbe | None:
@@ -136,10 +138,10 @@ class Orchestrator:
     def run(self, on_step: OnStep | None = None) -> OrchestratorState:
         spec = self.spec
         state = self.checkpoints.load()
-        self._started = time.monotonic()
+        self._started = self._clock()
         self._elapsed_before = state.elapsed_seconds
         state = self._recover(state)
-        if state.completed_step >= spec.orchestrator.steps:
+        if state.completed_step >= spec.orchestrator.steps or state.wall_budget_spent:
             return state
         if state.estimator:
             self.estimator.load_state_dict(state.estimator)
@@ -149,6 +151,10 @@ class Orchestrator:
         try:
             while state.completed_step < spec.orchestrator.steps and not self._stop.is_set():
                 state = self._policy_step(state, on_step)
+                if self._wall_budget_spent(state):
+                    state = replace(state, wall_budget_spent=True)
+                    self.checkpoints.save(state)
+                    break
         finally:
             self._stop.set()
             self.batches.join()
@@ -384,6 +390,22 @@ class Orchestrator:
             "replay push",
         )
 
+    def _wall_budget_spent(self, state: OrchestratorState) -> bool:
+        """Whether ``orchestrator.max_seconds`` ends the run after this step (logged once)."""
+        budget = self.spec.orchestrator.max_seconds
+        if budget is None or state.completed_step >= self.spec.orchestrator.steps:
+            return False
+        if state.elapsed_seconds < budget:
+            return False
+        logger.info(
+            "wall-time budget of %.0f s spent after step %d of %d (%.1f s): the run ends here",
+            budget,
+            state.completed_step,
+            self.spec.orchestrator.steps,
+            state.elapsed_seconds,
+        )
+        return True
+
     def _elapsed(self) -> float:
         """Experiment wall time: what earlier orchestrator processes spent plus this one's."""
-        return self._elapsed_before + (time.monotonic() - self._started)
+        return self._elapsed_before + (self._clock() - self._started)

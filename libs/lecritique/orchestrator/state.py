@@ -40,6 +40,8 @@ class OrchestratorState:
     """Weight-store path of that version."""
     elapsed_seconds: float = 0.0
     """Experiment wall time spent before the current orchestrator process started."""
+    wall_budget_spent: bool = False
+    """The run ended at ``orchestrator.max_seconds`` before its ``steps``: it is finished."""
     dropped_stale_total: int = 0
     """Rollouts dropped as too off-policy so far."""
     reward_average: float | None = None

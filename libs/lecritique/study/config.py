@@ -124,6 +124,11 @@ class StudySpec(SpecModel):
     0 TETHER is the leave-one-out baseline)."""
     pretrain: list[PretrainStage] = Field(default_factory=list)
     """Critics pretrained once before the variants (resumable); variants use them by ``model_path``."""
+    pools: bool = False
+    """Run every local experiment with two emulated node pools (``lecritique run --pools``): the
+    policy path on half the cores, the value plane on the other half, as on a cluster where the
+    critic has nodes of its own. Arms compared at equal wall time (``orchestrator.max_seconds``)
+    then pay for a critic what they would pay there, not the cores it takes from the policy."""
     drawn_beside: list[str] = Field(default_factory=list)
     """Studies published in the same ``--doc`` whose variants its figure draws beside this one's
     (one study split across files to fit a time budget); tables and comparisons stay per study."""

@@ -1,5 +1,6 @@
-"""study.png: smoothed per-step curves per variant (raw series faint), EV / ceiling per variant
-with its interval, and EV / ceiling against achieved critic updates per step."""
+"""study.png: smoothed per-step curves per variant (raw series faint), training reward and held-out
+success against wall time (arms that step at different paces, compared at equal time), EV /
+ceiling per variant with its interval, and EV / ceiling against achieved critic updates per step."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from lecritique.study.summary import curve
+from lecritique.study.summary import curve, curve_against_minutes
 
 TITLES = {
     "reward_mean": "training reward",
@@ -49,6 +50,26 @@ def _curves(axis: Any, key: str, runs: dict[str, dict[str, Any]], colors: dict[s
     axis.grid(alpha=0.3)
     if axis.lines:
         axis.legend(fontsize=7)
+
+
+def _against_time(axis: Any, key: str, runs: dict[str, dict[str, Any]], colors: dict[str, str]) -> None:
+    window = WINDOW if key in SMOOTHED else 1
+    for name, by_seed in runs.items():
+        minutes, mean, std = curve_against_minutes(
+            {int(s): v for s, v in by_seed.items()}, key, window=window
+        )
+        if minutes.size == 0:
+            continue
+        axis.plot(minutes, mean, color=colors.get(name), linewidth=1.6, label=name)
+        axis.fill_between(minutes, mean - std, mean + std, color=colors.get(name), alpha=0.12)
+    smoothed = f" (moving average {WINDOW} steps)" if window > 1 else ""
+    axis.set_title(f"{TITLES[key]} against wall time{smoothed}", fontsize=9)
+    axis.set_xlabel("wall minutes (the run's own clock, warm-up included)")
+    axis.grid(alpha=0.3)
+    if axis.lines:
+        axis.legend(fontsize=7)
+    else:
+        axis.text(0.5, 0.5, "no wall time recorded", ha="center", va="center", fontsize=8)
 
 
 def _fractions(axis: Any, fractions: dict[str, dict[str, float]], colors: dict[str, str]) -> None:
@@ -107,18 +128,20 @@ def write_png(
     contexts: dict[str, str],
     png: Path,
 ) -> None:
-    """The six panels of the module docstring; ``runs[variant][seed]`` are run summaries."""
+    """The eight panels of the module docstring; ``runs[variant][seed]`` are run summaries."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(2, 3, figsize=(16, 7.5), squeeze=False)
+    figure, axes = plt.subplots(2, 4, figsize=(21, 7.5), squeeze=False)
     colors = {name: f"C{i}" for i, name in enumerate(variants)}  # one colour per variant everywhere
-    for axis, key in zip(axes.flat, TITLES, strict=False):
+    for axis, key in zip((axes[0, 0], axes[0, 1], axes[1, 0], axes[1, 1]), TITLES, strict=True):
         _curves(axis, key, runs, colors)
-    _fractions(axes[1, 1], fractions, colors)
-    _against_updates(axes[1, 2], fractions, updates, contexts)
+    _against_time(axes[0, 2], "reward_mean", runs, colors)
+    _against_time(axes[0, 3], "eval_success", runs, colors)
+    _fractions(axes[1, 2], fractions, colors)
+    _against_updates(axes[1, 3], fractions, updates, contexts)
     figure.suptitle(title)
     figure.tight_layout()
     figure.savefig(png, dpi=90)

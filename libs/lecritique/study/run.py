@@ -137,7 +137,7 @@ def run_study(
     elif api is None:
         runs = with_built_policies(runs)
         run_pretrain(study, study_path.resolve().parent, runs, out, console, quick=quick)
-        run_all(runs, out, console)
+        run_all(runs, out, console, pools=study.pools)
     else:
         from lecritique.client import LecritiqueClient
 

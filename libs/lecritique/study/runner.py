@@ -70,7 +70,11 @@ def last_step(folder: Path) -> int:
 
 
 def is_finished(folder: Path, spec: ExperimentSpec) -> bool:
-    return last_step(folder) >= spec.orchestrator.steps
+    """All its steps are in the metrics, or its wall-time budget (``orchestrator.max_seconds``) ended it."""
+    from lecritique.launch.local.launcher import finished_step
+
+    steps = spec.orchestrator.steps
+    return last_step(folder) >= steps or finished_step(folder, steps) is not None
 
 
 def _summary(row: dict[str, Any]) -> str:
@@ -127,11 +131,13 @@ class StudyProgress:
         self.progress.update(self.overall, completed=self.base)
 
 
-def run_local(spec: ExperimentSpec, folder: Path, on_row: OnRow) -> None:
-    """One experiment through :class:`LocalLauncher` (what ``lecritique run`` does), to the end."""
+def run_local(spec: ExperimentSpec, folder: Path, on_row: OnRow, *, pools: bool = False) -> None:
+    """One experiment through :class:`LocalLauncher` (what ``lecritique run`` does), to the end;
+    ``pools``: the policy path and the value plane on two halves of the cores (``--pools``)."""
     from lecritique.launch.local.launcher import LocalLauncher
+    from lecritique.launch.local.pools import CorePools
 
-    launcher = LocalLauncher(spec, folder)
+    launcher = LocalLauncher(spec, folder, core_pools=CorePools.halves() if pools else None)
 
     def on_step(row: dict[str, Any]) -> None:
         keep_scoring_critic(folder, int(row.get("value_version", -1)))
@@ -182,8 +188,10 @@ def run_all(
     console: Console,
     *,
     client: Any = None,
+    pools: bool = False,
 ) -> None:
-    """Run every unfinished run of ``runs`` under one progress display."""
+    """Run every unfinished run of ``runs`` under one progress display (``pools``: locally, with
+    two emulated node pools)."""
     with StudyProgress(runs, console) as progress:
         for run in runs:
             folder = run_dir(out, run)
@@ -195,7 +203,7 @@ def run_all(
             else:
                 on_row = progress.start(run, last_step(folder))
                 if client is None:
-                    run_local(run.spec, folder, on_row)
+                    run_local(run.spec, folder, on_row, pools=pools)
                 else:
                     run_over_api(run.spec, folder, on_row, client)
             progress.finish(run)

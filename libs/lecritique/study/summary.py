@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-SERIES = ("reward_mean", "eval_success", "value_explained_variance", "tether_rho")
-"""Per-step metrics kept per run (study.json) and drawn per variant (study.png)."""
+SERIES = ("reward_mean", "eval_success", "value_explained_variance", "tether_rho", "seconds")
+"""Per-step metrics kept per run (study.json) and drawn per variant (study.png); ``seconds`` (the
+run's wall time at each step) draws the others against wall time."""
 FIGURES = (
     "final_reward",
     "final_eval_success",
@@ -262,6 +263,40 @@ def aggregate(
         "figures": list(figures),
         "holm_tests": sum(1 for c in cells if math.isfinite(c["p"])),
     }
+
+
+def curve_against_minutes(
+    by_seed: Mapping[int, Mapping[str, Any]], key: str, points: int = 60, window: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Wall minutes, mean and std across seeds of one per-step series against the run's wall time.
+
+    Each seed's series (a trailing moving average of ``window`` steps first) is read at its steps'
+    wall times and interpolated onto one grid of ``points`` minutes, from the latest first point to
+    the earliest last one of the seeds (where every seed has data): arms that step at different
+    paces are compared at equal wall time, not at equal steps."""
+    tracks = []
+    for summary in by_seed.values():
+        by_step = dict(zip(summary["series"][key]["step"], summary["series"][key]["value"], strict=True))
+        timed = summary["series"].get("seconds", {"step": [], "value": []})
+        clock = dict(zip(timed["step"], timed["value"], strict=True))
+        steps = [step for step in sorted(by_step) if step in clock]
+        if len(steps) < 2:
+            continue
+        raw = np.array([by_step[step] for step in steps], dtype=float)
+        if window > 1 and raw.size >= window:
+            raw = np.convolve(
+                np.concatenate([np.full(window - 1, raw[0]), raw]), np.ones(window) / window, "valid"
+            )
+        tracks.append((np.array([clock[step] for step in steps], dtype=float) / 60.0, raw))
+    if not tracks:
+        return np.array([]), np.array([]), np.array([])
+    start, end = max(t[0][0] for t in tracks), min(t[0][-1] for t in tracks)
+    if not end > start:
+        return np.array([]), np.array([]), np.array([])
+    grid = np.linspace(start, end, points)
+    stacked = np.array([np.interp(grid, minutes, track) for minutes, track in tracks])
+    std = stacked.std(axis=0, ddof=1) if len(tracks) > 1 else np.zeros(points)
+    return grid, stacked.mean(axis=0), std
 
 
 def curve(by_seed: Mapping[int, Mapping[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.launch import redis_acl
+from lecritique.launch.local.pools import CorePools, pin_process, pinned_command
 from lecritique.launch.local.processes import (
     ManagedProcess,
     child_environment,
@@ -42,13 +43,17 @@ REPO_ROOT = Path(__file__).resolve().parents[4]
 
 def finished_step(out_dir: Path, steps: int) -> int | None:
     """The step a finished run in ``out_dir`` reached, or None when there is none or it is not done
-    (no checkpoint, a step still pending, or fewer than ``steps`` steps completed)."""
+    (no checkpoint, a step still pending, or fewer than ``steps`` steps completed and its
+    wall-time budget, ``orchestrator.max_seconds``, not spent)."""
     checkpoint = Path(out_dir) / "orchestrator"
     try:
-        completed = int(json.loads((checkpoint / "state.json").read_text())["completed_step"])
+        state = json.loads((checkpoint / "state.json").read_text())
+        completed = int(state["completed_step"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if (checkpoint / "pending.bin").exists() or completed < steps:
+    if (checkpoint / "pending.bin").exists():
+        return None
+    if completed < steps and not state.get("wall_budget_spent", False):
         return None
     return completed
 
@@ -124,8 +129,11 @@ class LocalLauncher:
         *,
         redis_url: str | None = None,
         experiment_id: str | None = None,
+        core_pools: CorePools | None = None,
     ) -> None:
         self.spec = spec
+        self.core_pools = core_pools
+        """Two emulated node pools (None: every process may use every core)."""
         self.out_dir = Path(out_dir).resolve()
         self.experiment_id = experiment_id or spec.name
         self.redis_url = redis_url or os.environ.get("REDIS_URL")
@@ -164,12 +172,16 @@ class LocalLauncher:
         )
         process = ManagedProcess(
             name=name,
-            command=command,
+            command=self._pinned(name, command),
             log_path=self.out_dir / "logs" / f"{name}.log",
             port_file=run_dir / f"{name}.json",
             env={**self.service_environment(service), **(extra_env or {})},
         )
         return self._start_and_keep(process)
+
+    def _pinned(self, name: str, command: list[str]) -> list[str]:
+        """``command`` on its pool's cores when the pools are emulated (restarts reuse the command)."""
+        return command if self.core_pools is None else pinned_command(command, self.core_pools.cores_of(name))
 
     def _start_and_keep(self, process: ManagedProcess) -> ManagedProcess:
         """Start ``process`` and make it one of the services :meth:`stop` reaches, with no stop
@@ -203,6 +215,8 @@ class LocalLauncher:
                 self.redis, self.redis_url = start_locked_redis(
                     self.out_dir / "redis", password=self._redis_password
                 )
+            if self.core_pools is not None:
+                pin_process(self.redis.process.pid, self.core_pools.cores_of("redis"))
         spec = self.spec
         names = ["environment", "policy-trainer"] + (["value-trainer"] if spec.critic is not None else [])
         stage(f"starting {', '.join(names)} (the trainers load the models)")
@@ -249,7 +263,7 @@ class LocalLauncher:
         )
         self.orchestrator = ManagedProcess(
             name="orchestrator",
-            command=command,
+            command=self._pinned("orchestrator", command),
             log_path=self.out_dir / "logs" / "orchestrator.log",
             port_file=self.out_dir / "run" / "orchestrator.json",
             env={**self._child_env(), **(extra_env or {})},
@@ -284,6 +298,8 @@ class LocalLauncher:
         server, _ = start_locked_redis(
             self.out_dir / "redis", port=self.redis.port, password=self._redis_password
         )
+        if self.core_pools is not None:
+            pin_process(server.process.pid, self.core_pools.cores_of("redis"))
         return server
 
     def stop(self) -> None:
