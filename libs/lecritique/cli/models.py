@@ -76,3 +76,31 @@ def tasks_command() -> None:
 
     for name, task in sorted(TINY_TASKS.items()):
         typer.echo(f"{name}: {task.environment} {json.dumps(task.environment_config)}")
+
+
+@app.command("stage")
+def stage_command(
+    source: Annotated[
+        Path, typer.Argument(help="A Hugging Face model folder (config.json, weights, tokenizer).")
+    ],
+    tenant: Annotated[str, typer.Option(help="Tenant whose models folder receives it.")],
+    root: Annotated[
+        Path, typer.Option(help="The weight volume's mount point (the chart mounts it at /weights).")
+    ] = Path("/weights"),
+    name: Annotated[
+        str | None, typer.Option(help="Folder name under models/TENANT (default: SOURCE's).")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Replace a model already staged under that name.")] = False,
+) -> None:
+    """Copy a model folder to ROOT/models/TENANT/NAME, checked (config.json, weight files, shards)
+    and renamed into place at the end, so no pod loads a half-copied model; prints the path a
+    spec's policy.path names."""
+    from lecritique.models.staging import StagingError, stage_model
+
+    try:
+        staged = stage_model(source, root, tenant, name, replace=force)
+    except StagingError as error:
+        typer.secho(f"error: {error}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"staged {staged.files} files ({staged.bytes / 1e6:.1f} MB) at {staged.path}")
+    typer.echo(f"in a spec of tenant {tenant!r}: policy: {{path: {staged.path}}}")
