@@ -31,6 +31,33 @@ api_app = typer.Typer(
 )
 
 
+DevMode = Annotated[
+    bool,
+    typer.Option(
+        "--dev",
+        help="This machine only: start an embedded Redis (as `lecritique run` does), give tenant "
+        "'dev' a token (kept in RUNS_DIR/dev/token, the same at every restart) and model and dataset "
+        "folders (RUNS_DIR/dev/models, RUNS_DIR/dev/datasets), and use the local launcher.",
+    ),
+]
+DevDatasetRoots = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--dataset-root",
+        help="--dev: another folder the dev tenant's dataset paths may lie under (repeatable).",
+    ),
+]
+DevModelRoots = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--model-root", help="--dev: another folder the dev tenant's model paths may lie under (repeatable)."
+    ),
+]
+DevNewToken = Annotated[
+    bool, typer.Option("--new-token", help="--dev: replace the kept token with a new one.")
+]
+
+
 @api_app.command("serve")
 def serve(
     redis_url: Annotated[
@@ -40,32 +67,10 @@ def serve(
             help="Redis for experiment records (--dev: an embedded one).",
         ),
     ] = None,
-    dev: Annotated[
-        bool,
-        typer.Option(
-            "--dev",
-            help="This machine only: start an embedded Redis (as `lecritique run` does), give tenant "
-            "'dev' a token (kept in RUNS_DIR/dev/token, the same at every restart) and model and dataset "
-            "folders (RUNS_DIR/dev/models, RUNS_DIR/dev/datasets), and use the local launcher.",
-        ),
-    ] = False,
-    dataset_root: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--dataset-root",
-            help="--dev: another folder the dev tenant's dataset paths may lie under (repeatable).",
-        ),
-    ] = None,
-    model_root: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--model-root",
-            help="--dev: another folder the dev tenant's model paths may lie under (repeatable).",
-        ),
-    ] = None,
-    new_token: Annotated[
-        bool, typer.Option("--new-token", help="--dev: replace the kept token with a new one.")
-    ] = False,
+    dev: DevMode = False,
+    dataset_root: DevDatasetRoots = None,
+    model_root: DevModelRoots = None,
+    new_token: DevNewToken = False,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(envvar="LECRITIQUE_API_PORT", help="HTTP port.")] = 8000,
     launcher: Annotated[
@@ -94,12 +99,7 @@ def serve(
     policies, body limit, ...) comes from its LECRITIQUE_API_* variable; see docs/deployment.md."""
     import uvicorn
 
-    roots = DevRoots(tuple(dataset_root or ()), tuple(model_root or ()))
-    if not dev and (roots.datasets or roots.models or new_token):
-        raise typer.BadParameter(
-            "--dataset-root, --model-root and --new-token go with --dev; otherwise a tenant's roots are "
-            "datasetRoots / modelRoots in LECRITIQUE_API_TENANT_POLICIES (docs/deployment.md, Tenant policies)"
-        )
+    roots = _dev_options(dev, dataset_root, model_root, new_token)
     redis_url, redis, token = _redis_and_token(
         redis_url, dev, launcher, runs_dir, host, port, roots, new_token
     )
@@ -107,20 +107,39 @@ def serve(
         redis_url, launcher, tokens_file, runs_dir, launcher_defaults, reconcile_seconds, token
     )
     if redis is not None:
-        # --dev: the runs connect as the experiments' user, which sees only lecritique:exp-* keys.
-        variables["LECRITIQUE_API_EXPERIMENT_REDIS_URL"] = redis.experiments_url
-        variables["LECRITIQUE_API_TENANT_POLICIES"] = json.dumps(
-            dev_policies(
-                os.environ.get("LECRITIQUE_API_TENANT_POLICIES") or "{}", roots.with_defaults(runs_dir)
-            )
-        )
-        variables["LECRITIQUE_API_DEV"] = "true"
+        variables.update(_dev_variables(redis, runs_dir, roots))
     os.environ.update(variables)
     try:
         uvicorn.run(API_FACTORY, factory=True, host=host, port=port, log_level=log_level.lower())
     finally:
         if redis is not None:
             redis.stop()
+
+
+def _dev_options(
+    dev: bool, dataset_roots: list[Path] | None, model_roots: list[Path] | None, new_token: bool
+) -> DevRoots:
+    """The --dev roots given; those options without --dev are refused, naming what widens roots then."""
+    roots = DevRoots(tuple(dataset_roots or ()), tuple(model_roots or ()))
+    if not dev and (roots.datasets or roots.models or new_token):
+        raise typer.BadParameter(
+            "--dataset-root, --model-root and --new-token go with --dev; otherwise a tenant's roots are "
+            "datasetRoots / modelRoots in LECRITIQUE_API_TENANT_POLICIES (docs/deployment.md, Tenant policy and quotas)"
+        )
+    return roots
+
+
+def _dev_variables(redis: DevRedis, runs_dir: Path, roots: DevRoots) -> dict[str, str]:
+    """--dev's own service variables: the runs' Redis user, the dev tenant's roots, the dev flag."""
+    policies = dev_policies(
+        os.environ.get("LECRITIQUE_API_TENANT_POLICIES") or "{}", roots.with_defaults(runs_dir)
+    )
+    return {
+        # The runs connect as the experiments' user, which sees only lecritique:exp-* keys.
+        "LECRITIQUE_API_EXPERIMENT_REDIS_URL": redis.experiments_url,
+        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(policies),
+        "LECRITIQUE_API_DEV": "true",
+    }
 
 
 def _redis_and_token(

@@ -96,7 +96,13 @@ def stage_command(
     and renamed into place at the end, so no pod loads a half-copied model; prints the path a
     spec's policy.path names."""
     from lecritique.models.staging import StagingError, stage_model
+    from lecritique.tenancy.tokens import is_tenant_name
 
+    if not is_tenant_name(tenant):
+        raise typer.BadParameter(
+            f"tenant name {tenant[:80]!r} must be 1-63 of a-z 0-9 _ . - (starting alphanumeric)",
+            param_hint="--tenant",
+        )
     try:
         staged = stage_model(source, root, tenant, name, replace=force)
     except StagingError as error:

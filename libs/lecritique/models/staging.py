@@ -18,14 +18,13 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from lecritique.tenancy.tokens import is_tenant_name
-
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 """Files that hold weights, as ``save_pretrained`` writes them."""
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 """Indexes of sharded weights: every file their ``weight_map`` names must be there."""
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-"""A staged model's folder name (one path component)."""
+"""A staged model's folder name, and the tenant's (one path component; the CLI also checks that the
+tenant is a tenant name)."""
 
 
 class StagingError(ValueError):
@@ -73,14 +72,13 @@ def stage_model(
 ) -> StagedModel:
     """Copy the model folder ``source`` to ``<root>/models/<tenant>/<name>`` (``name``: the source
     folder's), checked first and renamed into place; ``replace`` swaps out a model already there."""
-    if not is_tenant_name(tenant):
-        raise StagingError(f"tenant {tenant[:80]!r} must be 1-63 of a-z 0-9 _ . - (starting alphanumeric)")
     source = source.resolve()
     name = name or source.name
-    if not MODEL_NAME.fullmatch(name):
-        raise StagingError(
-            f"model name {name[:80]!r} must be one folder name of A-Z a-z 0-9 . _ - (up to 128)"
-        )
+    for kind, value in (("tenant", tenant), ("model name", name)):
+        if not MODEL_NAME.fullmatch(value):
+            raise StagingError(
+                f"{kind} {value[:80]!r} must be one folder name of A-Z a-z 0-9 . _ - (up to 128)"
+            )
     check_model_folder(source)
     folder = root / "models" / tenant
     target = folder / name
