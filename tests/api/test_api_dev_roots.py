@@ -142,8 +142,8 @@ def _submit_and_cancel(api: DevApi, body: dict[str, Any]) -> httpx.Response:
         return response
 
 
-@pytest.mark.slow(seconds=210)  # a quick policy built, then the API started twice
-@pytest.mark.timeout(600)
+@pytest.mark.slow(seconds=300)  # a quick policy, then the API started twice (390 s loaded)
+@pytest.mark.timeout(900)
 def test_serve_dev_takes_local_files_and_keeps_its_token(tmp_path: Path, restartable: list[DevApi]) -> None:
     first = DevApi(tmp_path)
     restartable.append(first)
