@@ -20,8 +20,10 @@ from lecritique import __version__
 from lecritique.launch.base import ExperimentLauncher
 from lecritique.launch.host_paths import HostPaths
 from lecritique.tenancy.policy import resolve_policy
+from lecritique.tenancy.spec_rules import DEV_ROOTS_WIDENED_BY, ROOTS_WIDENED_BY
 from services.api.auth import TokenRegistry
 from services.api.body import BodySizeLimit
+from services.api.docs_page import install_docs
 from services.api.errors import install_error_handlers
 from services.api.experiments import ExperimentService
 from services.api.openapi import install_openapi
@@ -140,12 +142,16 @@ def create_app(
         models_root=settings.models_root,
         datasets_root=settings.datasets_root,
         pending_grace_seconds=settings.pending_grace_seconds,
+        roots_widened_by=DEV_ROOTS_WIDENED_BY if settings.dev else ROOTS_WIDENED_BY,
     )
     app = FastAPI(
         title="lecritique",
         version=__version__,
         description="Submit, inspect and cancel RL experiments with learned critics (PVF, TETHER, GenAC, LVRL).",
         lifespan=_lifespan(service, settings.reconcile_seconds),
+        # Swagger UI from the installed package (services/api/docs_page.py), not FastAPI's CDN; no ReDoc.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.service, app.state.tokens, app.state.settings, app.state.redis = (
         service,
@@ -161,6 +167,7 @@ def create_app(
     app.include_router(reports.router)
     app.include_router(health.router)
     install_openapi(app)
+    install_docs(app)
     return app
 
 

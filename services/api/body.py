@@ -1,21 +1,31 @@
-"""Request bodies: size-limited reading and strict, depth-limited JSON parsing.
+"""Request bodies: size-limited reading and strict, depth-limited JSON or YAML parsing.
 
 Every malformed body is a 422 naming ``body``: invalid UTF-8, invalid JSON, the non-standard
 constants ``NaN`` and ``Infinity`` that Python's parser would accept, integers of thousands of
 digits, and nesting deeper than :data:`MAX_DEPTH` (a spec is a few levels deep; a 1,000-deep
 document would otherwise exhaust the interpreter's recursion limit somewhere downstream).
+
+A YAML body (``Content-Type`` in :data:`YAML_TYPES`) is read as ``lecritique run`` reads a spec file
+(``yaml.safe_load``), with what JSON could not express refused too: aliases (``*name``, which
+also make "billion laughs" bodies), several documents, keys that are not strings, ``.nan`` /
+``.inf`` and values of other types (a date, binary); the message gives the line and column.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+import yaml
 
 from services.api.errors import BodyTooLarge
 from services.api.experiments import FieldError, InvalidSpec
 
 MAX_DEPTH = 32
+YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
+"""Content types read as YAML; any other body is read as JSON."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -24,8 +34,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def _invalid(message: str) -> InvalidSpec:
-    return InvalidSpec([FieldError("body", message, "json_invalid")])
+def _invalid(message: str, kind: str = "json_invalid") -> InvalidSpec:
+    return InvalidSpec([FieldError("body", message, kind)])
 
 
 def _refuse_constant(name: str) -> Any:
@@ -64,6 +74,73 @@ def parse_json(raw: bytes) -> Any:
     if _depth(data) > MAX_DEPTH:
         raise _invalid(f"the JSON document is nested more than {MAX_DEPTH} levels deep")
     return data
+
+
+def is_yaml(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` header names YAML (parameters such as ``charset`` aside)."""
+    return (content_type or "").split(";", 1)[0].strip().lower() in YAML_TYPES
+
+
+class _JsonLikeYamlLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses aliases (each would be expanded wherever it is used)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.MarkedYAMLError(
+                problem="aliases (*name) and merge keys are not accepted in a request body; write the values out",
+                problem_mark=mark,
+            )
+        return super().compose_node(parent, index)
+
+
+def _json_like(value: Any) -> str | None:
+    """What in ``value`` JSON could not hold (a non-string key, NaN, a date, ...), or None."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        current, where = stack.pop()
+        here = where or "the document"
+        if isinstance(current, dict):
+            for key, item in current.items():
+                if not isinstance(key, str):
+                    return f"key {key!r} at {here} is not a string: quote it"
+                stack.append((item, f"{where}.{key}" if where else key))
+        elif isinstance(current, list):
+            stack.extend((item, f"{where}.{index}") for index, item in enumerate(current))
+        elif isinstance(current, float) and not math.isfinite(current):
+            return f"{here}: {current} is not a number JSON can hold"
+        elif current is not None and not isinstance(current, str | int | float | bool):
+            return f"{here}: a {type(current).__name__} value; quote it to make it a string"
+    return None
+
+
+def parse_yaml(raw: bytes) -> Any:
+    """The YAML document in ``raw``, as the JSON data it stands for; raises :class:`InvalidSpec` (422)."""
+    if not raw.strip():
+        raise _invalid("the request body is empty; send the experiment spec as YAML", "yaml_invalid")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _invalid("the request body is not UTF-8", "yaml_invalid") from None
+    try:
+        data = yaml.load(text, Loader=_JsonLikeYamlLoader)  # a SafeLoader: plain data only
+    except RecursionError:
+        raise _invalid(
+            f"the YAML document is nested more than {MAX_DEPTH} levels deep", "yaml_invalid"
+        ) from None
+    except yaml.YAMLError as error:
+        raise _invalid(f"the request body is not valid YAML: {str(error)[:300]}", "yaml_invalid") from None
+    if _depth(data) > MAX_DEPTH:
+        raise _invalid(f"the YAML document is nested more than {MAX_DEPTH} levels deep", "yaml_invalid")
+    problem = _json_like(data)
+    if problem is not None:
+        raise _invalid(f"the YAML document holds what a spec cannot: {problem}", "yaml_invalid")
+    return data
+
+
+def parse_body(raw: bytes, content_type: str | None) -> Any:
+    """A request body as YAML when its content type says so, else as JSON."""
+    return parse_yaml(raw) if is_yaml(content_type) else parse_json(raw)
 
 
 class BodySizeLimit:

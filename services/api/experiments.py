@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from lecritique.launch.base import ExperimentLauncher, Observation, OutsideRoots
 from lecritique.tenancy.placement_rules import placement_violations
 from lecritique.tenancy.policy import Violation, resolve_policy
 from lecritique.tenancy.quotas import resource_violations
-from lecritique.tenancy.spec_rules import spec_violations, tenant_dataset_roots
+from lecritique.tenancy.spec_rules import ROOTS_WIDENED_BY, spec_violations, tenant_dataset_roots
 from services.api.records import ExperimentRecord, RecordStore, fingerprint
 
 logger = logging.getLogger(__name__)
@@ -119,8 +120,10 @@ class ExperimentService:
         models_root: str = "/weights/models",
         datasets_root: str = "/weights/datasets",
         pending_grace_seconds: float = 60.0,
+        roots_widened_by: Mapping[str, str] = ROOTS_WIDENED_BY,
     ) -> None:
         self.pending_grace_seconds = pending_grace_seconds
+        self.roots_widened_by = roots_widened_by
         self.store = store
         self.launcher = launcher
         self.policies = policies or {}
@@ -186,6 +189,7 @@ class ExperimentService:
                 models_root=self.models_root,
                 datasets_root=self.datasets_root,
                 secrets_are=self.launcher.secrets_are,
+                roots_widened_by=self.roots_widened_by,
             )
         )
         submission = Submission(
@@ -198,7 +202,10 @@ class ExperimentService:
         try:
             usage = self.launcher.check(submission)
         except OutsideRoots as error:
-            raise PolicyDenied([_spec_error_field(error)]) from None
+            found = _spec_error_field(error)
+            widened = self.roots_widened_by.get(error.rule)
+            message = f"{found.message}; {widened}" if widened else found.message
+            raise PolicyDenied([FieldError(found.field, message, found.type)]) from None
         except SpecError as error:
             raise InvalidSpec([_spec_error_field(error)]) from None
         placement = spec.model_dump(mode="json")["placement"]

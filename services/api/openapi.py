@@ -92,7 +92,8 @@ def submit_request_body() -> dict[str, Any]:
     return {
         "requestBody": {
             "required": True,
-            "description": "The experiment spec (the same document `lecritique run` reads as YAML).",
+            "description": "The experiment spec (the same document `lecritique run` reads), as JSON or "
+            "as YAML (application/yaml, application/x-yaml, text/yaml).",
             "content": {
                 "application/json": {
                     "schema": {"$ref": "#/components/schemas/ExperimentSpec"},
@@ -102,7 +103,8 @@ def submit_request_body() -> dict[str, Any]:
                             "value": EXAMPLE_SPEC,
                         }
                     },
-                }
+                },
+                "application/yaml": {"schema": {"$ref": "#/components/schemas/ExperimentSpec"}},
             },
         }
     }

@@ -34,6 +34,9 @@ class ApiSettings(BaseModel):
     """Each tenant may use models under ``<models_root>/<tenant>`` (plus its policy's ``model_roots``)."""
     datasets_root: str = "/weights/datasets"
     """Each tenant may read datasets under ``<datasets_root>/<tenant>`` (plus its policy's ``dataset_roots``)."""
+    dev: bool = False
+    """Set by ``lecritique api serve --dev``: a model or dataset path outside the tenant's roots is
+    refused naming that command's ``--model-root`` / ``--dataset-root`` flags, not the tenant policy."""
     max_body_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
     """Largest request body accepted; larger ones get 413."""
     runs_dir: Path = Path("runs")

@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.slow(seconds=60), pytest.mark.timeout(420)]
 class DevApi:
     """``lecritique api serve --dev`` on a free port, its token read from what it prints."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, *options: str) -> None:
         self.port = free_port()
         self.runs = tmp_path / "runs"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LECRITIQUE_API", "REDIS_URL"))}
@@ -46,7 +46,7 @@ class DevApi:
         )
         self.log = (tmp_path / "api.log").open("w+")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lecritique", "api", "serve", "--dev", "--port", str(self.port)],
+            [sys.executable, "-m", "lecritique", "api", "serve", "--dev", "--port", str(self.port), *options],
             env=env,
             cwd=ROOT,
             stdout=self.log,

@@ -44,8 +44,22 @@ def test_the_default_images_are_the_published_names_at_the_chart_version() -> No
 def test_one_global_setting_moves_both_images_to_another_registry_and_tag() -> None:
     images = _images({"global": {"image": {"registry": "registry.example.com:5000/ml/", "tag": "2026.12.1"}}})
     assert images.pop("api") == "registry.example.com:5000/ml/api:2026.12.1"
-    assert images.pop("redis") == "docker.io/library/redis:7.4.2-bookworm"  # not a lecritique image
+    # Redis too, under its own tag (issue #41: it came from docker.io whatever the registry said).
+    assert images.pop("redis") == "registry.example.com:5000/ml/redis:7.4.2-bookworm"
     assert set(images.values()) == {"registry.example.com:5000/ml/services:2026.12.1"}
+
+
+def test_redis_names_its_own_repository_when_set_and_docker_hub_under_the_default_registry() -> None:
+    mirrored = {"global": {"image": {"registry": "registry.example.com/ml"}}}
+    own = _images(
+        {**mirrored, "redis": {"image": {"repository": "mirror.example.com/redis", "tag": "7.4.3"}}}
+    )
+    assert own["redis"] == "mirror.example.com/redis:7.4.3"
+    digest = "sha256:" + "cd" * 32
+    pinned = _images({**mirrored, "redis": {"image": {"digest": digest}}})
+    assert pinned["redis"] == f"registry.example.com/ml/redis@{digest}"
+    default = _images({"global": {"image": {"registry": "ghcr.io/lecritique/", "tag": "1.0"}}})
+    assert default["redis"] == "docker.io/library/redis:7.4.2-bookworm"
 
 
 def test_a_component_still_overrides_its_repository_tag_or_digest() -> None:

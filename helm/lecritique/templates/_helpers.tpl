@@ -73,6 +73,24 @@ name their own repository. A digest overrides the tag. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* Redis's image: redis.image.repository when set; empty, REGISTRY/redis once global.image.registry names a
+registry of your own (one that mirrors Redis, as an air-gapped cluster needs), else Docker Hub's
+docker.io/library/redis (the chart's default registry publishes only the lecritique images). The tag is Redis's own. */}}
+{{- define "lecritique.redisImage" -}}
+{{- $image := .Values.redis.image -}}
+{{- $repository := $image.repository -}}
+{{- if not $repository -}}
+{{- $global := (.Values.global | default dict).image | default dict -}}
+{{- $registry := trimSuffix "/" (toString ($global.registry | default "")) -}}
+{{- $repository = "docker.io/library/redis" -}}
+{{- if and $registry (ne $registry (include "lecritique.publishedRegistry" .)) -}}
+{{- $repository = printf "%s/redis" $registry -}}
+{{- end -}}
+{{- end -}}
+{{- include "lecritique.image" (dict "image" (merge (dict "repository" $repository) (omit $image "repository")) "field" "redis.image" "root" .) -}}
+{{- end -}}
+{{- define "lecritique.publishedRegistry" -}}ghcr.io/lecritique{{- end -}}
+
 {{- define "lecritique.redisName" -}}{{ include "lecritique.fullname" . }}-redis{{- end -}}
 {{/* Namespace-relative, so that the same URL works after kustomize moves the objects. */}}
 {{- define "lecritique.redisUrl" -}}redis://{{ include "lecritique.redisName" . }}:6379/0{{- end -}}

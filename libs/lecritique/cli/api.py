@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,6 +31,33 @@ api_app = typer.Typer(
 )
 
 
+DevMode = Annotated[
+    bool,
+    typer.Option(
+        "--dev",
+        help="This machine only: start an embedded Redis (as `lecritique run` does), give tenant "
+        "'dev' a token (kept in RUNS_DIR/dev/token, the same at every restart) and model and dataset "
+        "folders (RUNS_DIR/dev/models, RUNS_DIR/dev/datasets), and use the local launcher.",
+    ),
+]
+DevDatasetRoots = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--dataset-root",
+        help="--dev: another folder the dev tenant's dataset paths may lie under (repeatable).",
+    ),
+]
+DevModelRoots = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--model-root", help="--dev: another folder the dev tenant's model paths may lie under (repeatable)."
+    ),
+]
+DevNewToken = Annotated[
+    bool, typer.Option("--new-token", help="--dev: replace the kept token with a new one.")
+]
+
+
 @api_app.command("serve")
 def serve(
     redis_url: Annotated[
@@ -39,14 +67,10 @@ def serve(
             help="Redis for experiment records (--dev: an embedded one).",
         ),
     ] = None,
-    dev: Annotated[
-        bool,
-        typer.Option(
-            "--dev",
-            help="This machine only: start an embedded Redis (as `lecritique run` does), make a token "
-            "for tenant 'dev' (printed once) and use the local launcher.",
-        ),
-    ] = False,
+    dev: DevMode = False,
+    dataset_root: DevDatasetRoots = None,
+    model_root: DevModelRoots = None,
+    new_token: DevNewToken = False,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(envvar="LECRITIQUE_API_PORT", help="HTTP port.")] = 8000,
     launcher: Annotated[
@@ -75,13 +99,15 @@ def serve(
     policies, body limit, ...) comes from its LECRITIQUE_API_* variable; see docs/deployment.md."""
     import uvicorn
 
-    redis_url, redis, token = _redis_and_token(redis_url, dev, launcher, runs_dir, host, port)
+    roots = _dev_options(dev, dataset_root, model_root, new_token)
+    redis_url, redis, token = _redis_and_token(
+        redis_url, dev, launcher, runs_dir, host, port, roots, new_token
+    )
     variables = _service_variables(
         redis_url, launcher, tokens_file, runs_dir, launcher_defaults, reconcile_seconds, token
     )
     if redis is not None:
-        # --dev: the runs connect as the experiments' user, which sees only lecritique:exp-* keys.
-        variables["LECRITIQUE_API_EXPERIMENT_REDIS_URL"] = redis.experiments_url
+        variables.update(_dev_variables(redis, runs_dir, roots))
     os.environ.update(variables)
     try:
         uvicorn.run(API_FACTORY, factory=True, host=host, port=port, log_level=log_level.lower())
@@ -90,8 +116,41 @@ def serve(
             redis.stop()
 
 
+def _dev_options(
+    dev: bool, dataset_roots: list[Path] | None, model_roots: list[Path] | None, new_token: bool
+) -> DevRoots:
+    """The --dev roots given; those options without --dev are refused, naming what widens roots then."""
+    roots = DevRoots(tuple(dataset_roots or ()), tuple(model_roots or ()))
+    if not dev and (roots.datasets or roots.models or new_token):
+        raise typer.BadParameter(
+            "--dataset-root, --model-root and --new-token go with --dev; otherwise a tenant's roots are "
+            "datasetRoots / modelRoots in LECRITIQUE_API_TENANT_POLICIES (docs/deployment.md, Tenant policy and quotas)"
+        )
+    return roots
+
+
+def _dev_variables(redis: DevRedis, runs_dir: Path, roots: DevRoots) -> dict[str, str]:
+    """--dev's own service variables: the runs' Redis user, the dev tenant's roots, the dev flag."""
+    policies = dev_policies(
+        os.environ.get("LECRITIQUE_API_TENANT_POLICIES") or "{}", roots.with_defaults(runs_dir)
+    )
+    return {
+        # The runs connect as the experiments' user, which sees only lecritique:exp-* keys.
+        "LECRITIQUE_API_EXPERIMENT_REDIS_URL": redis.experiments_url,
+        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(policies),
+        "LECRITIQUE_API_DEV": "true",
+    }
+
+
 def _redis_and_token(
-    redis_url: str | None, dev: bool, launcher: str, runs_dir: Path, host: str, port: int
+    redis_url: str | None,
+    dev: bool,
+    launcher: str,
+    runs_dir: Path,
+    host: str,
+    port: int,
+    roots: DevRoots,
+    new_token: bool,
 ) -> tuple[str, DevRedis | None, str | None]:
     """The API's Redis URL, the embedded server to stop (--dev) and the dev tenant's token (--dev);
     a bad launcher, or no Redis without --dev, is refused with the reason."""
@@ -100,7 +159,7 @@ def _redis_and_token(
     if dev:
         if launcher != "local":
             raise typer.BadParameter("--dev runs experiments on this machine: it needs --launcher local")
-        return _dev_setup(runs_dir, host, port)
+        return _dev_setup(runs_dir, host, port, roots, new_token)
     if not redis_url:
         typer.secho(
             "error: the API needs a Redis: give --redis-url (or LECRITIQUE_API_REDIS_URL), or run "
@@ -139,6 +198,69 @@ def _service_variables(
 
 DEV_TENANT = "dev"
 """The tenant ``serve --dev`` makes a token for."""
+DEV_FOLDER = "dev"
+"""``serve --dev``'s folder under the runs directory: the token file, the default model and dataset roots."""
+
+
+@dataclass(frozen=True)
+class DevRoots:
+    """The dev tenant's dataset and model roots (absolute, normalised; symbolic links kept as written,
+    since a spec names paths as the user types them and the launcher resolves both sides)."""
+
+    datasets: tuple[Path, ...]
+    models: tuple[Path, ...]
+
+    def with_defaults(self, runs_dir: Path) -> DevRoots:
+        """``<runs>/dev/datasets`` and ``<runs>/dev/models`` first (created), then the flags' folders."""
+        folder = Path(os.path.abspath(runs_dir)) / DEV_FOLDER
+        defaults = (folder / "datasets", folder / "models")
+        for default in defaults:
+            default.mkdir(parents=True, exist_ok=True)
+        return DevRoots(
+            _unique((defaults[0], *(Path(os.path.abspath(p)) for p in self.datasets))),
+            _unique((defaults[1], *(Path(os.path.abspath(p)) for p in self.models))),
+        )
+
+
+def _unique(paths: tuple[Path, ...]) -> tuple[Path, ...]:
+    return tuple(dict.fromkeys(paths))
+
+
+def dev_policies(policies_json: str, roots: DevRoots) -> dict[str, Any]:
+    """The tenant policies of ``LECRITIQUE_API_TENANT_POLICIES`` with the dev tenant's roots added
+    (after any its entry already has, in either key spelling)."""
+    policies: dict[str, Any] = json.loads(policies_json)
+    entry = dict(policies.get(DEV_TENANT, {}))
+    for camel, snake, added in (
+        ("datasetRoots", "dataset_roots", roots.datasets),
+        ("modelRoots", "model_roots", roots.models),
+    ):
+        earlier = [*entry.pop(camel, []), *entry.pop(snake, [])]
+        entry[camel] = list(dict.fromkeys([*earlier, *(str(path) for path in added)]))
+    return {**policies, DEV_TENANT: entry}
+
+
+def dev_token(folder: Path, replace: bool) -> str:
+    """The dev tenant's token, kept in ``<folder>/token`` (0600) so that a restart does not change it;
+    a new one when there is none, or with ``replace``. A token file others may read is refused."""
+    path = folder / "token"
+    folder.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not replace:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            raise typer.BadParameter(
+                f"{path} is readable by others (mode {mode:o}): `chmod 600 {path}`, or --new-token to replace it"
+            )
+        kept = path.read_text().strip()
+        if kept:
+            return kept
+    token = new_token()
+    temporary = folder / f".token.{os.getpid()}"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(token + "\n")
+    os.replace(temporary, path)
+    return token
 
 
 @dataclass(frozen=True)
@@ -154,9 +276,12 @@ class DevRedis:
         self.server.stop()
 
 
-def _dev_setup(runs_dir: Path, host: str, port: int) -> tuple[str, DevRedis, str]:
-    """The embedded Redis (data under the runs folder, so records survive a restart) and a fresh
-    token; prints what a client needs. Returns (the API's Redis URL, the server, token)."""
+def _dev_setup(
+    runs_dir: Path, host: str, port: int, roots: DevRoots, replace_token: bool
+) -> tuple[str, DevRedis, str]:
+    """The embedded Redis (data under the runs folder, so records survive a restart), the kept token
+    and the dev tenant's folders; prints what a client needs. Returns (the API's Redis URL, the
+    server, token)."""
     from lecritique.launch import redis_acl
     from lecritique.redis_connection import start_embedded_redis
 
@@ -168,11 +293,20 @@ def _dev_setup(runs_dir: Path, host: str, port: int) -> tuple[str, DevRedis, str
         redis_acl.user_url(server.url, redis_acl.API_USER, api_password),
         redis_acl.user_url(server.url, redis_acl.EXPERIMENTS_USER, experiments_password),
     )
-    token = new_token()
+    folder = Path(os.path.abspath(runs_dir)) / DEV_FOLDER
+    token = dev_token(folder, replace_token)
+    roots = roots.with_defaults(runs_dir)
     api_url = f"http://{host}:{port}"
     lines = [
         f"lecritique API (dev): {api_url}, local launcher, runs in {runs_dir.resolve()}, embedded Redis (data in {data})",
-        f"token of tenant {DEV_TENANT!r}, printed this once and stored nowhere (a restart makes a new one); in another shell:",
+        f"dataset paths of tenant {DEV_TENANT!r} (environment.path) may lie under: "
+        + ", ".join(str(p) for p in roots.datasets)
+        + " (more: --dataset-root PATH)",
+        f"model paths of tenant {DEV_TENANT!r} (policy.path, ...) may lie under: "
+        + ", ".join(str(p) for p in roots.models)
+        + " (more: --model-root PATH)",
+        f"token of tenant {DEV_TENANT!r}, kept in {folder / 'token'} (the same after a restart; "
+        "--new-token replaces it); in another shell:",
         f"export LECRITIQUE_API_URL={api_url}",
         f"export LECRITIQUE_API_TOKEN={token}",
     ]

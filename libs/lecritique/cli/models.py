@@ -76,3 +76,37 @@ def tasks_command() -> None:
 
     for name, task in sorted(TINY_TASKS.items()):
         typer.echo(f"{name}: {task.environment} {json.dumps(task.environment_config)}")
+
+
+@app.command("stage")
+def stage_command(
+    source: Annotated[
+        Path, typer.Argument(help="A Hugging Face model folder (config.json, weights, tokenizer).")
+    ],
+    tenant: Annotated[str, typer.Option(help="Tenant whose models folder receives it.")],
+    root: Annotated[
+        Path, typer.Option(help="The weight volume's mount point (the chart mounts it at /weights).")
+    ] = Path("/weights"),
+    name: Annotated[
+        str | None, typer.Option(help="Folder name under models/TENANT (default: SOURCE's).")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Replace a model already staged under that name.")] = False,
+) -> None:
+    """Copy a model folder to ROOT/models/TENANT/NAME, checked (config.json, weight files, shards)
+    and renamed into place at the end, so no pod loads a half-copied model; prints the path a
+    spec's policy.path names."""
+    from lecritique.models.staging import StagingError, stage_model
+    from lecritique.tenancy.tokens import is_tenant_name
+
+    if not is_tenant_name(tenant):
+        raise typer.BadParameter(
+            f"tenant name {tenant[:80]!r} must be 1-63 of a-z 0-9 _ . - (starting alphanumeric)",
+            param_hint="--tenant",
+        )
+    try:
+        staged = stage_model(source, root, tenant, name, replace=force)
+    except StagingError as error:
+        typer.secho(f"error: {error}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"staged {staged.files} files ({staged.bytes / 1e6:.1f} MB) at {staged.path}")
+    typer.echo(f"in a spec of tenant {tenant!r}: policy: {{path: {staged.path}}}")

@@ -68,6 +68,11 @@ class OutsideRoots(SpecError):
     """A path of the spec resolves (symbolic links followed) outside what the tenant's policy allows:
     refused like the policy's own checks (403), not as a malformed spec."""
 
+    def __init__(self, message: str, rule: str = "") -> None:
+        super().__init__(message)
+        self.rule = rule
+        """The spec rule of the path (``model_path``, ``dataset_path``)."""
+
 
 class LogNotFound(LookupError):
     """The experiment has no log of that component (yet); the message lists the ones it has."""

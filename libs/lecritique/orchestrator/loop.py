@@ -52,7 +52,7 @@ from lecritique.orchestrator.heldout import held_out_success
 from lecritique.orchestrator.probe import CriticProbe
 from lecritique.orchestrator.redis_retry import retry_redis
 from lecritique.orchestrator.row import StepRow
-from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep
+from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep, wall_budget_spent
 from lecritique.orchestrator.step_batch import batch_row, fresh_trajectories
 from lecritique.orchestrator.telemetry import StepLog, Telemetry
 from lecritique.orchestrator.update_gate import update_gate
@@ -151,7 +151,10 @@ class Orchestrator:
         try:
             while state.completed_step < spec.orchestrator.steps and not self._stop.is_set():
                 state = self._policy_step(state, on_step)
-                if self._wall_budget_spent(state):
+                if wall_budget_spent(state, spec.orchestrator.steps, spec.orchestrator.max_seconds):
+                    logger.info(
+                        "wall-time budget spent after step %d: the run ends here", state.completed_step
+                    )
                     state = replace(state, wall_budget_spent=True)
                     self.checkpoints.save(state)
                     break
@@ -389,22 +392,6 @@ class Orchestrator:
             self.spec.orchestrator.service_down_seconds,
             "replay push",
         )
-
-    def _wall_budget_spent(self, state: OrchestratorState) -> bool:
-        """Whether ``orchestrator.max_seconds`` ends the run after this step (logged once)."""
-        budget = self.spec.orchestrator.max_seconds
-        if budget is None or state.completed_step >= self.spec.orchestrator.steps:
-            return False
-        if state.elapsed_seconds < budget:
-            return False
-        logger.info(
-            "wall-time budget of %.0f s spent after step %d of %d (%.1f s): the run ends here",
-            budget,
-            state.completed_step,
-            self.spec.orchestrator.steps,
-            state.elapsed_seconds,
-        )
-        return True
 
     def _elapsed(self) -> float:
         """Experiment wall time: what earlier orchestrator processes spent plus this one's."""

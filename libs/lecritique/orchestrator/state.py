@@ -56,6 +56,12 @@ class OrchestratorState:
     orchestrator still refuses an evaluator that answers with an older one."""
 
 
+def wall_budget_spent(state: OrchestratorState, steps: int, max_seconds: float | None) -> bool:
+    """Whether ``orchestrator.max_seconds`` ends a run after its last completed step: the step's end
+    is at or past the budget and steps remain (a run that reached its steps simply finished)."""
+    return max_seconds is not None and state.completed_step < steps and state.elapsed_seconds >= max_seconds
+
+
 @dataclass
 class PendingStep:
     step: int

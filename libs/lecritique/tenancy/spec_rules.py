@@ -12,8 +12,9 @@ operator.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -41,6 +42,20 @@ WANDB_SERVER = "https://api.wandb.ai"
 DATASET_ROOTS_ENV = "LECRITIQUE_DATASET_ROOTS"
 """The variable launchers give a run's environment verifier: its tenant's dataset roots, which
 :mod:`lecritique.envs.dataset_files` (``ROOTS_ENV``, the same name) checks where a file is opened."""
+ROOTS_WIDENED_BY: dict[str, str] = {
+    "model_path": "an operator widens them with modelRoots in the tenant's policy "
+    "(LECRITIQUE_API_TENANT_POLICIES, or the chart's api.tenantPolicies)",
+    "dataset_path": "an operator widens them with datasetRoots in the tenant's policy "
+    "(LECRITIQUE_API_TENANT_POLICIES, or the chart's api.tenantPolicies)",
+}
+"""How each kind of root is widened, as a refusal names it (an API the chart or variables configure)."""
+DEV_ROOTS_WIDENED_BY: dict[str, str] = {
+    "model_path": "widen them by restarting with `lecritique api serve --dev --model-root PATH` "
+    "(repeatable), or copy the model under the first one",
+    "dataset_path": "widen them by restarting with `lecritique api serve --dev --dataset-root PATH` "
+    "(repeatable), or copy the file under the first one",
+}
+"""The same for ``lecritique api serve --dev``, whose own flags widen them."""
 RUN_DIR_FOLDER = (
     "folders must be inside the experiment's run directory: a relative path without '..' (e.g. 'tensorboard')"
 )
@@ -73,6 +88,8 @@ class Context:
     model_roots: list[str]
     dataset_roots: list[str]
     secrets_are: Literal["kubernetes", "environment"]
+    roots_widened_by: Mapping[str, str] = dataclass_field(default_factory=lambda: ROOTS_WIDENED_BY)
+    """Rule (``model_path``, ``dataset_path``) -> how its roots are widened, appended to a refusal."""
 
 
 def rule_of(info: FieldInfo) -> str | None:
@@ -122,14 +139,25 @@ def marked_values(model: BaseModel, rule: str) -> list[tuple[str, str]]:
 def _model_path(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
     if value is None or path_under(value, ctx.model_roots):
         return []
-    return [Violation(field, f"model paths must lie under {ctx.model_roots}", "forbidden")]
+    return [
+        Violation(
+            field,
+            f"model paths must lie under {ctx.model_roots}; {ctx.roots_widened_by['model_path']}",
+            "forbidden",
+        )
+    ]
 
 
 def _dataset_path(field: str, value: Any, info: FieldInfo, ctx: Context) -> list[Violation]:
     if path_under(value, ctx.dataset_roots):
         return []
     return [
-        Violation(field, f"dataset paths must be absolute and lie under {ctx.dataset_roots}", "forbidden")
+        Violation(
+            field,
+            f"dataset paths must be absolute and lie under {ctx.dataset_roots}; "
+            f"{ctx.roots_widened_by['dataset_path']}",
+            "forbidden",
+        )
     ]
 
 
@@ -273,15 +301,18 @@ def spec_violations(
     models_root: str,
     datasets_root: str,
     secrets_are: Literal["kubernetes", "environment"],
+    roots_widened_by: Mapping[str, str] = ROOTS_WIDENED_BY,
 ) -> list[Violation]:
     """Everything in a validated spec this tenant may not do: each marked field under its rule, the
-    names its runs take on shared tracker servers, then the quotas."""
+    names its runs take on shared tracker servers, then the quotas (``roots_widened_by``: how a
+    refusal of a model or dataset path says its roots are widened)."""
     ctx = Context(
         tenant,
         policy,
         [posixpath.join(models_root, tenant), *policy.model_roots],
         tenant_dataset_roots(tenant, policy, datasets_root),
         secrets_are,
+        roots_widened_by,
     )
     found: list[Violation] = []
     for field, rule, value, info in marked_fields(spec):

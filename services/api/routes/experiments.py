@@ -12,7 +12,7 @@ from prometheus_client import Counter
 
 from lecritique.launch.host_paths import HostPaths, spec_paths
 from services.api.auth import TokenRegistry
-from services.api.body import parse_json
+from services.api.body import parse_body
 from services.api.errors import Unauthorized, host_paths
 from services.api.experiments import ExperimentService, NotFound
 from services.api.openapi import (
@@ -110,8 +110,9 @@ async def submit(
         ),
     ] = None,
 ) -> ExperimentView:
-    """Validate the experiment spec (JSON) against the spec and the tenant's policy, record it and launch it."""
-    body = parse_json(await request.body())
+    """Validate the experiment spec (JSON, or YAML with ``Content-Type: application/yaml``) against the
+    spec and the tenant's policy, record it and launch it."""
+    body = parse_body(await request.body(), request.headers.get("content-type"))
     record, replayed = await asyncio.to_thread(service.submit, caller, body, idempotency_key)
     if replayed:
         response.headers["Idempotent-Replayed"] = "true"

@@ -82,7 +82,7 @@ class LocalProcessLauncher:
             for field, path in marked_values(submission.spec, rule):
                 if roots and not path_under(os.path.realpath(path), real_roots):
                     raise OutsideRoots(
-                        f"{field}: resolves outside the allowed {rule.split('_')[0]} roots {roots}"
+                        f"{field}: resolves outside the allowed {rule.split('_')[0]} roots {roots}", rule
                     )
         return Usage(gpus=0)
 

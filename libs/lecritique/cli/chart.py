@@ -1,0 +1,105 @@
+"""``lecritique chart render``: the Helm chart rendered without a ``helm`` binary.
+
+Helm's own template engine, through the Python binding of Helm's Go SDK that the chart tests use
+(``helm-python-sdk``, the ``chart`` extra): the same objects ``helm template`` prints, for
+``kubectl apply -f`` or a review, on a machine that has no ``helm``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+chart_app = typer.Typer(
+    name="chart", help="The Helm chart (helm/lecritique) without a helm binary.", no_args_is_help=True
+)
+DEFAULT_CHART = Path("helm/lecritique")
+
+
+def merge_values(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``extra`` over ``base``, mappings merged key by key (as Helm merges ``-f`` files)."""
+    merged = dict(base)
+    for key, value in extra.items():
+        merged[key] = (
+            merge_values(merged[key], value)
+            if isinstance(value, dict) and isinstance(merged.get(key), dict)
+            else value
+        )
+    return merged
+
+
+def set_value(values: dict[str, Any], assignment: str) -> dict[str, Any]:
+    """``values`` with ``a.b.c=VALUE`` applied (VALUE read as a YAML scalar, as ``helm --set`` reads it)."""
+    path, sep, raw = assignment.partition("=")
+    if not sep or not path or any(not part for part in path.split(".")):
+        raise typer.BadParameter(f"{assignment!r} is not KEY.PATH=VALUE", param_hint="--set")
+    nested: Any = yaml.safe_load(raw) if raw else ""
+    for part in reversed(path.split(".")):
+        nested = {part: nested}
+    return merge_values(values, nested)
+
+
+def rendered_documents(templates: dict[str, str]) -> str:
+    """One multi-document YAML stream, each object under a ``# Source:`` line, as ``helm template`` prints."""
+    parts = []
+    for path in sorted(templates):
+        text = templates[path].strip()
+        if not text or path.endswith("NOTES.txt"):
+            continue
+        for document in text.split("\n---"):
+            if document.strip() and document.strip() != "---":
+                parts.append(f"---\n# Source: {path}\n{document.strip().removeprefix('---').strip()}\n")
+    return "".join(parts)
+
+
+@chart_app.command("render")
+def render(
+    values: Annotated[
+        list[Path] | None, typer.Option("--values", "-f", help="A values file (repeatable; later ones win).")
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="KEY.PATH=VALUE over the files (repeatable), as in helm."),
+    ] = None,
+    chart: Annotated[Path, typer.Option(help="The chart folder.")] = DEFAULT_CHART,
+    name: Annotated[str, typer.Option(help="Release name.")] = "lecritique",
+    namespace: Annotated[str, typer.Option(help="Namespace of the objects.")] = "lecritique",
+    out: Annotated[Path | None, typer.Option(help="Write the objects here (default: stdout).")] = None,
+) -> None:
+    """Render the chart with Helm's engine (what `helm template NAME CHART -n NAMESPACE -f FILE` prints)."""
+    try:
+        from helm_python import Chart
+    except ImportError:
+        typer.secho(
+            "error: rendering needs Helm's Python binding: pip install 'lecritique[chart]' (helm-python-sdk)",
+            fg="red",
+            err=True,
+        )
+        raise typer.Exit(2) from None
+    merged: dict[str, Any] = {}
+    for path in values or ():
+        loaded = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise typer.BadParameter(f"{path} is not a mapping of values", param_hint="--values")
+        merged = merge_values(merged, loaded)
+    for assignment in set_ or ():
+        merged = set_value(merged, assignment)
+    if not (chart / "Chart.yaml").is_file():
+        raise typer.BadParameter(f"{chart} has no Chart.yaml (run from the repository root, or give --chart)")
+    loaded_chart = Chart.load(str(chart))
+    try:
+        templates = dict(loaded_chart.render(merged, name=name, namespace=namespace))
+    except Exception as error:  # Helm's failures (a `required` value, the schema) come back as one message
+        typer.secho(f"error: {error}", fg="red", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        loaded_chart.close()
+    stream = rendered_documents(templates)
+    if out is None:
+        typer.echo(stream, nl=False)
+    else:
+        out.write_text(stream)
+        typer.echo(f"{stream.count('# Source:')} objects written to {out}", err=True)
