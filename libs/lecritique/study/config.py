@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
 from lecritique.config.experiment import ExperimentSpec, SpecError, _format, parse_spec
+from lecritique.config.probe import FixedPolicyProbe
 from lecritique.pretrain.config import PretrainConfig
 from lecritique.study.arms import MEAN_ARM, estimator_name, missing_rloo, quick_comparisons
 from lecritique.study.summary import COMPARABLE, COMPARED
@@ -34,19 +35,16 @@ class VariantSpec(SpecModel):
     """What this variant is, in words (shown in study.md)."""
 
 
-class CeilingSpec(SpecModel):
-    """The oracle-ceiling probe on each critic variant's final policy and critic (``critic-eval``)."""
+class CeilingSpec(FixedPolicyProbe):
+    """The oracle-ceiling probe on each critic variant's final policy and critic (``critic-eval``):
+    ``tasks``, ``group_size``, ``states``, ``continuations`` as :class:`FixedPolicyProbe` (defaults:
+    the ``ceiling`` row of :mod:`lecritique.config.probe`), on held-out (eval split) tasks, with
+    states at every token position (prompt end and inside responses)."""
+
+    probe_context = "ceiling"
 
     enabled: bool = True
     """Measure it after the runs (critic variants only)."""
-    tasks: int = Field(default=32, ge=1)
-    """Held-out (eval split) tasks the states come from."""
-    group_size: int = Field(default=2, ge=1)
-    """Episodes of the final policy per task."""
-    states: int = Field(default=128, ge=2)
-    """States sampled at token positions (prompt end and inside responses)."""
-    continuations: int = Field(default=16, ge=2)
-    """K: Monte-Carlo continuations per state (K >= 2 for the unbiased within-state variance)."""
     position_edges: list[int] = Field(default_factory=lambda: [1, 3])
     """Response-position bucket edges: [1, 3] gives t = 0 (prompt), 1-2, 3+."""
     seeds: list[int] | None = None
