@@ -145,7 +145,7 @@ def test_the_defaults_table_is_the_docstring_the_models_and_the_docs():
 
     assert _documented_table() == PROBE_DEFAULTS
     models = {"critic_probe": CriticProbeSpec, "ceiling": CeilingSpec, "critic-eval": CriticEvalSpec}
-    assert set(models) == set(PROBE_DEFAULTS)
+    assert set(models) == set(PROBE_DEFAULTS) - {"study --quick"}
     for context, model in models.items():
         assert model.probe_context == context
         fields = set(model.model_fields) & {"tasks", "group_size", "states", "continuations"}
@@ -162,7 +162,9 @@ def test_a_context_default_leaves_the_shared_model_and_its_siblings_alone():
     from lecritique.config.probe import CriticProbeSpec, FixedPolicyProbe, MonteCarloProbe
     from lecritique.study.config import CeilingSpec
 
-    assert (MonteCarloProbe().states, FixedPolicyProbe().states) == (64, 64)
+    # The shared models have no defaults of their own: the table's are the only ones.
+    for shared in (MonteCarloProbe, FixedPolicyProbe):
+        assert all(field.is_required() for field in shared.model_fields.values()), shared
     assert (CriticProbeSpec().states, CeilingSpec().states) == (32, 128)
     assert CeilingSpec(states=40).states == 40
     assert CeilingSpec.model_json_schema()["properties"]["states"]["default"] == 128
@@ -202,3 +204,17 @@ def test_the_ceiling_arithmetic_has_one_home_and_it_stays_light():
         env={"PYTHONPATH": str(LIBS.parent)},
     )
     assert light.stdout.strip() == "False"
+
+
+def test_the_quick_studys_ceiling_takes_the_tables_row():
+    from lecritique.config.probe import PROBE_DEFAULTS
+    from lecritique.study.config import QuickProfile, apply_quick, load_study_spec
+
+    row = PROBE_DEFAULTS["study --quick"]
+    assert (QuickProfile().ceiling_states, QuickProfile().ceiling_continuations) == (
+        row["states"],
+        row["continuations"],
+    )
+    study = load_study_spec(LIBS.parents[1] / "examples" / "studies" / "arithmetic.yaml")
+    quick = apply_quick(study, LIBS.parents[1] / "examples" / "studies").ceiling
+    assert quick.probe_settings() == {**row, "group_size": study.ceiling.group_size}

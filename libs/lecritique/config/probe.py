@@ -12,6 +12,7 @@ and each takes its defaults from this table, the one place they are chosen:
 | ``critic_probe`` (``CriticProbeSpec``) | -     | -          | 32     | 8             |
 | ``ceiling`` (the study's ``CeilingSpec``) | 32 | 2         | 128    | 16            |
 | ``critic-eval`` (``CriticEvalSpec``) | 16    | 4          | 64     | 32            |
+| ``study --quick`` (the study's ``QuickProfile``) | 4 | -     | 8      | 4             |
 
 Why: the in-run probe is paid in policy time at every ``critic_probe.every`` steps, so it is the
 smallest; the study's ceiling runs once per probed seed after the runs and needs many states for
@@ -20,7 +21,8 @@ its per-position buckets; critic-eval spends its continuations on values and the
 The in-run probe has no ``tasks`` or ``group_size``: it plays groups of the run's own
 ``rollout.group_size`` (so a group-context critic sees groups as in the run) on
 ceil(states / group_size) eval-split tasks. ``lecritique study --quick`` replaces the ceiling's
-with tasks 4, ``quick.ceiling_states`` (8) and ``quick.ceiling_continuations`` (4).
+tasks, states and continuations (``quick.ceiling_states``, ``quick.ceiling_continuations``) and
+keeps its group size.
 ``tests/architecture/test_said_once.py`` checks this table against the models and that no other
 model declares the fields.
 """
@@ -38,6 +40,7 @@ PROBE_DEFAULTS: dict[str, dict[str, int]] = {
     "critic_probe": {"states": 32, "continuations": 8},
     "ceiling": {"tasks": 32, "group_size": 2, "states": 128, "continuations": 16},
     "critic-eval": {"tasks": 16, "group_size": 4, "states": 64, "continuations": 32},
+    "study --quick": {"tasks": 4, "states": 8, "continuations": 4},
 }
 """Each context's probe defaults (the module docstring's table)."""
 
@@ -46,23 +49,23 @@ class MonteCarloProbe(SpecModel):
     """States of a policy, each continued ``continuations`` times by the same policy.
 
     A subclass names its row of :data:`PROBE_DEFAULTS` in ``probe_context``; its fields take
-    their defaults from there."""
+    their defaults from there, the only ones they have (without a row, every field is required)."""
 
     probe_context: ClassVar[str | None] = None
-    """The row of :data:`PROBE_DEFAULTS` this model's defaults come from (None: this class's own)."""
+    """The row of :data:`PROBE_DEFAULTS` this model's defaults come from (None: no defaults)."""
 
-    states: int = Field(default=64, ge=2, le=100_000)
+    states: int = Field(ge=2, le=100_000)
     """States probed: cut from the probe's episodes (>= 2: a ceiling is a variance over states)."""
-    continuations: int = Field(default=16, ge=2, le=4_096)
+    continuations: int = Field(ge=2, le=4_096)
     """K: Monte-Carlo continuations of the policy from each state (K >= 2 for the unbiased
     within-state variance); their mean return is the state's true value."""
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        defaults = PROBE_DEFAULTS.get(cls.probe_context or "")
-        if defaults is None:
+        if cls.probe_context is None:
             return
+        defaults = PROBE_DEFAULTS[cls.probe_context]
         fields = dict(cls.__pydantic_fields__)
         for name, value in defaults.items():
             # A copy: the parent's field keeps its own default.
@@ -81,9 +84,9 @@ class FixedPolicyProbe(MonteCarloProbe):
     """A probe of a fixed policy checkpoint: it plays its own episodes, ``group_size`` on each of
     ``tasks`` tasks, and cuts its states from them."""
 
-    tasks: int = Field(default=16, ge=1)
+    tasks: int = Field(ge=1)
     """Tasks the probe's episodes are played on."""
-    group_size: int = Field(default=4, ge=1)
+    group_size: int = Field(ge=1)
     """Episodes per task (the group peers a group-context critic sees)."""
 
 
