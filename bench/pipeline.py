@@ -130,7 +130,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
         "train": statistics.mean(row["train_seconds"] for row in measured),
         "batch_wait": statistics.mean(row["batch_wait_seconds"] for row in measured),
         "rollout": statistics.mean(row["rollout_seconds"] for row in measured),
-        "updates": statistics.mean(row.get("critic_updates_per_step") or 0 for row in measured),
+        "updates": statistics.mean(row.get("critic_updates_done") or 0 for row in measured),
     }
 
 

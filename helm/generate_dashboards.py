@@ -129,8 +129,8 @@ def critic_dashboard() -> dict[str, Any]:
             (f"sum by (experiment) (rate(lecritique_value_updates_total{{{EXP}}}[$__rate_interval]))", "{{experiment}}"),
         ], unit="ops", width=8),
         _panel("Critic updates per policy step", [
-            (f"max by (experiment) (lecritique_critic_updates_per_step{{{EXP}}})", "{{experiment}}"),
-        ], unit="none", description="Updates between the critic versions that scored consecutive policy batches "
+            (f"max by (experiment) (lecritique_critic_updates_done{{{EXP}}})", "{{experiment}}"),
+        ], unit="none", description="Updates made between the critic versions that scored consecutive policy batches "
            "(critic.updates_per_step waits for at least that many).", width=8),
         _panel("Critic hot swaps (per hour)", [
             (f"sum by (experiment) (increase(lecritique_value_evaluator_swaps_total{{{EXP}}}[1h]))", "{{experiment}}"),

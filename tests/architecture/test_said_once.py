@@ -77,3 +77,144 @@ def test_estimator_specs_are_the_estimators_own_and_the_union_is_the_registry():
         assert type(built) is cls
         for field, value in cls.Spec().options().items():
             assert getattr(built, field) == value, (cls.__name__, field)
+
+
+# ---- the Monte-Carlo probe: one settings model, one table of defaults, one home for the ceiling ----
+
+
+def _int_fields_named(names: set[str]) -> list[str]:
+    """``module:Class.field`` of every class attribute annotated ``int`` named one of ``names``."""
+    found = []
+    for path in _python_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for statement in node.body:
+                if (
+                    isinstance(statement, ast.AnnAssign)
+                    and isinstance(statement.target, ast.Name)
+                    and statement.target.id in names
+                    and ast.unparse(statement.annotation) == "int"
+                ):
+                    found.append(f"{path.relative_to(LIBS)}:{node.name}.{statement.target.id}")
+    return sorted(found)
+
+
+def test_only_the_probe_models_declare_states_and_continuations():
+    assert _int_fields_named({"states", "continuations"}) == [
+        "config/probe.py:MonteCarloProbe.continuations",
+        "config/probe.py:MonteCarloProbe.states",
+    ]
+
+
+def test_every_configured_probe_embeds_the_one_model():
+    from lecritique.config.probe import CriticProbeSpec, FixedPolicyProbe, MonteCarloProbe
+    from lecritique.critic_eval.config import CriticEvalSpec
+    from lecritique.study.config import CeilingSpec
+
+    assert issubclass(CriticProbeSpec, MonteCarloProbe)
+    assert issubclass(CeilingSpec, FixedPolicyProbe) and issubclass(CriticEvalSpec, FixedPolicyProbe)
+    for model in (CriticProbeSpec, CeilingSpec, CriticEvalSpec):
+        for name in MonteCarloProbe.model_fields:
+            # The bounds and the docstring are the shared field's; only the default is the context's.
+            ours, shared = model.model_fields[name], MonteCarloProbe.model_fields[name]
+            assert (ours.metadata, ours.description) == (shared.metadata, shared.description), (model, name)
+
+
+def _documented_table() -> dict[str, dict[str, int]]:
+    """The module docstring's table of defaults, read back: context -> field -> default."""
+    from lecritique.config import probe
+
+    assert probe.__doc__ is not None
+    lines = [line for line in probe.__doc__.splitlines() if line.startswith("| ``")]
+    header = ["tasks", "group_size", "states", "continuations"]
+    table = {}
+    for line in lines:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        context = cells[0].split("``")[1]
+        table[context] = {
+            name: int(cell) for name, cell in zip(header, cells[1:], strict=True) if cell != "-"
+        }
+    return table
+
+
+def test_the_defaults_table_is_the_docstring_the_models_and_the_docs():
+    from lecritique.config.probe import PROBE_DEFAULTS, CriticProbeSpec
+    from lecritique.critic_eval.config import CriticEvalSpec
+    from lecritique.study.config import CeilingSpec
+
+    assert _documented_table() == PROBE_DEFAULTS
+    models = {"critic_probe": CriticProbeSpec, "ceiling": CeilingSpec, "critic-eval": CriticEvalSpec}
+    assert set(models) == set(PROBE_DEFAULTS) - {"study --quick"}
+    for context, model in models.items():
+        assert model.probe_context == context
+        fields = set(model.model_fields) & {"tasks", "group_size", "states", "continuations"}
+        assert {name: model.model_fields[name].default for name in fields} == PROBE_DEFAULTS[context]
+    docs = (LIBS.parents[1] / "docs" / "critics.md").read_text()
+    for context, defaults in PROBE_DEFAULTS.items():
+        row = next(line for line in docs.splitlines() if line.startswith(f"| `{context}`"))
+        assert [int(cell) for cell in row.split("|")[2:-1] if cell.strip() not in ("", "-")] == [
+            defaults[name] for name in ("tasks", "group_size", "states", "continuations") if name in defaults
+        ], row
+
+
+def test_a_context_default_leaves_the_shared_model_and_its_siblings_alone():
+    from lecritique.config.probe import CriticProbeSpec, FixedPolicyProbe, MonteCarloProbe
+    from lecritique.study.config import CeilingSpec
+
+    # The shared models have no defaults of their own: the table's are the only ones.
+    for shared in (MonteCarloProbe, FixedPolicyProbe):
+        assert all(field.is_required() for field in shared.model_fields.values()), shared
+    assert (CriticProbeSpec().states, CeilingSpec().states) == (32, 128)
+    assert CeilingSpec(states=40).states == 40
+    assert CeilingSpec.model_json_schema()["properties"]["states"]["default"] == 128
+
+
+def test_the_ceiling_arithmetic_has_one_home_and_it_stays_light():
+    """``critic_eval/ceiling.py`` defines it and every user imports it from there; the orchestrator
+    imports it, so it must not pull in torch (critic_eval's package imports its heavy names lazily)."""
+    import subprocess
+    import sys
+
+    assert not (LIBS / "advantages" / "ceiling.py").exists()
+    definitions = sorted(
+        f"{path.relative_to(LIBS)}:{node.name}"
+        for path in _python_files()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef)
+        and node.name in {"variance_terms", "ceiling_of", "critic_ev", "probe_summary"}
+    )
+    assert definitions == [
+        f"critic_eval/ceiling.py:{name}"
+        for name in ("ceiling_of", "critic_ev", "probe_summary", "variance_terms")
+    ]
+    roots = [LIBS.parents[1] / folder for folder in ("libs", "services", "tests", "bench")]
+    stale = [
+        str(path)
+        for root in roots
+        for path in root.rglob("*.py")
+        if "advantages.ceiling" in path.read_text() and path.resolve() != Path(__file__).resolve()
+    ]
+    assert stale == []
+    light = subprocess.run(
+        [sys.executable, "-c", "import sys, lecritique.critic_eval.ceiling; print('torch' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(LIBS.parent)},
+    )
+    assert light.stdout.strip() == "False"
+
+
+def test_the_quick_studys_ceiling_takes_the_tables_row():
+    from lecritique.config.probe import PROBE_DEFAULTS
+    from lecritique.study.config import QuickProfile, apply_quick, load_study_spec
+
+    row = PROBE_DEFAULTS["study --quick"]
+    assert (QuickProfile().ceiling_states, QuickProfile().ceiling_continuations) == (
+        row["states"],
+        row["continuations"],
+    )
+    study = load_study_spec(LIBS.parents[1] / "examples" / "studies" / "arithmetic.yaml")
+    quick = apply_quick(study, LIBS.parents[1] / "examples" / "studies").ceiling
+    assert quick.probe_settings() == {**row, "group_size": study.ceiling.group_size}

@@ -51,7 +51,7 @@ def test_the_budget_variant_is_the_vf_with_four_updates_per_step(bench, monkeypa
                 "train_seconds": 0.5,
                 "batch_wait_seconds": 0.1,
                 "rollout_seconds": 0.4,
-                "critic_updates_per_step": updates,
+                "critic_updates_done": updates,
             }
             for updates in (9, 4, 6)
         ]

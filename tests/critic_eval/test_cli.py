@@ -82,7 +82,7 @@ def test_critic_eval_rejects_a_bad_spec_naming_the_field(tmp_path):
     }
     result = critic_eval(spec, tmp_path)
     assert result.returncode == 2
-    assert "continuations: Input should be greater than or equal to 1" in result.stderr
+    assert "continuations: Input should be greater than or equal to 2" in result.stderr
     assert (
         "critics.0.critic.temprature: unknown field 'temprature'; did you mean 'temperature'?"
         in result.stderr

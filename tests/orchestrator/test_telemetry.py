@@ -78,8 +78,8 @@ def test_critic_budget_and_probe_gauges():
     def sample(name, **labels):
         return REGISTRY.get_sample_value(name, {"experiment": "probe-test", **labels})
 
-    telemetry.step(_row(critic_updates_per_step=5))
-    assert sample("lecritique_critic_updates_per_step") == 5
+    telemetry.step(_row(critic_updates_done=5))
+    assert sample("lecritique_critic_updates_done") == 5
     telemetry.probed(10, {})  # a skipped probe sets nothing
     assert sample("lecritique_critic_probe_step") is None
     telemetry.probed(10, {"probe_ceiling": 0.5, "probe_critic_ev": 0.2, "probe_ceiling_fraction": 0.4})

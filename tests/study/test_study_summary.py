@@ -128,7 +128,11 @@ def test_t_test_p_values_and_holm_match_known_values():
 def test_updates_per_step_come_from_the_metrics_field_and_say_when_not_recorded():
     recorded = rows([0.1] * 4)
     for row, k in zip(recorded, [4, 4, 5, 3], strict=True):
-        row["critic_updates_per_step"] = k
+        row["critic_updates_done"] = k
     figures = run_figures(recorded, window=2, trajectories_per_step=64)
     assert figures["updates_per_step"] == 4.0 and figures["trajectories_per_update"] == 16.0
+    # A run recorded before the rename: the same figure from the old key.
+    for row in recorded:
+        row["critic_updates_per_step"] = row.pop("critic_updates_done") * 2
+    assert run_figures(recorded, window=2, trajectories_per_step=64)["updates_per_step"] == 8.0
     assert math.isnan(run_figures(rows([0.1] * 4), window=2, trajectories_per_step=64)["updates_per_step"])

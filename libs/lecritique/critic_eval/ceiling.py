@@ -1,5 +1,9 @@
 """The oracle ceiling: how much return variance any critic could explain on a set of states.
 
+Its arithmetic (:func:`variance_terms`, :func:`ceiling_of`, :func:`critic_ev`, :func:`probe_summary`)
+is shared by critic-eval's per-position table (:func:`ceiling_rows`) and the orchestrator's in-run
+critic probe (``critic_probe``); this module imports numpy only (the orchestrator has no torch).
+
 States s are drawn from the policy's own episodes; each has K >= 2 Monte-Carlo continuations
 R_s1..R_sK (returns of the fixed policy from s). With m_s the mean and v_s the sample variance
 (ddof 1) of state s's continuations, over n states:
@@ -32,11 +36,6 @@ from typing import Any
 
 import numpy as np
 
-# The arithmetic is shared with the orchestrator's in-run critic probe (``critic_probe``).
-from lecritique.advantages.ceiling import ceiling_of, critic_ev, variance_terms
-
-__all__ = ["bucket_labels", "ceiling_of", "ceiling_rows", "critic_ev", "variance_terms"]
-
 MIN_CEILING = 0.05
 """A bucket's ceiling interval must lie above this for a critic's EV / ceiling to be given."""
 Z95 = 1.96
@@ -44,6 +43,50 @@ Z95 = 1.96
 CEILING_TOO_SMALL = "ceiling too small"
 CONSTANT_RETURNS = "every return is the same (Var(R) = 0: e.g. the policy always fails here)"
 TOO_FEW_STATES = "fewer than 2 states"
+
+
+def variance_terms(rewards: np.ndarray) -> tuple[float, float, float]:
+    """(between, within, total) of a [states, K] reward array, as in the module docstring."""
+    k = rewards.shape[1]
+    within = float(rewards.var(axis=1, ddof=1).mean())
+    between = float(rewards.mean(axis=1).var(ddof=1)) - within / k
+    return between, within, between + within
+
+
+def ceiling_of(rewards: np.ndarray) -> float:
+    between, _, total = variance_terms(rewards)
+    return between / total if total > 0 else float("nan")
+
+
+def critic_ev(rewards: np.ndarray, values: np.ndarray) -> float:
+    """``ev_mse`` of per-state values against every continuation's return (the module docstring's EV)."""
+    _, _, total = variance_terms(rewards)
+    if total <= 0:
+        return float("nan")
+    return 1.0 - float(((rewards - values[:, None]) ** 2).mean()) / total
+
+
+def probe_summary(
+    rewards: np.ndarray, values: np.ndarray, *, bootstrap: int = 200, seed: int = 0
+) -> dict[str, Any]:
+    """Ceiling, critic EV and their ratio on ``rewards`` [n, K] with ``values`` [n], each with a
+    bootstrap standard error over states (one state per episode, so states are independent).
+
+    The ratio is None when the ceiling is not positive (no state-determined variance to reach)."""
+    ceiling, ev = ceiling_of(rewards), critic_ev(rewards, values)
+    rng = np.random.default_rng(seed)
+    n = rewards.shape[0]
+    draws = [rng.integers(0, n, n) for _ in range(bootstrap)]
+    ceilings = np.array([ceiling_of(rewards[d]) for d in draws])
+    evs = np.array([critic_ev(rewards[d], values[d]) for d in draws])
+    fraction = ev / ceiling if ceiling > 0 else None
+    return {
+        "ceiling": ceiling,
+        "ceiling_se": float(np.nanstd(ceilings)),
+        "critic_ev": ev,
+        "critic_ev_se": float(np.nanstd(evs)),
+        "fraction": fraction,
+    }
 
 
 def bucket_labels(edges: Sequence[int], prefix: str = "") -> list[str]:

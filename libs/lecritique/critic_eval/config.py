@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
 from lecritique.config.experiment import PolicyModelSpec, SamplingSpec, SpecError, _format
+from lecritique.config.probe import FixedPolicyProbe
 from lecritique.critics.config import SegmentsConfig
 from lecritique.critics.kinds import critic_kind
 from lecritique.critics.specs import CriticSpec, default_critic_kind
@@ -57,8 +58,13 @@ class EvaluatedCritic(SpecModel):
         return self
 
 
-class CriticEvalSpec(SpecModel):
-    """Measure critics against Monte-Carlo values of a fixed policy (GenAC §6.3)."""
+class CriticEvalSpec(FixedPolicyProbe):
+    """Measure critics against Monte-Carlo values of a fixed policy (GenAC §6.3): ``tasks`` x
+    ``group_size`` episodes, ``states`` cut at their segment starts, ``continuations`` (M) each for
+    the true values (:class:`FixedPolicyProbe`; defaults: the ``critic-eval`` row of
+    :mod:`lecritique.config.probe`)."""
+
+    probe_context = "critic-eval"
 
     policy: PolicyModelSpec
     """The fixed policy checkpoint whose values are estimated."""
@@ -70,14 +76,6 @@ class CriticEvalSpec(SpecModel):
     """Sampling of the policy (as in the experiment being analysed)."""
     split: Split = "eval"
     """Task split the states come from."""
-    tasks: int = Field(default=16, ge=1)
-    """Tasks sampled."""
-    group_size: int = Field(default=4, ge=1)
-    """Episodes per task (the group peers of group-context critics)."""
-    states: int = Field(default=64, ge=1)
-    """States sampled (segment starts of those episodes) for value MSE and explained variance."""
-    continuations: int = Field(default=32, ge=1)
-    """M: Monte-Carlo continuations per state (true-value estimate)."""
     ranking_k: list[int] = Field(default_factory=lambda: [2, 4, 8])
     """Candidate next segments per ranking state (top-1 accuracy for each k)."""
     ranking_states: int = Field(default=16, ge=0)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lecritique.config.experiment import ExperimentSpec, SpecError, parse_spec
+from lecritique.config.probe import FixedPolicyProbe
 from lecritique.critic_eval.config import CriticEvalSpec, EvaluatedCritic
 from lecritique.critics.config import SegmentsConfig
 from lecritique.weights.store import WeightStore
@@ -61,10 +62,17 @@ def spec_from_run(
 
 
 def probe_spec(
-    spec: ExperimentSpec, policy: str, critic: str | None, name: str, **settings: Any
+    spec: ExperimentSpec,
+    policy: str,
+    critic: str | None,
+    name: str,
+    *,
+    probe: FixedPolicyProbe | None = None,
+    **settings: Any,
 ) -> CriticEvalSpec:
     """critic-eval of ``spec``'s critic (weights ``critic``) on held-out states of ``policy``, at
-    every response position (the ceiling table); ``settings`` override critic-eval's fields."""
+    every response position (the ceiling table); ``probe``'s tasks, group size, states and
+    continuations (None: critic-eval's defaults), and ``settings`` override critic-eval's fields."""
     assert spec.critic is not None
     document = {
         "policy": {"path": policy, "template": spec.policy.template},
@@ -74,6 +82,7 @@ def probe_spec(
         "seed": spec.seed,
         "segments": SegmentsConfig(rule="token", max_segments=4096).model_dump(mode="json"),
         "critics": [EvaluatedCritic(name=name, critic=spec.critic, path=critic).model_dump(mode="json")],
+        **(probe.probe_settings() if probe is not None else {}),
         **settings,
     }
     return CriticEvalSpec.model_validate(document)

@@ -5,7 +5,7 @@ policy on eval-split tasks (``rollout.group_size`` episodes per task, as the cri
 the run), cut one episode per state at a uniformly drawn policy token, play ``continuations``
 Monte-Carlo continuations from each cut through the same rollout and environment services, and
 score the uncut episodes with the served critic (the same queries the evaluation stage sends).
-The arithmetic is :mod:`lecritique.advantages.ceiling`'s: ``probe_ceiling`` (Var(E[R|s]) / Var(R)),
+The arithmetic is :mod:`lecritique.critic_eval.ceiling`'s: ``probe_ceiling`` (Var(E[R|s]) / Var(R)),
 ``probe_critic_ev`` (MSE-based EV of V(s) against the continuations' returns) and their ratio
 ``probe_ceiling_fraction``, each with a bootstrap standard error over states. It runs in the policy
 loop: its cost is policy time (``docs/critics.md``, "Critic probe").
@@ -23,8 +23,8 @@ from typing import Any, Protocol
 import grpc
 import numpy as np
 
-from lecritique.advantages.ceiling import probe_summary
 from lecritique.config.probe import CriticProbeSpec
+from lecritique.critic_eval.ceiling import probe_summary
 from lecritique.critics.inputs import attempt_of, critic_queries
 from lecritique.critics.specs import CriticSpec
 from lecritique.critics.types import ActorInfo, CriticQuery

@@ -69,8 +69,8 @@ class StepRow:
     value_ev_buckets: dict[int, float] = field(default_factory=dict)
     """The critic's explained variance per response-position bucket, written as ``value_ev_bucket_<m>``
     (estimators that use a critic; undefined buckets are left out)."""
-    critic_updates_per_step: int | None = None
-    """Critic updates between the versions that scored the previous step's batch and this one's
+    critic_updates_done: int | None = None
+    """Critic updates made between the versions that scored the previous step's batch and this one's
     (versions count publishes x ``critic.publish_every``; None: no trained critic's version, or degraded)."""
     critic_update_wait_seconds: float = 0.0
     """How long the evaluation stage waited for ``critic.updates_per_step`` updates."""
@@ -139,7 +139,7 @@ _ALWAYS_WRITTEN = {
     "critic_degraded_reason",
     "evaluated_at",
     "value_explained_variance",
-    "critic_updates_per_step",
+    "critic_updates_done",
     "critic_update_short",
 }
 """Fields written even when None (readers expect the key on every row)."""

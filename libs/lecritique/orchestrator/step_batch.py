@@ -100,7 +100,7 @@ def _scored_batch_row(
 def _set_critic_updates(
     row: StepRow, spec: ExperimentSpec, state: OrchestratorState, batch: GeneratedBatch
 ) -> None:
-    """``critic_updates_per_step``: critic updates between the versions that scored the previous
+    """``critic_updates_done``: critic updates made between the versions that scored the previous
     step's batch and this one's (versions count publishes; None without a trained critic's version),
     and how long the evaluation stage waited for them (``critic.updates_per_step``)."""
     critic = spec.critic
@@ -109,7 +109,7 @@ def _set_critic_updates(
     if isinstance(critic, TrainedCriticSpec) and known:
         achieved = (batch.scored.value_version - state.newest_value_version) * critic.publish_every
     waited, short = batch.scored.update_wait
-    row.critic_updates_per_step, row.critic_update_wait_seconds, row.critic_update_short = (
+    row.critic_updates_done, row.critic_update_wait_seconds, row.critic_update_short = (
         achieved,
         waited,
         short,

@@ -62,8 +62,8 @@ DEGRADED_STEPS = Counter(
     "lecritique_degraded_steps_total", "Policy steps taken without the critic", ["experiment"]
 )
 CRITIC_UPDATES = Gauge(
-    "lecritique_critic_updates_per_step",
-    "Critic updates between the versions that scored the last two policy batches (critic.updates_per_step)",
+    "lecritique_critic_updates_done",
+    "Critic updates made between the versions that scored the last two policy batches (the setting: critic.updates_per_step)",
     ["experiment"],
 )
 PROBE_FRACTION = Gauge(
@@ -171,8 +171,8 @@ class Telemetry:
         DEGRADED_STEPS.labels(*labels).inc(row.critic_degraded)
         if not row.critic_degraded:  # a degraded step has no critic version
             VALUE_VERSION.labels(*labels).set(row.value_version)
-        if row.critic_updates_per_step is not None:
-            CRITIC_UPDATES.labels(*labels).set(row.critic_updates_per_step)
+        if row.critic_updates_done is not None:
+            CRITIC_UPDATES.labels(*labels).set(row.critic_updates_done)
         STEP_SECONDS.labels(*labels).observe(row.step_seconds or 0.0)
         VALUE_WAIT.labels(*labels).inc(row.value_wait_seconds)
         TOKENS.labels(*labels).inc(row.policy_tokens)

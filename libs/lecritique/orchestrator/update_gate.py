@@ -9,7 +9,7 @@ It never waits for what cannot come: the value trainer's data for these updates 
 policy step that consumed the previous batch, and the next push needs this batch. Once that batch
 is consumed, a trainer whose replay holds fewer than ``batch_size`` entries and whose update count
 has not moved for a while is *starved* (the replay's uniform sampling left uses on too few entries, or stale groups were
-dropped); the gate then scores with what is served, and the step's ``critic_updates_per_step``
+dropped); the gate then scores with what is served, and the step's ``critic_updates_done``
 says it fell short. So does a value plane that is down or a wait past ``wait_seconds``.
 """
 

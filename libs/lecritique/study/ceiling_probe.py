@@ -64,16 +64,17 @@ def probe_spec(
     version, critic, why = last_step_critic(folder)
     if policy is None or critic is None:
         return None, {"note": why or "no policy weights", "critic_version": version}
-    settings = {
-        "tasks": ceiling.tasks,
-        "group_size": ceiling.group_size,
-        "states": ceiling.states,
-        "continuations": ceiling.continuations,
-        "ranking_states": 0,
-        "position_edges": ceiling.position_edges,
-        "seed": seed,
-    }
-    return critic_eval_probe(spec, str(policy[1]), str(critic), name, **settings), {
+    probe = critic_eval_probe(
+        spec,
+        str(policy[1]),
+        str(critic),
+        name,
+        probe=ceiling,
+        ranking_states=0,
+        position_edges=ceiling.position_edges,
+        seed=seed,
+    )
+    return probe, {
         "critic_version": version,
         "policy_version": policy[0],
     }

@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
 from lecritique.config.experiment import ExperimentSpec, SpecError, _format, parse_spec
+from lecritique.config.probe import PROBE_DEFAULTS, FixedPolicyProbe
 from lecritique.pretrain.config import PretrainConfig
 from lecritique.study.arms import MEAN_ARM, estimator_name, missing_rloo, quick_comparisons
 from lecritique.study.summary import COMPARABLE, COMPARED
@@ -34,19 +35,16 @@ class VariantSpec(SpecModel):
     """What this variant is, in words (shown in study.md)."""
 
 
-class CeilingSpec(SpecModel):
-    """The oracle-ceiling probe on each critic variant's final policy and critic (``critic-eval``)."""
+class CeilingSpec(FixedPolicyProbe):
+    """The oracle-ceiling probe on each critic variant's final policy and critic (``critic-eval``):
+    ``tasks``, ``group_size``, ``states``, ``continuations`` as :class:`FixedPolicyProbe` (defaults:
+    the ``ceiling`` row of :mod:`lecritique.config.probe`), on held-out (eval split) tasks, with
+    states at every token position (prompt end and inside responses)."""
+
+    probe_context = "ceiling"
 
     enabled: bool = True
     """Measure it after the runs (critic variants only)."""
-    tasks: int = Field(default=32, ge=1)
-    """Held-out (eval split) tasks the states come from."""
-    group_size: int = Field(default=2, ge=1)
-    """Episodes of the final policy per task."""
-    states: int = Field(default=128, ge=2)
-    """States sampled at token positions (prompt end and inside responses)."""
-    continuations: int = Field(default=16, ge=2)
-    """K: Monte-Carlo continuations per state (K >= 2 for the unbiased within-state variance)."""
     position_edges: list[int] = Field(default_factory=lambda: [1, 3])
     """Response-position bucket edges: [1, 3] gives t = 0 (prompt), 1-2, 3+."""
     seeds: list[int] | None = None
@@ -69,6 +67,10 @@ class PretrainStage(SpecModel):
     """The pretraining budget (tasks per policy, epochs, patience, batch size; stated in study.md)."""
 
 
+QUICK_CEILING = PROBE_DEFAULTS["study --quick"]
+"""The ``--quick`` ceiling probe's tasks, states and continuations (:mod:`lecritique.config.probe`)."""
+
+
 class QuickProfile(SpecModel):
     """``--quick``: the machinery end to end in a minute or two; not science."""
 
@@ -79,9 +81,9 @@ class QuickProfile(SpecModel):
     variants: list[str] | None = None
     """Variants run; None: the reference and the first other variant. A MEAN arm is always added
     (the study's own, else a critic-free ``mean`` variant), each kept variant compared with it."""
-    ceiling_states: int = Field(default=8, ge=2)
+    ceiling_states: int = Field(default=QUICK_CEILING["states"], ge=2)
     """States of the ceiling probe."""
-    ceiling_continuations: int = Field(default=4, ge=2)
+    ceiling_continuations: int = Field(default=QUICK_CEILING["continuations"], ge=2)
     """Continuations per ceiling state."""
 
 
@@ -113,7 +115,9 @@ class StudySpec(SpecModel):
     study's Holm family."""
     bootstrap_samples: int = Field(default=2000, ge=100)
     """Resamples of the seed-level bootstrap CI of paired differences."""
-    ceiling: CeilingSpec = Field(default_factory=CeilingSpec)
+    # model_validate: the probe fields' defaults come from the table when the class is built, which
+    # the type checker's view of CeilingSpec() (every probe field required) does not see.
+    ceiling: CeilingSpec = Field(default_factory=lambda: CeilingSpec.model_validate({}))
     """The oracle-ceiling probe."""
     quick: QuickProfile = Field(default_factory=QuickProfile)
     """What ``--quick`` runs."""
@@ -282,7 +286,7 @@ def apply_quick(study: StudySpec, study_dir: Path = Path(".")) -> StudySpec:
     kept = [v.name for v in variants]
     ceiling = study.ceiling.model_copy(
         update={
-            "tasks": 4,
+            "tasks": QUICK_CEILING["tasks"],
             "states": quick.ceiling_states,
             "continuations": quick.ceiling_continuations,
             "seeds": None,

@@ -113,7 +113,7 @@ def _against_updates(
         axis.annotate(name, (x, cell["mean"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
         drawn = True
     if not drawn:
-        axis.text(0.5, 0.5, "critic_updates_per_step not recorded", ha="center", va="center", fontsize=8)
+        axis.text(0.5, 0.5, "critic_updates_done not recorded", ha="center", va="center", fontsize=8)
     axis.set_title("ev_mse / ceiling against achieved critic updates per step (o VF, s PVF)", fontsize=9)
     axis.set_xlabel("critic updates per policy step (achieved)")
     axis.grid(alpha=0.3)

@@ -80,7 +80,7 @@ def collect(study: StudySpec, runs: list[PlannedRun], out: Path) -> dict[str, di
         except FileNotFoundError:
             continue
         if rows:
-            produced = run.spec.rollout.tasks_per_step * run.spec.rollout.group_size
+            produced = run.spec.batch_size
             window = study.final_steps(run.spec.orchestrator.steps)
             summary = run_summary(rows, window, float(produced))
             summary["finished"] = is_finished(folder, run.spec)

@@ -10,8 +10,10 @@ Definitions (stated in study.md too):
 - ev_var, second half: mean in-run critic explained variance (1 - Var(R - V) / Var(R) on the
   training batches, the metrics' ``value_explained_variance``) over the steps after half the run;
   not the ceiling probe's MSE-based ``ev_mse``;
-- critic updates per step: the mean of the metrics field ``critic_updates_per_step`` (updates the
-  critic made between the versions that scored consecutive steps) where the run recorded it;
+- critic updates per step (figure ``updates_per_step``, the achieved count, not the setting
+  ``critic.updates_per_step``): the mean of the metrics field ``critic_updates_done`` (updates the
+  critic made between the versions that scored consecutive steps; ``critic_updates_per_step`` in
+  metrics written before it was renamed) where the run recorded it;
 - fresh trajectories per update: trajectories a policy step produces (tasks x group size) over
   the critic updates per step;
 - policy steps per minute: steps between the first and last row over the wall time between them
@@ -82,6 +84,11 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
+UPDATES_DONE_BEFORE_RENAME = "critic_updates_per_step"
+"""The metrics key of ``critic_updates_done`` in runs recorded before it was renamed (the name was
+also the setting's)."""
+
+
 def series(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[list[int], list[float]]:
     """(steps, values) of ``key`` where it is a finite number."""
     pairs = [(int(row["step"]), float(row[key])) for row in rows if _finite(row.get(key))]
@@ -102,8 +109,8 @@ def run_figures(
     # The critic version the last step used counts its published updates (warm-up included): its
     # training budget, which a slower critic (a longer privileged input) spends more slowly.
     versions = [version for version in series(rows, "value_version")[1] if version >= 0]
-    _, per_step = series(rows, "critic_updates_per_step")
-    updates_per_step = float(np.mean(per_step)) if per_step else nan
+    done = series(rows, "critic_updates_done")[1] or series(rows, UPDATES_DONE_BEFORE_RENAME)[1]
+    updates_done = float(np.mean(done)) if done else nan
     timed = [row for row in rows if _finite(row.get("seconds"))]
     minutes = (timed[-1]["seconds"] - timed[0]["seconds"]) / 60 if len(timed) > 1 else 0.0
     return {
@@ -113,8 +120,8 @@ def run_figures(
         "rho_first": rho[0] if rho else nan,
         "rho_final": rho[-1] if rho else nan,
         "critic_updates": float(versions[-1]) if versions else nan,
-        "updates_per_step": updates_per_step,
-        "trajectories_per_update": trajectories_per_step / updates_per_step if updates_per_step > 0 else nan,
+        "updates_per_step": updates_done,
+        "trajectories_per_update": trajectories_per_step / updates_done if updates_done > 0 else nan,
         "steps_per_minute": (timed[-1]["step"] - timed[0]["step"]) / minutes if minutes > 0 else nan,
     }
 
