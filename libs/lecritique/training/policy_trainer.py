@@ -131,12 +131,18 @@ class PolicyTrainer(HFTrainer):
             return loss
 
         grad_norm = self.engine.step(micro_batches, compute_loss)
-        summed = all_reduce_sum(torch.cat([loss_sum.reshape(1), distill_sums, totals.as_tensor()])).cpu()
+        real = sum(batch.num_tokens for batch, _ in micro_batches)
+        cells = sum(batch.input_ids.numel() for batch, _ in micro_batches)
+        padding = torch.tensor([real, cells], dtype=torch.float64, device=device)
+        summed = all_reduce_sum(
+            torch.cat([loss_sum.reshape(1), distill_sums, totals.as_tensor(), padding])
+        ).cpu()
         metrics: dict[str, Any] = {
             "loss": float(summed[0]),
-            **LossStatistics.from_tensor(summed[3:]).as_metrics(),
+            **LossStatistics.from_tensor(summed[3:-2]).as_metrics(),
             "grad_norm": grad_norm,
             "tokens": float(global_tokens),
+            "padding_fraction": 1.0 - float(summed[-2]) / float(summed[-1]),
             "step": float(self.engine.steps),
             "lr": float(self.engine.optimizer.param_groups[0]["lr"]),
             "step_seconds": time.perf_counter() - started,
