@@ -28,6 +28,8 @@ IMAGE_DISTRIBUTIONS = (
 MODULES = (
     "gpu_check",
     "gpu_check_procs",
+    "gpu_perf",
+    "gpu_table",
     "lecritique.training.checkpoint",
     "lecritique.training.collate",
     "lecritique.training.config",
@@ -36,6 +38,7 @@ MODULES = (
     "lecritique.training.distributed",
     "lecritique.training.engine",
     "lecritique.training.fsdp",
+    "lecritique.training.kernels",
     "lecritique.training.policy_loss",
     "lecritique.training.policy_trainer",
     "lecritique.training.policy_worker",
