@@ -344,3 +344,10 @@ def padding_fraction(lengths: Sequence[int], groups: Sequence[Sequence[int]]) ->
     """Padding tokens over all tokens of the padded micro-batches ``groups`` (0: no padding)."""
     real, cells = padded_cells(lengths, groups)
     return 1.0 - real / cells if cells else 0.0
+
+
+def padding_counts(batches: Sequence[PolicyBatch | CriticBatch]) -> torch.Tensor:
+    """float64 [real tokens, padded cells] of the micro-batches ``batches`` (summed over ranks for ``padding_fraction``)."""
+    real = sum(batch.num_tokens for batch in batches)
+    cells = sum(batch.input_ids.numel() for batch in batches)
+    return torch.tensor([real, cells], dtype=torch.float64)

@@ -45,6 +45,7 @@ from lecritique.models.dtypes import torch_dtype
 from lecritique.training.collate import (
     CriticBatch,
     collate_critic,
+    padding_counts,
     split_by_token_budget,
     validate_critic_trajectories,
 )
@@ -182,10 +183,9 @@ class CriticTrainer(HFTrainer):
             return loss
 
         grad_norm = self.engine.step(micro_batches, compute_loss)
-        real = sum(batch.num_tokens for batch in micro_batches)
-        cells = sum(batch.input_ids.numel() for batch in micro_batches)
-        padding = torch.tensor([real, cells], dtype=torch.float64, device=device)
-        summed = all_reduce_sum(torch.cat([loss_sum.reshape(1), padding])).cpu()
+        summed = all_reduce_sum(
+            torch.cat([loss_sum.reshape(1), padding_counts(micro_batches).to(device)])
+        ).cpu()
         loss = float(summed[0])
         values, targets_flat = _gather_pairs(np.concatenate(predictions), np.concatenate(returns))
         return {

@@ -26,6 +26,7 @@ from lecritique.models.dtypes import torch_dtype
 from lecritique.training.collate import (
     PolicyBatch,
     collate_policy,
+    padding_counts,
     split_by_token_budget,
     token_logprobs,
     validate_policy_trajectories,
@@ -131,9 +132,7 @@ class PolicyTrainer(HFTrainer):
             return loss
 
         grad_norm = self.engine.step(micro_batches, compute_loss)
-        real = sum(batch.num_tokens for batch, _ in micro_batches)
-        cells = sum(batch.input_ids.numel() for batch, _ in micro_batches)
-        padding = torch.tensor([real, cells], dtype=torch.float64, device=device)
+        padding = padding_counts([batch for batch, _ in micro_batches]).to(device)
         summed = all_reduce_sum(
             torch.cat([loss_sum.reshape(1), distill_sums, totals.as_tensor(), padding])
         ).cpu()
