@@ -206,3 +206,32 @@ def test_two_deterministic_runs_are_bit_identical(tiny_llama_dir: Path) -> None:
 
     first, second = run(), run()
     assert len(first.splitlines()) == 3 and first == second
+
+
+def test_publishing_in_bf16_halves_the_bytes_and_equals_the_trainers_cast(
+    tiny_llama_dir: Path, tmp_path: Path
+) -> None:
+    from safetensors.torch import load_file
+
+    from lecritique.training.weight_sync import WeightSync, publish_dtype
+    from lecritique.weights import WeightStore
+
+    trainer = PolicyTrainer(tiny_llama_dir, PolicyTrainerConfig.model_validate({"optimizer": {"lr": 1e-2}}))
+    trainer.train_step(_mixed_batch())
+    store = WeightStore(tmp_path / "store")
+    full = WeightSync(trainer, store, "policy", None, receivers=0, dtype=publish_dtype("trained")).publish()
+    half = WeightSync(trainer, store, "policy", None, receivers=0, dtype=publish_dtype("bfloat16")).publish()
+    assert full is not None and half is not None
+
+    def tensors(version: int) -> dict[str, torch.Tensor]:
+        [file] = store.path("policy", version).glob("*.safetensors")
+        return load_file(str(file))
+
+    written, expected = tensors(half), dict(trainer.model.named_parameters())
+    assert set(written) == set(expected)
+    for name, tensor in written.items():
+        assert tensor.dtype == torch.bfloat16 and torch.equal(
+            tensor, expected[name].detach().to(torch.bfloat16)
+        )
+    float_bytes = sum(t.numel() * t.element_size() for t in tensors(full).values())
+    assert sum(t.numel() * t.element_size() for t in written.values()) * 2 == float_bytes

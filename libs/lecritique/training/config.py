@@ -124,6 +124,10 @@ class TrainerProcessesConfig(BaseModel):
     checkpoint_keep: int = Field(default=2, ge=1, le=1_000)
     """Checkpoints kept in the run's state directory (older ones are deleted)."""
     weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
+    publish_dtype: Literal["trained", "bfloat16", "float16"] = "trained"
+    """Dtype of the floating-point weights published and broadcast: ``trained`` (the trainer's
+    own), or the readers' serving dtype (``bfloat16`` for a bf16 rollout engine: half the bytes of
+    float32, each tensor equal to the trainer's ``p.to(bfloat16)``)."""
     """How new versions reach their readers (rollout replicas, value evaluators): ``shared_volume`` or ``broadcast``."""
 
 

@@ -243,18 +243,21 @@ class HFTrainer:
         """Optimiser steps taken."""
         return self.engine.steps
 
-    def save(self, directory: str | Path | None) -> Path | None:
+    def save(self, directory: str | Path | None, dtype: torch.dtype | None = None) -> Path | None:
         """Write a HF directory (safetensors + config + tokenizer files) on rank 0; None elsewhere.
 
         Unsharded: rank 0 alone runs ``save_pretrained`` (no collective). FSDP2: every rank must
         call it; parameters are gathered one at a time and streamed into the files, so rank 0
         never holds more than its shards plus one full tensor (other ranks may pass None).
         Weights only: the training state (AdamW, step, RNG) is checkpointed by
-        :mod:`lecritique.training.checkpoint`, sharded or not.
+        :mod:`lecritique.training.checkpoint`, sharded or not. ``dtype``: floating-point tensors
+        written in that dtype (streamed, as under FSDP2), e.g. the rollout engine's bf16.
         """
-        if self.engine.sharded:
+        if self.engine.sharded or dtype is not None:
+            if not self.engine.sharded and not self.context.is_main:
+                return None
             return self._save_sharded(
-                Path(directory) if self.context.is_main and directory is not None else None
+                Path(directory) if self.context.is_main and directory is not None else None, dtype
             )
         if not self.context.is_main or directory is None:
             return None
@@ -268,11 +271,11 @@ class HFTrainer:
         for name, data in self._tokenizer_files.items():
             (target / name).write_bytes(data)
 
-    def _save_sharded(self, target: Path | None) -> Path | None:
+    def _save_sharded(self, target: Path | None, dtype: torch.dtype | None = None) -> Path | None:
         named = fsdp.named_state(self.model)
-        layout = [layout_of(name, tensor) for name, tensor in named]
+        layout = [layout_of(name, fsdp.cast_spec(tensor, dtype)) for name, tensor in named]
         del named
-        stream = fsdp.full_parameters(self.model)
+        stream = fsdp.full_parameters(self.model, dtype)
         if target is None:
             for _ in stream:  # take part in every gather, keep nothing
                 pass
@@ -291,6 +294,7 @@ class HFTrainer:
         role: str | None = None,
         keep_last: int | None = None,
         version: int | None = None,
+        dtype: torch.dtype | None = None,
     ) -> int | None:
         """Publish the current weights as the next version of ``role`` (default: the trainer's).
 
@@ -300,6 +304,8 @@ class HFTrainer:
         """
         if not self.context.is_main:
             if self.engine.sharded:
-                self._save_sharded(None)
+                self._save_sharded(None, dtype)
             return None
-        return store.publish(role or self.role, self.save, version=version, keep_last=keep_last)
+        return store.publish(
+            role or self.role, lambda target: self.save(target, dtype), version=version, keep_last=keep_last
+        )
