@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install prometheus-tools container-tools images test test-fast lint demo chaos study study-levers study-critic-pays bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights proto clean
+.PHONY: install prometheus-tools container-tools images test test-fast lint demo chaos study study-levers study-critic-pays bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights bench-gpu proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -140,3 +140,9 @@ bench-weights: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# The GPU path against the chip's matmul peak (issue #38): on CUDA writes docs/bench-gpu.json and
+# regenerates the README's GPU table; bench/gpu_all.sh runs it with bench/gpu_check.sh on a bare GPU machine.
+bench-gpu: $(STAMP)
+	$(PY) bench/gpu_perf.py
+	$(PY) bench/gpu_table.py --write

@@ -44,8 +44,10 @@ from gpu_check_procs import nccl_two_ranks_one_gpu, torchrun_checks, transport_t
 
 ALPHABET = "1234.\nrc="
 STEPS = 4
-LOSS_TOLERANCE = {"bf16 vs float32 (relative)": 5e-2, "resumed vs uninterrupted (relative)": 1e-3}
-"""Stated tolerances: bf16 compute against float32, and a resumed step against the same step uninterrupted."""
+LOSS_TOLERANCE = {"bf16 vs float32 per-token logprob (absolute, nats)": 0.1, "resumed vs uninterrupted": 0.0}
+"""Stated tolerances: the largest per-token log-probability gap between bf16 (FSDP2) and float32
+forwards of the same weights (a loss near zero compared relatively was ill-posed, issue #38), and
+a resumed step against the same step uninterrupted: bit for bit, under ``deterministic``."""
 
 
 def make_model(directory: Path, hidden: int, layers: int) -> Path:
@@ -93,7 +95,15 @@ def trainer_settings(device: str, sharded: bool) -> dict[str, Any]:
     if not sharded:
         return {**base, "mixed_precision": "off"}
     precision = "bf16" if device == "cuda" else "off"
-    return {**base, "parallelism": "fsdp2", "mixed_precision": precision, "activation_checkpointing": True}
+    # deterministic: the resumed step must equal the straight one bit for bit, which CUDA's default
+    # kernels do not give (two identical bf16 runs differed from step 2 on an H200).
+    return {
+        **base,
+        "parallelism": "fsdp2",
+        "mixed_precision": precision,
+        "activation_checkpointing": True,
+        "deterministic": True,
+    }
 
 
 def _relative(a: float, b: float) -> float:
@@ -151,9 +161,10 @@ def fsdp_check(model_dir: Path, work: Path, device: str) -> dict[str, Any]:
 
         result: dict[str, Any] = {"backend": backend, "tolerances": LOSS_TOLERANCE}
         reference = trainer(sharded=False)
+        sharded = trainer(sharded=True)
+        result["logprob_gap"] = _logprob_gap(reference, sharded, batches[0], device)
         result["float32 unsharded"] = _run(reference, batches, device)
         del reference
-        sharded = trainer(sharded=True)
         first = _run(sharded, batches[:2], device)
         checkpoints = TrainerCheckpoints(work / "ckpt")
         started = time.perf_counter()
@@ -191,6 +202,21 @@ def fsdp_check(model_dir: Path, work: Path, device: str) -> dict[str, Any]:
     return result
 
 
+def _logprob_gap(reference: Any, sharded: Any, batch: list[Any], device: str) -> dict[str, float]:
+    """Per-token log-probabilities of the same weights, float32 unsharded against FSDP2 (bf16 on CUDA), on policy tokens."""
+    from lecritique.training.collate import collate_policy
+
+    policy_batch = collate_policy(batch).to(device)
+    gaps = []
+    with torch.no_grad():
+        values = []
+        for trainer in (reference, sharded):
+            with trainer.engine.autocast(), trainer.engine.attention():
+                values.append(trainer.logprobs(trainer.engine.forward_module, policy_batch).float())
+        gaps = (values[0] - values[1]).abs()[policy_batch.loss_mask]
+    return {"max_abs": float(gaps.max()), "mean_abs": float(gaps.mean()), "tokens": int(gaps.numel())}
+
+
 def _publish_check(sharded: Any, work: Path, auto_model: Any, weight_store: Any) -> dict[str, Any]:
     """Publish from the shards (gathered one tensor at a time) and compare with the gathered parameters."""
     gathered = _full_state(sharded)
@@ -214,10 +240,10 @@ def _fsdp_verdict(result: dict[str, Any]) -> dict[str, bool]:
     resumed = result["resumed_step_3"]["loss"][0]
     return {
         "sharded": bool(result["fsdp2"]["sharded"]),
-        "bf16_close_to_float32": max(_relative(a, b) for a, b in zip(sharded, reference, strict=True))
-        <= LOSS_TOLERANCE["bf16 vs float32 (relative)"],
-        "resume_matches": result["resumed_at_step"] == 2
-        and _relative(resumed, sharded[2]) <= LOSS_TOLERANCE["resumed vs uninterrupted (relative)"],
+        "bf16_logprobs_close_to_float32": result["logprob_gap"]["max_abs"]
+        <= LOSS_TOLERANCE["bf16 vs float32 per-token logprob (absolute, nats)"],
+        "losses_finite": all(math.isfinite(value) for value in [*sharded, *reference]),
+        "resume_bit_identical": result["resumed_at_step"] == 2 and resumed == sharded[2],
         "unsharded_restore_equal": bool(result["unsharded_restore_equal"]),
         "published_equal": bool(result["published_equal"]),
     }
@@ -268,6 +294,8 @@ def main() -> None:
         "--budget-seconds", type=float, default=300.0, help="start no further step after this long"
     )
     args = parser.parse_args()
+    # Deterministic cuBLAS must be configured before CUDA's first use (and torchrun children inherit it).
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device
     device = "cpu" if device == "auto" else device
     deadline = time.monotonic() + args.budget_seconds

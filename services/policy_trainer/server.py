@@ -183,7 +183,7 @@ def start(runtime: ServiceRuntime) -> StartedService | None:
     follow rank 0's steps here until it stops, then return None."""
     from lecritique.training.checkpoint import TrainerCheckpoints
     from lecritique.training.distributed import init_distributed_from_env
-    from lecritique.training.weight_sync import WeightSync
+    from lecritique.training.weight_sync import WeightSync, publish_dtype
 
     spec = load_spec(runtime.spec_path)
     context = init_distributed_from_env()
@@ -203,7 +203,13 @@ def start(runtime: ServiceRuntime) -> StartedService | None:
     trainer = _start_trainer(spec, store, record, checkpoints)
     # Broadcast: rank 0 sends changed tensors to every rollout replica; else a directory per version.
     sync = WeightSync(
-        trainer, store, "policy", settings.weight_transport, receivers=spec.rollout.replicas, keep_last=3
+        trainer,
+        store,
+        "policy",
+        settings.weight_transport,
+        receivers=spec.rollout.replicas,
+        keep_last=3,
+        dtype=publish_dtype(settings.publish_dtype),
     )
     current: dict[str, Any] = {}
 

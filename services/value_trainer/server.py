@@ -57,7 +57,7 @@ from lecritique.training.distributed import (
     leave_sigterm_to_rank_zero,
 )
 from lecritique.training.engine import HFTrainer
-from lecritique.training.weight_sync import WeightSync
+from lecritique.training.weight_sync import WeightSync, publish_dtype
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
 from lecritique.weights import WeightStore
@@ -276,6 +276,7 @@ def build_value_trainer(
             critic.weight_transport,
             receivers=critic.evaluator_replicas,
             keep_last=critic.keep_versions,
+            dtype=publish_dtype(critic.publish_dtype),
         )
     service = ValueTrainerService(
         spec, critic, runtime.experiment_id, context, store, learned, replay, checkpoints, sync

@@ -21,7 +21,7 @@ from training_helpers import make_trajectory
 
 from lecritique.training.distributed import init_distributed_from_env
 from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
-from lecritique.training.weight_sync import WeightSync
+from lecritique.training.weight_sync import WeightSync, publish_dtype
 from lecritique.weights import WeightStore
 from lecritique.weights.broadcast import BroadcastReceiver, model_tensors
 from lecritique.weights.config import BroadcastTransport
@@ -38,7 +38,8 @@ def publish(root: Path, model_dir: str, receivers: int, steps: int, config_json:
         persist_every=settings.get("persist_every", 100),
         join_timeout_seconds=settings.get("join_timeout", 120),
     )
-    sync = WeightSync(trainer, WeightStore(root), "policy", transport, receivers)
+    dtype = publish_dtype(settings.get("publish_dtype", "trained"))
+    sync = WeightSync(trainer, WeightStore(root), "policy", transport, receivers, dtype=dtype)
     rng = np.random.default_rng(0)
     versions = []
     for _ in range(steps):
@@ -58,8 +59,8 @@ def publish(root: Path, model_dir: str, receivers: int, steps: int, config_json:
         dist.destroy_process_group()
 
 
-def receive(root: Path, model_dir: str, out: Path) -> None:
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
+def receive(root: Path, model_dir: str, out: Path, dtype: str = "float32") -> None:
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype))
     lock = threading.Lock()
     versions: list[int] = []
     receiver = BroadcastReceiver(
@@ -81,4 +82,4 @@ if __name__ == "__main__":
     if mode == "publish":
         publish(root, model_dir, int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], Path(sys.argv[7]))
     else:
-        receive(root, model_dir, Path(sys.argv[4]))
+        receive(root, model_dir, Path(sys.argv[4]), *sys.argv[5:6])

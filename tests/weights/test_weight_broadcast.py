@@ -33,13 +33,26 @@ def _environment() -> dict[str, str]:
 
 
 def _run(
-    tmp_path: Path, receivers: int, steps: int, settings: dict[str, Any], trainer_processes: int = 1
+    tmp_path: Path,
+    receivers: int,
+    steps: int,
+    settings: dict[str, Any],
+    trainer_processes: int = 1,
+    replica_dtype: str = "float32",
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     model_dir = save_tiny_llama(tmp_path / "policy", seed=5)
     root = tmp_path / "weights"
     replicas = [
         subprocess.Popen(
-            [sys.executable, WORKER, "receive", str(root), str(model_dir), str(tmp_path / f"replica{i}")],
+            [
+                sys.executable,
+                WORKER,
+                "receive",
+                str(root),
+                str(model_dir),
+                str(tmp_path / f"replica{i}"),
+                replica_dtype,
+            ],
             env=_environment(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -112,6 +125,23 @@ def test_replicas_end_with_the_trainers_weights_and_only_changed_tensors_travel(
             state["model.embed_tokens.weight"], initial["model.embed_tokens.weight"], rtol=0, atol=0
         )
         assert not torch.equal(state["lm_head.weight"], initial["lm_head.weight"])
+
+
+def test_bf16_weights_travel_to_a_bf16_replica_as_the_trainers_cast(tmp_path: Path) -> None:
+    """publish_dtype bfloat16: the manifest, the bytes and the replica's tensors are the trainer's p.to(bfloat16)."""
+    settings = {"trainer": {"optimizer": {"lr": 1e-2}}, "persist_every": 100, "publish_dtype": "bfloat16"}
+    published, received = _run(tmp_path, receivers=1, steps=2, settings=settings, replica_dtype="bfloat16")
+    assert published["versions"] == [0, 1] and received[0]["versions"] == [0, 1]
+    trainer = _state(tmp_path / "out" / "trainer")
+    replica = _state(tmp_path / "replica0")
+    for name, weight in trainer.items():
+        assert weight.dtype == torch.float32 and replica[name].dtype == torch.bfloat16
+        assert torch.equal(replica[name], weight.to(torch.bfloat16)), name
+    # Version 0 went through the store too: written in bf16, half the float32 bytes.
+    from safetensors.torch import load_file
+
+    [file] = WeightStore(tmp_path / "weights").path("policy", 0).glob("*.safetensors")
+    assert {tensor.dtype for tensor in load_file(str(file)).values()} == {torch.bfloat16}
 
 
 def test_a_replica_missing_from_the_group_makes_the_trainer_write_to_the_store(tmp_path: Path) -> None:

@@ -301,15 +301,23 @@ def collate_critic(
     )
 
 
-def split_by_token_budget(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+def split_by_token_budget(
+    lengths: Sequence[int], token_budget: int, sort_by_length: bool = True
+) -> list[list[int]]:
     """Group indices into micro-batches whose padded size (rows x longest row) fits the budget.
 
-    Indices are taken longest first so rows of similar length share a micro-batch (less padding);
-    a single row longer than the budget still gets a micro-batch of its own.
+    Indices are taken longest first so rows of similar length share a micro-batch (less padding;
+    ``sort_by_length=False`` keeps the given order, for comparison); a single row longer than the
+    budget still gets a micro-batch of its own. Grouping never changes a step's loss: every
+    micro-batch loss is normalised by the whole batch's token count.
     """
     if token_budget < 1:
         raise ValueError(f"token_budget must be >= 1, got {token_budget}")
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    order = (
+        sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+        if sort_by_length
+        else list(range(len(lengths)))
+    )
     groups: list[list[int]] = []
     current: list[int] = []
     current_width = 0
@@ -323,3 +331,23 @@ def split_by_token_budget(lengths: Sequence[int], token_budget: int) -> list[lis
     if current:
         groups.append(current)
     return groups
+
+
+def padded_cells(lengths: Sequence[int], groups: Sequence[Sequence[int]]) -> tuple[int, int]:
+    """(real tokens, padded cells) of ``groups`` of row indices into ``lengths``, each padded to its longest row."""
+    real = sum(lengths[i] for group in groups for i in group)
+    cells = sum(len(group) * max(lengths[i] for i in group) for group in groups if group)
+    return real, cells
+
+
+def padding_fraction(lengths: Sequence[int], groups: Sequence[Sequence[int]]) -> float:
+    """Padding tokens over all tokens of the padded micro-batches ``groups`` (0: no padding)."""
+    real, cells = padded_cells(lengths, groups)
+    return 1.0 - real / cells if cells else 0.0
+
+
+def padding_counts(batches: Sequence[PolicyBatch | CriticBatch]) -> torch.Tensor:
+    """float64 [real tokens, padded cells] of the micro-batches ``batches`` (summed over ranks for ``padding_fraction``)."""
+    real = sum(batch.num_tokens for batch in batches)
+    cells = sum(batch.input_ids.numel() for batch in batches)
+    return torch.tensor([real, cells], dtype=torch.float64)

@@ -100,6 +100,10 @@ class DataParallelConfig(BaseModel):
     """bf16 compute with float32 master weights and gradient reduction; ``auto``: bf16 on GPUs that support it, off on CPU."""
     activation_checkpointing: bool = False
     """Recompute each decoder layer's activations in the backward pass (less memory, one more forward)."""
+    attention_backend: Literal["auto", "flash", "efficient", "math", "cudnn"] = "auto"
+    """SDPA kernel: ``auto`` is flash then memory-efficient for bf16/fp16 on CUDA, memory-efficient then math for float32 on CUDA, math on CPU (never cuDNN, which rebuilt its graph per call on an H200); a name forces that one kernel."""
+    deterministic: bool = False
+    """Bit-reproducible steps on one machine: ``torch.use_deterministic_algorithms``, cuBLAS's fixed workspace, math attention (slower)."""
 
 
 class TrainerProcessesConfig(BaseModel):
@@ -120,6 +124,10 @@ class TrainerProcessesConfig(BaseModel):
     checkpoint_keep: int = Field(default=2, ge=1, le=1_000)
     """Checkpoints kept in the run's state directory (older ones are deleted)."""
     weight_transport: WeightTransportConfig = Field(default_factory=SharedVolumeTransport)
+    publish_dtype: Literal["trained", "bfloat16", "float16"] = "trained"
+    """Dtype of the floating-point weights published and broadcast: ``trained`` (the trainer's
+    own), or the readers' serving dtype (``bfloat16`` for a bf16 rollout engine: half the bytes of
+    float32, each tensor equal to the trainer's ``p.to(bfloat16)``)."""
     """How new versions reach their readers (rollout replicas, value evaluators): ``shared_volume`` or ``broadcast``."""
 
 
@@ -149,6 +157,8 @@ class CriticTrainerConfig(DataParallelConfig):
 
     loss: Literal["bce", "mse"] = "bce"
     """``bce`` for rewards in [0, 1] (value = sigmoid(head)), ``mse`` for any real return."""
+    predict_batch_tokens: int = Field(default=32768, ge=1)
+    """Padded tokens per forward of ``predict`` (the value evaluator's path: no gradients, no activations kept, so larger than ``micro_batch_tokens``)."""
     optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
     """AdamW settings; the paper uses lr 1e-5, betas (0.9, 0.999), weight decay 0.01."""
     micro_batch_tokens: int = Field(default=8192, ge=1)

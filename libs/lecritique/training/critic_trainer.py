@@ -18,6 +18,7 @@ choice) or ``mse`` (the head outputs the value), normalised over the batch's tra
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -44,6 +45,7 @@ from lecritique.models.dtypes import torch_dtype
 from lecritique.training.collate import (
     CriticBatch,
     collate_critic,
+    padding_counts,
     split_by_token_budget,
     validate_critic_trajectories,
 )
@@ -181,7 +183,10 @@ class CriticTrainer(HFTrainer):
             return loss
 
         grad_norm = self.engine.step(micro_batches, compute_loss)
-        loss = float(all_reduce_sum(loss_sum.reshape(1)).cpu()[0])
+        summed = all_reduce_sum(
+            torch.cat([loss_sum.reshape(1), padding_counts(micro_batches).to(device)])
+        ).cpu()
+        loss = float(summed[0])
         values, targets_flat = _gather_pairs(np.concatenate(predictions), np.concatenate(returns))
         return {
             "loss": loss,
@@ -191,11 +196,11 @@ class CriticTrainer(HFTrainer):
             "grad_norm": grad_norm,
             "tokens": float(sum(lengths)),
             "trained_tokens": float(global_trained),
+            "padding_fraction": 1.0 - float(summed[1]) / float(summed[2]),
             "step": float(self.engine.steps),
             "step_seconds": time.perf_counter() - started,
         }
 
-    @torch.no_grad()
     def predict(self, trajectories: Sequence[Trajectory]) -> list[np.ndarray]:
         """V(h_t) for every trajectory token (float32 [T_i] each; sigmoid of the head for bce).
 
@@ -205,14 +210,29 @@ class CriticTrainer(HFTrainer):
         validate_critic_trajectories(trajectories, self.vocab_size)
         results: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(trajectories)
         lengths = [_sequence_length(t) for t in trajectories]
-        for group in split_by_token_budget(lengths, self.config.micro_batch_tokens):
-            batch = collate_critic([trajectories[i] for i in group]).to(self.engine.device)
-            with self.engine.autocast():
+        # FSDP2 reuses its all-gather buffers in training, and inference-mode tensors cannot be
+        # saved for backward later: a sharded model predicts under no_grad instead.
+        no_graph = torch.no_grad() if self.engine.sharded else torch.inference_mode()
+        with no_graph, self._predict_autocast(), self.engine.attention():
+            for group in split_by_token_budget(lengths, self.config.predict_batch_tokens):
+                batch = collate_critic([trajectories[i] for i in group]).to(self.engine.device)
                 outputs = self._state_outputs(self.engine.model, batch)
-            values = self._values_from_outputs(outputs).cpu().numpy()
-            for row, index in enumerate(group):
-                results[index] = values[row, : trajectories[index].token_ids.shape[0]].astype(np.float32)
+                values = self._values_from_outputs(outputs).cpu().numpy()
+                for row, index in enumerate(group):
+                    results[index] = values[row, : trajectories[index].token_ids.shape[0]].astype(np.float32)
         return results
+
+    def _predict_autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """bf16 on CUDA for the forward-only path unless mixed precision is ``off``; the training autocast elsewhere."""
+        device = self.engine.device
+        if (
+            device.type == "cuda"
+            and self.config.mixed_precision != "off"
+            and not self.engine.sharded
+            and torch.cuda.is_bf16_supported()
+        ):
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return self.engine.autocast()
 
 
 def _sequence_length(trajectory: Trajectory) -> int:

@@ -31,7 +31,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from transformers import PreTrainedModel
 
-from lecritique.training import fsdp
+from lecritique.training import fsdp, kernels
 from lecritique.training.config import OptimizerConfig
 from lecritique.training.distributed import DistributedContext, current_context, default_device
 from lecritique.weights import WeightStore
@@ -71,11 +71,21 @@ class ParallelSettings:
     """Compute dtype: ``bf16`` (float32 master weights and gradient reduction), ``auto`` (bf16 on GPUs)."""
     activation_checkpointing: bool = False
     """Recompute each decoder layer's activations in the backward pass."""
+    attention_backend: str = "auto"
+    """SDPA kernels (:func:`lecritique.training.kernels.sdpa_backends`)."""
+    deterministic: bool = False
+    """Deterministic kernels (:func:`lecritique.training.kernels.apply_determinism`)."""
 
     @classmethod
     def of(cls, config: Any) -> ParallelSettings:
         """The settings of a trainer config (fields of the same names; defaults where absent)."""
-        names = ("parallelism", "mixed_precision", "activation_checkpointing")
+        names = (
+            "parallelism",
+            "mixed_precision",
+            "activation_checkpointing",
+            "attention_backend",
+            "deterministic",
+        )
         return cls(**{name: getattr(config, name) for name in names if hasattr(config, name)})
 
 
@@ -102,6 +112,15 @@ class TrainingEngine:
         self.grad_clip = optimizer.grad_clip
         self.parallel = parallel
         self.compute_dtype = fsdp.mixed_precision_dtype(parallel.mixed_precision, device)
+        if parallel.deterministic:
+            kernels.apply_determinism()
+        attention_dtype = self.compute_dtype or next(model.parameters()).dtype
+        self.attention_backends = kernels.sdpa_backends(
+            parallel.attention_backend, device.type, attention_dtype, parallel.deterministic
+        )
+        self.attention_line = kernels.log_attention(
+            type(model).__name__, parallel.attention_backend, self.attention_backends, device, attention_dtype
+        )
         if parallel.activation_checkpointing:
             fsdp.apply_activation_checkpointing(model)
         # FSDP2 whenever a process group exists (also world size 1 under torchrun); DDP only for >1 rank.
@@ -136,6 +155,10 @@ class TrainingEngine:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.compute_dtype)
 
+    def attention(self) -> contextlib.AbstractContextManager[None]:
+        """The chosen SDPA kernels, for a forward and its backward."""
+        return kernels.attention_kernels(self.attention_backends)
+
     def _padding_loss(self, module: nn.Module) -> torch.Tensor:
         """A zero loss through a one-token forward: keeps an FSDP2 rank in step with busier ranks."""
         ids = torch.zeros((1, 1), dtype=torch.long, device=self.device)
@@ -162,7 +185,7 @@ class TrainingEngine:
         self.optimizer.zero_grad(set_to_none=True)
         count = self._micro_batch_count(len(micro_batches))
         for index in range(count):
-            with self._sync_context(index == count - 1), self.autocast():
+            with self._sync_context(index == count - 1), self.autocast(), self.attention():
                 if index < len(micro_batches):
                     loss = compute_loss(self.forward_module, micro_batches[index])
                 else:
@@ -220,18 +243,21 @@ class HFTrainer:
         """Optimiser steps taken."""
         return self.engine.steps
 
-    def save(self, directory: str | Path | None) -> Path | None:
+    def save(self, directory: str | Path | None, dtype: torch.dtype | None = None) -> Path | None:
         """Write a HF directory (safetensors + config + tokenizer files) on rank 0; None elsewhere.
 
         Unsharded: rank 0 alone runs ``save_pretrained`` (no collective). FSDP2: every rank must
         call it; parameters are gathered one at a time and streamed into the files, so rank 0
         never holds more than its shards plus one full tensor (other ranks may pass None).
         Weights only: the training state (AdamW, step, RNG) is checkpointed by
-        :mod:`lecritique.training.checkpoint`, sharded or not.
+        :mod:`lecritique.training.checkpoint`, sharded or not. ``dtype``: floating-point tensors
+        written in that dtype (streamed, as under FSDP2), e.g. the rollout engine's bf16.
         """
-        if self.engine.sharded:
+        if self.engine.sharded or dtype is not None:
+            if not self.engine.sharded and not self.context.is_main:
+                return None
             return self._save_sharded(
-                Path(directory) if self.context.is_main and directory is not None else None
+                Path(directory) if self.context.is_main and directory is not None else None, dtype
             )
         if not self.context.is_main or directory is None:
             return None
@@ -245,11 +271,11 @@ class HFTrainer:
         for name, data in self._tokenizer_files.items():
             (target / name).write_bytes(data)
 
-    def _save_sharded(self, target: Path | None) -> Path | None:
+    def _save_sharded(self, target: Path | None, dtype: torch.dtype | None = None) -> Path | None:
         named = fsdp.named_state(self.model)
-        layout = [layout_of(name, tensor) for name, tensor in named]
+        layout = [layout_of(name, fsdp.cast_spec(tensor, dtype)) for name, tensor in named]
         del named
-        stream = fsdp.full_parameters(self.model)
+        stream = fsdp.full_parameters(self.model, dtype)
         if target is None:
             for _ in stream:  # take part in every gather, keep nothing
                 pass
@@ -268,6 +294,7 @@ class HFTrainer:
         role: str | None = None,
         keep_last: int | None = None,
         version: int | None = None,
+        dtype: torch.dtype | None = None,
     ) -> int | None:
         """Publish the current weights as the next version of ``role`` (default: the trainer's).
 
@@ -277,6 +304,8 @@ class HFTrainer:
         """
         if not self.context.is_main:
             if self.engine.sharded:
-                self._save_sharded(None)
+                self._save_sharded(None, dtype)
             return None
-        return store.publish(role or self.role, self.save, version=version, keep_last=keep_last)
+        return store.publish(
+            role or self.role, lambda target: self.save(target, dtype), version=version, keep_last=keep_last
+        )

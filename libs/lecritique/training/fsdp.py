@@ -133,6 +133,12 @@ def named_state(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
     return model_tensors(model)
 
 
+def cast_spec(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """A meta tensor of ``tensor``'s global shape in the dtype it is published in (floating point cast to ``dtype``)."""
+    target = dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype
+    return torch.empty(tuple(tensor.shape), dtype=target, device="meta")
+
+
 def full_parameters(
     model: nn.Module, dtype: torch.dtype | None = None, names: set[str] | None = None
 ) -> Iterator[tuple[str, torch.Tensor]]:
@@ -140,7 +146,7 @@ def full_parameters(
 
     A sharded parameter is all-gathered (``full_tensor``, a collective) and moved to the CPU;
     the caller should drop it before asking for the next, so at most one full tensor exists
-    beside the shards. Unsharded models yield their tensors without communication. ``names``
+    beside the shards. ``dtype`` casts the floating-point tensors (integer buffers keep theirs). Unsharded models yield their tensors without communication. ``names``
     restricts it to those tensors (every rank must pass the same set).
     """
     from torch.distributed.tensor import DTensor
@@ -150,6 +156,6 @@ def full_parameters(
             continue
         with torch.no_grad():
             full = tensor.full_tensor() if isinstance(tensor, DTensor) else tensor.detach()
-            if dtype is not None:
+            if dtype is not None and full.is_floating_point():
                 full = full.to(dtype)
             yield name, full.cpu()

@@ -26,6 +26,7 @@ from lecritique.models.dtypes import torch_dtype
 from lecritique.training.collate import (
     PolicyBatch,
     collate_policy,
+    padding_counts,
     split_by_token_budget,
     token_logprobs,
     validate_policy_trajectories,
@@ -131,12 +132,16 @@ class PolicyTrainer(HFTrainer):
             return loss
 
         grad_norm = self.engine.step(micro_batches, compute_loss)
-        summed = all_reduce_sum(torch.cat([loss_sum.reshape(1), distill_sums, totals.as_tensor()])).cpu()
+        padding = padding_counts([batch for batch, _ in micro_batches]).to(device)
+        summed = all_reduce_sum(
+            torch.cat([loss_sum.reshape(1), distill_sums, totals.as_tensor(), padding])
+        ).cpu()
         metrics: dict[str, Any] = {
             "loss": float(summed[0]),
-            **LossStatistics.from_tensor(summed[3:]).as_metrics(),
+            **LossStatistics.from_tensor(summed[3:-2]).as_metrics(),
             "grad_norm": grad_norm,
             "tokens": float(global_tokens),
+            "padding_fraction": 1.0 - float(summed[-2]) / float(summed[-1]),
             "step": float(self.engine.steps),
             "lr": float(self.engine.optimizer.param_groups[0]["lr"]),
             "step_seconds": time.perf_counter() - started,

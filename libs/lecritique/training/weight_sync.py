@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from lecritique.models.dtypes import torch_dtype
 from lecritique.training import fsdp
 from lecritique.training.engine import HFTrainer
 from lecritique.weights import WeightStore
@@ -36,6 +37,11 @@ def broadcast_host() -> str:
     return os.environ.get(POD_IP_ENV) or "127.0.0.1"
 
 
+def publish_dtype(setting: str) -> torch.dtype | None:
+    """``TrainerProcessesConfig.publish_dtype`` as a torch dtype (None: ``trained``, the trainer's own)."""
+    return None if setting == "trained" else torch_dtype(setting)  # type: ignore[arg-type]
+
+
 class WeightSync:
     """Publishes one role's versions; ``publish`` is a collective of the trainer's ranks."""
 
@@ -47,8 +53,11 @@ class WeightSync:
         transport: BroadcastTransport | SharedVolumeTransport | None,
         receivers: int,
         keep_last: int | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         self.trainer = trainer
+        self.dtype = dtype
+        """Floating-point tensors are published and broadcast in this dtype (None: the trainer's)."""
         self.store = store
         self.role = role
         self.keep_last = keep_last
@@ -81,7 +90,7 @@ class WeightSync:
     def publish(self) -> int | None:
         """Publish the trainer's current weights as the next version; rank 0 returns it, others None."""
         if self.transport is None:
-            return self.trainer.publish(self.store, self.role, keep_last=self.keep_last)
+            return self.trainer.publish(self.store, self.role, keep_last=self.keep_last, dtype=self.dtype)
         return self._broadcast()
 
     def _agree(self, values: list[int]) -> list[int]:
@@ -105,7 +114,11 @@ class WeightSync:
         changed = [int(counters[name] != self._sent.get(name)) for name, _ in named]
         joined = 0
         if self.publisher is not None:
-            joined = int(self.publisher.ensure_group([tensor_spec(name, tensor) for name, tensor in named]))
+            joined = int(
+                self.publisher.ensure_group(
+                    [tensor_spec(name, fsdp.cast_spec(tensor, self.dtype)) for name, tensor in named]
+                )
+            )
             if joined and self.publisher.fresh:
                 changed = [1] * len(changed)  # a new generation starts from every tensor
         joined, *changed = self._agree([joined, *changed])
@@ -120,7 +133,11 @@ class WeightSync:
         self.published += 1
         if persist:
             self.trainer.publish(
-                self.store, self.role, keep_last=self.keep_last, version=version if main else None
+                self.store,
+                self.role,
+                keep_last=self.keep_last,
+                version=version if main else None,
+                dtype=self.dtype,
             )
         elif main:
             self.store.announce(self.role, version)
@@ -129,7 +146,7 @@ class WeightSync:
     def _send(self, version: int, named: list[tuple[str, Any]], changed: list[int]) -> int:
         """Gather the changed tensors (every rank) and send them (rank 0); 1 if the send failed."""
         names = {name for (name, _), flag in zip(named, changed, strict=True) if flag}
-        stream = fsdp.full_parameters(self.trainer.model, names=names)
+        stream = fsdp.full_parameters(self.trainer.model, self.dtype, names=names)
         if self.publisher is None:
             for _ in stream:  # take part in the gathers
                 pass

@@ -32,8 +32,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from redis import exceptions as redis_errors
-
 logger = logging.getLogger(__name__)
 
 _VERSION_DIGITS = 8
@@ -207,6 +205,9 @@ class WeightStore:
         """
         if self.redis is None:
             return
+        # Imported here: a store without a client (the GPU scripts on a bare image) needs no redis.
+        from redis import exceptions as redis_errors
+
         try:
             self.redis.eval(_ANNOUNCE_MAX_LUA, 1, self.redis_key(role), version)
         except (redis_errors.ConnectionError, redis_errors.TimeoutError) as error:
