@@ -100,3 +100,20 @@ def test_per_bucket_rho_and_explained_variance_are_drawn_and_tabulated(tmp_path)
     from PIL import Image
 
     assert Image.open(png).size[1] > Image.open(plain_png).size[1]
+
+
+def test_the_initial_evaluation_is_step_0_and_no_policy_step(tmp_path):
+    rows = [{"step": 0, "eval_success": 0.125, "eval_reward_mean": 0.2, "seconds": 1.0, "policy_version": 0}]
+    rows += [
+        {"step": s, "reward_mean": 0.5, "seconds": 2.0 + s} | ({"eval_success": 0.5} if s == 4 else {})
+        for s in range(1, 5)
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert summarize(load_metrics(tmp_path)).steps == 4
+    _, md = write_report(tmp_path)
+    text = md.read_text()
+    assert "| policy steps | 4 |" in text
+    assert (
+        "| held-out greedy success, step 0 | 0.125 |" in text
+        and "| held-out greedy success, step 4 | 0.500 |" in text
+    )

@@ -240,6 +240,9 @@ def _follow(launcher: Any, steps: int, console: Any, resumed_at: int = 0) -> int
                     else f"{value:.3f}"
                 )
 
+            if row["step"] == 0:
+                progress.update(task, summary=f"initial policy: held-out success {fmt('eval_success')}")
+                return
             progress.update(
                 task,
                 completed=row["step"],
@@ -264,6 +267,9 @@ def _follow_plain(launcher: Any, steps: int, console: Any, resumed_at: int) -> i
     )
 
     def on_metrics(row: dict[str, Any]) -> None:
+        if row["step"] == 0:
+            console.print(f"step 0: initial policy, held-out success {_fmt(row, 'eval_success')}")
+            return
         console.print(
             f"step {row['step']}/{steps}  reward {_fmt(row, 'reward_mean')}  EV {_fmt(row, 'value_explained_variance')}"
             f"  rho {_fmt(row, 'tether_rho')}"

@@ -14,6 +14,11 @@ Per policy step k:
    (:mod:`~lecritique.orchestrator.telemetry`), commit the checkpoint
    (:mod:`~lecritique.orchestrator.state`).
 
+With a held-out evaluation (``orchestrator.eval_every``), the initial policy is evaluated once
+before anything else: a row with ``step`` 0 and only the held-out metrics, the wall time and
+policy version 0, so that every run's held-out curve starts from the same point. A resumed run
+finds that row in ``metrics.jsonl`` and does not evaluate again.
+
 Before the first policy update the loop only generates, evaluates and pushes, until the value
 trainer reports ``warmup_updates`` critic updates (when the estimator uses the critic); the first
 policy step's batch is then scored by that warmed-up critic version. The warm-up's batches come
@@ -144,6 +149,7 @@ class Orchestrator:
         if state.estimator:
             self.estimator.load_state_dict(state.estimator)
         self.critic.restore(state.reward_average, state.reward_average_batches, state.newest_value_version)
+        self._initial_evaluation(state)
         state = self._warmup(state)
         self.checkpoints.save(state)
         try:
@@ -173,6 +179,16 @@ class Orchestrator:
         response = self.clients.policy_trainer.train(pending.step, pending.trajectories)
         state, _ = self._finish_step(pending, response, recovering=True)
         return state
+
+    def _initial_evaluation(self, state: OrchestratorState) -> None:
+        """The held-out evaluation of the initial policy: the row of step 0 (once per run)."""
+        if self.spec.orchestrator.eval_every is None or state.completed_step > 0 or self.log.has_step(0):
+            return
+        held_out = held_out_success(
+            self._eval_player, self.clients.environment, self.spec.orchestrator.eval_tasks, self.spec.seed, 0
+        )
+        self.telemetry.held_out(held_out["eval_success"])
+        self.log.append({"step": 0, **held_out, "seconds": self._elapsed(), "policy_version": 0})
 
     def _warmup(self, state: OrchestratorState) -> OrchestratorState:
         critic = self.spec.critic

@@ -85,7 +85,8 @@ def summarize(rows: list[dict[str, Any]], window: int = 10) -> Summary:
     _, rho = _series(rows, "tether_rho")
     w = max(1, min(window, reward.size // 2 or 1))
     return Summary(
-        steps=len(rows),
+        # Policy steps: the row of step 0 (the initial policy's held-out evaluation) is none.
+        steps=sum(1 for row in rows if row.get("step", 0) >= 1),
         reward_start=float(reward[:w].mean()) if reward.size else float("nan"),
         reward_end=float(reward[-w:].mean()) if reward.size else float("nan"),
         explained_variance_end=float(ev[-w:].mean()) if ev.size else float("nan"),
@@ -137,7 +138,14 @@ def _curves(rows: list[dict[str, Any]]) -> list[tuple[str, list[tuple[str, str]]
 def _draw(axis: Any, rows: list[dict[str, Any]], key: str, legend: str) -> None:
     steps, values = _series(rows, key)
     if key in SPARSE:
-        axis.plot(steps, values, marker="o", linewidth=1.5, color="tab:green", label="every eval_every steps")
+        axis.plot(
+            steps,
+            values,
+            marker="o",
+            linewidth=1.5,
+            color="tab:green",
+            label="step 0, then every eval_every steps",
+        )
     elif legend:  # one of several buckets: the moving average only, labelled by bucket
         axis.plot(steps, _smooth(values, 10), linewidth=1.5, label=legend)
     else:
@@ -159,6 +167,8 @@ def _plot(rows: list[dict[str, Any]], png: Path, title: str) -> None:
         if len(curves) > 1 or curves[0][0] in SPARSE:
             axis.legend(loc="best", fontsize=8)
         axis.set_ylabel(label)
+        if curves[0][0] in SPARSE:  # a success rate: the same scale in every report
+            axis.set_ylim(-0.02, 1.02)
         axis.grid(alpha=0.3)
     axes[0, 0].legend(loc="best", fontsize=8)
     axes[-1, 0].set_xlabel("policy step")
