@@ -12,15 +12,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from lecritique.cli.main import app
-from lecritique.critic_eval.evaluation import (
-    CONSTANT,
-    GROUP_MEAN,
-    Candidate,
-    CriticEvalResult,
-    RankingProbe,
-    baseline_values,
-    tied_group_fraction,
-)
+from lecritique.critic_eval.baselines import CONSTANT, GROUP_MEAN, baseline_values, tied_group_fraction
+from lecritique.critic_eval.evaluation import Candidate, CriticEvalResult, RankingProbe
 from lecritique.critic_eval.report import console_tables, markdown_table, tie_note, verdict
 from lecritique.critic_eval.scores import critic_row
 
@@ -107,3 +100,20 @@ def test_critic_eval_with_a_spec_and_no_out_names_the_option():
     spec = Path(__file__).parents[2] / "examples" / "critics" / "critic-eval-sudoku-mini.yml"
     result = CliRunner().invoke(app, ["critic-eval", str(spec)])
     assert result.exit_code == 2 and "--out DIR is required with a critic-eval spec" in result.output
+
+
+def test_baseline_fields_score_each_baseline_as_a_critic():
+    from lecritique.critic_eval.baselines import baseline_fields
+
+    base = _episodes([[1.0, 0.0], [1.0, 1.0]])
+    points = [SimpleNamespace(base=i) for i in (0, 1, 2, 3)]
+    candidates = [SimpleNamespace(base=i) for i in (0, 0, 2, 2)]
+    mc_values = np.array([0.9, 0.1, 1.0, 1.0])
+    spec = SimpleNamespace(ranking_k=[2], ranking_states=2)
+    fields = baseline_fields(base, points, candidates, mc_values, [0.2, 0.8, 0.5, 0.1], spec)
+    assert fields["tied_groups"] == 0.5
+    constant, group = fields["baselines"][CONSTANT], fields["baselines"][GROUP_MEAN]
+    assert constant["ev_var"] == pytest.approx(0.0)
+    # Group mean (leave-one-out): 0.0, 1.0, 1.0, 1.0 against 0.9, 0.1, 1.0, 1.0.
+    assert group["value_mse"] == pytest.approx((0.81 + 0.81) / 4)
+    assert constant["top1_k2"] == 0.0 and constant["critic_ties_k2"] == 2.0, "a baseline ties every probe"

@@ -50,11 +50,8 @@ def critic_eval(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s critic-eval %(levelname)s %(name)s: %(message)s"
     )
-    from rich.console import Console
-
     from lecritique.config.experiment import SpecError
     from lecritique.critic_eval import evaluate
-    from lecritique.critic_eval.report import ceiling_verdict, console_tables, tie_note, verdict
 
     try:
         parsed = _spec(spec, run, {"tasks": tasks, "states": states, "continuations": continuations})
@@ -65,17 +62,24 @@ def critic_eval(
         typer.echo(str(error), err=True)
         raise typer.Exit(2) from None
     result, paths = evaluate(parsed, out, show_progress=progress)
+    _print(result, parsed.continuations)
+    typer.echo(f"wrote {paths['json']}, {paths['markdown']} and {paths['plot']}")
+
+
+def _print(result: Any, continuations: int) -> None:
+    """The tables (split by columns to fit the terminal), the tie note and the verdicts."""
+    from rich.console import Console
+
+    from lecritique.critic_eval.report import ceiling_verdict, console_tables, tie_note, verdict
+
     console = Console()
-    for table in console_tables(
-        result, f"critic-eval ({len(result.states)} states, M = {parsed.continuations})"
-    ):
+    for table in console_tables(result, f"critic-eval ({len(result.states)} states, M = {continuations})"):
         console.print(table)
     console.print(tie_note(result))
     typer.echo(verdict(result))
     if result.ceiling:
         typer.echo(ceiling_verdict(result))
     typer.echo(f"Monte-Carlo noise floor of the value MSE: {result.mc_noise_mse:.4f}")
-    typer.echo(f"wrote {paths['json']}, {paths['markdown']} and {paths['plot']}")
 
 
 def _out(out: Path | None, run: Path | None) -> Path:

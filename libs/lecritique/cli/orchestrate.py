@@ -97,9 +97,15 @@ def orchestrate(
         redis_url=redis_url,
         on_step=trackers.log_step,
     )
+    completed = _run_cancellable(orchestrator, trackers, experiment_spec, out)
+    typer.echo(f"orchestrator finished at step {completed}")
+
+
+def _run_cancellable(orchestrator: Orchestrator, trackers: Trackers, spec: ExperimentSpec, out: Path) -> int:
+    """:func:`_run_to_the_end`; a stop signal ends it with :data:`CANCELLED_EXIT_CODE`, said in the log."""
     _cancel_on_signal()
     try:
-        completed = _run_to_the_end(orchestrator, trackers, experiment_spec, out)
+        return _run_to_the_end(orchestrator, trackers, spec, out)
     except Cancelled as stop:
         done = orchestrator.checkpoints.load().completed_step
         logger.warning(
@@ -107,10 +113,9 @@ def orchestrate(
             "the same --out resumes the run",
             stop,
             done,
-            experiment_spec.orchestrator.steps,
+            spec.orchestrator.steps,
         )
         raise typer.Exit(CANCELLED_EXIT_CODE) from None
-    typer.echo(f"orchestrator finished at step {completed}")
 
 
 def _serve_metrics(port: int, port_file: Path | None) -> None:

@@ -14,14 +14,7 @@
 
 Metrics per critic (:mod:`.scores`): value MSE and ``ev_var`` against the Monte-Carlo values,
 top-1 ranking accuracy per k with ties counted apart, and the reason for every n/a. The same
-metrics for two baselines that need no critic (:data:`BASELINES`), scored beside them:
-
-- ``constant``: every state valued at the mean return of all base episodes (the policy's success
-  rate); its ``ev_var`` is 0 by construction and it ties every ranking probe;
-- ``group mean (leave-one-out)``: a state of base episode i valued at the mean return of the other
-  episodes of its group (same task), never its own: its own return is the outcome the state leads
-  to, which no critic is shown. This is the baseline a critic-free estimator (RLOO, MEAN) uses; a
-  critic that does not beat it adds nothing a group of peers does not already tell. ``mc_noise_mse`` (the mean estimated variance of the Monte-Carlo
+metrics for the critic-free baselines of :mod:`.baselines`. ``mc_noise_mse`` (the mean estimated variance of the Monte-Carlo
 estimates, p(1-p)/(M-1)) is the MSE a perfect critic would still show against them.
 """
 
@@ -35,6 +28,7 @@ from typing import Any
 import numpy as np
 from rich.progress import Progress
 
+from lecritique.critic_eval.baselines import baseline_fields
 from lecritique.critic_eval.ceiling import ceiling_rows
 from lecritique.critic_eval.config import CriticEvalSpec
 from lecritique.critic_eval.scores import critic_row
@@ -108,41 +102,9 @@ class CriticEvalResult:
     notes: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per critic: why a metric is n/a (metric name -> reason)."""
     baselines: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Per baseline of :data:`BASELINES`: the critics' metrics (no backend statistics)."""
     baseline_notes: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Per baseline: why a metric is n/a."""
     tied_groups: float = float("nan")
-    """Fraction of the base episodes' groups whose returns are all equal (no signal inside the group)."""
-
-
-CONSTANT, GROUP_MEAN = "constant (mean return)", "group mean (leave-one-out)"
-BASELINES = (CONSTANT, GROUP_MEAN)
-"""The critic-free baselines of the module docstring, in the table's order."""
-
-
-def baseline_values(base: Sequence[EpisodeRecord]) -> dict[str, np.ndarray]:
-    """Per baseline, the value it gives every state of base episode i (index i).
-
-    The group mean leaves episode i out; an episode alone in its group has no peers (NaN)."""
-    rewards = np.array([float(record.reward) for record in base], dtype=np.float64)
-    groups = np.array([record.group_id for record in base])
-    group_mean = np.full(rewards.size, np.nan)
-    for group in np.unique(groups):
-        members = np.flatnonzero(groups == group)
-        if members.size > 1:
-            group_mean[members] = (rewards[members].sum() - rewards[members]) / (members.size - 1)
-    return {
-        CONSTANT: np.full(rewards.size, rewards.mean() if rewards.size else np.nan),
-        GROUP_MEAN: group_mean,
-    }
-
-
-def tied_group_fraction(base: Sequence[EpisodeRecord]) -> float:
-    """Fraction of groups whose episodes all have the same return."""
-    by_group: dict[int, set[float]] = {}
-    for record in base:
-        by_group.setdefault(record.group_id, set()).add(float(record.reward))
-    return float(np.mean([len(returns) == 1 for returns in by_group.values()])) if by_group else float("nan")
+    """The critic-free baselines' metrics and n/a reasons, and the share of tied groups (:mod:`.baselines`)."""
 
 
 def _states_of(
@@ -321,7 +283,6 @@ def run_critic_eval(
             float(np.mean(r)) for r in _monte_carlo(player, ranking.candidates, spec.continuations)
         ]
         progress.advance(phase)
-
         icc_average, icc_rewards = _icc_average(spec, player, environment)
         actor = ActorInfo(actor_description, icc_average)
         scores: dict[str, _Scores] = {}
@@ -340,57 +301,14 @@ def run_critic_eval(
     }
     metrics = {name: row for name, (row, _) in rows.items()}
     notes = {name: why for name, (_, why) in rows.items() if why}
-    baselines, baseline_notes = _baseline_metrics(spec, base, points, ranking, mc_values, candidate_values)
     states = _evaluated_states(points, mc, mc_values, scores, tokenizer)
     probes = _probe_records(tokenizer, base, ranking, candidate_values, scores)
     scored_on = {c.name: c.scored_on(spec.segments) for c in spec.critics}
     ceiling = _ceiling(spec, mc, states, scores) if m > 1 else []
+    extra = baseline_fields(base, points, ranking.candidates, mc_values, candidate_values, spec)
     return CriticEvalResult(
-        metrics,
-        states,
-        probes,
-        noise,
-        success,
-        icc_average,
-        icc_rewards,
-        scored_on,
-        ceiling,
-        notes,
-        baselines,
-        baseline_notes,
-        tied_group_fraction(base),
+        metrics, states, probes, noise, success, icc_average, icc_rewards, scored_on, ceiling, notes, **extra
     )
-
-
-def _baseline_metrics(
-    spec: CriticEvalSpec,
-    base: Sequence[EpisodeRecord],
-    points: Sequence[StatePoint],
-    ranking: _Ranking,
-    mc_values: np.ndarray,
-    candidate_values: list[float],
-) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, str]]]:
-    """The critics' metrics (:mod:`.scores`) of every baseline of :data:`BASELINES`."""
-    metrics: dict[str, dict[str, float]] = {}
-    notes: dict[str, dict[str, str]] = {}
-    for name, by_episode in baseline_values(base).items():
-        if np.isnan(by_episode).any():
-            nan = float("nan")
-            metrics[name] = {"value_mse": nan, "ev_var": nan}
-            notes[name] = {
-                key: "group_size 1: no other episode in the group" for key in ("value_mse", "ev_var")
-            }
-            continue
-        score = _Scores(
-            [float(by_episode[p.base]) for p in points],
-            [float(by_episode[p.base]) for p in ranking.candidates],
-            {},
-        )
-        row, why = _metrics(spec, score, mc_values, candidate_values, ranking)
-        metrics[name] = row
-        if why:
-            notes[name] = why
-    return metrics, notes
 
 
 def _evaluated_states(

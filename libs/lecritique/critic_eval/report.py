@@ -8,8 +8,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from lecritique.critic_eval.baselines import BASELINES
 from lecritique.critic_eval.ceiling import MIN_CEILING, best_critic
-from lecritique.critic_eval.evaluation import BASELINES, CriticEvalResult
+from lecritique.critic_eval.evaluation import CriticEvalResult
 
 COLUMNS = ("value_mse", "ev_var", "bias", "correlation", "spread")
 HEADERS = {

@@ -12,12 +12,8 @@ Per policy step k:
 4. record the step as pending, send it to the policy trainer, load the published weights into
    every rollout replica, run the held-out evaluation when due, append the step's metrics
    (:mod:`~lecritique.orchestrator.telemetry`), commit the checkpoint
-   (:mod:`~lecritique.orchestrator.state`).
-
-With a held-out evaluation (``orchestrator.eval_every``), the initial policy is evaluated once
-before anything else: a row with ``step`` 0 and only the held-out metrics, the wall time and
-policy version 0, so that every run's held-out curve starts from the same point. A resumed run
-finds that row in ``metrics.jsonl`` and does not evaluate again.
+   (:mod:`~lecritique.orchestrator.state`). With ``eval_every``, the initial policy is evaluated
+   once first: the row of step 0 (:func:`~lecritique.orchestrator.heldout.initial_row`).
 
 Before the first policy update the loop only generates, evaluates and pushes, until the value
 trainer reports ``warmup_updates`` critic updates (when the estimator uses the critic); the first
@@ -53,7 +49,7 @@ from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.batches import WARMUP_DRAWS, BatchSource, GeneratedBatch
 from lecritique.orchestrator.clients import ServiceClients
 from lecritique.orchestrator.critic_stage import CriticStage
-from lecritique.orchestrator.heldout import held_out_success
+from lecritique.orchestrator.heldout import held_out_success, initial_row
 from lecritique.orchestrator.probe import CriticProbe
 from lecritique.orchestrator.redis_retry import retry_redis
 from lecritique.orchestrator.row import StepRow
@@ -181,14 +177,11 @@ class Orchestrator:
         return state
 
     def _initial_evaluation(self, state: OrchestratorState) -> None:
-        """The held-out evaluation of the initial policy: the row of step 0 (once per run)."""
         if self.spec.orchestrator.eval_every is None or state.completed_step > 0 or self.log.has_step(0):
-            return
-        held_out = held_out_success(
-            self._eval_player, self.clients.environment, self.spec.orchestrator.eval_tasks, self.spec.seed, 0
-        )
-        self.telemetry.held_out(held_out["eval_success"])
-        self.log.append({"step": 0, **held_out, "seconds": self._elapsed(), "policy_version": 0})
+            return  # a resumed run has its row of step 0
+        row = initial_row(self._eval_player, self.clients.environment, self.spec, self._elapsed)
+        self.telemetry.held_out(row["eval_success"])
+        self.log.append(row)
 
     def _warmup(self, state: OrchestratorState) -> OrchestratorState:
         critic = self.spec.critic
