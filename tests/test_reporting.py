@@ -100,3 +100,58 @@ def test_per_bucket_rho_and_explained_variance_are_drawn_and_tabulated(tmp_path)
     from PIL import Image
 
     assert Image.open(png).size[1] > Image.open(plain_png).size[1]
+
+
+def test_the_initial_evaluation_is_step_0_and_no_policy_step(tmp_path):
+    rows = [{"step": 0, "eval_success": 0.125, "eval_reward_mean": 0.2, "seconds": 1.0, "policy_version": 0}]
+    rows += [
+        {"step": s, "reward_mean": 0.5, "seconds": 2.0 + s} | ({"eval_success": 0.5} if s == 4 else {})
+        for s in range(1, 5)
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert summarize(load_metrics(tmp_path)).steps == 4
+    _, md = write_report(tmp_path)
+    text = md.read_text()
+    assert "| policy steps | 4 |" in text
+    assert (
+        "| held-out greedy success, step 0 | 0.125 |" in text
+        and "| held-out greedy success, step 4 | 0.500 |" in text
+    )
+
+
+def test_the_bucket_table_shows_the_single_rho_and_says_what_a_bucket_is(tmp_path):
+    """TETHER with one rho and the critic's EV in 4 position buckets: the rho is every bucket's,
+    never n/a beside a summary that has it (issue 41)."""
+    rows = [
+        {"step": s, "reward_mean": 0.5, "tether_rho": 0.5 + 0.001 * s}
+        | {f"value_ev_bucket_{m}": 0.1 * m for m in range(4)}
+        for s in range(1, 80)
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _, md = write_report(tmp_path)
+    text = md.read_text()
+    assert "| TETHER rho, final | 0.579 |" in text
+    assert "A bucket is a range of response positions" in text
+    assert (
+        "| bucket | TETHER rho, final (TETHER's one rho, for every bucket) | critic EV, last 10 steps |"
+        in text
+    )
+    assert (
+        "| 0 | 0.579 | 0.000 |" in text
+        and "| 3 | 0.579 | 0.300 |" in text
+        and "n/a" not in text.split("Per bucket")[1]
+    )
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps({"step": s, "reward_mean": 0.5, "tether_rho": 0.25, "value_ev_bucket_0": 0.4}) + "\n"
+            for s in (1, 2)
+        )
+    )
+    _, one_md = write_report(one)
+    assert (
+        "One response-position bucket (all positions): TETHER rho, final 0.250; critic EV, last 1 steps 0.400."
+        in one_md.read_text()
+    )
+    assert "| bucket |" not in one_md.read_text()

@@ -207,8 +207,9 @@ def test_full_lifecycle_of_a_local_experiment(tmp_path: Path) -> None:
             assert view["step"] == steps and view["policy_version"] == steps
             assert view["value_version"] is not None and view["latest_metrics"]["step"] == steps
             rows = api.get(f"/v1/experiments/{experiment}/metrics").json()["rows"]
-            assert [row["step"] for row in rows] == list(range(1, steps + 1))
-            for row in rows:
+            # Step 0: the initial policy's held-out evaluation (the spec has orchestrator.eval_every).
+            assert [row["step"] for row in rows] == list(range(0, steps + 1))
+            for row in rows[1:]:
                 assert {
                     "reward_mean",
                     "value_explained_variance",
@@ -227,7 +228,7 @@ def test_full_lifecycle_of_a_local_experiment(tmp_path: Path) -> None:
                 == experiment
             )
         experiments = redis_client(experiments_url)
-        assert experiments.llen(f"lecritique:{experiment}:metrics") == steps
+        assert experiments.llen(f"lecritique:{experiment}:metrics") == steps + 1
         with pytest.raises(redis.exceptions.NoPermissionError):
             experiments.get(f"lecritique:api:experiment:{experiment}")
     finally:

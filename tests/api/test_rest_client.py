@@ -287,7 +287,7 @@ def test_submit_and_wait_for_a_real_experiment(api: ApiProcess, tmp_path: Path) 
     assert f"{experiment} succeeded at step 3" in result.stderr and "step 3/3" in result.stderr
     with LecritiqueClient(api.url, ALICE) as alice:
         rows = alice.metrics(experiment)
-        assert [row["step"] for row in rows] == [1, 2, 3] and all("reward_mean" in row for row in rows)
+        assert [row["step"] for row in rows] == [0, 1, 2, 3] and all("reward_mean" in row for row in rows[1:])
         png, markdown = alice.download_report(experiment, tmp_path / "report")
         assert png.read_bytes().startswith(b"\x89PNG") and "| policy steps | 3 |" in markdown.read_text()
         assert "orchestrator finished at step 3" in alice.logs(experiment, component="orchestrator", tail=50)

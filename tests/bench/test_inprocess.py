@@ -37,7 +37,9 @@ def test_the_in_process_loop_trains_publishes_and_logs_every_step(tmp_path: Path
 
     assert completed.returncode == 0, completed.stderr[-3000:]
     rows = load_metrics(out)
-    assert [row["step"] for row in rows] == [1, 2, 3]
+    assert [row["step"] for row in rows] == [0, 1, 2, 3]  # 0: the initial policy's held-out evaluation
+    assert 0.0 <= rows[0]["eval_success"] <= 1.0
+    rows = rows[1:]
     # The pipeline benchmark reads these from every step.
     for key in ("step_seconds", "train_seconds", "batch_wait_seconds", "rollout_seconds"):
         assert all(row[key] >= 0 for row in rows), key

@@ -87,3 +87,14 @@ def test_babyai_examples_hold_a_whole_episode():
     for path in (EXAMPLES / "babyai-text").glob("*.yaml"):
         spec = load_spec(path)
         assert spec.rollout.engine.max_model_len >= 100 * spec.rollout.sampling.max_tokens, path
+
+
+def test_the_five_minute_pair_differs_only_in_its_critic():
+    """README, "A critic beside its baseline in five minutes": same seed, tasks, policy and evaluation."""
+    critic = load_spec(EXAMPLES / "five-minutes" / "tether-pvf.yaml").model_dump(mode="json")
+    baseline = load_spec(EXAMPLES / "five-minutes" / "mean.yaml").model_dump(mode="json")
+    assert critic["estimator"]["name"] == "tether" and critic["critic"]["context"] == "reference"
+    assert baseline["estimator"]["name"] == "mean" and baseline["critic"] is None
+    changed = {key for key in critic.keys() | baseline.keys() if critic.get(key) != baseline.get(key)}
+    assert changed == {"name", "estimator", "critic"}, changed
+    assert critic["orchestrator"]["eval_every"] is not None and critic["orchestrator"]["steps"] <= 50

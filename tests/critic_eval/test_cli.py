@@ -227,8 +227,6 @@ def test_critic_eval_of_a_run_folder(platform_policy, tmp_path):
             "critic-eval",
             "--run",
             str(run),
-            "--out",
-            str(tmp_path / "out"),
             "--no-progress",
             "--tasks",
             "4",
@@ -246,5 +244,12 @@ def test_critic_eval_of_a_run_folder(platform_policy, tmp_path):
     assert (
         "Verdict (ev_var)" in result.stdout and "Verdict (all positions, ev_mse / ceiling)" in result.stdout
     )
-    data = json.loads((tmp_path / "out" / "critic_eval.json").read_text())
+    # (This policy never succeeds: every value is 0, so the verdict says why there is none.)
+    assert "Ties in top-1:" in result.stdout and "baseline:" in result.stdout
+    # The console tables fit the 80 columns of a terminal the console cannot measure (a pipe).
+    drawn = [line for line in result.stdout.splitlines() if line[:1] in "┏┃┡│└"]
+    assert drawn and max(len(line) for line in drawn) <= 80, max(drawn, key=len)
+    # Without --out, the report goes into the run folder.
+    data = json.loads((run / "critic-eval" / "critic_eval.json").read_text())
     assert data["spec"]["critics"][0]["path"].endswith("critic/00000001") and len(data["states"]) == 8
+    assert set(data["baselines"]) == {"constant (mean return)", "group mean (leave-one-out)"}

@@ -74,7 +74,7 @@ def test_the_two_evs_carry_different_names_and_each_table_has_a_verdict():
     result = CriticEvalResult(metrics, [], [], 0.0, 0.5, scored_on={}, ceiling=ceiling)
     header, _ = table_rows(result)
     assert "ev_var (vs MC values)" in header and not any(h == "explained variance" for h in header)
-    assert verdict(result).startswith("Verdict (ev_var): best: pvf,")
+    assert verdict(result).startswith("Verdict (ev_var): best critic: pvf ")
     table = ceiling_table(result)
     assert "| pvf ev_mse |" in table and "pvf ev_mse / ceiling" in table
     assert re.search(

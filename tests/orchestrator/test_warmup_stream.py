@@ -102,7 +102,13 @@ class _PolicyTrainer:
 
 
 def _run(
-    out: Path, estimator: dict[str, Any], steps: int, warmup: int, critic_updates: int = 0, seed: int = SEED
+    out: Path,
+    estimator: dict[str, Any],
+    steps: int,
+    warmup: int,
+    critic_updates: int = 0,
+    seed: int = SEED,
+    eval_every: int | None = None,
 ) -> tuple[list[dict[str, Any]], _Sampler, _Environment]:
     critic = None if estimator["name"] == "mean" else {"context": "none", "warmup_updates": warmup}
     spec = parse_spec(
@@ -114,7 +120,12 @@ def _run(
             "rollout": {"group_size": K, "tasks_per_step": TASKS},
             "estimator": estimator,
             "critic": critic,
-            "orchestrator": {"steps": steps, "prefetch_batches": 1},
+            "orchestrator": {
+                "steps": steps,
+                "prefetch_batches": 1,
+                "eval_every": eval_every,
+                "eval_tasks": 3,
+            },
         }
     )
     environment = _Environment(get_environment("sudoku", size=4, empty_cells=[1, 2]))

@@ -91,8 +91,9 @@ def test_the_dataset_example_runs_end_to_end(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert [row["step"] for row in rows] == [1, 2, 3]
-    assert "eval_success" in rows[-1] and all("value_explained_variance" in row for row in rows)
+    assert [row["step"] for row in rows] == [0, 1, 2, 3]  # 0: the initial policy's held-out evaluation
+    assert "eval_success" in rows[0] and "eval_success" in rows[-1]
+    assert all("value_explained_variance" in row for row in rows[1:])
     assert (tmp_path / "run" / "report.md").exists() and (tmp_path / "run" / "report.png").exists()
     resolved = json.loads((tmp_path / "run" / "spec.json").read_text())
     assert resolved["environment"]["path"] == str(tmp_path / "project" / EXAMPLE_DATA.name)

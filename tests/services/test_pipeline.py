@@ -150,7 +150,7 @@ def test_killed_orchestrator_resumes_without_repeating_or_skipping_a_step(tiny_p
     with running_services(spec, tmp_path) as launcher:
         orchestrator = launcher.start_orchestrator()
         deadline = time.monotonic() + 300
-        while len(read_metrics(tmp_path)) < 2:
+        while len(read_metrics(tmp_path)) < 3:  # step 0 (held-out), steps 1 and 2
             assert orchestrator.running, orchestrator.log_tail()
             assert time.monotonic() < deadline
             time.sleep(0.05)
@@ -159,10 +159,11 @@ def test_killed_orchestrator_resumes_without_repeating_or_skipping_a_step(tiny_p
         launcher.start_orchestrator()
         assert launcher.wait() == 0
     rows = read_metrics(tmp_path)
-    assert [row["step"] for row in rows] == [1, 2, 3, 4, 5, 6], f"killed after {killed_at} steps"
-    assert [row["policy_version"] for row in rows] == [1, 2, 3, 4, 5, 6]
-    # Held-out greedy evaluation every 3 steps, on the weights that step published.
-    assert [row["step"] for row in rows if "eval_success" in row] == [3, 6]
+    # Step 0: the initial policy's held-out evaluation, once (the resumed process does not redo it).
+    assert [row["step"] for row in rows] == [0, 1, 2, 3, 4, 5, 6], f"killed after {killed_at} steps"
+    assert [row["policy_version"] for row in rows] == [0, 1, 2, 3, 4, 5, 6]
+    # Held-out greedy evaluation before training, then every 3 steps, on the weights that step published.
+    assert [row["step"] for row in rows if "eval_success" in row] == [0, 3, 6]
     assert all(
         0.0 <= row["eval_success"] <= row["eval_reward_mean"] <= 1.0 for row in rows if "eval_success" in row
     )

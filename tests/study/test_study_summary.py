@@ -136,3 +136,12 @@ def test_updates_per_step_come_from_the_metrics_field_and_say_when_not_recorded(
         row["critic_updates_per_step"] = row.pop("critic_updates_done") * 2
     assert run_figures(recorded, window=2, trajectories_per_step=64)["updates_per_step"] == 8.0
     assert math.isnan(run_figures(rows([0.1] * 4), window=2, trajectories_per_step=64)["updates_per_step"])
+
+
+def test_the_initial_evaluation_row_is_neither_the_final_success_nor_a_timed_step():
+    initial = {"step": 0, "eval_success": 0.9, "seconds": 0.5, "policy_version": 0}
+    figures = run_figures([initial, *rows([0.0, 0.2, 0.4, 0.6], success=0.25)], window=2)
+    assert figures["final_eval_success"] == 0.25
+    assert math.isclose(figures["steps_per_minute"], 30.0)  # 3 steps in 6 s; not from step 0's 0.5 s
+    only_initial = run_figures([initial, *rows([0.1, 0.2])], window=2)
+    assert math.isnan(only_initial["final_eval_success"])

@@ -51,9 +51,9 @@ def test_every_tracker_receives_every_metrics_row_and_the_report(tmp_path: Path)
     finally:
         launcher.stop()
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [row["step"] for row in rows] == [1, 2, 3]
+    assert [row["step"] for row in rows] == [0, 1, 2, 3]  # 0: the initial policy's held-out evaluation
     expected = {row["step"]: scalar_metrics(row) for row in rows}
-    assert "eval_success" in expected[3] and "reward_mean" in expected[1]
+    assert "eval_success" in expected[0] and "eval_success" in expected[3] and "reward_mean" in expected[1]
     state = json.loads((out / "tracking" / "state.json").read_text())
 
     board = tensorboard_scalars(out / "tensorboard")

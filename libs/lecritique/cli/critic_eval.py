@@ -1,4 +1,6 @@
-"""``lecritique critic-eval SPEC --out DIR`` (or ``--run RUN_DIR``): compare critics against Monte-Carlo values of a fixed policy."""
+"""``lecritique critic-eval SPEC --out DIR`` (or ``--run RUN_DIR``, writing into RUN_DIR/critic-eval
+unless ``--out`` says otherwise): compare critics, and two critic-free baselines, against
+Monte-Carlo values of a fixed policy."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ from lecritique.cli.spec_options import SetOption
 
 
 def critic_eval(
-    out: Annotated[Path, typer.Option(help="Output directory: critic_eval.json, .md, .png.")],
     spec: Annotated[
         Path | None,
         typer.Argument(
@@ -35,6 +36,12 @@ def critic_eval(
     continuations: Annotated[
         int | None, typer.Option(help="With --run: Monte-Carlo continuations per state.")
     ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Output directory: critic_eval.json, .md, .png (with --run: RUN_DIR/critic-eval by default)."
+        ),
+    ] = None,
     overrides: SetOption = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
@@ -43,33 +50,49 @@ def critic_eval(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s critic-eval %(levelname)s %(name)s: %(message)s"
     )
-    from rich.console import Console
-    from rich.table import Table
-
     from lecritique.config.experiment import SpecError
     from lecritique.critic_eval import evaluate
-    from lecritique.critic_eval.report import ceiling_verdict, table_rows, verdict
 
     try:
         parsed = _spec(spec, run, {"tasks": tasks, "states": states, "continuations": continuations})
         if overrides:
             parsed = _overridden(parsed, overrides)
+        out = _out(out, run)
     except SpecError as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(2) from None
     result, paths = evaluate(parsed, out, show_progress=progress)
-    header, rows = table_rows(result)
-    table = Table(title=f"critic-eval ({len(result.states)} states, M = {parsed.continuations})")
-    for column in header:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*row)
-    Console().print(table)
+    _print(result, parsed.continuations)
+    typer.echo(f"wrote {paths['json']}, {paths['markdown']} and {paths['plot']}")
+
+
+def _print(result: Any, continuations: int) -> None:
+    """The tables (split by columns to fit the terminal), the tie note and the verdicts."""
+    from rich.console import Console
+
+    from lecritique.critic_eval.report import ceiling_verdict, console_tables, tie_note, verdict
+
+    console = Console()
+    for table in console_tables(result, f"critic-eval ({len(result.states)} states, M = {continuations})"):
+        console.print(table)
+    console.print(tie_note(result))
     typer.echo(verdict(result))
     if result.ceiling:
         typer.echo(ceiling_verdict(result))
     typer.echo(f"Monte-Carlo noise floor of the value MSE: {result.mc_noise_mse:.4f}")
-    typer.echo(f"wrote {paths['json']}, {paths['markdown']} and {paths['plot']}")
+
+
+def _out(out: Path | None, run: Path | None) -> Path:
+    """Where the report goes: ``--out``, else inside the run folder."""
+    from lecritique.config.experiment import SpecError
+
+    if out is not None:
+        return out
+    if run is None:
+        raise SpecError(
+            "--out DIR is required with a critic-eval spec (with --run it defaults to RUN_DIR/critic-eval)"
+        )
+    return run / "critic-eval"
 
 
 def _spec(spec: Path | None, run: Path | None, settings: dict[str, Any]) -> Any:

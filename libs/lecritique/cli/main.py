@@ -13,6 +13,7 @@ import typer
 from lecritique import __version__
 from lecritique.cli.api import api_app
 from lecritique.cli.chart import chart_app
+from lecritique.cli.compare import compare
 from lecritique.cli.critic import critic_app
 from lecritique.cli.critic_eval import critic_eval
 from lecritique.cli.experiments import experiments_app
@@ -54,6 +55,7 @@ app.command(name="serve")(serve)
 app.command(name="orchestrate")(orchestrate)
 app.command(name="run")(run)
 app.command(name="report")(report)
+app.command(name="compare")(compare)
 app.add_typer(api_app, name="api")
 app.add_typer(chart_app, name="chart")
 app.command(name="critic-eval")(critic_eval)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,6 +13,31 @@ if TYPE_CHECKING:
     from lecritique.config import ExperimentSpec
     from lecritique.orchestrator.loop import Orchestrator
     from lecritique.tracking import Trackers
+
+
+logger = logging.getLogger("lecritique.orchestrator")
+
+CANCELLED_EXIT_CODE = 143
+"""Exit code after SIGTERM or SIGINT (128 + SIGTERM): cancelled, not failed."""
+
+
+class Cancelled(Exception):
+    """A stop signal arrived: the run is cancelled (its checkpoint keeps every completed step)."""
+
+
+def _cancel_on_signal() -> None:
+    """SIGTERM and SIGINT raise :class:`Cancelled` in the loop's thread, said in the log at once;
+    later ones are ignored while the clients close."""
+
+    def cancel(signum: int, _frame: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        name = signal.Signals(signum).name
+        logger.warning("received %s: cancelling the run (a stop from the launcher, the API or a user)", name)
+        raise Cancelled(name)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, cancel)
 
 
 def _addresses(value: str | None) -> list[str]:
@@ -71,8 +97,25 @@ def orchestrate(
         redis_url=redis_url,
         on_step=trackers.log_step,
     )
-    completed = _run_to_the_end(orchestrator, trackers, experiment_spec, out)
+    completed = _run_cancellable(orchestrator, trackers, experiment_spec, out)
     typer.echo(f"orchestrator finished at step {completed}")
+
+
+def _run_cancellable(orchestrator: Orchestrator, trackers: Trackers, spec: ExperimentSpec, out: Path) -> int:
+    """:func:`_run_to_the_end`; a stop signal ends it with :data:`CANCELLED_EXIT_CODE`, said in the log."""
+    _cancel_on_signal()
+    try:
+        return _run_to_the_end(orchestrator, trackers, spec, out)
+    except Cancelled as stop:
+        done = orchestrator.checkpoints.load().completed_step
+        logger.warning(
+            "orchestrator cancelled by %s after step %d of %d; every completed step is checkpointed: "
+            "the same --out resumes the run",
+            stop,
+            done,
+            spec.orchestrator.steps,
+        )
+        raise typer.Exit(CANCELLED_EXIT_CODE) from None
 
 
 def _serve_metrics(port: int, port_file: Path | None) -> None:

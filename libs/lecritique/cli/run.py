@@ -93,7 +93,14 @@ def run(
     if _left_alone(out, experiment, console):
         return
     code, started = _run_services(launcher, experiment.orchestrator.steps, out, console)
-    _report_and_exit(out, experiment.name, code, started, console)
+    _report_and_exit(
+        out,
+        experiment.name,
+        code,
+        started,
+        console,
+        (launcher.completed_step(), experiment.orchestrator.steps),
+    )
 
 
 def _launcher(
@@ -131,17 +138,24 @@ def _launcher(
     )
 
 
+CANCELLED = 130
+"""Exit code of a run stopped by SIGTERM or Ctrl-C (as ``lecritique study``'s)."""
+ORCHESTRATOR_CANCELLED = 143
+"""The orchestrator's exit code when it was stopped by a signal (128 + SIGTERM; ``lecritique orchestrate``)."""
+
+
 def _run_services(launcher: LocalLauncher, steps: int, out: Path, console: Any) -> tuple[int, bool]:
     """Start every service, follow the run and stop everything, whatever happened (SIGTERM counts
-    as Ctrl-C; later signals are ignored while stopping). Returns (the orchestrator's exit code,
-    whether every service started)."""
+    as Ctrl-C; later signals are ignored while stopping). Returns (the orchestrator's exit code, or
+    :data:`CANCELLED` when this command was stopped, and whether every service started)."""
     code, started = 1, True
     with terminate_as_interrupt():
         try:
             _start(launcher, console)
             code = _follow(launcher, steps, console, resumed_at=launcher.completed_step())
         except KeyboardInterrupt:
-            console.print("interrupted: stopping every service")
+            code = CANCELLED
+            console.print("cancelled (SIGTERM or Ctrl-C): stopping every service")
         except (RuntimeError, TimeoutError) as error:
             # A service that exits or hangs while starting: its log's tail says why, not a traceback of the launcher.
             console.print(f"[red]{error}")
@@ -153,16 +167,30 @@ def _run_services(launcher: LocalLauncher, steps: int, out: Path, console: Any) 
     return code, started
 
 
-def _report_and_exit(out: Path, title: str, code: int, started: bool, console: Any) -> None:
-    """Write the report of what the run recorded; exit with the orchestrator's code if it failed."""
+def _report_and_exit(
+    out: Path, title: str, code: int, started: bool, console: Any, progress: tuple[int, int] = (0, 0)
+) -> None:
+    """Write the report of what the run recorded; exit with the orchestrator's code if it failed,
+    with :data:`CANCELLED` if the run was cancelled (said as such, not as a bare exit code).
+    ``progress``: (the last completed step, the spec's steps)."""
     from lecritique.reporting import write_report
 
     if (out / "metrics.jsonl").exists():
         png, md = write_report(out, title=title)
         console.print(f"report: {md} and {png}")
+    if code in (CANCELLED, ORCHESTRATOR_CANCELLED):
+        done, steps = progress
+        who = "" if code == CANCELLED else "the orchestrator was stopped by a signal: "
+        console.print(
+            f"[yellow]{who}cancelled after step {done} of {steps}; every completed step is checkpointed: "
+            "the same command resumes the run"
+        )
+        raise typer.Exit(CANCELLED)
     if code != 0:
         if started:
-            console.print(f"[red]orchestrator exited with code {code}; see {out / 'logs'}")
+            console.print(
+                f"[red]orchestrator exited with code {code}; see {out / 'logs' / 'orchestrator.log'}"
+            )
         raise typer.Exit(code or 1)
 
 
@@ -266,6 +294,9 @@ def _follow(launcher: Any, steps: int, console: Any, resumed_at: int = 0) -> int
                     else f"{value:.3f}"
                 )
 
+            if row["step"] == 0:
+                progress.update(task, summary=f"initial policy: held-out success {fmt('eval_success')}")
+                return
             progress.update(
                 task,
                 completed=row["step"],
@@ -290,6 +321,9 @@ def _follow_plain(launcher: Any, steps: int, console: Any, resumed_at: int) -> i
     )
 
     def on_metrics(row: dict[str, Any]) -> None:
+        if row["step"] == 0:
+            console.print(f"step 0: initial policy, held-out success {_fmt(row, 'eval_success')}")
+            return
         console.print(
             f"step {row['step']}/{steps}  reward {_fmt(row, 'reward_mean')}  EV {_fmt(row, 'value_explained_variance')}"
             f"  rho {_fmt(row, 'tether_rho')}"

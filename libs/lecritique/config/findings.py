@@ -196,7 +196,7 @@ def _schedules(spec: ExperimentSpec) -> list[Finding]:
                 "orchestrator.eval_every",
                 "warning",
                 f"orchestrator.eval_every = {every} > orchestrator.steps = {steps}: the held-out evaluation "
-                "never runs during training",
+                "runs only once, on the initial policy (step 0)",
             )
         )
     probe = spec.critic_probe

@@ -240,5 +240,6 @@ def best_critic(row: Mapping[str, Any]) -> str:
     )
     others = "; ".join(f"{name} {fraction:.2f}" for fraction, name in ranked[1:])
     tie = any(abs(f - best_fraction) < 1e-9 for f, _ in ranked[1:])
-    head = "tie" if tie else f"best: {best}"
+    # One critic measured is no contest: named, never "best".
+    head = "tie" if tie else f"best: {best}" if others else best
     return f"{head}, {best_fraction:.2f} of the ceiling ({interval})" + (f"; {others}" if others else "")

@@ -13,7 +13,8 @@
    the same contexts (privileged context, group peers, In-Context Conditioning).
 
 Metrics per critic (:mod:`.scores`): value MSE and ``ev_var`` against the Monte-Carlo values,
-top-1 ranking accuracy per k with ties counted apart, and the reason for every n/a. ``mc_noise_mse`` (the mean estimated variance of the Monte-Carlo
+top-1 ranking accuracy per k with ties counted apart, and the reason for every n/a. The same
+metrics for the critic-free baselines of :mod:`.baselines`. ``mc_noise_mse`` (the mean estimated variance of the Monte-Carlo
 estimates, p(1-p)/(M-1)) is the MSE a perfect critic would still show against them.
 """
 
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 from rich.progress import Progress
 
+from lecritique.critic_eval.baselines import baseline_fields
 from lecritique.critic_eval.ceiling import ceiling_rows
 from lecritique.critic_eval.config import CriticEvalSpec
 from lecritique.critic_eval.scores import critic_row
@@ -99,6 +101,10 @@ class CriticEvalResult:
     """The oracle ceiling and each critic's EV / ceiling per response-position bucket (:mod:`.ceiling`)."""
     notes: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per critic: why a metric is n/a (metric name -> reason)."""
+    baselines: dict[str, dict[str, float]] = field(default_factory=dict)
+    baseline_notes: dict[str, dict[str, str]] = field(default_factory=dict)
+    tied_groups: float = float("nan")
+    """The critic-free baselines' metrics and n/a reasons, and the share of tied groups (:mod:`.baselines`)."""
 
 
 def _states_of(
@@ -277,7 +283,6 @@ def run_critic_eval(
             float(np.mean(r)) for r in _monte_carlo(player, ranking.candidates, spec.continuations)
         ]
         progress.advance(phase)
-
         icc_average, icc_rewards = _icc_average(spec, player, environment)
         actor = ActorInfo(actor_description, icc_average)
         scores: dict[str, _Scores] = {}
@@ -300,8 +305,9 @@ def run_critic_eval(
     probes = _probe_records(tokenizer, base, ranking, candidate_values, scores)
     scored_on = {c.name: c.scored_on(spec.segments) for c in spec.critics}
     ceiling = _ceiling(spec, mc, states, scores) if m > 1 else []
+    extra = baseline_fields(base, points, ranking.candidates, mc_values, candidate_values, spec)
     return CriticEvalResult(
-        metrics, states, probes, noise, success, icc_average, icc_rewards, scored_on, ceiling, notes
+        metrics, states, probes, noise, success, icc_average, icc_rewards, scored_on, ceiling, notes, **extra
     )
 
 

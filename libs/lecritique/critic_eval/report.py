@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from lecritique.critic_eval.baselines import BASELINES
 from lecritique.critic_eval.ceiling import MIN_CEILING, best_critic
 from lecritique.critic_eval.evaluation import CriticEvalResult
 
@@ -38,8 +39,23 @@ def _top1(metrics: dict[str, float], key: str, note: str | None) -> str:
     return _cell(metrics.get(key), note) + ("" if note else ties)
 
 
+def _measured(result: CriticEvalResult) -> list[tuple[str, str, dict[str, float], dict[str, str]]]:
+    """(name, scored on, metrics, notes) of every critic, then of every baseline."""
+    rows = [
+        (name, result.scored_on.get(name, "prefix"), metrics, result.notes.get(name, {}))
+        for name, metrics in result.metrics.items()
+    ]
+    rows += [
+        (f"baseline: {name}", "no critic", result.baselines[name], result.baseline_notes.get(name, {}))
+        for name in BASELINES
+        if name in result.baselines
+    ]
+    return rows
+
+
 def table_rows(result: CriticEvalResult) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the comparison table (one row per critic); every n/a says why."""
+    """Header and rows of the comparison table (one row per critic, then the baselines); every
+    n/a says why."""
     ranking = _ranking_keys(result)
     header = [
         "critic",
@@ -48,16 +64,74 @@ def table_rows(result: CriticEvalResult) -> tuple[list[str], list[list[str]]]:
         *[f"top-1 @ k={key[6:]}" for key in ranking],
     ]
     rows = []
-    for name, metrics in result.metrics.items():
-        notes = result.notes.get(name, {})
+    for name, scored_on, metrics, notes in _measured(result):
         cells = [_cell(metrics.get(key), notes.get(key)) for key in COLUMNS]
         cells += [_top1(metrics, key, notes.get(key)) for key in ranking]
-        rows.append([name, result.scored_on.get(name, "prefix"), *cells])
+        rows.append([name, scored_on, *cells])
     return header, rows
 
 
+def console_tables(result: CriticEvalResult, title: str) -> list[Any]:
+    """The table for a terminal, split by columns (values, then ranking) and folding long cells
+    instead of cutting them, so that it fits an 80-column terminal."""
+    from rich.table import Table
+
+    header, rows = table_rows(result)
+    split = 2 + len(COLUMNS)
+    parts = [(title + ": values", list(range(split)))]
+    if len(header) > split:
+        parts.append((title + ": ranking (top-1)", [0, *range(split, len(header))]))
+    tables = []
+    for part_title, columns in parts:
+        table = Table(title=part_title)
+        for index in columns:
+            table.add_column(header[index], overflow="fold")
+        for row in rows:
+            table.add_row(*(row[index] for index in columns))
+        tables.append(table)
+    return tables
+
+
+def tie_note(result: CriticEvalResult) -> str:
+    """Why top-1 accuracy can read 0 or n/a: how many probes (and base groups) are tied."""
+    parts = []
+    for key in _ranking_keys(result):
+        k = int(key[6:])
+        total = len(result.probes)
+        if not total:
+            continue
+        all_equal = sum(len({c.mc_value for c in probe.candidates[:k]}) == 1 for probe in result.probes)
+        first = next(iter(result.metrics.values()), {})
+        top = int(first.get(f"mc_ties_k{k}", 0))
+        parts.append(
+            f"k={k}: {all_equal} of {total} probes ({all_equal / total:.0%}) have all k candidates' Monte-Carlo "
+            f"values equal, {top} ({top / total:.0%}) have no single best (left out)"
+        )
+    groups = (
+        f" Groups of base episodes whose returns are all tied: {result.tied_groups:.0%}."
+        if math.isfinite(result.tied_groups)
+        else ""
+    )
+    head = "Ties in top-1: " + ("; ".join(parts) + "." if parts else "no ranking probes.")
+    return (
+        head + " A critic that gives the best candidates equal values has not chosen: a miss, counted in "
+        "'(ties: ... critic)'; the baselines value every candidate of a probe alike, so they always tie."
+        + groups
+    )
+
+
+def _beats(value: float, baselines: list[tuple[str, float]]) -> str:
+    """'beats both baselines' / 'beats the constant only' / ...: ``value`` against each baseline's."""
+    above = [name for name, other in baselines if value > other + 1e-12]
+    if len(above) == len(baselines):
+        return "beats " + ("both baselines" if len(baselines) == 2 else "the baseline")
+    if not above:
+        return "beats no baseline"
+    return "beats " + ", ".join(above) + " only"
+
+
 def verdict(result: CriticEvalResult) -> str:
-    """One line: which critic explains most of the Monte-Carlo values' variance (``ev_var``)."""
+    """One line: the critics' ``ev_var`` (the best first) against the critic-free baselines'."""
     scored = sorted(
         (
             (m["ev_var"], name)
@@ -69,17 +143,29 @@ def verdict(result: CriticEvalResult) -> str:
     if not scored:
         reasons = {notes["ev_var"] for notes in result.notes.values() if "ev_var" in notes}
         return f"Verdict (ev_var): none, {'; '.join(sorted(reasons)) or 'no critic has a finite ev_var'}."
+    baselines = [
+        (name, result.baselines[name]["ev_var"])
+        for name in BASELINES
+        if name in result.baselines and math.isfinite(result.baselines[name].get("ev_var", float("nan")))
+    ]
+    against = ", ".join(f"{name} {value:.3f}" for name, value in baselines)
     best_value, best = scored[0]
-    others = "; ".join(f"{name} {value:.3f}" for value, name in scored[1:])
-    head = "tie" if any(abs(value - best_value) < 1e-12 for value, _ in scored[1:]) else f"best: {best}"
-    return f"Verdict (ev_var): {head}, {best_value:.3f}" + (f"; {others}" if others else "") + "."
+    if len(scored) == 1:
+        head = f"{best} {best_value:.3f}"
+    else:
+        tie = any(abs(value - best_value) < 1e-12 for value, _ in scored[1:])
+        others = "; ".join(f"{name} {value:.3f}" for value, name in scored[1:])
+        head = f"{'tie' if tie else 'best critic: ' + best} {best_value:.3f} ({others})"
+    if not baselines:
+        return f"Verdict (ev_var): {head}; no baseline measured."
+    return f"Verdict (ev_var): {head} vs baselines {against}: {best} {_beats(best_value, baselines)}."
 
 
 def markdown_table(result: CriticEvalResult) -> str:
     header, rows = table_rows(result)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines) + "\n\n" + verdict(result)
+    return "\n".join(lines) + "\n\n" + tie_note(result) + "\n\n" + verdict(result)
 
 
 def ceiling_table(result: CriticEvalResult) -> str:
@@ -143,6 +229,9 @@ def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> d
         "ranking_probes": [asdict(probe) for probe in result.probes],
         "ceiling": result.ceiling,
         "notes": result.notes,
+        "baselines": result.baselines,
+        "baseline_notes": result.baseline_notes,
+        "tied_groups": result.tied_groups,
     }
     paths["json"].write_text(json.dumps(payload, indent=1, default=float))
     paths["markdown"].write_text(
@@ -153,7 +242,11 @@ def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> d
         "(LVRL's values, which read later actions). ev_var = 1 − Var(m − V)/Var(m) against the Monte-Carlo "
         "values m. Top-1 counts the probes whose Monte-Carlo values have a single best candidate (probes tied at "
         "the top are left out, counted as MC ties); a critic that ties at the top has not chosen: a miss, counted "
-        "as a critic tie.\n\n" + markdown_table(result) + ceiling_table(result) + "\n"
+        "as a critic tie. Baselines (no critic): constant = the mean return of all base episodes; group mean = the "
+        "mean return of the other episodes of the state's group (leave-one-out: never its own outcome).\n\n"
+        + markdown_table(result)
+        + ceiling_table(result)
+        + "\n"
     )
     _write_plot(result, paths["plot"])
     return paths

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from lecritique.config.experiment import ExperimentSpec
 from lecritique.engines.base import SamplingParams
 from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.clients import EnvironmentClient
@@ -34,3 +37,13 @@ def held_out_success(
         "eval_reward_mean": float(rewards.mean()),
         "eval_seconds": time.perf_counter() - start,
     }
+
+
+def initial_row(
+    player: EpisodePlayer, environment: EnvironmentClient, spec: ExperimentSpec, elapsed: Callable[[], float]
+) -> dict[str, Any]:
+    """The metrics row of step 0: the initial policy's held-out evaluation, before any update, so
+    that every run's held-out curve starts from the same point; ``seconds`` is the experiment's
+    wall time after it, ``policy_version`` 0."""
+    held_out = held_out_success(player, environment, spec.orchestrator.eval_tasks, spec.seed, 0)
+    return {"step": 0, **held_out, "seconds": elapsed(), "policy_version": 0}

@@ -12,7 +12,8 @@ Per policy step k:
 4. record the step as pending, send it to the policy trainer, load the published weights into
    every rollout replica, run the held-out evaluation when due, append the step's metrics
    (:mod:`~lecritique.orchestrator.telemetry`), commit the checkpoint
-   (:mod:`~lecritique.orchestrator.state`).
+   (:mod:`~lecritique.orchestrator.state`). With ``eval_every``, the initial policy is evaluated
+   once first: the row of step 0 (:func:`~lecritique.orchestrator.heldout.initial_row`).
 
 Before the first policy update the loop only generates, evaluates and pushes, until the value
 trainer reports ``warmup_updates`` critic updates (when the estimator uses the critic); the first
@@ -43,13 +44,12 @@ from lecritique.advantages import (
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.config.findings import warning_texts
 from lecritique.critics.specs import TrainedCriticSpec
-from lecritique.critics.types import ActorInfo
 from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.batches import WARMUP_DRAWS, BatchSource, GeneratedBatch
 from lecritique.orchestrator.clients import ServiceClients
 from lecritique.orchestrator.critic_stage import CriticStage
-from lecritique.orchestrator.heldout import held_out_success
-from lecritique.orchestrator.probe import CriticProbe
+from lecritique.orchestrator.heldout import held_out_success, initial_row
+from lecritique.orchestrator.probe import in_run_probe
 from lecritique.orchestrator.redis_retry import retry_redis
 from lecritique.orchestrator.row import StepRow
 from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, PendingStep, wall_budget_spent
@@ -112,28 +112,12 @@ class Orchestrator:
         self.batches = BatchSource(spec, clients.environment, player, self.critic, self._stop)
         # Held-out evaluation runs in the policy loop while the rollout stage generates.
         self._eval_player = dataclasses.replace(player, tokenizer=copy.deepcopy(player.tokenizer))
-        self.probe = self._probe()
+        # The in-run critic probe plays with the held-out evaluation's player.
+        self.probe = in_run_probe(spec, self.critic, self._eval_player, clients)
         self._clock: Callable[[], float] = time.monotonic
         """The wall clock of ``seconds`` and ``orchestrator.max_seconds``."""
         self._started = self._clock()
         self._elapsed_before = 0.0
-
-    def _probe(self) -> CriticProbe | None:
-        """The in-run critic probe (``critic_probe``); it plays with the held-out evaluation's player."""
-        settings, critic, evaluator = self.spec.critic_probe, self.spec.critic, self.clients.value_evaluator
-        if settings is None or critic is None or evaluator is None:
-            return None
-        stage = self.critic
-        return CriticProbe(
-            settings,
-            critic,
-            self._eval_player,
-            self.clients.environment,
-            evaluator,
-            lambda: ActorInfo(stage.actor_description, stage.reward_average.value),
-            group_size=self.spec.rollout.group_size,
-            seed=self.spec.seed,
-        )
 
     def run(self, on_step: OnStep | None = None) -> OrchestratorState:
         spec = self.spec
@@ -146,6 +130,7 @@ class Orchestrator:
         if state.estimator:
             self.estimator.load_state_dict(state.estimator)
         self.critic.restore(state.reward_average, state.reward_average_batches, state.newest_value_version)
+        self._initial_evaluation(state)
         state = self._warmup(state)
         self.checkpoints.save(state)
         try:
@@ -182,6 +167,13 @@ class Orchestrator:
         response = self.clients.policy_trainer.train(pending.step, pending.trajectories)
         state, _ = self._finish_step(pending, response, recovering=True)
         return state
+
+    def _initial_evaluation(self, state: OrchestratorState) -> None:
+        if self.spec.orchestrator.eval_every is None or state.completed_step > 0 or self.log.has_step(0):
+            return  # a resumed run has its row of step 0
+        row = initial_row(self._eval_player, self.clients.environment, self.spec, self._elapsed)
+        self.telemetry.held_out(row["eval_success"])
+        self.log.append(row)
 
     def _warmup(self, state: OrchestratorState) -> OrchestratorState:
         critic = self.spec.critic

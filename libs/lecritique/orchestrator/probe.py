@@ -132,3 +132,22 @@ class CriticProbe:
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
+
+
+def in_run_probe(spec: Any, stage: Any, player: EpisodePlayer, clients: Any) -> CriticProbe | None:
+    """The experiment's in-run critic probe (``critic_probe``; None when off or without a critic):
+    ``stage`` is the loop's critic stage (the actor description and reward average the critic is
+    shown), ``player`` the held-out evaluation's."""
+    settings, critic, evaluator = spec.critic_probe, spec.critic, clients.value_evaluator
+    if settings is None or critic is None or evaluator is None:
+        return None
+    return CriticProbe(
+        settings,
+        critic,
+        player,
+        clients.environment,
+        evaluator,
+        lambda: ActorInfo(stage.actor_description, stage.reward_average.value),
+        group_size=spec.rollout.group_size,
+        seed=spec.seed,
+    )

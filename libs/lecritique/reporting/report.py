@@ -85,7 +85,8 @@ def summarize(rows: list[dict[str, Any]], window: int = 10) -> Summary:
     _, rho = _series(rows, "tether_rho")
     w = max(1, min(window, reward.size // 2 or 1))
     return Summary(
-        steps=len(rows),
+        # Policy steps: the row of step 0 (the initial policy's held-out evaluation) is none.
+        steps=sum(1 for row in rows if row.get("step", 0) >= 1),
         reward_start=float(reward[:w].mean()) if reward.size else float("nan"),
         reward_end=float(reward[-w:].mean()) if reward.size else float("nan"),
         explained_variance_end=float(ev[-w:].mean()) if ev.size else float("nan"),
@@ -102,21 +103,46 @@ def bucket_numbers(rows: list[dict[str, Any]], prefix: str) -> list[int]:
     return sorted(int(suffix) for suffix in suffixes if suffix.isdigit())
 
 
+BUCKET_MEANING = (
+    "A bucket is a range of response positions (policy tokens since the response began): bucket m of M "
+    "covers the m-th of M equal ranges of the response budget, so early and late tokens are measured apart."
+)
+
+
 def bucket_table(rows: list[dict[str, Any]], window: int) -> str:
-    """Markdown rows: each bucket's final rho and its critic explained variance over the last
-    ``window`` steps where it was defined (empty without buckets)."""
-    buckets = sorted(
-        set(bucket_numbers(rows, "tether_rho_bucket_")) | set(bucket_numbers(rows, "value_ev_bucket_"))
-    )
+    """Markdown: per response-position bucket, its final rho (TETHER with ``buckets > 1``, else the
+    one rho every bucket uses) and its critic explained variance over the last ``window`` steps
+    where it was defined; one line instead of a table with a single bucket; empty without buckets.
+
+    The critic's EV is measured per bucket for every estimator that uses a critic
+    (``value_ev_bucket_<m>``), while TETHER fits one rho per bucket only when it has ``buckets > 1``
+    (``tether_rho_bucket_<m>``): with one rho, that rho is every bucket's."""
+    rho_buckets = bucket_numbers(rows, "tether_rho_bucket_")
+    buckets = sorted(set(rho_buckets) | set(bucket_numbers(rows, "value_ev_bucket_")))
     if not buckets:
         return ""
-    lines = [f"\n| bucket | TETHER rho, final | critic EV, last {window} steps |\n|---|---|---|\n"]
-    for m in buckets:
-        _, rho = _series(rows, f"tether_rho_bucket_{m}")
+    _, single_rho = _series(rows, "tether_rho")
+    shared = " (TETHER's one rho, for every bucket)" if not rho_buckets and single_rho.size else ""
+
+    def rho_end(m: int) -> float:
+        _, rho = _series(rows, f"tether_rho_bucket_{m}") if rho_buckets else _series(rows, "tether_rho")
+        return float(rho[-1]) if rho.size else float("nan")
+
+    def ev_end(m: int) -> float:
         _, ev = _series(rows, f"value_ev_bucket_{m}")
-        rho_end = float(rho[-1]) if rho.size else float("nan")
-        ev_end = float(ev[-window:].mean()) if ev.size else float("nan")
-        lines.append(f"| {m} | {_fmt(rho_end)} | {_fmt(ev_end)} |\n")
+        return float(ev[-window:].mean()) if ev.size else float("nan")
+
+    if len(buckets) == 1:
+        m = buckets[0]
+        return (
+            f"\nOne response-position bucket (all positions): TETHER rho, final {_fmt(rho_end(m))}; "
+            f"critic EV, last {window} steps {_fmt(ev_end(m))}.\n"
+        )
+    lines = [
+        f"\nPer bucket. {BUCKET_MEANING}\n\n"
+        f"| bucket | TETHER rho, final{shared} | critic EV, last {window} steps |\n|---|---|---|\n"
+    ]
+    lines += [f"| {m} | {_fmt(rho_end(m))} | {_fmt(ev_end(m))} |\n" for m in buckets]
     return "".join(lines)
 
 
@@ -137,7 +163,14 @@ def _curves(rows: list[dict[str, Any]]) -> list[tuple[str, list[tuple[str, str]]
 def _draw(axis: Any, rows: list[dict[str, Any]], key: str, legend: str) -> None:
     steps, values = _series(rows, key)
     if key in SPARSE:
-        axis.plot(steps, values, marker="o", linewidth=1.5, color="tab:green", label="every eval_every steps")
+        axis.plot(
+            steps,
+            values,
+            marker="o",
+            linewidth=1.5,
+            color="tab:green",
+            label="step 0, then every eval_every steps",
+        )
     elif legend:  # one of several buckets: the moving average only, labelled by bucket
         axis.plot(steps, _smooth(values, 10), linewidth=1.5, label=legend)
     else:
@@ -159,6 +192,8 @@ def _plot(rows: list[dict[str, Any]], png: Path, title: str) -> None:
         if len(curves) > 1 or curves[0][0] in SPARSE:
             axis.legend(loc="best", fontsize=8)
         axis.set_ylabel(label)
+        if curves[0][0] in SPARSE:  # a success rate: the same scale in every report
+            axis.set_ylim(-0.02, 1.02)
         axis.grid(alpha=0.3)
     axes[0, 0].legend(loc="best", fontsize=8)
     axes[-1, 0].set_xlabel("policy step")

@@ -4,7 +4,8 @@ Definitions (stated in study.md too):
 - final reward: mean training reward of the last ``window`` steps of a run (the study's
   ``final_fraction`` of its steps, by default the last 25%), then mean and sample std (ddof 1)
   across seeds (Le Critique Fig. 7);
-- final held-out success: the last ``eval_success`` of a run;
+- final held-out success: the last ``eval_success`` of a run after step 0 (step 0's row evaluates
+  the initial policy);
 - ev_mse / ceiling: the ceiling probe's, held-out states at every position (set per run from the
   probe, :func:`lecritique.study.ceiling_table.with_ceiling_figures`);
 - ev_var, second half: mean in-run critic explained variance (1 - Var(R - V) / Var(R) on the
@@ -101,7 +102,8 @@ def run_figures(
     """The figures of one run (NaN where the run has no such metric)."""
     nan = float("nan")
     _, reward = series(rows, "reward_mean")
-    _, success = series(rows, "eval_success")
+    # After training: the row of step 0 evaluates the initial policy.
+    success = [v for s, v in zip(*series(rows, "eval_success"), strict=True) if s >= 1]
     ev_steps, ev = series(rows, "value_explained_variance")
     _, rho = series(rows, "tether_rho")
     half = rows[-1]["step"] / 2 if rows else 0
@@ -111,7 +113,8 @@ def run_figures(
     versions = [version for version in series(rows, "value_version")[1] if version >= 0]
     done = series(rows, "critic_updates_done")[1] or series(rows, UPDATES_DONE_BEFORE_RENAME)[1]
     updates_done = float(np.mean(done)) if done else nan
-    timed = [row for row in rows if _finite(row.get("seconds"))]
+    # Policy steps only: the row of step 0 (the initial held-out evaluation) precedes the warm-up.
+    timed = [row for row in rows if row["step"] >= 1 and _finite(row.get("seconds"))]
     minutes = (timed[-1]["seconds"] - timed[0]["seconds"]) / 60 if len(timed) > 1 else 0.0
     return {
         "final_reward": float(np.mean(reward[-window:])) if reward else nan,

@@ -1,0 +1,215 @@
+"""Several runs side by side: one markdown table and one figure (``lecritique compare``).
+
+A critic's numbers mean little without a baseline beside them (issue 41): a TETHER run and a
+MEAN run of the same seed and tasks, compared here, say whether the critic helped, per policy
+step and per second of wall time (a critic costs time).
+
+Definitions (stated in the table's notes too):
+- final reward: mean training reward over the last 25% of a run's policy steps (at least one);
+- held-out success, first / last: the first and the last ``eval_success`` of the run (the first is
+  step 0, the initial policy, in runs that evaluate it);
+- critic EV, final: mean of ``value_explained_variance`` over the same last 25% of steps;
+- rho, last: the last ``tether_rho``;
+- wall time: ``seconds`` of the last row (experiment wall time, critic warm-up included).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lecritique.reporting.report import load_metrics
+
+FINAL_FRACTION = 0.25
+"""The share of a run's last policy steps its final reward and EV are averaged over."""
+
+
+@dataclass(frozen=True)
+class RunColumn:
+    """One run's row of the comparison."""
+
+    label: str
+    """How the table and the figure name the run (its folder, made unique)."""
+    spec_name: str
+    estimator: str
+    critic: str
+    steps: int
+    final_window: int
+    final_reward: float
+    eval_first: float
+    eval_first_step: int | None
+    eval_last: float
+    eval_last_step: int | None
+    ev_final: float
+    rho_last: float
+    seconds: float
+    rows: list[dict[str, Any]]
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def series(rows: list[dict[str, Any]], key: str, x: str = "step") -> tuple[list[float], list[float]]:
+    """(x, value) of ``key`` on rows where both are finite numbers; ``x`` is ``step`` or ``seconds``."""
+    pairs = [
+        (float(row[x]), float(row[key])) for row in rows if _finite(row.get(key)) and _finite(row.get(x))
+    ]
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def _spec_fields(run_dir: Path) -> tuple[str, str, str]:
+    """(spec name, estimator, critic) from the run's ``spec.json`` ('?' where it has none)."""
+    path = run_dir / "spec.json"
+    if not path.exists():
+        return "?", "?", "?"
+    try:
+        spec = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from None
+    estimator = (spec.get("estimator") or {}).get("name", "?")
+    critic = spec.get("critic")
+    if not critic:
+        described = "none"
+    else:
+        parts = [critic.get("kind"), critic.get("context")]
+        described = " / ".join(str(part) for part in parts if part) or "yes"
+    return str(spec.get("name", "?")), str(estimator), described
+
+
+def run_column(run_dir: Path, label: str | None = None) -> RunColumn:
+    """The comparison's figures of one run folder (``metrics.jsonl``, ``spec.json`` when present)."""
+    run_dir = Path(run_dir)
+    rows = load_metrics(run_dir)
+    steps_rows = [row for row in rows if row.get("step", 0) >= 1]
+    if not steps_rows:
+        raise ValueError(f"{run_dir}/metrics.jsonl has no policy step yet: nothing to compare")
+    steps = int(steps_rows[-1]["step"])
+    window = max(1, math.ceil(len(steps_rows) * FINAL_FRACTION))
+    late = steps_rows[-window:]
+    reward = [float(row["reward_mean"]) for row in late if _finite(row.get("reward_mean"))]
+    ev = [
+        float(row["value_explained_variance"]) for row in late if _finite(row.get("value_explained_variance"))
+    ]
+    eval_steps, success = series(rows, "eval_success")
+    _, rho = series(steps_rows, "tether_rho")
+    timed = [row for row in rows if _finite(row.get("seconds"))]
+    name, estimator, critic = _spec_fields(run_dir)
+    nan = float("nan")
+    return RunColumn(
+        label=label or run_dir.name,
+        spec_name=name,
+        estimator=estimator,
+        critic=critic,
+        steps=steps,
+        final_window=window,
+        final_reward=float(np.mean(reward)) if reward else nan,
+        eval_first=success[0] if success else nan,
+        eval_first_step=int(eval_steps[0]) if success else None,
+        eval_last=success[-1] if success else nan,
+        eval_last_step=int(eval_steps[-1]) if success else None,
+        ev_final=float(np.mean(ev)) if ev else nan,
+        rho_last=rho[-1] if rho else nan,
+        seconds=float(timed[-1]["seconds"]) if timed else nan,
+        rows=rows,
+    )
+
+
+def unique_labels(run_dirs: list[Path]) -> list[str]:
+    """Each run's folder name, or more of its path where two runs share a name."""
+    labels = [Path(d).name for d in run_dirs]
+    depth = 1
+    while len(set(labels)) < len(labels) and depth < 8:
+        depth += 1
+        labels = ["/".join(Path(d).resolve().parts[-depth:]) for d in run_dirs]
+    return labels
+
+
+def _fmt(value: float) -> str:
+    return "n/a" if not math.isfinite(value) else f"{value:.3f}"
+
+
+def _at(value: float, step: int | None) -> str:
+    return "n/a" if step is None else f"{_fmt(value)} (step {step})"
+
+
+def comparison_table(columns: list[RunColumn]) -> str:
+    """The markdown table, one row per run, and notes saying how each figure is computed."""
+    header = (
+        "| run | spec | estimator | critic | steps | final reward (last 25% of steps) "
+        "| held-out success, first | held-out success, last | critic EV (last 25%) | TETHER rho, last "
+        "| wall time (s) |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    lines = [
+        f"| {c.label} | {c.spec_name} | {c.estimator} | {c.critic} | {c.steps} | {_fmt(c.final_reward)} "
+        f"| {_at(c.eval_first, c.eval_first_step)} | {_at(c.eval_last, c.eval_last_step)} "
+        f"| {_fmt(c.ev_final)} | {_fmt(c.rho_last)} | {_fmt(c.seconds)} |\n"
+        for c in columns
+    ]
+    notes = (
+        "\nFinal reward and critic EV: means over each run's last 25% of policy steps "
+        f"({', '.join(f'{c.label}: {c.final_window}' for c in columns)} steps). Held-out success: greedy, "
+        "on the same eval-split tasks for the same seed; step 0 is the initial policy. Wall time: the "
+        "experiment's, critic warm-up included. n/a: the run has no such metric (MEAN has no critic EV "
+        "or rho; a run without `orchestrator.eval_every` has no held-out success).\n"
+    )
+    return header + "".join(lines) + notes
+
+
+def _smooth(values: list[float], window: int = 10) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.size < window:
+        return array
+    padded = np.concatenate([np.full(window - 1, array[0]), array])
+    return np.convolve(padded, np.ones(window) / window, mode="valid")
+
+
+def comparison_figure(columns: list[RunColumn], png: Path) -> None:
+    """Reward (moving average of 10 steps) and held-out success, against policy steps and against
+    wall time, every run in each panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(2, 2, figsize=(11, 7), squeeze=False)
+    for x, column_index, x_label in (("step", 0, "policy step"), ("seconds", 1, "wall time (s)")):
+        reward_axis, eval_axis = axes[0, column_index], axes[1, column_index]
+        for index, column in enumerate(columns):
+            color = f"C{index % 10}"
+            xs, reward = series(column.rows, "reward_mean", x)
+            if reward:
+                reward_axis.plot(xs, _smooth(reward), color=color, linewidth=1.8, label=column.label)
+            xs, success = series(column.rows, "eval_success", x)
+            if success:
+                eval_axis.plot(xs, success, color=color, marker="o", linewidth=1.5, label=column.label)
+        reward_axis.set_ylabel("training reward (moving average, 10 steps)")
+        eval_axis.set_ylabel("held-out greedy success")
+        eval_axis.set_ylim(-0.02, 1.02)
+        for axis in (reward_axis, eval_axis):
+            axis.set_xlabel(x_label)
+            axis.grid(alpha=0.3)
+            if axis.get_legend_handles_labels()[0]:
+                axis.legend(loc="best", fontsize=8)
+    figure.suptitle("runs compared: against policy steps (left) and wall time (right)")
+    figure.tight_layout()
+    figure.savefig(png, dpi=110)
+    plt.close(figure)
+
+
+def write_comparison(run_dirs: list[Path], out_dir: Path) -> tuple[Path, Path]:
+    """Write ``compare.md`` and ``compare.png`` into ``out_dir``; returns their paths."""
+    if not run_dirs:
+        raise ValueError("compare needs at least one run folder")
+    columns = [run_column(d, label) for d, label in zip(run_dirs, unique_labels(run_dirs), strict=True)]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png, md = out_dir / "compare.png", out_dir / "compare.md"
+    comparison_figure(columns, png)
+    md.write_text("# Runs compared\n\n![curves](compare.png)\n\n" + comparison_table(columns))
+    return png, md
