@@ -52,6 +52,16 @@ CHAT_TEMPLATE = (
 )
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: a tiny model gains nothing from two, and two spinning OpenMP threads on a
+    loaded 2-core machine took 4 CPU-minutes for what one thread did in 1.5."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def digits_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An untrained two-layer tiny Llama over digits, the layouts' punctuation and role names."""
