@@ -39,7 +39,7 @@ from lecritique.pretrain.probe import offline_episodes, state_evs
 from lecritique.pretrain.train import Schedule, split_by_task, train_epoch
 from lecritique.training.critic_trainer import CriticTrainer
 
-pytestmark = pytest.mark.slow(seconds=90)
+pytestmark = [pytest.mark.slow(seconds=120), pytest.mark.timeout(1800)]
 
 GROUP_SIZE = 8
 TASKS = 400
