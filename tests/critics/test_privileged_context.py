@@ -22,7 +22,7 @@ compare, and does (``docs/critics.md``, "Does a privileged critic read its conte
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +53,7 @@ CHAT_TEMPLATE = (
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
+def one_thread() -> Iterator[None]:
     """One torch thread: a tiny model gains nothing from two, and on a loaded 2-core machine two
     spinning OpenMP threads used over 4 CPU-minutes per layout where a one-thread run of 900
     updates took 89 s of wall time."""
@@ -69,11 +69,13 @@ def digits_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     architecture = TinyArchitecture(
         hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, max_positions=512
     )
-    return write_random_tiny_policy(
-        tmp_path_factory.mktemp("digits") / "model",
-        "0123456789:. abcdefghijklmnopqrstuvwxyz\n",
-        seed=5,
-        architecture=architecture,
+    return Path(
+        write_random_tiny_policy(
+            tmp_path_factory.mktemp("digits") / "model",
+            "0123456789:. abcdefghijklmnopqrstuvwxyz\n",
+            seed=5,
+            architecture=architecture,
+        )
     )
 
 
@@ -82,7 +84,7 @@ def half_right(seed: int) -> Callable[[Task, int], str]:
     rng = random.Random(seed)
 
     def write(task: Task, member: int) -> str:
-        hidden = task.privileged["hidden"]
+        hidden = str(task.privileged["hidden"])
         if rng.random() < 0.5:
             return hidden
         while (other := "".join(rng.choice("0123456789") for _ in hidden)) == hidden:
@@ -97,7 +99,7 @@ def held_out_evs(model: Path, context: str, template_kind: str) -> tuple[float, 
     tokenizer = load_tokenizer(model)
     if template_kind == "chat":
         tokenizer.chat_template = CHAT_TEMPLATE
-    critic = DiscriminativeCriticSpec(context=context, optimizer={"lr": 1e-3})  # type: ignore[arg-type]
+    critic = DiscriminativeCriticSpec(context=context, optimizer={"lr": 1e-3})
     environment = get_environment("hidden_digits", digits=[3, 3])
     episodes = offline_episodes(
         environment,
@@ -129,7 +131,9 @@ this budget it learns only part of that (measured: see ``docs/critics.md``)."""
 
 @pytest.mark.parametrize("template_kind", ["plain", "chat"])
 @pytest.mark.parametrize("context", ["reference", "loo_group", "reference_loo_group"])
-def test_a_privileged_critic_predicts_the_return_from_its_context(digits_model, context, template_kind):
+def test_a_privileged_critic_predicts_the_return_from_its_context(
+    digits_model: Path, context: str, template_kind: str
+) -> None:
     before, after, train = held_out_evs(digits_model, context, template_kind)
     # Before the response nothing decides the return; after it the context does.
     assert abs(before) < 0.1, (context, template_kind, before)
@@ -137,6 +141,6 @@ def test_a_privileged_critic_predicts_the_return_from_its_context(digits_model, 
 
 
 @pytest.mark.parametrize("template_kind", ["plain", "chat"])
-def test_the_ordinary_critic_cannot_predict_it(digits_model, template_kind):
+def test_the_ordinary_critic_cannot_predict_it(digits_model: Path, template_kind: str) -> None:
     before, after, train = held_out_evs(digits_model, "none", template_kind)
     assert abs(before) < 0.1 and abs(after) < 0.1, (template_kind, before, after, train)
