@@ -15,6 +15,7 @@ ENVIRONMENTS = {
     "reasoning_gym": {"datasets": {"basic_arithmetic": 1, "mini_sudoku": 1}},
     "codeio": {"parallel_executions": 2},
     "babyai_text": {},
+    "hidden_digits": {"scoring": "fraction"},
     "dataset": {"path": str(EXAMPLE_DATA), "prompt_column": "expression", "verifier": {"kind": "numeric"}},
     "dataset-math": {
         "path": str(EXAMPLE_DATA),

@@ -30,6 +30,7 @@ from lecritique.envs.codeio import CodeIOConfig, CodeIOEnvironment
 from lecritique.envs.config import EnvironmentConfigBase
 from lecritique.envs.countdown import CountdownConfig, CountdownEnvironment
 from lecritique.envs.dataset import DatasetConfig, DatasetEnvironment
+from lecritique.envs.hidden_digits import HiddenDigitsConfig, HiddenDigitsEnvironment
 from lecritique.envs.reasoning_gym import ReasoningGymConfig, ReasoningGymEnvironment
 from lecritique.envs.sudoku import SudokuConfig, SudokuEnvironment
 
@@ -40,7 +41,8 @@ EnvironmentConfig = Annotated[
     | ReasoningGymConfig
     | CodeIOConfig
     | BabyAITextConfig
-    | DatasetConfig,
+    | DatasetConfig
+    | HiddenDigitsConfig,
     Field(discriminator="kind"),
 ]
 """One environment's configuration; ``kind`` names the environment."""
@@ -53,6 +55,7 @@ _ENVIRONMENTS: dict[str, tuple[type[EnvironmentConfigBase], type[Environment]]] 
     "codeio": (CodeIOConfig, CodeIOEnvironment),
     "babyai_text": (BabyAITextConfig, BabyAITextEnvironment),
     "dataset": (DatasetConfig, DatasetEnvironment),
+    "hidden_digits": (HiddenDigitsConfig, HiddenDigitsEnvironment),
 }
 _CONFIG_ADAPTER: TypeAdapter[Any] = TypeAdapter(EnvironmentConfig)
 
@@ -136,6 +139,7 @@ __all__ = [
     "EnvironmentConfig",
     "EnvironmentConfigBase",
     "EpisodeState",
+    "HiddenDigitsConfig",
     "ReasoningGymConfig",
     "ScoreResult",
     "Split",
