@@ -19,8 +19,10 @@ from lecritique.models.tiny_arch import TinyArchitecture
 from lecritique.tinybuild import (
     TINY_TASKS,
     TinyBuildConfig,
+    TinyBuildCut,
     build_tiny,
     build_tiny_model,
+    describe_build,
     load_build_report,
 )
 
@@ -121,6 +123,44 @@ def test_out_directory_gets_a_copy_and_is_not_clobbered(first_build, cache: Path
     assert not (occupied / "notes.txt").exists() and (occupied / "config.json").is_file()
 
 
+def test_a_build_has_no_wall_clock_limit_unless_asked() -> None:
+    """A busy machine must not change which model a name means (issue #45: a study started every
+    arm from a build cut at step 170 with 0% success)."""
+    assert TinyBuildConfig(task="sudoku-mini").max_minutes is None
+
+
+def test_a_cut_build_is_refused_never_cached_nor_handed_out(tmp_path: Path) -> None:
+    # 1e-6 minutes: the limit has passed by the end of the first step.
+    with pytest.raises(TinyBuildCut) as cut:
+        build_tiny_model(small_config(max_minutes=1e-6), cache_dir=tmp_path, show_progress=False)
+    message = str(cut.value)
+    assert "cut by its 1e-06-minute limit at step 1 of 6" in message and "--minutes" in message
+    assert not any(tmp_path.iterdir()), "nothing cached, nothing left behind"
+    # The same build without the limit is the real one, and the second call takes it from the cache.
+    built = build_tiny_model(small_config(), cache_dir=tmp_path, show_progress=False)
+    again = build_tiny_model(small_config(max_minutes=1e-6), cache_dir=tmp_path, show_progress=False)
+    assert again.cached and again.path == built.path
+
+
+def test_the_line_says_what_the_build_call_did(first_build, cache: Path) -> None:  # type: ignore[no-untyped-def]
+    assert "built in" in describe_build(first_build) and "from the cache" not in describe_build(first_build)
+    again = build_tiny_model(small_config(), cache_dir=cache, show_progress=False)
+    line = describe_build(again)
+    assert "taken from the cache" in line and "6 steps (max_steps)" in line and str(again.path) in line
+
+
+def test_cli_refuses_a_cut_build_with_the_flag_that_gives_it_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LECRITIQUE_CACHE", str(tmp_path / "cache"))
+    overrides = tmp_path / "small.json"
+    overrides.write_text(small_config().model_dump_json(exclude={"task", "max_steps", "max_minutes"}))
+    args = ["build-tiny", "--task", "arithmetic", "--out", str(tmp_path / "m"), "--config", str(overrides)]
+    result = CliRunner().invoke(models_app, [*args, "--minutes", "0.000001"])
+    assert result.exit_code == 2 and "was cut by its" in result.output and "--minutes" in result.output
+    assert not (tmp_path / "m").exists()
+
+
 def test_unknown_task_and_bad_settings_are_rejected(cache: Path) -> None:
     with pytest.raises(ValueError, match="unknown tiny task 'chess'"):
         build_tiny("chess", cache_dir=cache)
@@ -177,8 +217,7 @@ def test_sudoku_mini_warm_start_reaches_the_rl_starting_band(tmp_path: Path) -> 
     than the default build (0.15 instead of 0.35: ~600 steps instead of ~1,300) and a smaller
     held-out set to save time: the held-out success, measured with sampled episodes through
     env.reset/env.step, must land in 10-60%."""
-    # max_minutes: a generous guard; stopping on time instead of the target fails the test.
-    config = TinyBuildConfig(task="sudoku-mini", stop_at_success=0.15, eval_tasks=128, max_minutes=30)
+    config = TinyBuildConfig(task="sudoku-mini", stop_at_success=0.15, eval_tasks=128)
     build = build_tiny_model(config, cache_dir=tmp_path, show_progress=False)
     report = build.report
     assert report["stopped_because"] == "target", report["history"]

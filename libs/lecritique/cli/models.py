@@ -19,8 +19,11 @@ def build_tiny_command(
     out: Annotated[Path, typer.Option(help="Directory that receives the model (a copy of the cache entry).")],
     seed: Annotated[int, typer.Option(help="Seed of initialisation, data and evaluation.")] = 0,
     minutes: Annotated[
-        float, typer.Option(help="Wall-clock guard on training; a build cut by it is not cached.")
-    ] = 6.0,
+        float | None,
+        typer.Option(
+            help="Wall-clock limit on training (default: none); a build cut by it is refused, never cached."
+        ),
+    ] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step budget (default: the task's).")] = None,
     force: Annotated[bool, typer.Option(help="Replace OUT if it holds something else.")] = False,
     cache_dir: Annotated[
@@ -38,7 +41,7 @@ def build_tiny_command(
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # OpenMP threads that spin while waiting lose badly on shared cores; read when torch loads.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from lecritique.tinybuild import TINY_TASKS, TinyBuildConfig, build_tiny_model
+    from lecritique.tinybuild import TINY_TASKS, TinyBuildConfig, TinyBuildCut, build_tiny_model
 
     if task not in TINY_TASKS:
         raise typer.BadParameter(
@@ -59,7 +62,11 @@ def build_tiny_command(
         build_config = TinyBuildConfig.model_validate(settings)
     except ValidationError as error:
         raise typer.BadParameter(str(error), param_hint="--config") from None
-    build = build_tiny_model(build_config, out=out, cache_dir=cache_dir, force=force)
+    try:
+        build = build_tiny_model(build_config, out=out, cache_dir=cache_dir, force=force)
+    except TinyBuildCut as error:
+        typer.secho(f"error: {error}", fg="red", err=True)
+        raise typer.Exit(2) from None
     evaluation = build.report["eval"]
     typer.echo(
         f"{build.path}: {build.report['parameters']} parameters, {build.report['steps']} steps "

@@ -115,13 +115,10 @@ def _launcher(
     """The local launcher of the experiment, its policy resolved (a tiny one built or taken from the cache)."""
     from lecritique.cli.tiny_policy import with_tiny_policy_built
     from lecritique.launch.local.launcher import LocalLauncher
-
-    if experiment.policy.tiny is not None:
-        # build_tiny shows its own progress bar (a first build takes a few minutes; later runs hit the cache).
-        console.print(f"tiny policy model {experiment.policy.tiny!r}: built once, then taken from the cache")
     from lecritique.launch.local.pools import CorePools
 
-    experiment = with_tiny_policy_built(experiment, cache_dir)
+    # A first build shows its own progress bar (a few minutes); the line says what happened.
+    experiment = with_tiny_policy_built(experiment, cache_dir, say=console.print)
     core_pools = None
     if pools:
         try:

@@ -8,20 +8,30 @@ step budget runs out. Success is measured with real episodes through ``env.reset
 
 Builds are deterministic from the seed on a given machine and cached under
 ``$LECRITIQUE_CACHE/tiny/<hash>`` (default ``~/.cache/lecritique/tiny``), keyed by a hash of the
-full build config and the source of the code that produces the model. A build cut short by the
-wall-clock guard (``max_minutes``) is not cached, since it depends on the machine's speed.
+full build config and the source of the code that produces the model. A build has no wall-clock
+limit unless one is asked for (``max_minutes``); one cut short by it depends on the machine's speed,
+so it raises :class:`TinyBuildCut` and is neither cached nor handed out.
 """
 
-from lecritique.tinybuild.build import build_tiny, build_tiny_model, default_cache_dir, load_build_report
+from lecritique.tinybuild.build import (
+    TinyBuildCut,
+    build_tiny,
+    build_tiny_model,
+    default_cache_dir,
+    describe_build,
+    load_build_report,
+)
 from lecritique.tinybuild.config import TINY_TASKS, TinyBuild, TinyBuildConfig, TinyTask
 
 __all__ = [
     "TINY_TASKS",
     "TinyBuild",
     "TinyBuildConfig",
+    "TinyBuildCut",
     "TinyTask",
     "build_tiny",
     "build_tiny_model",
     "default_cache_dir",
+    "describe_build",
     "load_build_report",
 ]

@@ -120,6 +120,21 @@ def build_tiny_model(
     return TinyBuild(_copy_out(build.path, Path(out), key, force), build.report, build.cached)
 
 
+def describe_build(build: TinyBuild) -> str:
+    """One line on what a build call did: taken from the cache or built now, and what the model is."""
+    report = build.report
+    evaluation = report.get("eval", {})
+    how = (
+        "taken from the cache" if build.cached else f"built in {report.get('train_seconds', 0):.0f} s, cached"
+    )
+    return (
+        f"tiny policy {report.get('task')!r} (seed {report.get('seed')}): {how}; "
+        f"{report.get('steps')} steps ({report.get('stopped_because')}), held-out success greedy "
+        f"{evaluation.get('greedy_success', float('nan')):.1%} / sampled "
+        f"{evaluation.get('sampled_success', float('nan')):.1%} on {evaluation.get('tasks')} tasks; {build.path}"
+    )
+
+
 def _copy_out(source: Path, out: Path, key: str, force: bool) -> Path:
     if out.exists() and any(out.iterdir()):
         existing = out / REPORT_FILE
@@ -147,11 +162,8 @@ def _train_and_store(
         (staging / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n")
         (staging / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n")
         if report["stopped_because"] == "time":
-            logger.warning("tiny build cut by the %.1f-minute guard: not cached", config.max_minutes)
             _remove_stale_uncached(cached_dir.parent)
-            final = staging.with_name(f".uncached-{key}-{os.getpid()}-{time.time_ns()}")
-            staging.rename(final)
-            return TinyBuild(final, report, cached=False)
+            raise TinyBuildCut(cut_message(config, report))
         try:
             staging.rename(cached_dir)
         except OSError:
@@ -163,8 +175,26 @@ def _train_and_store(
         raise
 
 
+class TinyBuildCut(RuntimeError):
+    """A build stopped by its ``max_minutes`` limit: a model that depends on the machine's speed,
+    so it is neither cached nor handed out (a run started from it would be another experiment)."""
+
+
+def cut_message(config: TinyBuildConfig, report: dict[str, Any]) -> str:
+    """What a cut build says: where it stopped and the setting that gives it time."""
+    history = report.get("history") or [{}]
+    validation = history[-1].get("validation_success")
+    measured = f", validation success {validation:.1%}" if validation is not None else ""
+    return (
+        f"tiny build {config.task!r} (seed {config.seed}) was cut by its {config.max_minutes:g}-minute limit "
+        f"at step {report['steps']} of {config.max_steps}{measured}: not cached and not used. "
+        "Build it without a limit (the default; `lecritique models build-tiny` without --minutes) "
+        "or with a larger --minutes."
+    )
+
+
 def _remove_stale_uncached(root: Path, max_age_seconds: float = 86400.0) -> None:
-    """Delete day-old builds that were cut by the time guard (never cached, only handed out)."""
+    """Delete day-old cut builds that earlier versions left (handed out, never cached)."""
     now = time.time()
     for entry in root.glob(".uncached-*"):
         if now - entry.stat().st_mtime > max_age_seconds:

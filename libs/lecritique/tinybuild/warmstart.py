@@ -135,10 +135,10 @@ def _warm_start(
     tokenizer: Any,
     pool: list[Task],
     validation: list[Task],
-    deadline: float,
+    deadline: float | None,
     show_progress: bool,
 ) -> _WarmStart:
-    """SFT steps until validation success reaches the target, the step budget ends, or the deadline passes."""
+    """SFT steps until validation success reaches the target, the step budget ends, or the deadline (if any) passes."""
     assert config.max_steps is not None and config.stop_at_success is not None
     rng = random.Random(config.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
@@ -176,7 +176,7 @@ def _warm_start(
                 if success >= config.stop_at_success:
                     run.stopped_because = "target"
                     break
-            if time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:
                 run.stopped_because = "time"
                 break
     return run
@@ -208,7 +208,7 @@ def train(
         tokenizer,
         pool,
         validation,
-        started + 60.0 * config.max_minutes,
+        None if config.max_minutes is None else started + 60.0 * config.max_minutes,
         show_progress,
     )
     train_seconds = time.monotonic() - started
