@@ -38,10 +38,21 @@ def test_the_initial_policy_is_evaluated_before_the_first_update_and_not_again_o
     assert first["seconds"] <= rows[1]["seconds"]
     assert [row["step"] for row in rows if "eval_success" in row] == [0, 2]
 
-    # A resumed (extended) run goes on from step 3 without evaluating step 0 again.
+    # A resumed (extended) run goes on from step 3 without evaluating step 0 again; step 3 is its
+    # last, which is evaluated (an arm is judged where it ended).
     _, _, environment = _run(out, {"name": "tether"}, steps=3, warmup=2, critic_updates=10, eval_every=2)
     assert [row["step"] for row in _rows(out)] == [0, 1, 2, 3]
-    assert environment.sampled and SEED not in environment.sampled
+    assert [row["step"] for row in _rows(out) if "eval_success" in row] == [0, 2, 3]
+    assert environment.sampled.count(SEED) == 1, "the last step's evaluation only"
+
+
+def test_a_run_ended_by_its_wall_budget_is_evaluated_after_its_last_step(tmp_path):
+    """orchestrator.max_seconds: the last step's held-out success is the arm's at its budget's end."""
+    out = tmp_path / "run"
+    _run(out, {"name": "mean"}, steps=50, warmup=0, eval_every=40, max_seconds=1e-9)
+    rows = _rows(out)
+    assert [row["step"] for row in rows] == [0, 1]
+    assert [row["step"] for row in rows if "eval_success" in row] == [0, 1]
 
 
 def test_a_run_without_held_out_evaluation_has_no_step_0_row(tmp_path):

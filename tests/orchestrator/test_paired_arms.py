@@ -23,7 +23,14 @@ def test_mean_and_a_warmed_up_critic_arm_of_one_seed_see_the_same_first_batch(tm
         pipeline_spec(quick_policy(), estimator={"name": "mean"}, critic=None, **common), tmp_path / "mean"
     )
     # Four warm-up updates on 16 trajectories a step, critic batch 8: the warm-up consumes batches.
-    critic = {"context": "reference", "warmup_updates": 4, "batch_size": 8, "replay": {"max_reuse": 1}}
+    # critic.warmup blocking: TETHER would otherwise step at rho = 0 while the critic warms (no warm-up batches).
+    critic = {
+        "context": "reference",
+        "warmup_updates": 4,
+        "warmup": "blocking",
+        "batch_size": 8,
+        "replay": {"max_reuse": 1},
+    }
     tether = run_experiment(
         pipeline_spec(quick_policy(), estimator={"name": "tether"}, critic=critic, **common),
         tmp_path / "tether",

@@ -1,4 +1,5 @@
-"""The critic warm-up draws from a stream of its own (issue 39, paired arms).
+"""The critic warm-up: a stream of its own when the policy waits for it (issue 39, paired arms), and
+policy steps at the estimator's critic-free start while it warms (``critic.warmup: auto``, issue 45).
 
 The policy loop runs in-process: a real Sudoku environment, a sampler that records the seed of
 every sampling call and answers EOS at once, stand-ins for the trainers. Two arms of one seed, one
@@ -109,8 +110,14 @@ def _run(
     critic_updates: int = 0,
     seed: int = SEED,
     eval_every: int | None = None,
+    warmup_mode: str = "blocking",
+    max_seconds: float | None = None,
 ) -> tuple[list[dict[str, Any]], _Sampler, _Environment]:
-    critic = None if estimator["name"] == "mean" else {"context": "none", "warmup_updates": warmup}
+    critic = (
+        None
+        if estimator["name"] in ("mean", "rloo")
+        else {"context": "none", "warmup_updates": warmup, "warmup": warmup_mode}
+    )
     spec = parse_spec(
         {
             "name": "paired",
@@ -125,6 +132,7 @@ def _run(
                 "prefetch_batches": 1,
                 "eval_every": eval_every,
                 "eval_tasks": 3,
+                "max_seconds": max_seconds,
             },
         }
     )
@@ -237,3 +245,43 @@ def test_streams_never_share_a_draw():
         assert not policy & warmup
     with pytest.raises(AttributeError):
         POLICY_DRAWS.offset = 1  # type: ignore[misc]
+
+
+def test_tether_steps_at_once_while_the_critic_warms_then_uses_it(tmp_path):
+    """critic.warmup auto: no warm-up batches, step 1 on the policy stream's first batch (MEAN's), the
+    cold steps at rho = 0 with nothing fitted; the batch scored by the warm version fits rho."""
+    mean, _, mean_env = _run(tmp_path / "mean", {"name": "mean"}, steps=6, warmup=0)
+    tether, _, tether_env = _run(tmp_path / "tether", {"name": "tether"}, steps=6, warmup=3, warmup_mode="auto")
+    assert [[row[key] for key in DRAW] for row in mean] == [[row[key] for key in DRAW] for row in tether]
+    assert all(row["warmup_batches"] == 0 for row in tether)
+    assert all(seed < WARMUP_DRAWS.offset for seed in tether_env.sampled), "no warm-up stream drawn"
+    assert _agree_over_both(tether_env.sampled, mean_env.sampled, at_least=6)
+    warm = [row["critic_warm"] for row in tether]
+    assert warm[0] is False and warm[-1] is True and warm == sorted(warm), warm
+    state = CheckpointStore(tmp_path / "tether" / "orchestrator").load()
+    # The stand-in trainer makes one update per status call: warm at the third, version 3.
+    assert state.critic_warm_version == 3
+    cold = [row for row in tether if not row["critic_warm"]]
+    assert cold and all(row["tether_rho"] == 0.0 for row in cold)
+    assert all(row["value_version"] < 3 for row in cold)
+    assert all(row["value_version"] >= 3 for row in tether if row["critic_warm"])
+    assert "critic_warm" not in mean[0] and mean[0].get("critic_warm") is None
+
+
+def test_a_resumed_run_keeps_the_warm_version(tmp_path):
+    out = tmp_path / "run"
+    _run(out, {"name": "tether"}, steps=5, warmup=2, warmup_mode="auto")
+    warm_version = CheckpointStore(out / "orchestrator").load().critic_warm_version
+    assert warm_version >= 0
+    resumed, _, _ = _run(out, {"name": "tether"}, steps=6, warmup=2, critic_updates=10, warmup_mode="auto")
+    assert [row["step"] for row in resumed] == [6] and resumed[0]["critic_warm"] is True
+    assert CheckpointStore(out / "orchestrator").load().critic_warm_version == warm_version
+
+
+@pytest.mark.parametrize(
+    ("estimator", "mode"), [({"name": "value"}, "auto"), ({"name": "tether"}, "blocking")]
+)
+def test_an_estimator_that_needs_the_critic_or_a_blocking_warm_up_waits(tmp_path, estimator, mode):
+    rows, _, _ = _run(tmp_path / "run", estimator, steps=2, warmup=3, warmup_mode=mode)
+    assert [row["warmup_batches"] for row in rows] == [2, 2]
+    assert all(row["critic_warm"] is True for row in rows)

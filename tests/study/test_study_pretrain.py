@@ -61,7 +61,7 @@ def test_the_stage_runs_once_per_starting_policy_with_its_budget_and_is_then_ski
         assert budget.tasks_per_policy == 64 and budget.max_epochs == 3
         assert spec.critic.model_path is None and spec.critic.context == "reference" and spec.seed == seed
         assert spec.policy == runs[seed * 2].spec.policy, "the starting policy of the seed's runs"
-    summary = _pretrain_summaries(study, out)
+    summary = _pretrain_summaries(study, out, runs)
     assert list(summary) == ["pvf (policy-seed0)", "pvf (policy-seed1)"]
     assert summary["pvf (policy-seed0)"]["result"] == {"best_held_out_ev": 0.2}
 
@@ -69,11 +69,10 @@ def test_the_stage_runs_once_per_starting_policy_with_its_budget_and_is_then_ski
 def test_one_starting_policy_keeps_one_stage_folder(tmp_path, monkeypatch):
     calls = _recording(monkeypatch)
     study, out = levers(policy_builds=1), tmp_path / "out"
-    run_pretrain(
-        study, Path("."), plan_runs(study, Path("."), out=out), out, Console(quiet=True), quick=False
-    )
+    runs = plan_runs(study, Path("."), out=out)
+    run_pretrain(study, Path("."), runs, out, Console(quiet=True), quick=False)
     assert [folder for _, _, folder in calls] == [(out / "pretrain" / "pvf").resolve()]
-    summary = _pretrain_summaries(study, out)["pvf"]
+    summary = _pretrain_summaries(study, out, runs)["pvf"]
     assert summary["budget"]["tasks_per_policy"] == 64 and summary["result"] == {"best_held_out_ev": 0.2}
 
 
@@ -94,6 +93,9 @@ def test_an_unused_stage_does_not_run_and_quick_cuts_the_budget(tmp_path, monkey
         quick=False,
     )
     assert calls == []
+    # study.md says why the stage has no result (issue 48: "not run" read as a failure).
+    said = _pretrain_summaries(unused, tmp_path, plan_runs(unused, Path("."), out=tmp_path))
+    assert said["pvf"]["unused"] == "not run: none of the variants run here uses it"
     used = levers()
     run_pretrain(
         used,

@@ -6,6 +6,8 @@ An estimator class says, once, what the rest of the system derives from it:
   one pydantic model; :mod:`lecritique.config.estimators` is the union of every registered one);
 - ``uses_critic``: whether it reads values (the spec then needs a ``critic``; the orchestrator
   waits for critic warmup and reports the critic's explained variance per bucket);
+- ``steps_while_critic_warms``: whether at its starting state it is its own critic-free baseline,
+  so policy steps need not wait for the critic's warm-up (TETHER at rho = 0, EVPO);
 - ``admits_hindsight``: whether a critic whose V(h_t) reads the trajectory after t may feed it.
   False by default: a critic-using estimator needs prefix-only values (Le Critique eq. 5), and
   the critic-kind table (:mod:`lecritique.critics.kinds`) refuses hindsight critics for it;
@@ -84,6 +86,13 @@ class AdvantageEstimator(ABC):
     uses_critic: ClassVar[bool] = False
     """Whether the estimator reads ``values`` (the spec then needs a critic; the orchestrator waits
     for critic warmup and reports the critic's explained variance)."""
+    steps_while_critic_warms: ClassVar[bool] = False
+    """Whether, with its fitted state at its start, it is its own critic-free baseline (TETHER at
+    rho_0 = 0 is the leave-one-out mean; EVPO's first batch uses the group mean). Then the
+    orchestrator need not hold the policy back for the critic's warm-up: it takes policy steps at
+    once with :meth:`compute` at that starting state and fits nothing until a warm critic version
+    scores a batch (``critic.warmup: auto``). False: the critic's values are the baseline from the
+    first step (``value``, ``gae``), so the policy waits for ``critic.warmup_updates``."""
     admits_hindsight: ClassVar[bool] = False
     """Whether values that read the trajectory after t are admissible (LVRL's hindsight values).
     False: a critic-using estimator uses V(h_t) as a baseline, which must depend on the prefix

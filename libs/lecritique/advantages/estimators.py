@@ -183,6 +183,8 @@ class EVPOEstimator(AdvantageEstimator):
     name = "evpo"
     Spec = EVPOSpec
     uses_critic = True
+    # No explained variance fitted yet: the group mean, which needs no critic.
+    steps_while_critic_warms = True
 
     def __init__(self) -> None:
         self.previous_explained_variance: float | None = None

@@ -65,6 +65,8 @@ class TetherEstimator(AdvantageEstimator):
     name = "tether"
     Spec = TetherSpec
     uses_critic = True
+    # rho_0 = 0: the leave-one-out baseline, which needs no critic (Le Critique §5.1).
+    steps_while_critic_warms = True
     min_group_size = 2
     group_reason = (
         "its baseline mixes the leave-one-out mean of the group's other returns, and a group of one has none"

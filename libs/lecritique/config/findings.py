@@ -196,7 +196,7 @@ def _schedules(spec: ExperimentSpec) -> list[Finding]:
                 "orchestrator.eval_every",
                 "warning",
                 f"orchestrator.eval_every = {every} > orchestrator.steps = {steps}: the held-out evaluation "
-                "runs only once, on the initial policy (step 0)",
+                "runs only on the initial policy (step 0) and after the last step",
             )
         )
     probe = spec.critic_probe

@@ -71,7 +71,14 @@ class TrainedCriticSpec(CriticServingSpec):
     """A critic with weights: trained from the replay stream, published as versions."""
 
     warmup_updates: int = Field(default=20, ge=0, le=1_000_000)
-    """Critic updates before the first policy update (Appendix B.3: 20)."""
+    """Critic updates before the critic's values are used (Appendix B.3: 20)."""
+    warmup: Literal["auto", "blocking"] = "auto"
+    """``auto``: an estimator that is its own critic-free baseline at its starting state (TETHER at
+    rho = 0, EVPO; ``steps_while_critic_warms``) takes policy steps at once, critic-free, while the
+    critic makes its ``warmup_updates`` on those steps' batches, and uses the critic from the first
+    batch a warm version scores; the others (``value``, ``gae``) wait for the warm-up, playing
+    batches of a stream of their own. ``blocking``: every estimator waits (Le Critique B.3's
+    protocol: 20 value updates before RL starts)."""
     batch_size: int | None = Field(default=None, ge=1, le=10_000_000)
     """Trajectories per critic update (None: the policy batch size, as in Table 2)."""
     publish_every: int = Field(default=1, ge=1, le=1_000_000)

@@ -15,11 +15,16 @@ Per policy step k:
    (:mod:`~lecritique.orchestrator.state`). With ``eval_every``, the initial policy is evaluated
    once first: the row of step 0 (:func:`~lecritique.orchestrator.heldout.initial_row`).
 
-Before the first policy update the loop only generates, evaluates and pushes, until the value
-trainer reports ``warmup_updates`` critic updates (when the estimator uses the critic); the first
-policy step's batch is then scored by that warmed-up critic version. The warm-up's batches come
-from a stream of their own (``warmup_cursor``), one at a time: the policy steps of a seed draw the
-same batches in every arm, warm-up or not (paired arms).
+The critic's warm-up (``critic.warmup_updates`` value updates before its values are used) holds
+the policy back only where the estimator needs the critic for its first step (``value``, ``gae``,
+or ``critic.warmup: blocking``): the loop then only generates, evaluates and pushes batches from a
+stream of their own (``warmup_cursor``), one at a time, until the value trainer reports the
+updates, and the first policy step's batch is scored by that warmed-up version. An estimator that
+is its own critic-free baseline at its starting state (TETHER at rho = 0, EVPO:
+``steps_while_critic_warms``) takes policy steps at once; until a batch is scored by the version
+published after the warm-up's updates it uses that starting state and fits nothing (the row's
+``critic_warm`` is False), then the critic as usual. Either way the policy steps of a seed draw the
+same batches in every arm (paired arms).
 """
 
 from __future__ import annotations
@@ -34,8 +39,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import grpc
-
 from lecritique.advantages import (
     AdvantageBatch,
     AdvantageEstimator,
@@ -43,7 +46,6 @@ from lecritique.advantages import (
 )
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.config.findings import warning_texts
-from lecritique.critics.specs import TrainedCriticSpec
 from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.batches import WARMUP_DRAWS, BatchSource, GeneratedBatch
 from lecritique.orchestrator.clients import ServiceClients
@@ -56,10 +58,10 @@ from lecritique.orchestrator.state import CheckpointStore, OrchestratorState, Pe
 from lecritique.orchestrator.step_batch import batch_row, fresh_trajectories
 from lecritique.orchestrator.telemetry import StepLog, Telemetry
 from lecritique.orchestrator.update_gate import update_gate
+from lecritique.orchestrator.warmup import CriticWarmup
 from lecritique.replay import ReplayBuffer
-from lecritique.rpc.replica_pool import NoReplicaAvailable
 from lecritique.trajectory import Trajectory
-from lecritique.v1 import policy_pb2, value_pb2
+from lecritique.v1 import policy_pb2
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +111,9 @@ class Orchestrator:
             spec.critic, clients.value_evaluator, copy.deepcopy(player.tokenizer), spec.policy.path, gate
         )
         self.critic.floor_seconds = spec.orchestrator.rpc_deadline_seconds
+        self.warmup = CriticWarmup(
+            spec.critic, self.estimator, trainer.status if trainer is not None else None
+        )
         self.batches = BatchSource(spec, clients.environment, player, self.critic, self._stop)
         # Held-out evaluation runs in the policy loop while the rollout stage generates.
         self._eval_player = dataclasses.replace(player, tokenizer=copy.deepcopy(player.tokenizer))
@@ -176,13 +181,18 @@ class Orchestrator:
         self.log.append(row)
 
     def _warmup(self, state: OrchestratorState) -> OrchestratorState:
-        critic = self.spec.critic
         # A critic that is never trained (the frozen LLM) has nothing to wait for.
-        if state.warmup_done or not isinstance(critic, TrainedCriticSpec) or not self.estimator.uses_critic:
+        if state.warmup_done or not self.warmup.needed:
             return replace(state, warmup_done=True)
-        if critic.warmup_updates == 0:
+        if self.warmup.steps_meanwhile:
+            logger.info(
+                "critic warm-up: %d value updates on the policy steps' batches; %s steps at its "
+                "critic-free start until then",
+                self.warmup.updates,
+                self.spec.estimator.name,
+            )
             return replace(state, warmup_done=True)
-        logger.info("critic warmup: waiting for %d value updates", critic.warmup_updates)
+        logger.info("critic warmup: waiting for %d value updates", self.warmup.updates)
         # One batch at a time, in this thread: none is left half-scored when the warm-up ends.
         source = BatchSource(
             self.spec,
@@ -194,11 +204,11 @@ class Orchestrator:
             prefetch=0,
         )
         while not self._stop.is_set():
-            warmed = self._warmed_version(critic.warmup_updates)
+            warmed = self.warmup.warmed_version()
             if warmed is not None:
                 logger.info("critic warmed up at version %d after %d batches", warmed, state.warmup_cursor)
                 self.critic.policy_stream_from(warmed)
-                return replace(state, warmup_done=True)
+                return replace(state, warmup_done=True, critic_warm_version=warmed)
             batch = source.next(state.warmup_cursor)
             if batch.scored.degraded is None:
                 self._push_replay(batch.scored.trajectories)
@@ -209,17 +219,6 @@ class Orchestrator:
                 "warmup batch %d pushed (critic version %d)", batch.cursor, batch.scored.value_version
             )
         return state
-
-    def _warmed_version(self, updates: int) -> int | None:
-        """The critic version the value trainer published once it made ``updates`` updates (None: not
-        yet, or the trainer is down: the warm-up waits for it)."""
-        assert self.clients.value_trainer is not None
-        try:
-            status: value_pb2.ValueTrainerStatus = self.clients.value_trainer.status()
-        except (grpc.RpcError, NoReplicaAvailable) as error:
-            logger.warning("critic warmup: value trainer unreachable (%s)", error)
-            return None
-        return int(status.published_version) if status.updates >= updates else None
 
     # ---- one policy step -----------------------------------------------------------------
     def _policy_step(self, state: OrchestratorState, on_step: OnStep | None) -> OrchestratorState:
@@ -236,8 +235,10 @@ class Orchestrator:
             self._consumed(batch)
             return self._past(state, batch, dropped_stale_total=state.dropped_stale_total + dropped)
         degraded_streak = self._degraded_streak(state, batch, step)
+        state = self.warmup.note(state, step)
+        critic_warm = self.warmup.is_warm(state, batch.scored.value_version)
         advantage_batch = AdvantageBatch.from_trajectories(evaluated)
-        advantages, estimator_metrics = self._advantages(batch, advantage_batch)
+        advantages, estimator_metrics = self._advantages(batch, advantage_batch, critic_warm)
         with_advantages = [
             replace(t, advantages=advantages[row, : len(t.token_ids)]) for row, t in enumerate(evaluated)
         ]
@@ -255,6 +256,7 @@ class Orchestrator:
             waited=(step_start, wait_end),
             estimator_metrics=estimator_metrics,
         )
+        metrics.critic_warm = critic_warm if self.estimator.uses_critic else None
         if state.completed_step == 0:
             metrics.warnings = list(self.warnings)
         state_after = self._past(
@@ -272,15 +274,22 @@ class Orchestrator:
         return new_state
 
     def _advantages(
-        self, batch: GeneratedBatch, advantage_batch: AdvantageBatch
+        self, batch: GeneratedBatch, advantage_batch: AdvantageBatch, critic_warm: bool
     ) -> tuple[Any, dict[str, Any]]:
-        """Frozen advantages and the estimator's metrics; without the critic when the value plane was down.
+        """Frozen advantages and the estimator's metrics; without the critic when the value plane was
+        down, at the estimator's critic-free starting state while the critic warms up.
 
-        A degraded batch uses the leave-one-out baseline and is never used to fit the estimator's
-        state (TETHER's rho, EVPO's switch): that state resumes unchanged with the critic."""
-        if batch.scored.degraded is None or not self.estimator.uses_critic:
+        A degraded batch uses the leave-one-out baseline, and a cold one the estimator's starting
+        state (TETHER's rho_0 = 0: leave-one-out too); neither is used to fit the estimator's state
+        (TETHER's rho, EVPO's switch), which a cold critic's values would only mislead."""
+        if not self.estimator.uses_critic:
             return self.estimator.freeze_and_fit(advantage_batch)
-        return critic_free_advantages(advantage_batch), {}
+        if batch.scored.degraded is not None:
+            return critic_free_advantages(advantage_batch), {}
+        if not critic_warm:
+            used = self.estimator.metrics()
+            return self.estimator.compute(advantage_batch), self.estimator.report(used, used)
+        return self.estimator.freeze_and_fit(advantage_batch)
 
     def _degraded_streak(self, state: OrchestratorState, batch: GeneratedBatch, step: int) -> int:
         """Consecutive degraded steps including this one; stops the run past ``max_degraded_steps``."""
@@ -333,8 +342,7 @@ class Orchestrator:
         metrics = replace(
             pending.metrics, policy=dict(response.metrics), policy_version=int(response.policy_version)
         )
-        eval_every = self.spec.orchestrator.eval_every
-        if eval_every is not None and pending.step % eval_every == 0:
+        if self._evaluation_due(pending.step, state):
             held_out = held_out_success(
                 self._eval_player,
                 self.clients.environment,
@@ -355,6 +363,15 @@ class Orchestrator:
         self.checkpoints.clear_pending()
         self.telemetry.finished(pending.step, int(response.policy_version))
         return state, metrics
+
+    def _evaluation_due(self, step: int, state: OrchestratorState) -> bool:
+        """Every ``eval_every`` steps, and after the run's last step (its steps done, or its wall-time
+        budget spent: arms compared at equal wall time are evaluated where each one ended)."""
+        settings = self.spec.orchestrator
+        if settings.eval_every is None:
+            return False
+        last = step >= settings.steps or wall_budget_spent(state, settings.steps, settings.max_seconds)
+        return step % settings.eval_every == 0 or last
 
     # ---- helpers -------------------------------------------------------------------------
     @staticmethod

@@ -52,6 +52,10 @@ class StepRow:
     """First 16 hex digits of the SHA-256 of its trajectories' task ids in order: equal digests, equal tasks."""
     warmup_batches: int = 0
     """Critic warm-up batches pushed to the replay before the first policy step (their own stream)."""
+    critic_warm: bool | None = None
+    """Whether the step's advantages used the critic's values: False while the critic warms up
+    (``critic.warmup: auto``: the batch was scored before a warm critic version, so the estimator
+    took its critic-free starting state and fitted nothing); None: the estimator uses no critic."""
     trajectories: int = 0
     """Trajectories the step trained on."""
     policy_tokens: int = 0

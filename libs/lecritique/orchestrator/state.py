@@ -33,7 +33,11 @@ class OrchestratorState:
     estimator: dict[str, Any] = field(default_factory=dict)
     """``state_dict`` of the advantage estimator (TETHER's rho, EVPO's explained variance)."""
     warmup_done: bool = False
-    """Whether the critic warmup before the first policy update has finished."""
+    """Whether the orchestrator is past the critic warm-up's wait (or, ``critic.warmup: auto`` with
+    an estimator that steps while the critic warms, never waited)."""
+    critic_warm_version: int = -1
+    """The critic version published once the value trainer had made ``critic.warmup_updates``
+    updates (-1: not warm yet): batches scored by it or a newer one use the critic."""
     policy_version: int = 0
     """Newest policy version loaded into rollout."""
     policy_path: str = ""

@@ -94,7 +94,10 @@ def ceiling_table(ceiling: Mapping[str, Any]) -> str:
         "lecritique.critic_eval.ceiling). Per probed seed: ceiling Var(E[R|s])/Var(R) ± bootstrap s.e. (by episode; "
         '"by state" marks probes measured before that fix, whose s.e. is too small), the critic\'s ev_mse (1 − MSE/Var(R) against '
         f"every continuation's return) and ev_mse / ceiling (n/a where the ceiling's 95% interval reaches {MIN_CEILING}; "
-        "± its bootstrap s.e. by episode where the probe's states were kept):\n\n"
+        "± its bootstrap s.e. by episode where the probe's states were kept). A ceiling below 0 is the "
+        "estimator's noise, not the task's: Var(E[R|s]) is estimated unbiased, as the variance of the states' "
+        "mean returns minus the continuations' within-state variance over K, which a small true value and few "
+        "continuations can take below 0; read it as about 0 (its ratio is n/a):\n\n"
         "| variant | positions | seeds | states | ceiling ± s.e. | ev_mse | ev_mse / ceiling | mean ev_mse / ceiling |\n"
         "|---|---|---|---|---|---|---|---|\n"
     ]

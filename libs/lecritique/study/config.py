@@ -33,6 +33,10 @@ class VariantSpec(SpecModel):
     """Merged into the base spec key by key (nested mappings merge; ``null`` removes a key, e.g. ``critic: null``)."""
     description: str = ""
     """What this variant is, in words (shown in study.md)."""
+    pools: bool | None = None
+    """This arm's emulated node pools (None: the study's ``pools``). ``false`` on a critic-free arm
+    of a study with pools gives its policy path every core, the ones a critic arm's value plane
+    holds: the compute-matched control ("a critic, or a MEAN with the same hardware?")."""
 
 
 class CeilingSpec(FixedPolicyProbe):
@@ -218,6 +222,8 @@ class PlannedRun:
     spec: ExperimentSpec
     policy_seed: int | None = None
     """The seed of the tiny build it starts from (None: the spec names a policy path)."""
+    pools: bool = False
+    """Run with two emulated node pools (``lecritique run --pools``): the variant's or the study's."""
 
     @property
     def key(self) -> str:
@@ -355,7 +361,8 @@ def plan_runs(
                 spec = parse_spec(document, spec_dir=spec_dir)
             except SpecError as error:
                 raise SpecError(f"variant {variant.name!r}, seed {seed}: {error}") from None
-            runs.append(PlannedRun(variant.name, seed, spec, policy_seed))
+            pools = study.pools if variant.pools is None else variant.pools
+            runs.append(PlannedRun(variant.name, seed, spec, policy_seed, pools))
     return runs
 
 

@@ -113,10 +113,19 @@ def _against_updates(
         axis.annotate(name, (x, cell["mean"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
         drawn = True
     if not drawn:
-        axis.text(0.5, 0.5, "critic_updates_done not recorded", ha="center", va="center", fontsize=8)
+        axis.text(0.5, 0.5, _why_empty(fractions, updates), ha="center", va="center", fontsize=8)
     axis.set_title("ev_mse / ceiling against achieved critic updates per step (o VF, s PVF)", fontsize=9)
     axis.set_xlabel("critic updates per policy step (achieved)")
     axis.grid(alpha=0.3)
+
+
+def _why_empty(fractions: dict[str, dict[str, float]], updates: dict[str, float]) -> str:
+    """Why the updates panel has no point: the one of its two figures that no critic variant has."""
+    if not any(math.isfinite(x) for x in updates.values()):
+        return "critic_updates_done not recorded"
+    if not any(math.isfinite(cell["mean"]) for cell in fractions.values()):
+        return "no ev_mse / ceiling: no ceiling probe,\nor none with a ceiling clear of 0"
+    return "no critic variant has both figures"
 
 
 def write_png(

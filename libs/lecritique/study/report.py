@@ -20,6 +20,7 @@ from lecritique.study.ceiling_table import ceiling_table, probe_fractions, with_
 from lecritique.study.config import StudySpec
 from lecritique.study.figures import write_png
 from lecritique.study.summary import aggregate
+from lecritique.study.time_table import load_banner, pace_table, starting_policies_table, time_table
 
 QUICK_BANNER = "> **quick: checks the machinery, not results.** One seed, a few steps, a tiny ceiling probe; nothing here ranks critics.\n\n"
 FIGURE_NAMES = {
@@ -137,9 +138,8 @@ def _comparison_table(study: StudySpec, summary: Mapping[str, Any]) -> str:
     figures = summary.get("figures", study.metrics)
     lines = [
         f"\nDeclared comparisons ({len(differences)}; a − b per seed): mean difference, 95% Student-t interval on the "
-        f"per-seed differences (exact t quantiles), its p-value and the Holm-adjusted p-value (Holm over all "
-        f"{summary['holm_tests']} tests this study declares: every comparison on every compared figure; significant: "
-        "adjusted p < 0.05); beside it, not as the result, a percentile bootstrap over seeds from 5 seeds on "
+        f"per-seed differences (exact t quantiles), its p-value and the Holm-adjusted p-value ({_holm_family(summary, figures)}; "
+        "significant: adjusted p < 0.05); beside it, not as the result, a percentile bootstrap over seeds from 5 seeds on "
         "(5 seeds have 126 distinct resamples); seeds with no value in either variant are counted, not used:\n\n"
         "| comparison | figure | mean difference | t 95% CI | p | p (Holm) | beside: bootstrap 95% CI | seeds |\n"
         "|---|---|---|---|---|---|---|---|\n"
@@ -168,6 +168,25 @@ def _comparison_table(study: StudySpec, summary: Mapping[str, Any]) -> str:
     return "".join(lines) + f"\nVerdict: {verdict}.\n"
 
 
+def _holm_family(summary: Mapping[str, Any], figures: Any) -> str:
+    """The Holm family in words: the tests declared, and how many had a p-value to adjust."""
+    declared = len(summary["differences"]) * len(figures)
+    tested = int(summary["holm_tests"])
+    if tested == declared:
+        return (
+            f"Holm over all {declared} tests this study declares: every comparison on every compared figure"
+        )
+    if tested == 0:
+        return (
+            f"this study declares {declared} tests, every comparison on every compared figure, and none has a "
+            "p-value yet: a paired test needs at least 2 seeds in both variants"
+        )
+    return (
+        f"Holm over the {tested} of the {declared} declared tests that have a p-value; the others lack 2 "
+        "seeds with a value in both variants"
+    )
+
+
 def _pretrain_section(pretrain: Mapping[str, Any]) -> str:
     if not pretrain:
         return ""
@@ -180,7 +199,7 @@ def _pretrain_section(pretrain: Mapping[str, Any]) -> str:
             f"{result['train_trajectories']} train / {result['held_out_trajectories']} held-out trajectories, "
             f"held-out EV {result['initial_held_out_ev']:.3f} → {result['best_held_out_ev']:.3f} (epoch {result['best_epoch']} of {result['epochs']}, stopped: {result['stopped']})"
             if result
-            else "not run"
+            else stage.get("unused") or "not run"
         )
         lines.append(
             f"- `{name}`: budget {budget['tasks_per_policy']} tasks, at most {budget['max_epochs']} epochs, patience "
@@ -199,13 +218,16 @@ def render_tables(document: Mapping[str, Any]) -> str:
         bootstrap_samples=study.bootstrap_samples,
         figures=study.metrics,
     )
-    banner = QUICK_BANNER if document.get("quick") else ""
+    banner = (QUICK_BANNER if document.get("quick") else "") + load_banner(document)
     return (
         banner
         + _variant_table(study, document, summary)
+        + pace_table(document)
         + _comparison_table(study, summary)
         + ceiling_table(document.get("ceiling", {}))
         + _pretrain_section(document.get("pretrain", {}))
+        + starting_policies_table(document)
+        + time_table(document)
     )
 
 
@@ -279,6 +301,7 @@ def write_study_report(
     unfinished: list[str] | None = None,
     quick: bool = False,
     pretrain: dict[str, Any] | None = None,
+    accounting: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
     """Write study.json, then study.md and study.png from it; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
@@ -291,6 +314,7 @@ def write_study_report(
         "ceiling": ceiling or {},
         "unfinished": unfinished or [],
         "pretrain": pretrain or {},
+        "accounting": accounting or {},
     }
     (out / "study.json").write_text(json.dumps(document, indent=1, allow_nan=True))
     return rewrite_report(out)

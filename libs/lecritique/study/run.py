@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from lecritique.config.experiment import SpecError
+from lecritique.launch.local.launcher import ended_by
 from lecritique.reporting.report import load_metrics
+from lecritique.study.accounting import record_section, run_account, run_timings, study_sections
 from lecritique.study.ceiling_table import with_ceiling_figures
 from lecritique.study.config import (
     PlannedRun,
@@ -26,11 +30,16 @@ from lecritique.study.runner import is_finished, run_all, run_dir
 from lecritique.study.summary import aggregate, run_summary
 
 
-def with_built_policies(runs: list[PlannedRun]) -> list[PlannedRun]:
-    """Every run with its starting policy built: the tiny build of its ``policy_seed`` (built once
-    per seed and cached, its hash keyed by the seed). Variants of one seed start from the same
-    policy; seeds spread over the study's ``policy_builds`` starting policies."""
-    from lecritique.tinybuild import build_tiny
+def with_built_policies(
+    runs: list[PlannedRun], out: Path | None = None, console: Console | None = None
+) -> list[PlannedRun]:
+    """Every run with its starting policy built, before any run starts: the tiny build of its
+    ``policy_seed`` (built once per seed and cached, its hash keyed by the seed). Variants of one
+    seed start from the same policy; seeds spread over the study's ``policy_builds`` starting
+    policies. A build has no wall-clock limit (a cut build is refused, never used: ``TinyBuildCut``);
+    each one's line is printed and, with ``out``, its time and held-out success recorded
+    (``starting_policies.json``, ``accounting.json``)."""
+    from lecritique.tinybuild import build_tiny_model, describe_build
 
     built: dict[tuple[str, int], str] = {}
     resolved = []
@@ -41,11 +50,44 @@ def with_built_policies(runs: list[PlannedRun]) -> list[PlannedRun]:
             continue
         key = (tiny, run.policy_seed)
         if key not in built:
-            built[key] = str(build_tiny(tiny, seed=run.policy_seed))
+            started = time.monotonic()
+            build = build_tiny_model(tiny, seed=run.policy_seed, show_progress=console is not None)
+            built[key] = str(build.path)
+            if console is not None:
+                console.print(describe_build(build))
+            if out is not None:
+                _record_build(out, tiny, run.policy_seed, build, time.monotonic() - started)
         policy = run.spec.policy.model_copy(update={"path": built[key], "tiny": None})
         spec = run.spec.model_copy(update={"policy": policy})
-        resolved.append(PlannedRun(run.variant, run.seed, spec, run.policy_seed))
+        resolved.append(replace(run, spec=spec))
     return resolved
+
+
+STARTING_POLICIES = "starting_policies.json"
+"""In the study folder: each starting policy's build report (steps, why it stopped, held-out success)."""
+
+
+def _record_build(out: Path, task: str, seed: int, build: Any, seconds: float) -> None:
+    report = build.report
+    evaluation = report.get("eval", {})
+    entry = {
+        "task": task,
+        "seed": seed,
+        "path": str(build.path),
+        "steps": report.get("steps"),
+        "stopped_because": report.get("stopped_because"),
+        "train_seconds": report.get("train_seconds"),
+        "greedy_success": evaluation.get("greedy_success"),
+        "sampled_success": evaluation.get("sampled_success"),
+        "eval_tasks": evaluation.get("tasks"),
+    }
+    path = out / STARTING_POLICIES
+    known = json.loads(path.read_text()) if path.is_file() else {}
+    known[f"{task}/seed{seed}"] = entry
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(known, indent=1))
+    what = f"starting policy {task} seed {seed}"
+    record_section(out, "build", what, 0.0 if build.cached else seconds, cached=build.cached)
 
 
 def recorded_experiment(folder: Path) -> str | None:
@@ -81,9 +123,14 @@ def collect(study: StudySpec, runs: list[PlannedRun], out: Path) -> dict[str, di
             continue
         if rows:
             produced = run.spec.batch_size
-            window = study.final_steps(run.spec.orchestrator.steps)
-            summary = run_summary(rows, window, float(produced))
+            ended = ended_by(folder, run.spec.orchestrator.steps)
+            # A run its wall-time budget ended averages the last fraction of the steps it made.
+            made = int(rows[-1]["step"]) if ended == "wall budget" else run.spec.orchestrator.steps
+            summary = run_summary(rows, study.final_steps(made), float(produced))
             summary["finished"] = is_finished(folder, run.spec)
+            summary["ended_by"] = ended
+            summary["pools"] = run.pools
+            summary["timing"] = run_account(run_timings(folder), rows, run.spec.orchestrator.max_seconds)
             summaries.setdefault(run.variant, {})[run.seed] = summary
     return summaries
 
@@ -135,9 +182,9 @@ def run_study(
     if report_only:
         pass
     elif api is None:
-        runs = with_built_policies(runs)
+        runs = with_built_policies(runs, out, console)
         run_pretrain(study, study_path.resolve().parent, runs, out, console, quick=quick)
-        run_all(runs, out, console, pools=study.pools)
+        run_all(runs, out, console)
     else:
         from lecritique.client import LecritiqueClient
 
@@ -166,7 +213,11 @@ def run_pretrain(
             console.print(
                 f"pretrain {stage.name}: `lecritique critic pretrain` on {run.key}'s starting policy"
             )
+            started = time.monotonic()
             _pretrain_stage(study, study_dir, stage, run, folder, quick=quick)
+            record_section(
+                out, "pretrain", f"{stage.name} on {run.key}'s starting policy", time.monotonic() - started
+            )
 
 
 def _pretrain_stage(
@@ -194,11 +245,20 @@ def rewrite_from_json(out: Path, *, console: Console) -> dict[str, Path]:
     return paths
 
 
-def _pretrain_summaries(study: StudySpec, out: Path) -> dict[str, Any]:
+def _pretrain_summaries(study: StudySpec, out: Path, runs: list[PlannedRun]) -> dict[str, Any]:
     """Each pretrain stage's budget and result (``summary.json`` of ``critic pretrain``), for study.md;
-    one entry per starting policy when the study pretrains on several."""
+    one entry per starting policy when the study pretrains on several. A stage no planned run uses
+    (the quick profile keeps some variants only) says so."""
     found: dict[str, Any] = {}
+    used = {str(getattr(run.spec.critic, "model_path", None) or "") for run in runs}
     for stage in study.pretrain:
+        if not any(str(pretrain_dir(out, stage.name).resolve()) in path for path in used):
+            found[stage.name] = {
+                "budget": stage.budget.model_dump(mode="json"),
+                "result": None,
+                "unused": "not run: none of the variants run here uses it",
+            }
+            continue
         root = pretrain_dir(out, stage.name)
         per_build = sorted(root.glob("policy-seed*/summary.json"))
         folders = [(f"{stage.name} ({path.parent.name})", path) for path in per_build]
@@ -208,6 +268,11 @@ def _pretrain_summaries(study: StudySpec, out: Path) -> dict[str, Any]:
                 result.pop("history", None)
             found[label] = {"budget": stage.budget.model_dump(mode="json"), "result": result}
     return found
+
+
+def _starting_policies(out: Path) -> dict[str, Any]:
+    path = out / STARTING_POLICIES
+    return dict(json.loads(path.read_text())) if path.is_file() else {}
 
 
 def report_study(
@@ -228,7 +293,9 @@ def report_study(
     if ceiling and study.ceiling.enabled:
         from lecritique.study.ceiling_probe import probe_ceilings
 
+        started = time.monotonic()
         probed = probe_ceilings(study, runs, out, console)
+        record_section(out, "ceiling", "the ceiling probe", time.monotonic() - started)
     summary = aggregate(
         with_ceiling_figures(summaries, probed),
         study.compared(),
@@ -245,7 +312,8 @@ def report_study(
         ceiling=probed,
         unfinished=unfinished,
         quick=quick,
-        pretrain=_pretrain_summaries(study, out),
+        pretrain=_pretrain_summaries(study, out, runs),
+        accounting={"sections": study_sections(out), "starting_policies": _starting_policies(out)},
     )
     console.print(f"study report: {paths['md']}, {paths['png']}, {paths['json']}")
     return paths

@@ -24,6 +24,7 @@ from lecritique.config.experiment import ExperimentSpec
 from lecritique.launch.local.launcher import check_recorded_spec
 from lecritique.launch.local.signals import signals_ignored
 from lecritique.reporting.report import load_metrics
+from lecritique.study.accounting import timed_run
 from lecritique.study.config import PlannedRun
 from lecritique.weights.store import version_dirname
 
@@ -86,7 +87,8 @@ def _summary(row: dict[str, Any]) -> str:
 
 
 class StudyProgress:
-    """One rich display over the whole study: an overall bar in policy steps and the current run."""
+    """One rich display over the whole study: an overall bar in runs and the current run's bar, in
+    policy steps, or in seconds of its wall-time budget (``orchestrator.max_seconds``) when it has one."""
 
     def __init__(self, runs: Sequence[PlannedRun], console: Console) -> None:
         columns = (
@@ -97,12 +99,8 @@ class StudyProgress:
             TextColumn("{task.fields[summary]}"),
         )
         self.progress = Progress(*columns, console=console)
-        total = sum(run.spec.orchestrator.steps for run in runs)
-        self.overall = self.progress.add_task(
-            "study (policy steps)", total=total, summary=f"{len(runs)} runs"
-        )
+        self.overall = self.progress.add_task("study (runs)", total=len(runs), summary="")
         self.current: TaskID | None = None
-        self.base = 0
 
     def __enter__(self) -> StudyProgress:
         self.progress.__enter__()
@@ -114,21 +112,26 @@ class StudyProgress:
     def start(self, run: PlannedRun, done: int) -> OnRow:
         if self.current is not None:
             self.progress.remove_task(self.current)
+        budget = run.spec.orchestrator.max_seconds
+        label = f"{run.key} (seconds of {budget:g})" if budget is not None else f"{run.key} (steps)"
+        total = budget if budget is not None else run.spec.orchestrator.steps
         self.current = self.progress.add_task(
-            run.key, total=run.spec.orchestrator.steps, completed=done, summary="starting"
+            label, total=total, completed=0 if budget else done, summary="starting"
         )
-        self.progress.update(self.overall, completed=self.base + done)
         current = self.current
 
         def on_row(row: dict[str, Any]) -> None:
-            self.progress.update(current, completed=row["step"], summary=_summary(row))
-            self.progress.update(self.overall, completed=self.base + row["step"])
+            position = row.get("seconds", 0.0) if budget is not None else row["step"]
+            self.progress.update(
+                current,
+                completed=min(total, float(position or 0.0)),
+                summary=f"step {row['step']}  {_summary(row)}",
+            )
 
         return on_row
 
     def finish(self, run: PlannedRun) -> None:
-        self.base += run.spec.orchestrator.steps
-        self.progress.update(self.overall, completed=self.base)
+        self.progress.advance(self.overall)
 
 
 def run_local(spec: ExperimentSpec, folder: Path, on_row: OnRow, *, pools: bool = False) -> None:
@@ -143,13 +146,18 @@ def run_local(spec: ExperimentSpec, folder: Path, on_row: OnRow, *, pools: bool 
         keep_scoring_critic(folder, int(row.get("value_version", -1)))
         on_row(row)
 
-    try:
-        launcher.start_services()
-        launcher.start_orchestrator()
-        code = launcher.wait(on_step)
-    finally:
-        with signals_ignored():
-            launcher.stop()
+    with timed_run(folder) as timing:
+        try:
+            started = time.monotonic()
+            launcher.start_services()
+            timing.services_seconds = time.monotonic() - started
+            launcher.start_orchestrator()
+            code = launcher.wait(on_step)
+        finally:
+            stopping = time.monotonic()
+            with signals_ignored():
+                launcher.stop()
+            timing.teardown_seconds = time.monotonic() - stopping
     if code != 0:
         raise RuntimeError(
             f"run {folder} failed: orchestrator exited with code {code}; see {folder / 'logs'}"
@@ -188,10 +196,9 @@ def run_all(
     console: Console,
     *,
     client: Any = None,
-    pools: bool = False,
 ) -> None:
-    """Run every unfinished run of ``runs`` under one progress display (``pools``: locally, with
-    two emulated node pools)."""
+    """Run every unfinished run of ``runs`` under one progress display (locally each with its
+    ``pools``: two emulated node pools or every core)."""
     with StudyProgress(runs, console) as progress:
         for run in runs:
             folder = run_dir(out, run)
@@ -203,7 +210,7 @@ def run_all(
             else:
                 on_row = progress.start(run, last_step(folder))
                 if client is None:
-                    run_local(run.spec, folder, on_row, pools=pools)
+                    run_local(run.spec, folder, on_row, pools=run.pools)
                 else:
                     run_over_api(run.spec, folder, on_row, client)
             progress.finish(run)

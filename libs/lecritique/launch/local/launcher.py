@@ -58,6 +58,15 @@ def finished_step(out_dir: Path, steps: int) -> int | None:
     return completed
 
 
+def ended_by(out_dir: Path, steps: int) -> str | None:
+    """What ended the finished run in ``out_dir``: ``"steps"`` (all of them done), ``"wall budget"``
+    (``orchestrator.max_seconds`` spent first), or None (not finished)."""
+    if finished_step(out_dir, steps) is None:
+        return None
+    state = json.loads((Path(out_dir) / "orchestrator" / "state.json").read_text())
+    return "wall budget" if state.get("wall_budget_spent", False) else "steps"
+
+
 class SpecDrift(ValueError):
     """A run folder holds a run of another spec; the message lists the changed fields."""
 
