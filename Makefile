@@ -103,10 +103,11 @@ study-levers: $(STAMP)
 	$(PY) -m lecritique study examples/studies/critic-levers-data.yaml --out runs/study-levers-data
 	$(PY) -m lecritique study examples/studies/critic-levers-tether.yaml --out runs/study-levers-tether
 
-# Does a critic pay at equal wall time? (issue 39 §5; docs/study.md): MEAN, RLOO and TETHER over an
-# asynchronous critic on a core of its own, every arm the same wall-time budget, 9 seeds over 3
-# starting policies, on Sudoku and on multi-digit arithmetic. Estimated 90 minutes a file; run on an
-# otherwise idle machine, then publish with --report-only --doc docs/study-critic-pays.md.
+# Does a critic pay at equal wall time? (issues 39 §5, 45; docs/study-critic-pays.md): MEAN, RLOO, a
+# compute-matched MEAN on every core, TETHER and the Monte-Carlo PVF baseline over an asynchronous
+# critic on a core of its own, every arm the same wall-time budget, 6 seeds over 3 starting policies,
+# on Sudoku and on multi-digit arithmetic. About 75 minutes a file; run on an otherwise idle machine
+# (study.md says how loaded it was), then publish with --report-only --doc docs/study-critic-pays.md.
 study-critic-pays: $(STAMP)
 	$(PY) -m lecritique study examples/studies/critic-pays.yaml --out runs/study-critic-pays
 	$(PY) -m lecritique study examples/studies/critic-pays-arithmetic.yaml --out runs/study-critic-pays-arithmetic

@@ -251,7 +251,9 @@ def test_tether_steps_at_once_while_the_critic_warms_then_uses_it(tmp_path):
     """critic.warmup auto: no warm-up batches, step 1 on the policy stream's first batch (MEAN's), the
     cold steps at rho = 0 with nothing fitted; the batch scored by the warm version fits rho."""
     mean, _, mean_env = _run(tmp_path / "mean", {"name": "mean"}, steps=6, warmup=0)
-    tether, _, tether_env = _run(tmp_path / "tether", {"name": "tether"}, steps=6, warmup=3, warmup_mode="auto")
+    tether, _, tether_env = _run(
+        tmp_path / "tether", {"name": "tether"}, steps=6, warmup=3, warmup_mode="auto"
+    )
     assert [[row[key] for key in DRAW] for row in mean] == [[row[key] for key in DRAW] for row in tether]
     assert all(row["warmup_batches"] == 0 for row in tether)
     assert all(seed < WARMUP_DRAWS.offset for seed in tether_env.sampled), "no warm-up stream drawn"

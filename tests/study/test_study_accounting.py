@@ -91,4 +91,7 @@ def test_study_md_says_where_the_time_went_and_whether_the_machine_was_loaded():
 def test_the_study_s_own_sections_accumulate(tmp_path: Path):
     record_section(tmp_path, "build", "starting policy sudoku-mini seed 0", 200.04, cached=False)
     record_section(tmp_path, "ceiling", "the ceiling probe", 61.0)
-    assert [(s["kind"], s["seconds"]) for s in study_sections(tmp_path)] == [("build", 200.0), ("ceiling", 61.0)]
+    assert [(s["kind"], s["seconds"]) for s in study_sections(tmp_path)] == [
+        ("build", 200.0),
+        ("ceiling", 61.0),
+    ]

@@ -14,8 +14,20 @@ from lecritique.engines.base import SamplingParams
 from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.clients import EnvironmentClient
 from lecritique.orchestrator.episodes import play_batch
+from lecritique.orchestrator.state import OrchestratorState, wall_budget_spent
 
 logger = logging.getLogger(__name__)
+
+
+def evaluation_due(spec: ExperimentSpec, step: int, state: OrchestratorState) -> bool:
+    """Whether policy step ``step`` (``state`` after it) is evaluated: every ``eval_every`` steps, and
+    after the run's last step (its steps done, or its wall-time budget spent: arms compared at equal
+    wall time are evaluated where each one ended)."""
+    settings = spec.orchestrator
+    if settings.eval_every is None:
+        return False
+    last = step >= settings.steps or wall_budget_spent(state, settings.steps, settings.max_seconds)
+    return step % settings.eval_every == 0 or last
 
 
 def held_out_success(

@@ -50,7 +50,7 @@ from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.batches import WARMUP_DRAWS, BatchSource, GeneratedBatch
 from lecritique.orchestrator.clients import ServiceClients
 from lecritique.orchestrator.critic_stage import CriticStage
-from lecritique.orchestrator.heldout import held_out_success, initial_row
+from lecritique.orchestrator.heldout import evaluation_due, held_out_success, initial_row
 from lecritique.orchestrator.probe import in_run_probe
 from lecritique.orchestrator.redis_retry import retry_redis
 from lecritique.orchestrator.row import StepRow
@@ -342,7 +342,7 @@ class Orchestrator:
         metrics = replace(
             pending.metrics, policy=dict(response.metrics), policy_version=int(response.policy_version)
         )
-        if self._evaluation_due(pending.step, state):
+        if evaluation_due(self.spec, pending.step, state):
             held_out = held_out_success(
                 self._eval_player,
                 self.clients.environment,
@@ -363,15 +363,6 @@ class Orchestrator:
         self.checkpoints.clear_pending()
         self.telemetry.finished(pending.step, int(response.policy_version))
         return state, metrics
-
-    def _evaluation_due(self, step: int, state: OrchestratorState) -> bool:
-        """Every ``eval_every`` steps, and after the run's last step (its steps done, or its wall-time
-        budget spent: arms compared at equal wall time are evaluated where each one ended)."""
-        settings = self.spec.orchestrator
-        if settings.eval_every is None:
-            return False
-        last = step >= settings.steps or wall_budget_spent(state, settings.steps, settings.max_seconds)
-        return step % settings.eval_every == 0 or last
 
     # ---- helpers -------------------------------------------------------------------------
     @staticmethod

@@ -1,8 +1,7 @@
 """The study spec: a base experiment, named variants (overrides of it), seeds, and the ceiling probe.
 
-A study answers "which baseline and which critic on this task, and how close is the critic to
-the best possible one": every (variant, seed) is one ordinary experiment, run with the same
-machinery as ``lecritique run`` (or submitted to the REST API).
+A study answers "which baseline and which critic on this task, and how close is the critic to the
+best possible one": every (variant, seed) is one ordinary experiment, run as ``lecritique run`` does.
 """
 
 from __future__ import annotations
@@ -34,9 +33,8 @@ class VariantSpec(SpecModel):
     description: str = ""
     """What this variant is, in words (shown in study.md)."""
     pools: bool | None = None
-    """This arm's emulated node pools (None: the study's ``pools``). ``false`` on a critic-free arm
-    of a study with pools gives its policy path every core, the ones a critic arm's value plane
-    holds: the compute-matched control ("a critic, or a MEAN with the same hardware?")."""
+    """This arm's emulated node pools (None: the study's). ``false`` on a critic-free arm gives its
+    policy path every core, a critic arm's value core too: the compute-matched control."""
 
 
 class CeilingSpec(FixedPolicyProbe):
@@ -223,7 +221,7 @@ class PlannedRun:
     policy_seed: int | None = None
     """The seed of the tiny build it starts from (None: the spec names a policy path)."""
     pools: bool = False
-    """Run with two emulated node pools (``lecritique run --pools``): the variant's or the study's."""
+    """Two emulated node pools (``lecritique run --pools``; the variant's or the study's setting)."""
 
     @property
     def key(self) -> str:
