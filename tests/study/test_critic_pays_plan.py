@@ -26,8 +26,8 @@ def test_every_arm_has_the_same_wall_time_and_the_critic_its_own_cores(name: str
     assert {r.spec.orchestrator.max_seconds for r in runs} == {100.0}
     # MEAN on every core made ~110 steps in 100 s on one core: a cap of 2,000 is never the end.
     assert all(r.spec.orchestrator.steps >= 2000 for r in runs)
-    # No held-out evaluation inside the budget but the initial one: an arm that steps faster must
-    # not pay more evaluations out of its budget; the final one comes after the budget.
+    # No held-out evaluation inside the budget: an arm that steps faster must not pay more
+    # evaluations out of it; the initial one comes before its clock starts, the final one after it.
     assert all(r.spec.orchestrator.eval_every > r.spec.orchestrator.steps for r in runs)
     assert len(study.seeds) >= 6 and len({r.policy_seed for r in runs}) >= 3
     estimators = {r.variant: r.spec.estimator.name for r in runs}

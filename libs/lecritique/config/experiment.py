@@ -153,8 +153,8 @@ class OrchestratorSpec(SpecModel):
     eval_every: int | None = Field(default=None, ge=1, le=10_000_000)
     """Greedy success (reward >= 1) on held-out eval-split tasks every this many steps, after the
     step's weights are loaded, once before the first step (the metrics row of step 0) and after the
-    last one (its steps done or ``max_seconds`` spent; outside that budget; None: never);
-    ``eval_success`` in the metrics."""
+    last one (its steps done or ``max_seconds`` spent); those two are outside ``max_seconds`` (None:
+    never); ``eval_success`` in the metrics."""
     eval_tasks: int = Field(default=64, ge=1, le=100_000)
     """Held-out tasks per evaluation (the same tasks every time)."""
     max_degraded_steps: int = Field(default=50, ge=0, le=1_000_000)

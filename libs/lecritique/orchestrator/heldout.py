@@ -56,6 +56,6 @@ def initial_row(
 ) -> dict[str, Any]:
     """The metrics row of step 0: the initial policy's held-out evaluation, before any update, so
     that every run's held-out curve starts from the same point; ``seconds`` is the experiment's
-    wall time after it, ``policy_version`` 0."""
+    wall time at the start (the evaluation is outside ``max_seconds``), ``policy_version`` 0."""
     held_out = held_out_success(player, environment, spec.orchestrator.eval_tasks, spec.seed, 0)
     return {"step": 0, **held_out, "seconds": elapsed(), "policy_version": 0}
