@@ -23,3 +23,11 @@ def not_a_reward(answer: str, reference: str, row: dict[str, Any]) -> str:
 
 
 NOT_CALLABLE = 3
+
+
+def slow_exact(answer: str, reference: str, row: dict[str, Any]) -> float:
+    """An honest scorer that takes its time (1.5 s): a time limit must not cut it short."""
+    import time
+
+    time.sleep(1.5)
+    return float(answer.strip() == reference.strip())

@@ -138,6 +138,7 @@ class CodeIOEnvironment(Environment):
     def __init__(self, config: CodeIOConfig | None = None) -> None:
         self.config = config or CodeIOConfig()
         self.sandbox = Sandbox(self.config.sandbox)
+        self.answer_sandbox_seconds = self.config.sandbox.wall_seconds
 
     def _plan(self, seed: int, index: int) -> tuple[int, int, str]:
         """(program index, generator seed, direction) of candidate ``index``."""

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from lecritique.envs.answers import ANSWER_INSTRUCTION, extract_answer, short, tagged
 from lecritique.envs.base import Demonstration, Environment, ScoreResult, Split, Task
 from lecritique.envs.config import EnvironmentConfigBase
-from lecritique.envs.reasoning_gym_scoring import SandboxedScorer, scored_in_process
+from lecritique.envs.reasoning_gym_scoring import SCORING_SANDBOX, SandboxedScorer, scored_in_process
 from lecritique.envs.splits import content_digest, derive_seed, sample_split, task_id
 
 NO_REFERENCE = "(no single reference answer; the dataset checks answers by rules)"
@@ -122,6 +122,8 @@ class ReasoningGymEnvironment(Environment):
         }
         for name, scorer in self._sandboxed.items():
             scorer.probe(composite.datasets[name], composite.datasets[name][0])
+        if self._sandboxed:
+            self.answer_sandbox_seconds = SCORING_SANDBOX.wall_seconds
 
     def _composite(self, seed: int) -> Any:
         if seed in self._composites:
