@@ -31,3 +31,12 @@ def slow_exact(answer: str, reference: str, row: dict[str, Any]) -> float:
 
     time.sleep(1.5)
     return float(answer.strip() == reference.strip())
+
+
+def exits(answer: str, reference: str, row: dict[str, Any]) -> float:
+    """A scorer whose process dies on the answer ``die`` (a crash in native code looks like this)."""
+    import os
+
+    if answer.strip() == "die":
+        os._exit(3)
+    return float(answer.strip() == reference.strip())

@@ -106,9 +106,13 @@ def _serve() -> None:
         for index, item in enumerate(request["items"]):
             try:
                 outcome = _item(environment, request["op"], item)
-            except Exception as error:  # the environment's own refusal (a foreign task, a done episode)
+            except (ValueError, KeyError) as error:  # the environment's refusal: a foreign task, a bad state
                 outcome = {"error": f"{type(error).__name__}: {error}"[:2000]}
-                if not isinstance(error, ValueError | KeyError | TypeError):
-                    traceback.print_exc()
+            except Exception as error:  # a scorer crashing on odd text: a wrong answer, not a failed batch
+                traceback.print_exc()
+                if request["op"] != "score":
+                    outcome = {"error": f"{type(error).__name__}: {error}"[:2000]}
+                else:
+                    outcome = {"reward": 0.0, "diagnostic": f"the scorer raised {error!r}"[:200]}
             outcome["index"] = index
             channel.write(encode_frame(outcome))

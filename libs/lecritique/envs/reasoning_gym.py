@@ -195,6 +195,9 @@ class ReasoningGymEnvironment(Environment):
         return entry
 
     def score(self, task: Task, completion: str) -> ScoreResult:
+        if isinstance(completion, str) and len(completion) > self.max_action_chars:
+            # Before any scorer: a 60,000-character answer reached basic_arithmetic's (issue #46).
+            return ScoreResult(0.0, f"answer longer than {self.max_action_chars} characters")
         answer, problem = extract_answer(completion, tags=True)
         if answer is None:
             return ScoreResult(0.0, problem)
