@@ -151,3 +151,31 @@ def score_answer(
     dataset = dataset_type(config=settings)
     _guard()
     return float(dataset.score_answer(answer, entry))
+
+
+def score_answers(
+    dataset_module: str,
+    dataset_class: str,
+    config_module: str,
+    config_class: str,
+    config: dict[str, Any],
+    pairs: list[list[Any]],
+) -> list[float | None]:
+    """The dataset's score of each ``[answer, entry]`` (None where its scorer raised), in one process.
+
+    Only for answers the platform chose (the scorer audit's constants): answers scored in one
+    process could change how the next is scored, so a policy's answers never come here.
+    """
+    dataset_type = getattr(_import_alone(dataset_module), dataset_class)
+    settings = getattr(_import_alone(config_module), config_class)(**config)
+    if callable(getattr(settings, "validate", None)):
+        settings.validate()
+    dataset = dataset_type(config=settings)
+    _guard()
+    scores: list[float | None] = []
+    for answer, entry in pairs:
+        try:
+            scores.append(float(dataset.score_answer(answer, entry)))
+        except Exception:
+            scores.append(None)
+    return scores

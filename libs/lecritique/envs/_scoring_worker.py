@@ -77,6 +77,11 @@ def _item(environment: Any, op: str, item: dict[str, Any]) -> dict[str, Any]:
             "done": stepped.done,
             "diagnostic": stepped.diagnostic,
         }
+    if op == "score_trusted":
+        pairs = [(Task(**pair["task"]), pair["completion"]) for pair in item["items"]]
+        trusted = getattr(environment, "score_trusted", None)
+        scored = trusted(pairs) if trusted is not None else [environment.score(t, c) for t, c in pairs]
+        return {"results": [[result.reward, result.diagnostic] for result in scored]}
     raise ValueError(f"unknown operation {op!r}")
 
 

@@ -406,6 +406,22 @@ class IsolatedEnvironment:
     def score(self, task: Task, completion: str) -> ScoreResult:
         return self.score_many([(task, completion)])[0]
 
+    def score_trusted(self, items: Sequence[tuple[Task, str]]) -> list[ScoreResult]:
+        """The platform's own answers (the scorer audit's) in one worker call, which an
+        environment may batch (reasoning-gym: one sandbox per dataset); where that call overruns
+        the per-answer limit plus a sandbox's, each answer is scored alone under its own limit."""
+        if any(self.too_long(completion) for _, completion in items):
+            return self.score_many(items)
+        request = {"items": [{"task": task_to_dict(task), "completion": text} for task, text in items]}
+        seconds = self.answer_seconds + _SANDBOX_MARGIN_SECONDS + float(
+            getattr(self.environment, "answer_sandbox_seconds", 0.0) or 0.0
+        )
+        [outcome] = self.pool.run(self._config_text, "score_trusted", [request], seconds)
+        if isinstance(outcome, Killed):
+            return self.score_many(items)
+        self._raise_refusal(outcome)
+        return [ScoreResult(float(reward), str(diagnostic)) for reward, diagnostic in outcome["results"]]
+
     def step_many(self, items: Sequence[tuple[EpisodeState, str]]) -> list[StepResult]:
         results: list[StepResult | None] = [None] * len(items)
         sent: list[int] = []

@@ -103,6 +103,19 @@ class SandboxedScorer:
         }
         return self._sandbox.call(_SOURCE, "score_answer", job)
 
+    def score_trusted(self, dataset: Any, pairs: list[tuple[str, dict[str, Any]]]) -> SandboxResult:
+        """Scores of the platform's own answers (the audit's), several in one sandbox: never a policy's."""
+        settings = dataset.config
+        job = {
+            "dataset_module": type(dataset).__module__,
+            "dataset_class": type(dataset).__qualname__,
+            "config_module": type(settings).__module__,
+            "config_class": type(settings).__qualname__,
+            "config": {**self.config, "seed": settings.seed, "size": settings.size},
+            "pairs": [[answer, entry] for answer, entry in pairs],
+        }
+        return self._sandbox.call(_SOURCE, "score_answers", job)
+
     def probe(self, dataset: Any, entry: dict[str, Any]) -> None:
         """Score ``entry``'s own reference in the sandbox; ValueError naming the dataset if it cannot."""
         try:
