@@ -61,7 +61,10 @@ class EnvironmentVerifierServicer(environment_pb2_grpc.EnvironmentVerifierServic
             )
         if request.n < 0:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"n must be >= 0, got {request.n}")
-        tasks = self.environment.sample_tasks(request.n, split=request.split, seed=request.seed)
+        try:
+            tasks = self.environment.sample_tasks(request.n, split=request.split, seed=request.seed)
+        except ScoringError as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error)[:1000])
         return environment_pb2.SampleTasksResponse(tasks=[task_to_proto(t) for t in tasks])
 
     def Reset(self, request, context):

@@ -40,3 +40,8 @@ def exits(answer: str, reference: str, row: dict[str, Any]) -> float:
     if answer.strip() == "die":
         os._exit(3)
     return float(answer.strip() == reference.strip())
+
+
+def always_one(answer: str, reference: str, row: dict[str, Any]) -> float:
+    """A broken scorer that pays every answer: the audit must name a constant that wins."""
+    return 1.0

@@ -77,6 +77,15 @@ def _item(environment: Any, op: str, item: dict[str, Any]) -> dict[str, Any]:
             "done": stepped.done,
             "diagnostic": stepped.diagnostic,
         }
+    if op == "sample":
+        tasks = environment.sample_tasks(int(item["n"]), split=item["split"], seed=int(item["seed"]))
+        return {"tasks": [asdict(task) for task in tasks]}
+    if op == "audit":
+        from lecritique.envs.audit import InProcess, audit, sample_per_group
+
+        sampled = sample_per_group(environment, int(item["per_group"]), seed=int(item["seed"]))
+        rows = audit(InProcess(environment), sampled, item.get("actions") or {}, int(environment.max_turns))
+        return {"rows": [row.as_dict() for row in rows]}
     if op == "score_trusted":
         pairs = [(Task(**pair["task"]), pair["completion"]) for pair in item["items"]]
         trusted = getattr(environment, "score_trusted", None)

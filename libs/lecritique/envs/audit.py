@@ -82,6 +82,13 @@ class InProcess:
         state: EpisodeState = self.environment.reset(task)
         return state
 
+    def score_trusted(self, items: Sequence[tuple[Task, str]]) -> list[ScoreResult]:
+        trusted = getattr(self.environment, "score_trusted", None)
+        if trusted is None:
+            return self.score_many(items)
+        results: list[ScoreResult] = trusted(list(items))
+        return results
+
 
 @dataclass(frozen=True)
 class AuditRow:
@@ -148,7 +155,11 @@ def same_answer(reference: str | None, answer: str) -> bool:
 
 
 def _group(task: Task, environment_name: str) -> str:
-    return str(task.metadata.get("dataset", environment_name)) if environment_name == "reasoning_gym" else environment_name
+    return (
+        str(task.metadata.get("dataset", environment_name))
+        if environment_name == "reasoning_gym"
+        else environment_name
+    )
 
 
 def _play(environment: Scoring, tasks: Sequence[Task], action: str, turns: int) -> list[tuple[float, str]]:
@@ -266,3 +277,58 @@ def sample_per_group(environment: Any, per_group: int, seed: int = 0, limit: int
         if not tasks:
             break
     return [task for group in sorted(chosen) for task in chosen[group]]
+
+
+def _jobs(config: Any) -> list[tuple[str, Any]]:
+    """(group, environment config) per audit job: one per reasoning-gym dataset, else the config."""
+    if getattr(config, "kind", None) != "reasoning_gym":
+        return [(str(config.kind), config)]
+    jobs = []
+    for name, spec in sorted(config.datasets.items()):
+        single = config.model_copy(
+            update={"datasets": {name: spec}, "chunk_size": min(config.chunk_size, 64)}
+        )
+        jobs.append((name, single))
+    return jobs
+
+
+def actions_for(config: Any) -> dict[str, str]:
+    """What the platform does about each group's scorer (the table's last column)."""
+    if getattr(config, "kind", None) == "reasoning_gym":
+        from lecritique.envs.reasoning_gym_fixes import FIXES
+
+        return {name: f"fixed: {what}" for name, what in FIXES.items()}
+    return {}
+
+
+def audit_config(
+    config: Any, pool: Any, per_group: int = 8, seed: int = 0, seconds: float = 600.0
+) -> list[AuditRow]:
+    """The audit of the environment ``config`` describes, each job in a worker of ``pool``
+    (a :class:`~lecritique.envs.isolation.ScoringPool`) under ``seconds``: the worker samples the
+    tasks and scores the answers as the verifier would; a job that overruns is killed and its row
+    says so."""
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lecritique.envs.isolation import Killed
+
+    actions = actions_for(config)
+
+    def run(job: tuple[str, Any]) -> list[AuditRow]:
+        group, job_config = job
+        text = json.dumps(job_config.model_dump(mode="json"), sort_keys=True)
+        request = {"per_group": per_group, "seed": seed, "actions": actions}
+        [outcome] = pool.run(text, "audit", [request], seconds)
+        if isinstance(outcome, Killed):
+            return [
+                AuditRow(group, 0, 0, "", 0.0, 0.0, False, "killed by the time limit", outcome.diagnostic)
+            ]
+        if "error" in outcome:
+            raise ValueError(f"auditing {group}: {outcome['error']}")
+        return [AuditRow(**row) for row in outcome["rows"]]
+
+    jobs = _jobs(config)
+    with ThreadPoolExecutor(max(1, pool.limits.workers)) as executor:
+        rows = [row for found in executor.map(run, jobs) for row in found]
+    return sorted(rows, key=lambda row: row.group)

@@ -114,6 +114,9 @@ class _Worker:
     def __init__(self, path: Sequence[str]) -> None:
         environment = dict(os.environ)
         environment["LECRITIQUE_SCORING_PATH"] = json.dumps(list(path))
+        # Every worker (of every replica) generates the same tasks: three reasoning-gym datasets
+        # (isomorphic_strings, polynomial_multiplication, ransom_note) generate by string hashes.
+        environment["PYTHONHASHSEED"] = "0"
         self.process = subprocess.Popen(
             [sys.executable, "-c", _BOOT],
             stdin=subprocess.PIPE,
@@ -359,7 +362,7 @@ class IsolatedEnvironment:
         """The per-answer limit this environment's answers get."""
         pool.warm(self._config_text)
 
-    # ---- read no policy text: in this process ---------------------------------------------
+    # ---- read no policy text ---------------------------------------------------------------
     @property
     def name(self) -> str:
         return str(self.environment.name)
@@ -373,8 +376,16 @@ class IsolatedEnvironment:
         return int(self.environment.max_action_chars)
 
     def sample_tasks(self, n: int, split: Split = "train", seed: int = 0) -> list[Task]:
-        tasks: list[Task] = self.environment.sample_tasks(n, split=split, seed=seed)
-        return tasks
+        """Sampled in a worker too: the process that scores a task regenerates it, and workers
+        share one string-hash seed where processes otherwise do not."""
+        if split not in ("train", "eval"):
+            raise ScoringError(f"split must be 'train' or 'eval', got {split!r}")
+        request = {"n": n, "split": split, "seed": seed}
+        [outcome] = self.pool.run(self._config_text, "sample", [request], self.pool.limits.start_seconds)
+        if isinstance(outcome, Killed):
+            raise RuntimeError(f"sampling {n} {split} tasks: {outcome.diagnostic}")
+        self._raise_refusal(outcome)
+        return [Task(**task) for task in outcome["tasks"]]
 
     def reset(self, task: Task) -> EpisodeState:
         state: EpisodeState = self.environment.reset(task)
@@ -413,8 +424,10 @@ class IsolatedEnvironment:
         if any(self.too_long(completion) for _, completion in items):
             return self.score_many(items)
         request = {"items": [{"task": task_to_dict(task), "completion": text} for task, text in items]}
-        seconds = self.answer_seconds + _SANDBOX_MARGIN_SECONDS + float(
-            getattr(self.environment, "answer_sandbox_seconds", 0.0) or 0.0
+        seconds = (
+            self.answer_seconds
+            + _SANDBOX_MARGIN_SECONDS
+            + float(getattr(self.environment, "answer_sandbox_seconds", 0.0) or 0.0)
         )
         [outcome] = self.pool.run(self._config_text, "score_trusted", [request], seconds)
         if isinstance(outcome, Killed):

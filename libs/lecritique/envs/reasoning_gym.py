@@ -250,7 +250,9 @@ class ReasoningGymEnvironment(Environment):
             values = outcome.value if outcome.ok and isinstance(outcome.value, list) else [None] * len(batch)
             for (position, _, answer, _), value in zip(batch, values, strict=True):
                 if value is None:
-                    results[position] = ScoreResult(0.0, f"{name} scorer rejected {short(answer)}: {outcome.error}"[:200])
+                    results[position] = ScoreResult(
+                        0.0, f"{name} scorer rejected {short(answer)}: {outcome.error}"[:200]
+                    )
                 else:
                     results[position] = self._result(after_scorer(name, float(value)), "", name, answer)
         return [result for result in results if result is not None]
