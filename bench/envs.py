@@ -42,8 +42,9 @@ from lecritique.envs import (  # noqa: E402
     parse_environment_config,
 )
 from lecritique.envs.answers import tagged  # noqa: E402
-from lecritique.envs.isolation import IsolatedEnvironment, ScoringLimits, ScoringPool  # noqa: E402
+from lecritique.envs.isolation import IsolatedEnvironment  # noqa: E402
 from lecritique.envs.sandbox import Sandbox, active_layers  # noqa: E402
+from lecritique.envs.scoring_pool import ScoringLimits, ScoringPool  # noqa: E402
 
 
 def rate(work: Callable[[int], int], seconds: float) -> tuple[float, int]:

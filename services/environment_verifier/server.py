@@ -19,7 +19,8 @@ from prometheus_client import Counter, Histogram
 from lecritique.config import load_spec
 from lecritique.config.runtime import ServiceRuntime
 from lecritique.envs import build_environment
-from lecritique.envs.isolation import IsolatedEnvironment, Killed, ScoringError, ScoringLimits, ScoringPool
+from lecritique.envs.isolation import IsolatedEnvironment, ScoringError
+from lecritique.envs.scoring_pool import Killed, ScoringLimits, ScoringPool
 from lecritique.rpc.codec import episode_from_proto, episode_to_proto, task_from_proto, task_to_proto
 from lecritique.rpc.server import StartedService, start_server
 from lecritique.v1 import common_pb2, environment_pb2, environment_pb2_grpc

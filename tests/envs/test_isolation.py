@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from lecritique.envs import build_environment, parse_environment_config
-from lecritique.envs.isolation import IsolatedEnvironment, Killed, ScoringError, ScoringLimits, ScoringPool
+from lecritique.envs.isolation import IsolatedEnvironment, ScoringError
+from lecritique.envs.scoring_pool import Killed, ScoringLimits, ScoringPool
 from lecritique.envs.verifiers import NumericVerifier, NumericVerifierConfig
 
 ROWS = [{"prompt": f"What is {n} + {n}?", "answer": str(2 * n)} for n in range(1, 9)]

@@ -19,9 +19,9 @@ import yaml
 from lecritique.envs import get_environment, parse_environment_config
 from lecritique.envs.answers import tagged
 from lecritique.envs.audit import WIN_MARGIN, InProcess, audit, audit_config, markdown, sample_per_group
-from lecritique.envs.isolation import ScoringLimits, ScoringPool
 from lecritique.envs.reasoning_gym import registered_datasets
 from lecritique.envs.reasoning_gym_fixes import FIXES, score_coin_flip
+from lecritique.envs.scoring_pool import ScoringLimits, ScoringPool
 
 ROOT = Path(__file__).resolve().parents[2]
 SECURITY = ROOT / "docs" / "security.md"

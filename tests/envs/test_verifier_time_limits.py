@@ -49,7 +49,6 @@ def _served_while_pending(verifier: Verifier, pending, honest: list) -> None:
 
 @pytest.fixture(scope="module")
 def math_verifier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Verifier, int]]:
-    pytest.importorskip("math_verify")
     tmp = tmp_path_factory.mktemp("math-verify")
     environment = {"kind": "dataset", "path": _dataset(tmp), "verifier": {"kind": "math_verify"}}
     # Below math-verify's own 5-second timeout, which works in a worker's main thread: the kill

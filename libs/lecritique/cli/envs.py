@@ -58,7 +58,7 @@ def audit(
     task-ignoring ones such as 1*2*3*4) over many tasks; exit 1 when one wins (its mean reward is
     more than 0.25 above its share of the references), naming it."""
     from lecritique.envs import audit as scorer_audit
-    from lecritique.envs.isolation import ScoringLimits, ScoringPool
+    from lecritique.envs.scoring_pool import ScoringLimits, ScoringPool
 
     config = _environment_config(spec)
     if every_dataset:
@@ -77,23 +77,7 @@ def audit(
     if markdown:
         typer.echo(scorer_audit.markdown(rows), nl=False)
     else:
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(title=f"Scorer audit of {spec} ({tasks} tasks per group)")
-        for column in ("dataset", "answers tried", "worst answer", "mean reward", "share", "action"):
-            table.add_column(column)
-        for row in rows:
-            verdict = " (wins)" if row.wins else ""
-            table.add_row(
-                row.group,
-                str(row.answers),
-                scorer_audit.shown(row.worst_answer).strip("`"),
-                f"{row.worst_mean:.2f}{verdict}",
-                f"{row.share:.2f}",
-                row.action,
-            )
-        Console().print(table)
+        _print_table(rows, f"Scorer audit of {spec} ({tasks} tasks per group)")
     winners = [row for row in rows if row.wins]
     for row in winners:
         typer.echo(
@@ -103,3 +87,25 @@ def audit(
         )
     if winners:
         raise typer.Exit(1)
+
+
+def _print_table(rows: list[Any], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from lecritique.envs.audit import shown
+
+    table = Table(title=title)
+    for column in ("dataset", "answers tried", "worst answer", "mean reward", "share", "action"):
+        table.add_column(column)
+    for row in rows:
+        verdict = " (wins)" if row.wins else ""
+        table.add_row(
+            row.group,
+            str(row.answers),
+            shown(row.worst_answer).strip("`"),
+            f"{row.worst_mean:.2f}{verdict}",
+            f"{row.share:.2f}",
+            row.action,
+        )
+    Console().print(table)

@@ -13,32 +13,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import struct
 import sys
 import traceback
 from collections import OrderedDict
 from dataclasses import asdict
-from typing import IO, Any
+from typing import Any
 
-_HEADER = struct.Struct(">I")
+from lecritique.envs.scoring_frames import encode_frame, read_frame
+
 _KEPT_ENVIRONMENTS = 8
-
-
-def read_frame(stream: IO[bytes]) -> Any:
-    """One length-prefixed JSON frame, or None at the end of the stream."""
-    header = stream.read(_HEADER.size)
-    if len(header) < _HEADER.size:
-        return None
-    (size,) = _HEADER.unpack(header)
-    payload = stream.read(size)
-    if len(payload) < size:
-        return None
-    return json.loads(payload)
-
-
-def encode_frame(message: Any) -> bytes:
-    payload = json.dumps(message).encode()
-    return _HEADER.pack(len(payload)) + payload
 
 
 class _Environments:

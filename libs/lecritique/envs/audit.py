@@ -311,7 +311,7 @@ def audit_config(
     import json
     from concurrent.futures import ThreadPoolExecutor
 
-    from lecritique.envs.isolation import Killed
+    from lecritique.envs.scoring_pool import Killed
 
     actions = actions_for(config)
 
