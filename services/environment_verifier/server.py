@@ -18,7 +18,7 @@ from prometheus_client import Counter, Histogram
 
 from lecritique.config import load_spec
 from lecritique.config.runtime import ServiceRuntime
-from lecritique.envs import build_environment
+from lecritique.envs import EnvironmentConfigBase, build_environment
 from lecritique.envs.isolation import IsolatedEnvironment, ScoringError
 from lecritique.envs.scoring_pool import Killed, ScoringLimits, ScoringPool
 from lecritique.rpc.codec import episode_from_proto, episode_to_proto, task_from_proto, task_to_proto
@@ -129,6 +129,19 @@ class EnvironmentVerifierServicer(environment_pb2_grpc.EnvironmentVerifierServic
         )
 
 
+def servicer_for(
+    config: EnvironmentConfigBase, experiment: str, limits: ScoringLimits | None = None
+) -> tuple[EnvironmentVerifierServicer, ScoringPool]:
+    """The servicer of environment ``config``, scoring in a new pool (the caller closes it)."""
+    pool = ScoringPool(limits or ScoringLimits.from_environment())
+    try:
+        environment = IsolatedEnvironment(build_environment(config), config, pool)
+    except BaseException:
+        pool.close()
+        raise
+    return EnvironmentVerifierServicer(environment, experiment), pool
+
+
 def serve(runtime: ServiceRuntime) -> None:
     start(runtime).serve_until_signal()
 
@@ -136,13 +149,7 @@ def serve(runtime: ServiceRuntime) -> None:
 def start(runtime: ServiceRuntime) -> StartedService:
     """The environment of the runtime's spec, serving on its port."""
     spec = load_spec(runtime.spec_path)
-    pool = ScoringPool(ScoringLimits.from_environment())
-    try:
-        environment = IsolatedEnvironment(build_environment(spec.environment), spec.environment, pool)
-    except BaseException:
-        pool.close()
-        raise
-    servicer = EnvironmentVerifierServicer(environment, runtime.experiment_id)
+    servicer, pool = servicer_for(spec.environment, runtime.experiment_id)
     running = start_server(
         service="environment-verifier",
         add_servicers=lambda server: environment_pb2_grpc.add_EnvironmentVerifierServicer_to_server(
