@@ -16,12 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lecritique.envs import get_environment, parse_environment_config
+from lecritique.envs import environment_names, get_environment
 from lecritique.envs.answers import tagged
-from lecritique.envs.audit import WIN_MARGIN, InProcess, audit, audit_config, markdown, sample_per_group
+from lecritique.envs.audit import WIN_MARGIN, InProcess, audit, sample_per_group
 from lecritique.envs.reasoning_gym import registered_datasets
 from lecritique.envs.reasoning_gym_fixes import FIXES, score_coin_flip
-from lecritique.envs.scoring_pool import ScoringLimits, ScoringPool
 
 ROOT = Path(__file__).resolve().parents[2]
 SECURITY = ROOT / "docs" / "security.md"
@@ -109,37 +108,52 @@ def test_a_constant_that_wins_is_named_and_fails_the_command(tmp_path: Path) -> 
         timeout=300,
     )
     assert done.returncode == 1, done.stderr
-    assert "| dataset | 8 | 14 | `0` | 1.00 **(wins)** |" in done.stdout
-    assert "dataset: the answer '0' ignores the task and earns a mean reward of 1.00" in done.stderr
+    assert "| dataset (environment) | 8 | 14 | `0` | 1.00 **(wins)** |" in done.stdout
+    assert (
+        "dataset (environment): the answer '0' ignores the task and earns a mean reward of 1.00"
+        in done.stderr
+    )
 
 
 def test_multi_turn_environments_are_audited_by_repeating_the_answer() -> None:
     env = get_environment("sudoku", size=4, empty_cells=[1, 2])
     tasks = sample_per_group(env, 6)
     [row] = audit(InProcess(env), tasks, max_turns=env.max_turns)
-    assert row.group == "sudoku" and row.tasks == 6 and not row.wins
+    assert row.group == "sudoku (environment)" and row.tasks == 6 and not row.wins
 
 
-@pytest.mark.slow(seconds=300)
-def test_no_constant_wins_on_any_offered_dataset_and_the_docs_table_is_in_step() -> None:
-    """Every registered reasoning-gym dataset, through the verifier's workers; the table in
-    docs/security.md is this audit's output."""
-    config = parse_environment_config(
-        {"kind": "reasoning_gym", "datasets": {n: 1 for n in registered_datasets()}}
+AUDIT_SPECS = [
+    *sorted(str(path.relative_to(ROOT)) for path in (ROOT / "examples" / "audit").glob("*.yaml")),
+    "examples/datasets/my-math-pvf.yaml",
+]
+"""What docs/security.md's table audits: every environment at its defaults (the dataset
+environment on the shipped example), reasoning-gym with --every-dataset."""
+AUDIT_COMMAND = ["envs", "audit", *AUDIT_SPECS, "--every-dataset", "--tasks", str(AUDIT_TASKS), "--markdown"]
+
+
+@pytest.mark.slow(seconds=400)
+def test_no_constant_wins_anywhere_and_the_docs_table_is_in_step(tmp_path: Path) -> None:
+    """Every environment and every registered reasoning-gym dataset, through the verifier's
+    workers, by the documented command; the table in docs/security.md is its output."""
+    rows_file = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "lecritique", *AUDIT_COMMAND, "--json", str(rows_file)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": f"{ROOT / 'libs'}:{ROOT}", "PATH": "/usr/bin:/bin"},
+        timeout=1800,
     )
-    pool = ScoringPool(ScoringLimits(workers=2))
-    try:
-        rows = audit_config(config, pool, per_group=AUDIT_TASKS)
-    finally:
-        pool.close()
-    assert {row.group for row in rows} == set(registered_datasets())
-    winners = [(row.group, row.worst_answer, row.worst_mean, row.share) for row in rows if row.wins]
-    assert winners == [], f"degenerate answers earn more than {WIN_MARGIN} above their share: {winners}"
-    assert all(row.tasks >= 1 for row in rows), [row.group for row in rows if row.tasks < 1]
+    assert done.returncode == 0, (
+        f"a degenerate answer wins (more than {WIN_MARGIN} above its share):\n{done.stderr[-3000:]}"
+    )
+    rows = json.loads(rows_file.read_text())
+    groups = {row["group"] for row in rows}
+    assert set(registered_datasets()) <= groups
+    assert {f"{name} (environment)" for name in environment_names() if name != "reasoning_gym"} <= groups
+    assert all(row["tasks"] >= 1 and not row["wins"] for row in rows)
     for name in FIXES:
-        assert next(row for row in rows if row.group == name).action.startswith("fixed:")
+        assert next(row for row in rows if row["group"] == name)["action"].startswith("fixed:")
     found = TABLE.search(SECURITY.read_text())
     assert found is not None, "docs/security.md has no audit table between its markers"
-    assert found.group(1) == markdown(rows), (
-        "regenerate it: lecritique envs audit examples/audit/reasoning-gym.yaml --every-dataset --tasks 6 --markdown"
-    )
+    assert found.group(1) == done.stdout, "regenerate it: lecritique " + " ".join(AUDIT_COMMAND)

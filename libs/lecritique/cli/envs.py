@@ -38,8 +38,8 @@ def _environment_config(spec: Path) -> Any:
 
 @envs_app.command("audit")
 def audit(
-    spec: Annotated[
-        Path, typer.Argument(help="Experiment spec or environment spec (YAML/JSON).", exists=True)
+    specs: Annotated[
+        list[Path], typer.Argument(help="Experiment specs or environment specs (YAML/JSON).", exists=True)
     ],
     tasks: Annotated[int, typer.Option(help="Tasks per dataset (reasoning-gym) or for the environment.")] = 8,
     seed: Annotated[int, typer.Option(help="Sampling seed of the audited tasks.")] = 0,
@@ -47,7 +47,7 @@ def audit(
     answer_seconds: Annotated[float, typer.Option(help="Per-answer time limit (as the verifier's).")] = 10.0,
     job_seconds: Annotated[float, typer.Option(help="Time limit of one dataset's whole audit.")] = 600.0,
     every_dataset: Annotated[
-        bool, typer.Option(help="reasoning_gym: audit every registered dataset, not just the spec's.")
+        bool, typer.Option(help="A reasoning_gym spec: audit every registered dataset, not just its own.")
     ] = False,
     markdown: Annotated[
         bool, typer.Option(help="Print the table as Markdown (docs/security.md's form).")
@@ -60,16 +60,24 @@ def audit(
     from lecritique.envs import audit as scorer_audit
     from lecritique.envs.scoring_pool import ScoringLimits, ScoringPool
 
-    config = _environment_config(spec)
+    configs = [_environment_config(spec) for spec in specs]
     if every_dataset:
-        if getattr(config, "kind", None) != "reasoning_gym":
-            raise typer.BadParameter("--every-dataset applies to a reasoning_gym environment")
         from lecritique.envs.reasoning_gym import registered_datasets
 
-        config = config.model_copy(update={"datasets": {name: 1.0 for name in registered_datasets()}})
+        every = {name: 1.0 for name in registered_datasets()}
+        configs = [
+            config.model_copy(update={"datasets": every}) if config.kind == "reasoning_gym" else config
+            for config in configs
+        ]
     pool = ScoringPool(ScoringLimits(workers=workers, answer_seconds=answer_seconds))
     try:
-        rows = scorer_audit.audit_config(config, pool, per_group=tasks, seed=seed, seconds=job_seconds)
+        rows = [
+            row
+            for config in configs
+            for row in scorer_audit.audit_config(
+                config, pool, per_group=tasks, seed=seed, seconds=job_seconds
+            )
+        ]
     finally:
         pool.close()
     if json_out is not None:
@@ -77,7 +85,7 @@ def audit(
     if markdown:
         typer.echo(scorer_audit.markdown(rows), nl=False)
     else:
-        _print_table(rows, f"Scorer audit of {spec} ({tasks} tasks per group)")
+        _print_table(rows, f"Scorer audit of {', '.join(map(str, specs))} ({tasks} tasks per group)")
     winners = [row for row in rows if row.wins]
     for row in winners:
         typer.echo(

@@ -39,7 +39,7 @@ TASK_IGNORING: dict[str, tuple[str, ...]] = {
     "coin_flip": ("0.0", "1/2", "0.5"),
     "complex_arithmetic": ("nan+nanj", "inf", "0"),
     "game_of_life_halting": ("maybe",),
-    "arithmetic": ("0",),
+    "arithmetic": ("0", "00"),
     "sudoku": ("r1c1=1",),
     "babyai_text": ("go forward", "pick up"),
 }
@@ -132,7 +132,7 @@ def degenerate_answers(group: str, references: Sequence[str | None], longest: in
     known = [reference for reference in references if reference is not None]
     if known:
         answers.append(Counter(known).most_common(1)[0][0])
-    answers += TASK_IGNORING.get(group, ())
+    answers += TASK_IGNORING.get(group.removesuffix(ENVIRONMENT_SUFFIX), ())
     return list(dict.fromkeys(answers))
 
 
@@ -154,12 +154,14 @@ def same_answer(reference: str | None, answer: str) -> bool:
     return False
 
 
+ENVIRONMENT_SUFFIX = " (environment)"
+"""Marks a row of a whole environment (reasoning-gym's rows are its datasets: both have a countdown)."""
+
+
 def _group(task: Task, environment_name: str) -> str:
-    return (
-        str(task.metadata.get("dataset", environment_name))
-        if environment_name == "reasoning_gym"
-        else environment_name
-    )
+    if environment_name == "reasoning_gym":
+        return str(task.metadata.get("dataset", environment_name))
+    return environment_name + ENVIRONMENT_SUFFIX
 
 
 def _play(environment: Scoring, tasks: Sequence[Task], action: str, turns: int) -> list[tuple[float, str]]:
@@ -271,7 +273,11 @@ def sample_per_group(environment: Any, per_group: int, seed: int = 0, limit: int
             group = _group(task, str(inner.name))
             if len(chosen[group]) < per_group:
                 chosen[group].append(task)
-        expected = set(groups) if inner.name == "reasoning_gym" and groups else {str(inner.name)}
+        expected = (
+            set(groups)
+            if inner.name == "reasoning_gym" and groups
+            else {str(inner.name) + ENVIRONMENT_SUFFIX}
+        )
         if expected <= set(chosen) and all(len(chosen[g]) >= per_group for g in expected):
             break
         if not tasks:
@@ -282,7 +288,7 @@ def sample_per_group(environment: Any, per_group: int, seed: int = 0, limit: int
 def _jobs(config: Any) -> list[tuple[str, Any]]:
     """(group, environment config) per audit job: one per reasoning-gym dataset, else the config."""
     if getattr(config, "kind", None) != "reasoning_gym":
-        return [(str(config.kind), config)]
+        return [(str(config.kind) + ENVIRONMENT_SUFFIX, config)]
     jobs = []
     for name, spec in sorted(config.datasets.items()):
         single = config.model_copy(
