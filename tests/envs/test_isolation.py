@@ -79,3 +79,30 @@ def test_limits_from_variables() -> None:
     )
     assert (limits.workers, limits.answer_seconds) == (3, 2.5)
     assert ScoringLimits.from_environment({}) == ScoringLimits()
+
+
+def test_multi_turn_episodes_step_through_the_workers() -> None:
+    """Sudoku's demonstration, stepped through the pool turn by turn, ends solved; the state
+    travels back and forth as JSON like the gRPC messages carry it."""
+    import random
+
+    config = parse_environment_config({"kind": "sudoku", "size": 4, "empty_cells": [2, 3]})
+    environment = build_environment(config)
+    pool = ScoringPool(ScoringLimits(workers=2))
+    try:
+        isolated = IsolatedEnvironment(environment, config, pool)
+        tasks = isolated.sample_tasks(3, seed=1)
+        assert [task.task_id for task in tasks] == [
+            task.task_id for task in environment.sample_tasks(3, seed=1)
+        ]
+        for task in tasks:
+            state = isolated.reset(task)
+            for _, action in environment.demonstrations(task, random.Random(0)).turns:
+                [result] = isolated.step_many([(state, action)])
+                state = result.state
+            assert result.done and result.reward == 1.0
+        # An over-long action is the environment's to judge in a multi-turn episode.
+        [long] = isolated.step_many([(isolated.reset(tasks[0]), "r1c1=1" + " " * 100)])
+        assert long.reward == 0.0 and long.diagnostic
+    finally:
+        pool.close()

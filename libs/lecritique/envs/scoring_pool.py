@@ -188,16 +188,20 @@ class ScoringPool:
         """Build ``config_text``'s environment in every worker now (not on its first answer)."""
         workers = [self._acquire() for _ in range(self.limits.workers)]
         try:
+            for worker in workers:  # every worker builds at once; then each is waited for
+                if config_text not in worker.warm:
+                    worker.send({"op": "warm", "config": config_text})
             for worker in workers:
-                self._warm(worker, config_text)
+                self._warm(worker, config_text, sent=True)
         finally:
             for worker in workers:
                 self._idle.put(worker)
 
-    def _warm(self, worker: _Worker, config_text: str) -> None:
+    def _warm(self, worker: _Worker, config_text: str, sent: bool = False) -> None:
         if config_text in worker.warm:
             return
-        worker.send({"op": "warm", "config": config_text})
+        if not sent:
+            worker.send({"op": "warm", "config": config_text})
         try:
             frame = worker.receive(self.limits.start_seconds)
         except _WorkerGone as gone:
