@@ -106,3 +106,18 @@ def test_multi_turn_episodes_step_through_the_workers() -> None:
         assert long.reward == 0.0 and long.diagnostic
     finally:
         pool.close()
+
+
+def test_only_answers_that_start_a_sandbox_get_its_longer_limit() -> None:
+    config = parse_environment_config(
+        {"kind": "reasoning_gym", "datasets": {"puzzle24": 1, "basic_arithmetic": 1}}
+    )
+    environment = build_environment(config)
+    pool = ScoringPool(ScoringLimits(workers=1, answer_seconds=4))
+    try:
+        isolated = IsolatedEnvironment(environment, config, pool)
+        limits = {task.metadata["dataset"]: isolated.limit(task) for task in isolated.sample_tasks(40)}
+        assert limits == {"puzzle24": 25.0, "basic_arithmetic": 4.0}  # the sandbox's 20 s wall + 5
+        assert isolated.answer_seconds == 25.0
+    finally:
+        pool.close()

@@ -103,6 +103,10 @@ class Environment(ABC):
     def score(self, task: Task, completion: str) -> ScoreResult:
         """Score a complete single-turn completion; never raises on malformed text."""
 
+    def sandbox_seconds(self, task: Task) -> float:
+        """Wall-clock limit of a sandbox that scoring an answer to ``task`` may start (0: none)."""
+        return self.answer_sandbox_seconds
+
     def reset(self, task: Task) -> EpisodeState:
         return EpisodeState(task=task, observation=task.prompt)
 

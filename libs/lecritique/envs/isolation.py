@@ -86,7 +86,7 @@ class IsolatedEnvironment:
             pool.limits.answer_seconds,
             sandbox_seconds + _SANDBOX_MARGIN_SECONDS if sandbox_seconds else 0.0,
         )
-        """The per-answer limit this environment's answers get."""
+        """The longest per-answer limit this environment's answers get (:meth:`limit`: one task's)."""
         pool.warm(self._config_text)
 
     # ---- read no policy text ---------------------------------------------------------------
@@ -119,6 +119,11 @@ class IsolatedEnvironment:
         return state
 
     # ---- policy text: in the pool ---------------------------------------------------------
+    def limit(self, task: Task) -> float:
+        """``task``'s per-answer limit: the pool's, or above the wall clock of a sandbox its scorer starts."""
+        sandbox = float(self.environment.sandbox_seconds(task) or 0.0)
+        return max(self.pool.limits.answer_seconds, sandbox + _SANDBOX_MARGIN_SECONDS if sandbox else 0.0)
+
     def too_long(self, text: str) -> str | None:
         """Why a single-turn answer is refused before any scorer sees it (None: it is not)."""
         limit = self.max_action_chars
@@ -136,7 +141,8 @@ class IsolatedEnvironment:
             else:
                 sent.append(position)
         requests = [{"task": task_to_dict(items[p][0]), "completion": items[p][1]} for p in sent]
-        outcomes = self.pool.run(self._config_text, "score", requests, self.answer_seconds)
+        limits = [self.limit(items[p][0]) for p in sent]
+        outcomes = self.pool.run(self._config_text, "score", requests, limits)
         for position, outcome in zip(sent, outcomes, strict=True):
             results[position] = self._score_result(outcome)
         return [result for result in results if result is not None]
@@ -172,7 +178,8 @@ class IsolatedEnvironment:
             else:
                 sent.append(position)
         requests = [{"state": state_to_dict(items[p][0]), "action": items[p][1]} for p in sent]
-        outcomes = self.pool.run(self._config_text, "step", requests, self.answer_seconds)
+        limits = [self.limit(items[p][0].task) for p in sent]
+        outcomes = self.pool.run(self._config_text, "step", requests, limits)
         for position, outcome in zip(sent, outcomes, strict=True):
             state = items[position][0]
             if isinstance(outcome, Killed):

@@ -126,6 +126,10 @@ class ReasoningGymEnvironment(Environment):
         if self._sandboxed:
             self.answer_sandbox_seconds = SCORING_SANDBOX.wall_seconds
 
+    def sandbox_seconds(self, task: Task) -> float:
+        """Only the sandboxed datasets' answers start a sandbox."""
+        return SCORING_SANDBOX.wall_seconds if task.metadata.get("dataset") in self._sandboxed else 0.0
+
     def _composite(self, seed: int) -> Any:
         if seed in self._composites:
             self._composites.move_to_end(seed)

@@ -246,20 +246,28 @@ class ScoringPool:
         threading.Thread(target=start, name="scoring-restart", daemon=True).start()
 
     def run(
-        self, config_text: str, op: str, items: list[dict[str, Any]], seconds: float
+        self, config_text: str, op: str, items: list[dict[str, Any]], seconds: float | Sequence[float]
     ) -> list[dict[str, Any] | Killed]:
-        """Each item's result frame, or :class:`Killed` where its scorer overran or died."""
+        """Each item's result frame, or :class:`Killed` where its scorer overran or died;
+        ``seconds``: one limit for every item, or each item's own."""
+        limits = (
+            [float(seconds)] * len(items) if isinstance(seconds, int | float) else [float(x) for x in seconds]
+        )
+        if len(limits) != len(items):
+            raise ValueError(f"{len(limits)} time limits for {len(items)} items")
         size = self.limits.batch_items
         per_worker = -(-len(items) // self.limits.workers) if items else 0
         size = max(1, min(size, per_worker))
-        chunks = [items[start : start + size] for start in range(0, len(items), size)]
         futures = [
-            self._dispatch.submit(self._run_chunk, config_text, op, chunk, seconds) for chunk in chunks
+            self._dispatch.submit(
+                self._run_chunk, config_text, op, items[start : start + size], limits[start : start + size]
+            )
+            for start in range(0, len(items), size)
         ]
         return [outcome for future in futures for outcome in future.result()]
 
     def _run_chunk(
-        self, config_text: str, op: str, items: list[dict[str, Any]], seconds: float
+        self, config_text: str, op: str, items: list[dict[str, Any]], limits: list[float]
     ) -> list[dict[str, Any] | Killed]:
         outcomes: list[dict[str, Any] | Killed] = []
         while len(outcomes) < len(items):
@@ -269,13 +277,14 @@ class ScoringPool:
                 self._warm(worker, config_text)
                 worker.send({"op": op, "config": config_text, "items": pending})
                 for _ in pending:
-                    frame = worker.receive(seconds)
+                    frame = worker.receive(limits[len(outcomes)])
                     if "setup_error" in frame:
                         raise RuntimeError(str(frame["setup_error"]))
                     outcomes.append(frame)
             except _WorkerGone as gone:
+                limit = limits[len(outcomes)]
                 if gone.reason == "timeout":
-                    diagnostic = f"the scorer ran past the per-answer limit of {seconds:g} s and was killed"
+                    diagnostic = f"the scorer ran past the per-answer limit of {limit:g} s and was killed"
                 else:
                     diagnostic = f"the scorer's process died while scoring this answer ({gone.detail})"
                 outcomes.append(Killed(gone.reason, diagnostic))
