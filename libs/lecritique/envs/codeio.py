@@ -212,6 +212,8 @@ class CodeIOEnvironment(Environment):
         return tasks
 
     def score(self, task: Task, completion: str) -> ScoreResult:
+        if isinstance(completion, str) and len(completion) > self.max_action_chars:
+            return ScoreResult(0.0, f"answer longer than {self.max_action_chars} characters")
         answer, problem = extract_answer(completion, tags=True)
         if answer is None:
             return ScoreResult(0.0, problem)
