@@ -157,3 +157,28 @@ def test_no_constant_wins_anywhere_and_the_docs_table_is_in_step(tmp_path: Path)
     found = TABLE.search(SECURITY.read_text())
     assert found is not None, "docs/security.md has no audit table between its markers"
     assert found.group(1) == done.stdout, "regenerate it: lecritique " + " ".join(AUDIT_COMMAND)
+
+
+def test_the_audit_finds_the_issues_winners_without_the_fixes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The detector is not blind: with reasoning_gym_fixes switched off (main's scoring), six
+    tasks per dataset are enough for the audit to name each of the issue's winning answers."""
+    from lecritique.envs import reasoning_gym as reasoning_gym_environment
+
+    monkeypatch.setattr(reasoning_gym_environment, "before_scorer", lambda *args: None)
+    monkeypatch.setattr(
+        reasoning_gym_environment,
+        "after_scorer",
+        lambda name, reward: min(1.0, max(0.0, reward)) if reward == reward else 0.0,
+    )
+    expected = {
+        "puzzle24": "1*2*3*4",
+        "coin_flip": "0",
+        "game_of_life_halting": None,
+        "complex_arithmetic": "nan",
+    }
+    for dataset, answer in expected.items():
+        env = get_environment("reasoning_gym", datasets={dataset: 1}, chunk_size=64)
+        [row] = audit(InProcess(env), sample_per_group(env, AUDIT_TASKS))
+        assert row.wins, (dataset, row)
+        if answer is not None:  # game_of_life_halting: every non-empty answer wins; the first is named
+            assert row.worst_answer in (answer, "0.0", "nan+nanj"), (dataset, row.worst_answer)
