@@ -123,7 +123,7 @@ def test_multi_turn_environments_are_audited_by_repeating_the_answer() -> None:
 
 
 AUDIT_SPECS = [
-    *sorted(str(path.relative_to(ROOT)) for path in (ROOT / "examples" / "audit").glob("*.yaml")),
+    *sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs" / "audit").glob("*.yaml")),
     "examples/datasets/my-math-pvf.yaml",
 ]
 """What docs/security.md's table audits: every environment at its defaults (the dataset
