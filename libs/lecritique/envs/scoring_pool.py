@@ -258,11 +258,14 @@ class ScoringPool:
         size = self.limits.batch_items
         per_worker = -(-len(items) // self.limits.workers) if items else 0
         size = max(1, min(size, per_worker))
+        starts = range(0, len(items), size)
+        if len(starts) <= 1:  # one chunk: no hand-off to a dispatch thread
+            return self._run_chunk(config_text, op, items, limits) if items else []
         futures = [
             self._dispatch.submit(
                 self._run_chunk, config_text, op, items[start : start + size], limits[start : start + size]
             )
-            for start in range(0, len(items), size)
+            for start in starts
         ]
         return [outcome for future in futures for outcome in future.result()]
 
