@@ -9,6 +9,11 @@ scored in a loop for ``--seconds`` (single-turn), or whole reference episodes ar
 CodeIO input prediction executes reference code in a fresh sandbox per verification, measured
 both sequentially and with ``--workers`` threads; output prediction needs no execution (its
 reference output was computed in the sandbox at sampling time).
+
+The second table compares scoring in the verifier's own process (as before issue #46) with
+scoring through the verifier's killable worker processes (``lecritique.envs.isolation``: what
+the verifier does now), side by side in the same run, for a batch of 64 answers per call (as
+the orchestrator sends them) and for one answer per call; ``--isolation-only`` runs just that.
 """
 
 from __future__ import annotations
@@ -29,9 +34,17 @@ from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from lecritique.envs import Environment, Task, get_environment  # noqa: E402
+from lecritique.envs import (  # noqa: E402
+    Environment,
+    Task,
+    build_environment,
+    get_environment,
+    parse_environment_config,
+)
 from lecritique.envs.answers import tagged  # noqa: E402
+from lecritique.envs.isolation import IsolatedEnvironment  # noqa: E402
 from lecritique.envs.sandbox import Sandbox, active_layers  # noqa: E402
+from lecritique.envs.scoring_pool import ScoringLimits, ScoringPool  # noqa: E402
 
 
 def rate(work: Callable[[int], int], seconds: float) -> tuple[float, int]:
@@ -68,6 +81,68 @@ def episodes(env: Environment, tasks: list[Task]) -> Callable[[int], int]:
     return work
 
 
+def _scorers(
+    env: Environment, isolated: IsolatedEnvironment, batch: list[tuple[Task, str]]
+) -> tuple[Callable[[int], int], Callable[[int], int], Callable[[int], int]]:
+    def in_process(index: int) -> int:
+        assert all(env.score(task, text).reward == 1.0 for task, text in batch)
+        return len(batch)
+
+    def pooled(index: int) -> int:
+        assert all(result.reward == 1.0 for result in isolated.score_many(batch))
+        return len(batch)
+
+    def pooled_single(index: int) -> int:
+        task, text = batch[index % len(batch)]
+        assert isolated.score(task, text).reward == 1.0
+        return 1
+
+    return in_process, pooled, pooled_single
+
+
+def isolation_rows(seconds: float, workers: int) -> list[tuple[str, str, float, float, float]]:
+    """(environment, setting, in-process answers/s, pool answers/s batched, pool answers/s single)."""
+    cases: list[tuple[str, dict[str, object], Callable[[Task], str]]] = [
+        ("arithmetic", {"kind": "arithmetic"}, lambda task: str(task.reference)),
+        ("countdown", {"kind": "countdown"}, lambda task: str(task.reference)),
+        (
+            "reasoning_gym",
+            {"kind": "reasoning_gym", "datasets": {"basic_arithmetic": 2, "chain_sum": 1, "mini_sudoku": 1}},
+            lambda task: tagged(str(task.reference)),
+        ),
+    ]
+    rows = []
+    pool = ScoringPool(ScoringLimits(workers=workers))
+    try:
+        for name, settings, answer in cases:
+            config = parse_environment_config(settings)
+            env = build_environment(config)
+            isolated = IsolatedEnvironment(env, config, pool)
+            tasks = env.sample_tasks(64, seed=0)
+            batch = [(task, answer(task)) for task in tasks]
+
+            in_process, pooled, pooled_single = _scorers(env, isolated, batch)
+            before, _ = rate(in_process, seconds)
+            after, _ = rate(pooled, seconds)
+            single, _ = rate(pooled_single, seconds)
+            rows.append((name, str(settings.get("datasets", "")) or "default", before, after, single))
+    finally:
+        pool.close()
+    return rows
+
+
+def print_isolation(rows: list[tuple[str, str, float, float, float]], workers: int, seconds: float) -> None:
+    table = Table(
+        title=f"Scoring in the verifier's process vs in {workers} killable workers "
+        f"({os.cpu_count()} CPUs, {seconds:g} s per cell, 64 answers per batch)"
+    )
+    for column in ("environment", "in-process/s", "workers, batch/s", "ratio", "workers, 1 per call/s"):
+        table.add_column(column)
+    for name, _, before, after, single in rows:
+        table.add_row(name, f"{before:,.0f}", f"{after:,.0f}", f"{after / before:.2f}", f"{single:,.0f}")
+    Console().print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per row")
@@ -75,7 +150,15 @@ def main() -> None:
         "--workers", type=int, default=os.cpu_count() or 2, help="threads for parallel CodeIO"
     )
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    parser.add_argument(
+        "--isolation-only", action="store_true", help="only the in-process vs scoring-workers table"
+    )
+    parser.add_argument("--scoring-workers", type=int, default=2, help="scoring workers of that table")
     args = parser.parse_args()
+    isolation = isolation_rows(args.seconds, args.scoring_workers)
+    print_isolation(isolation, args.scoring_workers, args.seconds)
+    if args.isolation_only:
+        return
 
     rows: list[tuple[str, str, float, str]] = []
     cases: list[tuple[str, Callable[[], tuple[Callable[[int], int], str, str]]]] = []

@@ -23,3 +23,25 @@ def not_a_reward(answer: str, reference: str, row: dict[str, Any]) -> str:
 
 
 NOT_CALLABLE = 3
+
+
+def slow_exact(answer: str, reference: str, row: dict[str, Any]) -> float:
+    """An honest scorer that takes its time (1.5 s): a time limit must not cut it short."""
+    import time
+
+    time.sleep(1.5)
+    return float(answer.strip() == reference.strip())
+
+
+def exits(answer: str, reference: str, row: dict[str, Any]) -> float:
+    """A scorer whose process dies on the answer ``die`` (a crash in native code looks like this)."""
+    import os
+
+    if answer.strip() == "die":
+        os._exit(3)
+    return float(answer.strip() == reference.strip())
+
+
+def always_one(answer: str, reference: str, row: dict[str, Any]) -> float:
+    """A broken scorer that pays every answer: the audit must name a constant that wins."""
+    return 1.0

@@ -54,6 +54,12 @@ def overriding(task: Task, function_str: str) -> str:
         "[__import__('sys')._getframe(0).f_globals.update(rbisec=lambda *a: (HX, HF)), abs][1]",
         "[ｇｌｏｂａｌｓ().update(rbisec=lambda *a: (HX, HF)), abs][1]",
         "[(lambda g: g.update(rbisec=lambda *a: (HX, HF)))(globals()), abs][1]",
+        # Issue #46: a comment, or a backslash-newline, between each name and its parenthesis
+        # (1.0 after the round-3 fix, whose regex read the text, not the tokens).
+        "[globals #\n().update #\n(rbisec=lambda *a: (HX, HF)), lambda x: x][1]",
+        "[globals\\\n().update\\\n(rbisec=lambda *a: (HX, HF)), lambda x: x][1]",
+        "[globals #\\\n\n().update(rbisec=lambda *a: (HX, HF)), lambda x: x][1]",
+        "[vars #\n()['rbisec'] if 0 else lambda x: x][0]",
     ],
 )
 def test_an_input_cannot_replace_the_program(
@@ -151,3 +157,19 @@ def test_strings_of_a_program_that_never_evaluates_them_are_plain_data() -> None
     assert refusal({"expression": "sin(x)**2 + cos(x)**2"}, {"expression": "x + 1"}, reads) is None
     assert refusal({"expression": "x.__class__"}, {"expression": "x + 1"}, reads) is not None
     assert refusal({"expression": "x, y), exit(1"}, {"expression": "x + 1"}, reads) is not None
+
+
+def test_a_json_unicode_escape_spells_the_same_call(env: CodeIOEnvironment, solver_task: Task) -> None:
+    """``\\u0067lobals`` in the answer's JSON is ``globals`` once decoded: refused as that."""
+    output = solver_task.metadata["output"]
+    override = (
+        f"[\\u0067lobals #\\n().update(rbisec=lambda *a: ({output['hx']!r}, {output['hf']!r})), abs][1]"
+    )
+    text = (
+        '{"function_str": "'
+        + override
+        + '", "interval": [0, 1], "error_tolerance": 0.1, "max_iterations": 1}'
+    )
+    assert json.loads(text)["function_str"].startswith("[globals #\n()")
+    result = env.score(solver_task, tagged(text))
+    assert result.reward == 0.0 and "argument 'function_str'" in result.diagnostic

@@ -24,6 +24,7 @@ from lecritique.envs import get_environment
 from lecritique.envs import reasoning_gym_scoring as scoring
 from lecritique.envs.answers import tagged
 from lecritique.envs.reasoning_gym import registered_datasets
+from lecritique.envs.reasoning_gym_fixes import FIXES
 from tests.envs.test_reasoning_gym_attacks import EVALUATING, PARSING, first_task
 
 PROBE = Path(__file__).with_name("reasoning_gym_probe.py")
@@ -87,6 +88,10 @@ def test_a_sandboxed_dataset_scores_as_reasoning_gym_does(dataset: str) -> None:
         entry = environment.entry(task)
         for answer in (str(task.reference), "garbage", ""):
             expected = min(1.0, own.score_answer(answer, entry))
+            if dataset in FIXES and answer != str(task.reference):
+                # puzzle24: an answer without the task's numbers scores 0, not upstream's 0.01
+                # (issue #46; tests/envs/test_scorer_audit.py).
+                expected = 0.0
             assert environment.score(task, tagged(answer)).reward == pytest.approx(expected), (
                 dataset,
                 answer,

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from lecritique.envs import get_environment
+from lecritique.envs import parse_environment_config
+from lecritique.envs.scoring_pool import ScoringLimits
 from lecritique.rpc.replica_pool import NoReplicaAvailable, ReplicaPool
-from lecritique.rpc.server import start_server
+from lecritique.rpc.server import StartedService, start_server
 from lecritique.v1 import common_pb2, environment_pb2, environment_pb2_grpc
-from services.environment_verifier.server import EnvironmentVerifierServicer
+from services.environment_verifier.server import servicer_for
 
 _SERVE = """
 import sys, threading
@@ -29,8 +30,10 @@ threading.Event().wait()
 
 
 def start(experiment: str, port: int = 0):
-    servicer = EnvironmentVerifierServicer(get_environment("arithmetic"), experiment)
-    return start_server(
+    servicer, pool = servicer_for(
+        parse_environment_config({"kind": "arithmetic"}), experiment, ScoringLimits(workers=1)
+    )
+    running = start_server(
         service="environment-verifier",
         add_servicers=lambda server: environment_pb2_grpc.add_EnvironmentVerifierServicer_to_server(
             servicer, server
@@ -39,6 +42,7 @@ def start(experiment: str, port: int = 0):
         port=port,
         host="127.0.0.1",
     )
+    return StartedService(running, on_stop=pool.close)
 
 
 @pytest.fixture

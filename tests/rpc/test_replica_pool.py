@@ -5,16 +5,19 @@ import socket
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from lecritique.envs import get_environment
+from lecritique.envs import parse_environment_config
+from lecritique.envs.scoring_pool import ScoringLimits
 from lecritique.rpc.replica_pool import NoReplicaAvailable, ReplicaPool, resolve
-from lecritique.rpc.server import start_server
+from lecritique.rpc.server import StartedService, start_server
 from lecritique.v1 import common_pb2, environment_pb2, environment_pb2_grpc
-from services.environment_verifier.server import EnvironmentVerifierServicer
+from services.environment_verifier.server import servicer_for
 
 
 def _start(experiment: str):
-    servicer = EnvironmentVerifierServicer(get_environment("arithmetic"), experiment)
-    return start_server(
+    servicer, pool = servicer_for(
+        parse_environment_config({"kind": "arithmetic"}), experiment, ScoringLimits(workers=1)
+    )
+    running = start_server(
         service="environment-verifier",
         add_servicers=lambda server: environment_pb2_grpc.add_EnvironmentVerifierServicer_to_server(
             servicer, server
@@ -23,6 +26,7 @@ def _start(experiment: str):
         port=0,
         host="127.0.0.1",
     )
+    return StartedService(running, on_stop=pool.close)
 
 
 def _dead_address() -> str:

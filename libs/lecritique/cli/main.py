@@ -16,6 +16,7 @@ from lecritique.cli.chart import chart_app
 from lecritique.cli.compare import compare
 from lecritique.cli.critic import critic_app
 from lecritique.cli.critic_eval import critic_eval
+from lecritique.cli.envs import envs_app
 from lecritique.cli.experiments import experiments_app
 from lecritique.cli.login import login
 from lecritique.cli.models import app as models_app
@@ -60,6 +61,7 @@ app.add_typer(api_app, name="api")
 app.add_typer(chart_app, name="chart")
 app.command(name="critic-eval")(critic_eval)
 app.add_typer(critic_app, name="critic")
+app.add_typer(envs_app, name="envs")
 app.command(name="study")(study)
 app.command(name="submit")(submit)
 app.add_typer(experiments_app, name="experiments")

@@ -134,6 +134,19 @@ def _guard() -> None:
             module.sympify = _checked(sympy.sympify)  # type: ignore[attr-defined]
 
 
+def _built(
+    dataset_module: str, dataset_class: str, config_module: str, config_class: str, config: dict[str, Any]
+) -> Any:
+    """The dataset, built as reasoning-gym's factory does, then guarded (answers become data)."""
+    dataset_type = getattr(_import_alone(dataset_module), dataset_class)
+    settings = getattr(_import_alone(config_module), config_class)(**config)
+    if callable(getattr(settings, "validate", None)):
+        settings.validate()
+    dataset = dataset_type(config=settings)
+    _guard()
+    return dataset
+
+
 def score_answer(
     dataset_module: str,
     dataset_class: str,
@@ -144,10 +157,28 @@ def score_answer(
     entry: dict[str, Any],
 ) -> float:
     """The dataset's own score of ``answer`` on ``entry``, built as reasoning-gym's factory does."""
-    dataset_type = getattr(_import_alone(dataset_module), dataset_class)
-    settings = getattr(_import_alone(config_module), config_class)(**config)
-    if callable(getattr(settings, "validate", None)):
-        settings.validate()
-    dataset = dataset_type(config=settings)
-    _guard()
+    dataset = _built(dataset_module, dataset_class, config_module, config_class, config)
     return float(dataset.score_answer(answer, entry))
+
+
+def score_answers(
+    dataset_module: str,
+    dataset_class: str,
+    config_module: str,
+    config_class: str,
+    config: dict[str, Any],
+    pairs: list[list[Any]],
+) -> list[float | None]:
+    """The dataset's score of each ``[answer, entry]`` (None where its scorer raised), in one process.
+
+    Only for answers the platform chose (the scorer audit's constants): answers scored in one
+    process could change how the next is scored, so a policy's answers never come here.
+    """
+    dataset = _built(dataset_module, dataset_class, config_module, config_class, config)
+    scores: list[float | None] = []
+    for answer, entry in pairs:
+        try:
+            scores.append(float(dataset.score_answer(answer, entry)))
+        except Exception:
+            scores.append(None)
+    return scores

@@ -89,7 +89,11 @@ class Environment(ABC):
     max_turns: int = 1
     """Turn limit of an episode."""
     max_action_chars: int = 256
-    """Upper bound on one action's length; longer actions are truncated by the verifier."""
+    """Upper bound on one action's length: the verifier scores a longer single-turn answer 0
+    before any scorer sees it (multi-turn environments check their actions themselves)."""
+    answer_sandbox_seconds: float = 0.0
+    """Wall-clock limit of a sandbox that scoring one answer may start (0: none); the verifier's
+    per-answer limit is raised above it, so the sandbox's own limit stops such an answer."""
 
     @abstractmethod
     def sample_tasks(self, n: int, split: Split = "train", seed: int = 0) -> list[Task]:
@@ -98,6 +102,10 @@ class Environment(ABC):
     @abstractmethod
     def score(self, task: Task, completion: str) -> ScoreResult:
         """Score a complete single-turn completion; never raises on malformed text."""
+
+    def sandbox_seconds(self, task: Task) -> float:
+        """Wall-clock limit of a sandbox that scoring an answer to ``task`` may start (0: none)."""
+        return self.answer_sandbox_seconds
 
     def reset(self, task: Task) -> EpisodeState:
         return EpisodeState(task=task, observation=task.prompt)

@@ -138,6 +138,7 @@ class CodeIOEnvironment(Environment):
     def __init__(self, config: CodeIOConfig | None = None) -> None:
         self.config = config or CodeIOConfig()
         self.sandbox = Sandbox(self.config.sandbox)
+        self.answer_sandbox_seconds = self.config.sandbox.wall_seconds
 
     def _plan(self, seed: int, index: int) -> tuple[int, int, str]:
         """(program index, generator seed, direction) of candidate ``index``."""
@@ -211,6 +212,8 @@ class CodeIOEnvironment(Environment):
         return tasks
 
     def score(self, task: Task, completion: str) -> ScoreResult:
+        if isinstance(completion, str) and len(completion) > self.max_action_chars:
+            return ScoreResult(0.0, f"answer longer than {self.max_action_chars} characters")
         answer, problem = extract_answer(completion, tags=True)
         if answer is None:
             return ScoreResult(0.0, problem)

@@ -17,10 +17,17 @@ input the generator drew (the reference, ``task.metadata["inputs"]``):
   of the reference's own may call only the functions the reference's strings call or
   ``MATH_CALLS``, may not name anything with ``__``, call the result of an expression or assign
   with ``:=``; when the program ``exec``s or ``compile``s strings (3 programs), no ``;``, line
-  break, ``=`` or statement keyword either. The rules work on
-  the text, not on a parse, because a program may paste the string into code of its own
-  (``sympify("Eq(" + equation + ")")``), where a fragment that is no expression by itself becomes
-  one.
+  break, ``=`` or statement keyword either.
+
+  The rules are checked on the string as Python reads it, in three views, and a string refused
+  by any view is refused: its **syntax tree** where it parses (every call's callee an allowed
+  dotted name, no ``__`` name or attribute, no ``:=``); its **tokens** (comments, blank lines
+  and backslash-newline continuations are not tokens, so ``globals #\n()`` is the call it is);
+  and its **text**, raw and with comments and continuations removed, for fragments that no
+  parser accepts alone but that a program pastes into code of its own
+  (``sympify("Eq(" + equation + ")")``). A regex over the raw text alone (issue #37's fix) let
+  ``[globals #\n().update #\n(rbisec=...), lambda x: x][1]`` and its backslash-newline
+  variant through (issue #46).
 
 The reference input always passes, so the honest answer still scores 1; a wrong one still runs
 and scores 0.
@@ -29,8 +36,10 @@ and scores 0.
 from __future__ import annotations
 
 import ast
+import io
 import keyword
 import re
+import tokenize
 import unicodedata
 from collections.abc import Iterator
 from functools import lru_cache
@@ -139,6 +148,28 @@ def _code_in(text: str, allowed: frozenset[str], statements: bool) -> str | None
     text = unicodedata.normalize("NFKC", text)
     if "__" in text:
         return "names something with '__'"
+    for view in _text_views(text):
+        why = _text_rules(view, allowed, statements)
+        if why is not None:
+            return why
+    why = _token_rules(text, allowed, statements)
+    if why is not None:
+        return why
+    return _tree_rules(text, allowed, statements)
+
+
+_COMMENT = re.compile(r"#[^\n\r]*")
+_CONTINUATION = re.compile(r"\\\r?\n")
+
+
+def _text_views(text: str) -> list[str]:
+    """The raw text, and the text without continuations, comments, or both (a comment or a
+    continuation between a name and its parenthesis is still a call)."""
+    joined = _CONTINUATION.sub("", text)
+    return [text, joined, _COMMENT.sub("", text), _COMMENT.sub("", joined)]
+
+
+def _text_rules(text: str, allowed: frozenset[str], statements: bool) -> str | None:
     foreign = sorted(_callees(text) - allowed)
     if foreign:
         return f"calls {foreign[0]!r} (allowed: {', '.join(sorted(allowed))})"
@@ -152,6 +183,90 @@ def _code_in(text: str, allowed: frozenset[str], statements: bool) -> str | None
         keyword = _STATEMENT_KEYWORDS.search(text)
         if keyword:
             return f"holds the statement keyword {keyword.group(1)!r} and the program executes its strings"
+    return None
+
+
+_SKIPPED_TOKENS = frozenset(
+    {tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+)
+
+
+def _tokens(text: str) -> list[tokenize.TokenInfo]:
+    """The significant tokens of ``text``, as far as Python's tokenizer gets (fragments stop early)."""
+    found: list[tokenize.TokenInfo] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type not in _SKIPPED_TOKENS and not (
+                token.type == tokenize.NEWLINE and not token.string
+            ):
+                found.append(token)
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return found
+
+
+def _token_rules(text: str, allowed: frozenset[str], statements: bool) -> str | None:
+    tokens = _tokens(text)
+    for position, token in enumerate(tokens):
+        if token.type == tokenize.OP and token.string == ":=":
+            return "assigns with ':='"
+        if statements and token.type == tokenize.NEWLINE and position < len(tokens) - 1:
+            return "holds a statement (a line break) and the program executes its strings"
+        if token.type != tokenize.OP or token.string != "(" or position == 0:
+            continue
+        callee = _dotted_before(tokens, position)
+        if callee is None:
+            return "calls the result of an expression"
+        if callee and callee not in allowed:
+            return f"calls {callee!r} (allowed: {', '.join(sorted(allowed))})"
+    return None
+
+
+def _dotted_before(tokens: list[tokenize.TokenInfo], paren: int) -> str | None:
+    """The dotted name called by the ``(`` at ``paren``: '' for a grouping parenthesis, None for
+    a call of something that is no name (``)(``, ``"s"(``, ``f().g(``)."""
+    previous = tokens[paren - 1]
+    if previous.type == tokenize.NAME and keyword.iskeyword(previous.string):
+        return ""
+    if previous.type == tokenize.OP and previous.string not in (")", "]", "}"):
+        return ""
+    if previous.type != tokenize.NAME:
+        return None
+    parts = [previous.string]
+    index = paren - 2
+    while index >= 1 and tokens[index].string == "." and tokens[index - 1].type == tokenize.NAME:
+        parts.append(tokens[index - 1].string)
+        index -= 2
+    if index >= 0 and tokens[index].string == ".":
+        return None  # an attribute of an expression's result: ``().update(``
+    return ".".join(reversed(parts))
+
+
+def _tree_rules(text: str, allowed: frozenset[str], statements: bool) -> str | None:
+    try:
+        tree = ast.parse(text, mode="exec" if statements else "eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # a fragment: the text and token views judged it
+    for node in ast.walk(tree):
+        if isinstance(node, ast.NamedExpr):
+            return "assigns with ':='"
+        if isinstance(node, ast.Call):
+            callee = _dotted(node.func)
+            if callee is None:
+                return "calls the result of an expression"
+            if callee not in allowed:
+                return f"calls {callee!r} (allowed: {', '.join(sorted(allowed))})"
+        if statements and isinstance(node, ast.stmt) and not isinstance(node, ast.Expr):
+            return f"holds a {type(node).__name__} statement and the program executes its strings"
+    return None
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
     return None
 
 

@@ -94,7 +94,7 @@ class DatasetConfig(EnvironmentConfigBase):
     split: SplitConfig = Field(default_factory=HashSplitConfig)
     """Train/eval split: ``hash`` (uses eval_fraction) or ``column``."""
     max_answer_chars: int = Field(default=4096, ge=1)
-    """Longer actions are cut to this many characters by the verifier service."""
+    """Longer completions score 0 before the verifier (the spec's ``verifier``) sees them."""
 
     @field_validator("path")
     @classmethod
@@ -261,6 +261,8 @@ class DatasetEnvironment(Environment):
         return found[0]
 
     def score(self, task: Task, completion: str) -> ScoreResult:
+        if isinstance(completion, str) and len(completion) > self.config.max_answer_chars:
+            return ScoreResult(0.0, f"answer longer than {self.config.max_answer_chars} characters")
         answer, problem = extract_answer(completion, self.config.answer_tags)
         if answer is None:
             return ScoreResult(0.0, problem)

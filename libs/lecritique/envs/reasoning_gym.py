@@ -35,7 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from lecritique.envs.answers import ANSWER_INSTRUCTION, extract_answer, short, tagged
 from lecritique.envs.base import Demonstration, Environment, ScoreResult, Split, Task
 from lecritique.envs.config import EnvironmentConfigBase
-from lecritique.envs.reasoning_gym_scoring import SandboxedScorer, scored_in_process
+from lecritique.envs.reasoning_gym_fixes import after_scorer, before_scorer
+from lecritique.envs.reasoning_gym_scoring import SCORING_SANDBOX, SandboxedScorer, scored_in_process
 from lecritique.envs.splits import content_digest, derive_seed, sample_split, task_id
 
 NO_REFERENCE = "(no single reference answer; the dataset checks answers by rules)"
@@ -122,6 +123,12 @@ class ReasoningGymEnvironment(Environment):
         }
         for name, scorer in self._sandboxed.items():
             scorer.probe(composite.datasets[name], composite.datasets[name][0])
+        if self._sandboxed:
+            self.answer_sandbox_seconds = SCORING_SANDBOX.wall_seconds
+
+    def sandbox_seconds(self, task: Task) -> float:
+        """Only the sandboxed datasets' answers start a sandbox."""
+        return SCORING_SANDBOX.wall_seconds if task.metadata.get("dataset") in self._sandboxed else 0.0
 
     def _composite(self, seed: int) -> Any:
         if seed in self._composites:
@@ -193,12 +200,10 @@ class ReasoningGymEnvironment(Environment):
         return entry
 
     def score(self, task: Task, completion: str) -> ScoreResult:
-        answer, problem = extract_answer(completion, tags=True)
-        if answer is None:
-            return ScoreResult(0.0, problem)
-        entry = self.entry(task)
-        name = str(task.metadata["dataset"])
-        dataset = self._composite(int(task.metadata["composite_seed"])).datasets[name]
+        prepared = self._prepare(task, completion)
+        if isinstance(prepared, ScoreResult):
+            return prepared
+        name, dataset, answer, entry = prepared
         if name in self._sandboxed:
             result = self._sandboxed[name].score(dataset, answer, entry)
             if not result.ok:
@@ -209,12 +214,59 @@ class ReasoningGymEnvironment(Environment):
                 reward = float(dataset.score_answer(answer, entry))
             except Exception as error:  # a dataset's scorer choking on odd text is a wrong answer
                 return ScoreResult(0.0, f"{name} scorer rejected {short(answer)}: {error!r}"[:200])
-        reward = min(1.0, max(0.0, reward)) if reward == reward else 0.0
+        return self._result(after_scorer(name, reward), "", name, answer)
+
+    def _prepare(self, task: Task, completion: str) -> ScoreResult | tuple[str, Any, str, dict[str, Any]]:
+        """A result decided before the dataset's scorer, or what that scorer needs."""
+        if isinstance(completion, str) and len(completion) > self.max_action_chars:
+            # Before any scorer: a 60,000-character answer reached basic_arithmetic's (issue #46).
+            return ScoreResult(0.0, f"answer longer than {self.max_action_chars} characters")
+        answer, problem = extract_answer(completion, tags=True)
+        if answer is None:
+            return ScoreResult(0.0, problem)
+        entry = self.entry(task)
+        name = str(task.metadata["dataset"])
+        dataset = self._composite(int(task.metadata["composite_seed"])).datasets[name]
+        decided = before_scorer(name, dataset, answer, entry)
+        if decided is not None:
+            reward, diagnostic = decided
+            return self._result(after_scorer(name, reward), diagnostic, name, answer)
+        return name, dataset, answer, entry
+
+    def score_trusted(self, items: list[tuple[Task, str]]) -> list[ScoreResult]:
+        """Scores of the platform's own answers (the scorer audit's constants), as :meth:`score`
+        gives them, with each sandboxed dataset's answers in one sandbox instead of one each.
+        Never for a policy's answers (one could change how the next is scored)."""
+        results: list[ScoreResult | None] = [None] * len(items)
+        batches: dict[tuple[str, int], list[tuple[int, Any, str, dict[str, Any]]]] = {}
+        for position, (task, completion) in enumerate(items):
+            prepared = self._prepare(task, completion)
+            if isinstance(prepared, ScoreResult):
+                results[position] = prepared
+                continue
+            name, dataset, answer, entry = prepared
+            if name not in self._sandboxed:
+                results[position] = self.score(task, completion)
+                continue
+            batches.setdefault((name, id(dataset)), []).append((position, dataset, answer, entry))
+        for (name, _), batch in batches.items():
+            outcome = self._sandboxed[name].score_trusted(batch[0][1], [(a, e) for _, _, a, e in batch])
+            values = outcome.value if outcome.ok and isinstance(outcome.value, list) else [None] * len(batch)
+            for (position, _, answer, _), value in zip(batch, values, strict=True):
+                if value is None:
+                    results[position] = ScoreResult(
+                        0.0, f"{name} scorer rejected {short(answer)}: {outcome.error}"[:200]
+                    )
+                else:
+                    results[position] = self._result(after_scorer(name, float(value)), "", name, answer)
+        return [result for result in results if result is not None]
+
+    def _result(self, reward: float, diagnostic: str, name: str, answer: str) -> ScoreResult:
         if self.config.binary_reward and reward < 1.0:
             reward = 0.0
         if reward == 1.0:
             return ScoreResult(1.0, "correct")
-        return ScoreResult(reward, f"{name} scored {short(answer)} {reward:.3g}")
+        return ScoreResult(reward, diagnostic or f"{name} scored {short(answer)} {reward:.3g}")
 
     def demonstrations(self, task: Task, rng: random.Random) -> Demonstration:
         if task.reference is None:

@@ -91,17 +91,24 @@ class SandboxedScorer:
         ``dataset`` is the verifier's instance that generated ``entry``: the child builds its twin
         from the same class, settings, seed and size.
         """
+        job = {**self._dataset_job(dataset), "answer": answer, "entry": entry}
+        return self._sandbox.call(_SOURCE, "score_answer", job)
+
+    def score_trusted(self, dataset: Any, pairs: list[tuple[str, dict[str, Any]]]) -> SandboxResult:
+        """Scores of the platform's own answers (the audit's), several in one sandbox: never a policy's."""
+        job = {**self._dataset_job(dataset), "pairs": [[answer, entry] for answer, entry in pairs]}
+        return self._sandbox.call(_SOURCE, "score_answers", job)
+
+    def _dataset_job(self, dataset: Any) -> dict[str, Any]:
+        """What the child needs to build ``dataset``'s twin: its class, settings, seed and size."""
         settings = dataset.config
-        job = {
+        return {
             "dataset_module": type(dataset).__module__,
             "dataset_class": type(dataset).__qualname__,
             "config_module": type(settings).__module__,
             "config_class": type(settings).__qualname__,
             "config": {**self.config, "seed": settings.seed, "size": settings.size},
-            "answer": answer,
-            "entry": entry,
         }
-        return self._sandbox.call(_SOURCE, "score_answer", job)
 
     def probe(self, dataset: Any, entry: dict[str, Any]) -> None:
         """Score ``entry``'s own reference in the sandbox; ValueError naming the dataset if it cannot."""

@@ -34,7 +34,9 @@ from lecritique.envs.base import ScoreResult
 MAX_MATH_ANSWER_CHARS = 1_000
 """math-verify parses with sympy; without its signal timeout (worker threads) long inputs are cut."""
 
-_NUMBER = re.compile(r"^[-+]?(\d{1,3}(,\d{3})+|\d+)?(\.\d+)?([eE][-+]?\d+)?$")
+_NUMBER = re.compile(r"^[-+]?(\d{1,3}(,\d{3})+|\d+)?(\.\d+)?([eE][-+]?\d{1,4})?$")
+"""A number as ``parse_number`` reads it; the exponent has at most four digits, because
+``Fraction("1e99999999")`` builds a 10^8-digit integer holding the GIL for minutes (issue #46)."""
 _OUTER_PUNCTUATION = " \t\n.,;:!?\"'`"
 
 
@@ -188,9 +190,12 @@ class NumericVerifier:
             return ScoreResult(0.0, f"not a number: {short(answer)}")
         expected = parse_number(reference)
         assert expected is not None  # checked when the dataset loaded
-        close = value == expected or math.isclose(
-            float(value), float(expected), rel_tol=self.config.rel_tol, abs_tol=self.config.abs_tol
-        )
+        try:
+            close = value == expected or math.isclose(
+                float(value), float(expected), rel_tol=self.config.rel_tol, abs_tol=self.config.abs_tol
+            )
+        except OverflowError:  # beyond a float (1e400): only an exact match counts
+            close = False
         return _verdict(close, answer)
 
 

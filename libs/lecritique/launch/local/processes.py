@@ -54,6 +54,7 @@ VERIFIER_VARIABLES = (
     *("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY"),
     *("TOKENIZERS_PARALLELISM", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"),
     DATASET_ROOTS_ENV,
+    *("LECRITIQUE_SCORING_WORKERS", "LECRITIQUE_ANSWER_SECONDS"),  # lecritique.envs.isolation
 )
 """What the environment verifier's process keeps of the launcher's environment: none of it a credential."""
 
