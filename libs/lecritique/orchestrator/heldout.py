@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,10 +51,10 @@ def held_out_success(
 
 
 def initial_row(
-    player: EpisodePlayer, environment: EnvironmentClient, spec: ExperimentSpec, elapsed: Callable[[], float]
+    player: EpisodePlayer, environment: EnvironmentClient, spec: ExperimentSpec, elapsed: float
 ) -> dict[str, Any]:
     """The metrics row of step 0: the initial policy's held-out evaluation, before any update, so
     that every run's held-out curve starts from the same point; ``seconds`` is the experiment's
     wall time at the start (the evaluation is outside ``max_seconds``), ``policy_version`` 0."""
     held_out = held_out_success(player, environment, spec.orchestrator.eval_tasks, spec.seed, 0)
-    return {"step": 0, **held_out, "seconds": elapsed(), "policy_version": 0}
+    return {"step": 0, **held_out, "seconds": elapsed, "policy_version": 0}

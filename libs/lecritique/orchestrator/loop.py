@@ -136,9 +136,7 @@ class Orchestrator:
             self.estimator.load_state_dict(state.estimator)
         self.critic.restore(state.reward_average, state.reward_average_batches, state.newest_value_version)
         self._initial_evaluation(state)
-        # The initial evaluation measures the starting policy, the same in every arm: outside the
-        # wall-time budget, whose clock starts after it.
-        self._started = self._clock()
+        self._started = self._clock()  # the budget starts after the starting policy's evaluation
         state = self._warmup(state)
         self.checkpoints.save(state)
         try:
@@ -179,9 +177,7 @@ class Orchestrator:
     def _initial_evaluation(self, state: OrchestratorState) -> None:
         if self.spec.orchestrator.eval_every is None or state.completed_step > 0 or self.log.has_step(0):
             return  # a resumed run has its row of step 0
-        row = initial_row(
-            self._eval_player, self.clients.environment, self.spec, lambda: self._elapsed_before
-        )
+        row = initial_row(self._eval_player, self.clients.environment, self.spec, self._elapsed_before)
         self.telemetry.held_out(row["eval_success"])
         self.log.append(row)
 
