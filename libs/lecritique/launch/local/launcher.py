@@ -58,6 +58,16 @@ def finished_step(out_dir: Path, steps: int) -> int | None:
     return completed
 
 
+def recorded_steps(out_dir: Path) -> int | None:
+    """``orchestrator.steps`` of the spec a run folder records (``spec.json``); None without one
+    (or one that cannot be read: :func:`check_recorded_spec` says why)."""
+    try:
+        recorded = json.loads((Path(out_dir) / "spec.json").read_text())
+        return int(recorded["orchestrator"]["steps"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 class SpecDrift(ValueError):
     """A run folder holds a run of another spec; the message lists the changed fields."""
 
@@ -94,11 +104,13 @@ def check_recorded_spec(out_dir: Path, spec: ExperimentSpec, *, extend: bool = F
         change = changes[0]
         return f"--extend: {out_dir} continues from {change.before} to {change.after} policy steps"
     listed = "; ".join(str(change) for change in (others if extend else changes))
-    advice = (
-        "--extend may change only orchestrator.steps"
-        if extend
-        else "--extend continues it when only orchestrator.steps changed"
-    )
+    more = spec.orchestrator.steps - recorded.orchestrator.steps
+    if extend:
+        advice = "--extend changes only orchestrator.steps"
+    elif not others and more > 0:
+        advice = f"--extend {more} continues it to {spec.orchestrator.steps} policy steps"
+    else:
+        advice = "--extend N continues it for N more policy steps when nothing else changed"
     raise SpecDrift(
         f"{out_dir} holds a run of a different spec ({listed}). A run folder describes what was "
         f"trained: --force starts it again from scratch; {advice}; or choose another --out."
