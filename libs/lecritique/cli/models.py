@@ -85,7 +85,11 @@ def stage_command(
     ],
     tenant: Annotated[str, typer.Option(help="Tenant whose models folder receives it.")],
     root: Annotated[
-        Path, typer.Option(help="The weight volume's mount point (the chart mounts it at /weights).")
+        Path,
+        typer.Option(
+            help="The weight volume's mount point (the chart mounts it at /weights); for "
+            "`lecritique api serve --dev` on this machine, its runs folder (runs)."
+        ),
     ] = Path("/weights"),
     name: Annotated[
         str | None, typer.Option(help="Folder name under models/TENANT (default: SOURCE's).")
