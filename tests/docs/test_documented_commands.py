@@ -241,7 +241,9 @@ def test_the_readme_puts_lecritique_on_path_right_after_the_two_commands() -> No
     _, marker, body = readme[first + 1]
     assert marker == "", "the activation block is run as written"
     script = "\n".join(["set -euo pipefail", *(text for _, text in body), "command -v lecritique"])
-    assert (ROOT / ".venv" / "bin" / "activate").is_file(), "run `make install` (the README's commands make .venv)"
+    assert (ROOT / ".venv" / "bin" / "activate").is_file(), (
+        "run `make install` (the README's commands make .venv)"
+    )
     env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
     done = subprocess.run(
         ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False

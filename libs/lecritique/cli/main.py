@@ -28,6 +28,7 @@ from lecritique.cli.study import study
 from lecritique.cli.submit import submit
 from lecritique.launch.local.quiet import quiet_third_party
 
+
 def bare_extend(argv: list[str]) -> bool:
     """Whether a ``lecritique run`` command line has ``--extend`` without a number after it (the
     spelling of releases where ``--extend`` was a flag that let SPEC's larger steps through)."""

@@ -150,7 +150,10 @@ def _jsonl_rows(path: Path, source: Path) -> Iterator[tuple[int, Row | DatasetEr
                 yield number, DatasetError(f"{path} {where}: not valid JSON: {error.msg}")
                 continue
             if not isinstance(values, dict):
-                yield number, DatasetError(f"{path} {where}: expected a JSON object, got {type(values).__name__}")
+                yield (
+                    number,
+                    DatasetError(f"{path} {where}: expected a JSON object, got {type(values).__name__}"),
+                )
                 continue
             yield number, Row(number, where, values)
 
@@ -163,8 +166,11 @@ def _csv_rows(path: Path, source: Path) -> Iterator[tuple[int, Row | DatasetErro
         for number, values in enumerate(reader, start=1):
             where = f"row {number} (line {reader.line_num})"
             if None in values:  # more cells than header columns
-                yield number, DatasetError(
-                    f"{path} {where}: {len(values[None]) + len(reader.fieldnames)} cells but {len(reader.fieldnames)} header columns"
+                yield (
+                    number,
+                    DatasetError(
+                        f"{path} {where}: {len(values[None]) + len(reader.fieldnames)} cells but {len(reader.fieldnames)} header columns"
+                    ),
                 )
                 continue
             # A short row leaves the missing cells None; an empty cell is "" (treated as missing later).

@@ -265,13 +265,18 @@ class LocalLauncher:
             grouped.setdefault(kind, []).append(process.address)
         return grouped
 
-    def start_orchestrator(self, extra_env: dict[str, str] | None = None) -> ManagedProcess:
+    def start_orchestrator(
+        self, extra_env: dict[str, str] | None = None, metrics_port: int = 0
+    ) -> ManagedProcess:
+        """The orchestrator against the started services; its Prometheus metrics on
+        ``metrics_port`` (0: a free port, in its port file), for a scraper that must know it first."""
         command = orchestrator_command(
             spec=self.spec_path,
             out=self.out_dir,
             experiment=self.experiment_id,
             addresses=self.addresses(),
             port_file=self.out_dir / "run" / "orchestrator.json",
+            metrics_port=metrics_port,
         )
         self.orchestrator = ManagedProcess(
             name="orchestrator",
