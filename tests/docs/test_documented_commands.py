@@ -86,6 +86,10 @@ def test_a_documented_lecritique_command_names_what_the_cli_has(command: Command
     options = {
         name for parameter in cli_command.params for name in (*parameter.opts, *parameter.secondary_opts)
     } | {"--help"}
+    if path == ["compare"]:
+        from lecritique.cli.compare import VERSUS
+
+        options.add(VERSUS)  # the separator between two arms, which the command reads among its runs
     named = {word.strip("[]").split("=", 1)[0] for word in rest if word.strip("[").startswith("--")}
     unknown = sorted(named - options)
     assert not unknown, (
