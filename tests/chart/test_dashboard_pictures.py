@@ -18,17 +18,33 @@ from typing import Any
 
 import pytest
 
-from lecritique.monitoring.pictures import (
-    draw_dashboard,
-    finite_points,
-    panel_queries,
-    picture_sha256,
-    record_queries,
-)
+from lecritique.monitoring.pictures import draw_dashboard, picture_panels, picture_sha256
 from tests.helm_support import ROOT, load_dashboards
 
 PICTURES = ROOT / "docs" / "dashboards"
 DASHBOARDS = load_dashboards()
+
+
+def panel_queries(dashboard: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """``(title, [(expr, legendFormat), ...])`` of every time-series panel, as the JSON has them."""
+    return [
+        (panel["title"], [(target["expr"], target.get("legendFormat", "")) for target in panel["targets"]])
+        for panel in picture_panels(dashboard)
+        if panel.get("type") == "timeseries"
+    ]
+
+
+def record_queries(record: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The same list from a record (what its picture drew)."""
+    return [
+        (panel["title"], [(target["expr"], target["legendFormat"]) for target in panel["targets"]])
+        for panel in record["panels"]
+        if panel["type"] == "timeseries"
+    ]
+
+
+def finite_points(series: dict[str, Any]) -> int:
+    return sum(value is not None for value in series["v"])
 
 
 def _record(file_name: str) -> dict[str, Any]:

@@ -36,24 +36,6 @@ def picture_panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield panel
 
 
-def panel_queries(dashboard: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
-    """``(title, [(expr, legendFormat), ...])`` of every time-series panel, as the JSON has them."""
-    return [
-        (panel["title"], [(target["expr"], target.get("legendFormat", "")) for target in panel["targets"]])
-        for panel in picture_panels(dashboard)
-        if panel.get("type") == "timeseries"
-    ]
-
-
-def record_queries(record: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
-    """The same list from a record (what its picture drew)."""
-    return [
-        (panel["title"], [(target["expr"], target["legendFormat"]) for target in panel["targets"]])
-        for panel in record["panels"]
-        if panel["type"] == "timeseries"
-    ]
-
-
 def filled_query(expression: str, experiment: str, rate_interval: str = RATE_INTERVAL) -> str:
     """A panel's PromQL with Grafana's variables filled in for one experiment."""
     return (
@@ -82,10 +64,6 @@ def series_from_matrix(result: list[dict[str, Any]], start: float) -> list[dict[
             }
         )
     return sorted(series, key=lambda entry: sorted(entry["labels"].items()))
-
-
-def finite_points(series: dict[str, Any]) -> int:
-    return sum(value is not None for value in series["v"])
 
 
 def draw_dashboard(record: dict[str, Any]) -> bytes:
