@@ -176,6 +176,9 @@ def test_a_bare_extend_is_refused_with_the_number_it_needs(tmp_path: Path) -> No
     done = run(LR_SPEC, out, "--extend", "0")
     assert done.returncode == 2
     assert "--extend 0: the number of policy steps to add must be at least 1" in done.stdout
+    done = run(LR_SPEC, out, "--extend", "5", "--force")
+    assert done.returncode == 2 and "give one of them" in done.stdout
+    assert (out / "spec.json").read_text() == before
 
 
 def test_extend_into_an_empty_folder_says_there_is_nothing_to_extend(tmp_path: Path) -> None:

@@ -88,6 +88,9 @@ def run(
     console = Console(soft_wrap=True)
     experiment = _checked_spec(spec, overrides or [], console)
     if extend is not None:
+        if force:
+            console.print("[red]--extend continues the run in OUT and --force deletes it: give one of them")
+            raise typer.Exit(2)
         experiment = _extended(experiment, out, extend, console)
     if force and out.exists():
         import shutil
