@@ -88,10 +88,7 @@ def run(
     console = Console(soft_wrap=True)
     experiment = _checked_spec(spec, overrides or [], console)
     if extend is not None:
-        if force:
-            console.print("[red]--extend continues the run in OUT and --force deletes it: give one of them")
-            raise typer.Exit(2)
-        experiment = _extended(experiment, out, extend, console)
+        experiment = _extended(experiment, out, extend, console, force)
     if force and out.exists():
         import shutil
 
@@ -203,10 +200,16 @@ def _report_and_exit(
         raise typer.Exit(code or 1)
 
 
-def _extended(experiment: ExperimentSpec, out: Path, extend: int, console: Any) -> ExperimentSpec:
+def _extended(
+    experiment: ExperimentSpec, out: Path, extend: int, console: Any, force: bool = False
+) -> ExperimentSpec:
     """The spec with ``orchestrator.steps`` = the steps OUT's run recorded + ``extend`` (exit 2,
-    with the fix, when there is nothing to add to or nothing added)."""
+    with the fix, when there is nothing to add to or nothing added, or --force would delete it)."""
     from lecritique.launch.local.launcher import recorded_steps
+
+    if force:
+        console.print("[red]--extend continues the run in OUT and --force deletes it: give one of them")
+        raise typer.Exit(2)
 
     if extend < 1:
         console.print(
