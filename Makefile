@@ -71,6 +71,7 @@ lint: $(STAMP)
 demo: $(STAMP)
 	rm -rf runs/demo
 	$(PY) -m lecritique run examples/sudoku-mini-pvf.yaml --out runs/demo
+	@echo "lecritique is installed in .venv/bin: 'source .venv/bin/activate' puts it on PATH in this shell"
 
 # A real run that loses each service once (seeded schedule: one SIGSTOP, the rest SIGKILL) and
 # goes on; prints the timeline of faults, detections, recoveries and degraded steps (docs/reliability.md).

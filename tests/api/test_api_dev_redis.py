@@ -41,7 +41,6 @@ class DevApi:
         env.update(
             PYTHONPATH=os.pathsep.join([str(ROOT / "libs"), str(ROOT)]),
             LECRITIQUE_API_RUNS_DIR=str(self.runs),
-            LECRITIQUE_API_MODELS_ROOT=str(tmp_path / "models"),
             LECRITIQUE_API_RECONCILE_SECONDS="3600",
         )
         self.log = (tmp_path / "api.log").open("w+")
@@ -109,7 +108,7 @@ def _supervisor(api_pid: int) -> tuple[int, dict[str, str]]:
 
 
 def test_a_dev_run_cannot_read_or_write_the_apis_records(dev_api: DevApi, tmp_path: Path) -> None:
-    model = tmp_path / "models" / "dev" / "policy"
+    model = dev_api.runs / "models" / "dev" / "policy"  # the dev tenant's own models folder
     shutil.copytree(quick_policy(), model)
     with dev_api.client() as client:
         created = client.post(

@@ -11,8 +11,11 @@ real ``api serve --dev`` started twice.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,7 @@ from lecritique.tenancy.tokens import hash_token
 from services.api.app import create_app
 from services.api.settings import ApiSettings
 from tests.api.test_api_dev_redis import DevApi
-from tests.helm_support import quick_policy, spec_data
+from tests.helm_support import ROOT, quick_policy, spec_data
 
 TOKEN = "dev-roots-token-0123456789"
 
@@ -39,12 +42,15 @@ def _dataset(path: Path | str) -> dict[str, Any]:
 
 
 def _app(redis_db: redis.Redis, embedded_redis: Any, runs: Path, *, dev: bool) -> TestClient:
-    roots = DevRoots((), ()).with_defaults(runs)
+    DevRoots((), ()).with_defaults(runs)
     settings = ApiSettings(
         redis_url=embedded_redis.url,
         launcher="local",
         tokens={"dev": hash_token(TOKEN)},
-        tenant_policies=dev_policies("{}", roots),
+        tenant_policies=dev_policies("{}", DevRoots((), ())),
+        # As `serve --dev` sets them: the runs folder plays the weight volume.
+        models_root=str(runs / "models") if dev else "/weights/models",
+        datasets_root=str(runs / "datasets") if dev else "/weights/datasets",
         runs_dir=runs,
         reconcile_seconds=3600,
         dev=dev,
@@ -64,16 +70,18 @@ def test_dev_roots_are_created_under_the_runs_folder_and_widened_by_flags(tmp_pa
     roots = DevRoots((tmp_path / "mine" / ".." / "data",), (tmp_path / "hf",)).with_defaults(
         tmp_path / "runs"
     )
-    assert roots.datasets == (tmp_path / "runs" / "dev" / "datasets", tmp_path / "data")
-    assert roots.models == (tmp_path / "runs" / "dev" / "models", tmp_path / "hf")
-    assert (tmp_path / "runs" / "dev" / "datasets").is_dir() and (
-        tmp_path / "runs" / "dev" / "models"
+    assert roots.datasets == (tmp_path / "runs" / "datasets" / "dev", tmp_path / "data")
+    assert roots.models == (tmp_path / "runs" / "models" / "dev", tmp_path / "hf")
+    assert (tmp_path / "runs" / "datasets" / "dev").is_dir() and (
+        tmp_path / "runs" / "models" / "dev"
     ).is_dir()
     earlier = json.dumps({"*": {"maxSteps": 10}, "dev": {"dataset_roots": ["/srv/data"], "maxGpus": 0}})
-    policies = dev_policies(earlier, roots)
+    # The default folders are the tenant's own (<runs>/models/dev is <models_root>/<tenant>): only the flags' are added.
+    flags = DevRoots((tmp_path / "mine" / ".." / "data",), (tmp_path / "hf",)).absolute()
+    policies = dev_policies(earlier, flags)
     assert policies["*"] == {"maxSteps": 10}
-    assert policies["dev"]["datasetRoots"] == ["/srv/data", *map(str, roots.datasets)]
-    assert policies["dev"]["modelRoots"] == list(map(str, roots.models))
+    assert policies["dev"]["datasetRoots"] == ["/srv/data", str(tmp_path / "data")]
+    assert policies["dev"]["modelRoots"] == [str(tmp_path / "hf")]
     assert policies["dev"]["maxGpus"] == 0 and "dataset_roots" not in policies["dev"]
 
 
@@ -96,13 +104,13 @@ def test_a_dev_refusal_names_the_flag_that_widens_the_roots(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "problems.jsonl").write_text('{"question": "1+1", "answer": "2"}\n')
-    inside = runs / "dev" / "datasets"
+    inside = runs / "datasets" / "dev"
     with _app(redis_db, embedded_redis, runs, dev=True) as api:
         headers = {"Authorization": f"Bearer {TOKEN}"}
         body = spec_data(environment=_dataset(elsewhere / "problems.jsonl"), policy={"path": str(inside)})
         message = _refusal(api.post("/v1/experiments", json=body, headers=headers), "environment.path")
         assert str(inside) in message and "lecritique api serve --dev --dataset-root PATH" in message
-        models = runs / "dev" / "models"
+        models = runs / "models" / "dev"
         body = spec_data(policy={"path": str(elsewhere / "policy")})
         message = _refusal(api.post("/v1/experiments", json=body, headers=headers), "policy.path")
         assert str(models) in message and "--model-root PATH" in message
@@ -148,22 +156,52 @@ def test_serve_dev_takes_local_files_and_keeps_its_token(tmp_path: Path, restart
     first = DevApi(tmp_path)
     restartable.append(first)
     dev = first.runs / "dev"
+    datasets, models = first.runs / "datasets" / "dev", first.runs / "models" / "dev"
     printed = (tmp_path / "api.log").read_text()
-    assert f"may lie under: {dev / 'datasets'} (more: --dataset-root PATH)" in printed, printed
-    assert f"may lie under: {dev / 'models'} (more: --model-root PATH)" in printed, printed
+    assert f"may lie under: {datasets} (more: --dataset-root PATH)" in printed, printed
+    assert f"may lie under: {models} (more: --model-root PATH)" in printed, printed
     assert stat.S_IMODE((dev / "token").stat().st_mode) == 0o600
     assert (dev / "token").read_text().strip() == first.token
-    model = dev / "models" / "policy"
-    shutil.copytree(quick_policy(), model)
-    (dev / "datasets" / "problems.jsonl").write_text('{"question": "1+1", "answer": "2"}\n')
     mine = tmp_path / "my-data"
     mine.mkdir()
-    (mine / "problems.jsonl").write_text('{"question": "2+2", "answer": "4"}\n')
+    (mine / "problems.jsonl").write_text('{"question": "1+1", "answer": "2"}\n')
 
-    def body(path: Path) -> dict[str, Any]:
+    # Issue 48 item 3: the model staged as `models stage` is told to for --dev is usable as printed.
+    staged = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lecritique",
+            "models",
+            "stage",
+            str(quick_policy()),
+            "--tenant",
+            "dev",
+            "--root",
+            str(first.runs),
+            "--name",
+            "policy",
+        ],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "libs"), str(ROOT)])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    model = Path(staged.stdout.split("policy: {path: ", 1)[1].split("}", 1)[0])
+    assert model == models / "policy"
+
+    def body(path: Path | str) -> dict[str, Any]:
         return spec_data(environment=_dataset(path), policy={"path": str(model)}, orchestrator={"steps": 2})
 
-    accepted = _submit_and_cancel(first, body(dev / "datasets" / "problems.jsonl"))
+    # A relative dataset path is refused with advice; following it (copy the file under the first
+    # folder the refusal names) makes the same spec, with that absolute path, accepted.
+    message = _refusal(_submit_and_cancel(first, body("problems.jsonl")), "environment.path")
+    assert "or copy the file under the first one" in message, message
+    first_root = Path(message.split("lie under ['", 1)[1].split("'", 1)[0])
+    assert first_root == datasets and first_root.is_dir(), message
+    shutil.copy(mine / "problems.jsonl", first_root / "problems.jsonl")
+    accepted = _submit_and_cancel(first, body(first_root / "problems.jsonl"))
     assert accepted.status_code == 201, accepted.text
     refused = _submit_and_cancel(first, body(mine / "problems.jsonl"))
     assert "--dataset-root PATH" in _refusal(refused, "environment.path")

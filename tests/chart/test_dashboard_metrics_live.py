@@ -23,7 +23,7 @@ import pytest
 
 from lecritique.monitoring import dashboard_expressions, exposition_metric_names, promql_metric_names
 from lecritique.monitoring.alerts import PENDING_METRICS, alert_rules
-from tests.chart.prometheus_server import PrometheusServer, free_port
+from lecritique.monitoring.prometheus import PrometheusServer, free_port
 from tests.helm_support import ROOT, all_dashboard_metric_names, load_dashboards, quick_policy, tiny_spec_data
 
 RULES_FILE = ROOT / "helm" / "lecritique" / "alerts" / "lecritique-alerts.rules.yaml"

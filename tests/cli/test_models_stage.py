@@ -120,3 +120,20 @@ def test_a_copy_that_fails_leaves_neither_a_model_nor_a_partial_folder(
     with pytest.raises(StagingError, match="simulated"):
         stage_model(model, tmp_path / "weights", "alice")
     assert list((tmp_path / "weights" / "models" / "alice").iterdir()) == []
+
+
+def test_staging_without_the_weight_volume_says_where_to_stage_here_and_that_works(
+    model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48 item 3: the advice of a refusal is a step that works on this machine."""
+    from lecritique.cli.models import DEFAULT_ROOT
+
+    if DEFAULT_ROOT.is_dir():
+        pytest.skip(f"{DEFAULT_ROOT} exists on this machine (a pod with the weight volume)")
+    code, output = _stage(str(model), "--tenant", "dev")
+    assert code == 2 and "--root runs (the model lands in runs/models/dev/)" in output, output
+    assert not DEFAULT_ROOT.exists()
+    monkeypatch.chdir(tmp_path)  # the advice, followed from a checkout's root
+    code, output = _stage(str(model), "--tenant", "dev", "--root", "runs")
+    assert code == 0, output
+    assert (tmp_path / "runs" / "models" / "dev" / "tiny-policy" / "config.json").is_file()

@@ -139,25 +139,68 @@ def test_extend_may_change_only_the_steps(tmp_path: Path) -> None:
     out = tmp_path / "run"
     finished(out)
     recorded(out, LR_SPEC)
-    edited = {**LR_SPEC, "policy_trainer": {"optimizer": {"lr": 3e-3}}, "orchestrator": {"steps": 3}}
-    done = run(edited, out, "--extend")
+    edited = {**LR_SPEC, "policy_trainer": {"optimizer": {"lr": 3e-3}}}
+    done = run(edited, out, "--extend", "1")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "policy_trainer.optimizer.lr: 0.0001 -> 0.003" in done.stdout
     assert "orchestrator.steps" not in done.stdout.split("(")[1].split(")")[0]
-    assert "--extend may change only orchestrator.steps" in done.stdout
+    assert "--extend changes only orchestrator.steps" in done.stdout
     assert not (out / "redis").exists()
 
 
 @pytest.mark.slow(seconds=40)
-def test_extend_with_more_steps_says_so_and_continues(tmp_path: Path) -> None:
+def test_extend_adds_its_steps_to_the_recorded_ones_says_so_and_continues(tmp_path: Path) -> None:
+    """Issue 48 item 6: `--extend 3` adds 3 policy steps to the 2 the folder recorded, whatever
+    SPEC's own orchestrator.steps says."""
     out = tmp_path / "run"
     finished(out)
     recorded(out, LR_SPEC)
-    done = run({**LR_SPEC, "orchestrator": {"steps": 3}}, out, "--extend")
+    done = run(LR_SPEC, out, "--extend", "3")
     # It goes on to start the services (the policy path does not exist: the policy trainer stops).
-    assert done.stdout.splitlines()[0] == f"--extend: {out} continues from 2 to 3 policy steps"
+    assert done.stdout.splitlines()[0] == f"--extend: {out} continues from 2 to 5 policy steps"
     assert f"starting the embedded Redis (data in {out / 'redis'})" in done.stdout
-    assert json.loads((out / "spec.json").read_text())["orchestrator"]["steps"] == 3
+    assert json.loads((out / "spec.json").read_text())["orchestrator"]["steps"] == 5
+
+
+def test_a_bare_extend_is_refused_with_the_number_it_needs(tmp_path: Path) -> None:
+    """Issue 48 item 6: the old flag spelling did nothing on a finished run and exited 0."""
+    out = tmp_path / "run"
+    finished(out)
+    recorded(out, LR_SPEC)
+    before = (out / "spec.json").read_text()
+    for extra in (("--extend",), ("--extend", "--force")):
+        done = run(LR_SPEC, out, *extra)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "--extend takes the number of policy steps to add: `--extend 20`" in done.stderr
+        assert (out / "spec.json").read_text() == before
+    done = run(LR_SPEC, out, "--extend", "0")
+    assert done.returncode == 2
+    assert "--extend 0: the number of policy steps to add must be at least 1" in done.stdout
+    done = run(LR_SPEC, out, "--extend", "5", "--force")
+    assert done.returncode == 2 and "give one of them" in done.stdout
+    assert (out / "spec.json").read_text() == before
+
+
+def test_extend_into_an_empty_folder_says_there_is_nothing_to_extend(tmp_path: Path) -> None:
+    done = run(LR_SPEC, tmp_path / "run", "--extend", "5")
+    assert done.returncode == 2
+    assert f"--extend 5: {tmp_path / 'run'} holds no run to extend (no spec.json)" in done.stdout
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow(seconds=40)
+def test_larger_steps_in_the_spec_are_refused_with_the_extend_that_continues_them(tmp_path: Path) -> None:
+    """The refusal's advice is a command that works: following it starts the run."""
+    out = tmp_path / "run"
+    finished(out)
+    recorded(out, LR_SPEC)
+    longer = {**LR_SPEC, "orchestrator": {"steps": 6}}
+    done = run(longer, out)
+    assert done.returncode == 2
+    assert "--extend 4 continues it to 6 policy steps" in done.stdout, done.stdout
+    followed = run(longer, out, "--extend", "4")
+    assert followed.stdout.splitlines()[0] == f"--extend: {out} continues from 2 to 6 policy steps"
+    assert json.loads((out / "spec.json").read_text())["orchestrator"]["steps"] == 6
 
 
 def test_set_overrides_apply_before_the_folder_is_compared(tmp_path: Path) -> None:

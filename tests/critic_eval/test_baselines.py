@@ -76,24 +76,48 @@ def test_one_critic_is_compared_with_the_baselines_never_called_best():
     assert "| baseline: group mean (leave-one-out) | no critic |" in table
 
 
-def test_ties_in_top1_are_explained():
+def test_the_ranking_note_counts_untied_pairs_and_says_what_chance_is():
     note = tie_note(_result())
     assert (
-        "k=2: 2 of 4 probes (50%) have all k candidates' Monte-Carlo values equal, 2 (50%) have no single best"
+        "k=2: 2 of 4 candidate pairs (50%) have different Monte-Carlo values; 2 of 4 probes (50%) have all k equal"
         in note
     )
+    assert "0.5 is chance" in note and "score exactly 0.5" in note
     assert "Groups of base episodes whose returns are all tied: 25%." in note
 
 
-def test_the_console_tables_fit_80_columns_without_cutting_a_cell():
+def test_pairs_right_handles_ties_a_baseline_scores_chance_and_top1_stays_in_the_json():
+    """Issue 48 item 9: with binary returns top-1 read 0.0000 almost everywhere."""
+    result = _result()
+    assert result.metrics["pvf"]["pairs_k2"] == 1.0 and result.metrics["pvf"]["untied_pairs_k2"] == 2
+    for baseline in result.baselines.values():
+        assert baseline["pairs_k2"] == 0.5 and baseline["critic_tied_pairs_k2"] == 2
+        assert "top1_k2" in baseline
+    table = markdown_table(result)
+    assert "| pairs right @ k=2 |" in table and "top-1" not in table.split("\n\n")[0]
+    assert "| 1.0000 (2 pairs) |" in table and "| 0.5000 (2 pairs) |" in table
+
+
+def test_the_console_tables_fit_80_columns_one_line_per_critic():
     result = _result(critics=("pvf-with-a-long-name", "vf"))
+    result.metrics["vf"]["ev_var"] = float("nan")
+    result.notes["vf"] = {
+        "ev_var": "every Monte-Carlo value is 0.00: no variance to explain (e.g. the policy never succeeds on this split)"
+    }
     console = Console(width=80, record=True)
     for table in console_tables(result, "critic-eval (40 states, M = 8)"):
         console.print(table)
     text = console.export_text()
-    assert max(len(line) for line in text.splitlines()) <= 80
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    rows = ("pvf-with-a-long-name ", "vf ", "base: constant (mean return) ", "base: group mean (LOO) ")
+    for row in rows:
+        found = [line for line in lines if line.startswith(row)]
+        assert len(found) == 3, (row, text)  # one line in each of the three tables: no cell wrapped
+        assert all(len(line.split()) >= 3 for line in found)
     assert "…" not in text, "a cell was cut"
-    assert "ranking (top-1)" in text
+    assert "n/a [1]" in text and "[1] every Monte-Carlo value is 0.00" in text
+    assert "ranking, pairs ordered right" in text and "1.000 (2)" in text
 
 
 def test_critic_eval_with_a_spec_and_no_out_names_the_option():
@@ -117,3 +141,4 @@ def test_baseline_fields_score_each_baseline_as_a_critic():
     # Group mean (leave-one-out): 0.0, 1.0, 1.0, 1.0 against 0.9, 0.1, 1.0, 1.0.
     assert group["value_mse"] == pytest.approx((0.81 + 0.81) / 4)
     assert constant["top1_k2"] == 0.0 and constant["critic_ties_k2"] == 2.0, "a baseline ties every probe"
+    assert constant["pairs_k2"] == 0.5, "a baseline values every candidate alike: chance"

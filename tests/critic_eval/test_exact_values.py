@@ -166,7 +166,7 @@ def test_report_files(evaluation):
     table = paths["markdown"].read_text()
     assert (
         "| critic | scored on | value MSE | ev_var (vs MC values) | bias mean(V − m) | corr(V, m) | sd(V) / sd(m) "
-        "| top-1 @ k=2 | top-1 @ k=4 |" in table
+        "| pairs right @ k=2 | pairs right @ k=4 |" in table
     )
     assert table.count("\n| vf |") == 1 and table.count("\n| lvrl |") == 1
     assert paths["plot"].stat().st_size > 10_000 and paths["plot"].read_bytes()[:4] == b"\x89PNG"

@@ -9,7 +9,7 @@ import numpy as np
 from lecritique.critic_eval.ceiling import ceiling_rows
 from lecritique.critic_eval.evaluation import CriticEvalResult
 from lecritique.critic_eval.report import ceiling_table, markdown_table, table_rows, verdict, write_report
-from lecritique.critic_eval.scores import critic_row, ranking_counts
+from lecritique.critic_eval.scores import critic_row, pairwise_counts, ranking_counts
 
 
 def test_probes_tied_at_the_top_are_left_out_of_top1_and_counted():
@@ -82,3 +82,38 @@ def test_the_two_evs_carry_different_names_and_each_table_has_a_verdict():
         table,
     )
     assert "ev_var" in markdown_table(result)
+
+
+def test_pairs_right_is_brute_force_concordance_over_untied_pairs_with_critic_ties_as_halves():
+    rng = np.random.default_rng(3)
+    truth = rng.integers(0, 3, size=(50, 4)) / 2.0  # Monte-Carlo values of few levels: many ties
+    guess = np.round(rng.normal(truth, 0.6), 1)
+    guess[:5] = 0.25  # a few probes the critic values alike
+    right = half = untied = 0
+    for g, t in zip(guess, truth, strict=True):
+        for i in range(4):
+            for j in range(i + 1, 4):
+                if t[i] == t[j]:
+                    continue
+                untied += 1
+                if g[i] == g[j]:
+                    half += 1
+                elif (g[i] > g[j]) == (t[i] > t[j]):
+                    right += 1
+    counts = pairwise_counts(guess, truth)
+    assert counts == {
+        "pairs": (right + 0.5 * half) / untied,
+        "untied_pairs": untied,
+        "critic_tied_pairs": half,
+    }
+    assert pairwise_counts(truth, truth)["pairs"] == 1.0 and pairwise_counts(-truth, truth)["pairs"] == 0.0
+    tied = pairwise_counts(guess, np.ones_like(truth))
+    assert math.isnan(tied["pairs"]) and tied["untied_pairs"] == 0
+
+
+def test_pairs_where_every_pair_is_tied_is_na_with_the_reason():
+    truth = np.ones((5, 2))
+    _, notes = critic_row(
+        np.array([0.1, 0.2]), np.array([0.0, 1.0]), np.ones((5, 2)) * 0.3, truth, [2], ranking_states=5
+    )
+    assert notes["pairs_k2"] == "every candidate pair of the 5 probes has equal Monte-Carlo values"

@@ -86,6 +86,10 @@ def test_a_documented_lecritique_command_names_what_the_cli_has(command: Command
     options = {
         name for parameter in cli_command.params for name in (*parameter.opts, *parameter.secondary_opts)
     } | {"--help"}
+    if path == ["compare"]:
+        from lecritique.cli.compare import VERSUS
+
+        options.add(VERSUS)  # the separator between two arms, which the command reads among its runs
     named = {word.strip("[]").split("=", 1)[0] for word in rest if word.strip("[").startswith("--")}
     unknown = sorted(named - options)
     assert not unknown, (
@@ -230,3 +234,27 @@ def test_the_local_mode_sequence_runs_as_written(shell_env: dict[str, str], tmp_
         with LecritiqueClient(printed["LECRITIQUE_API_URL"], printed["LECRITIQUE_API_TOKEN"]) as client:
             final = client.wait(experiment, poll_seconds=1, timeout=120)  # the cancelled run has stopped
         assert final.status in ("cancelled", "failed", "succeeded"), final
+
+
+def test_the_readme_puts_lecritique_on_path_right_after_the_two_commands() -> None:
+    """Issue 48 item 2: after `make demo` a newcomer typed `lecritique` and got "command not found".
+    The README's block after the two commands, run as one shell script with nothing of this test's
+    on PATH, puts the `.venv/bin/lecritique` that `make demo`/`make test` install first on PATH."""
+    readme = blocks(ROOT / "README.md")
+    first = next(index for index, (_, _, body) in enumerate(readme) if any("make demo" in t for _, t in body))
+    _, marker, body = readme[first + 1]
+    assert marker == "", "the activation block is run as written"
+    script = "\n".join(["set -euo pipefail", *(text for _, text in body), "command -v lecritique"])
+    assert (ROOT / ".venv" / "bin" / "activate").is_file(), (
+        "run `make install` (the README's commands make .venv)"
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = Path(done.stdout.splitlines()[-1])
+    assert found.resolve() == (ROOT / ".venv" / "bin" / "lecritique").resolve(), found
+    from lecritique import __version__
+
+    assert __version__ in done.stdout.splitlines()[-2]

@@ -265,6 +265,38 @@ def test_bad_lines_and_cells_name_the_line(tmp_path: Path) -> None:
         dataset(write_parquet(tmp_path / "rows.parquet", rows))
 
 
+def test_every_bad_row_is_reported_in_one_pass(tmp_path: Path) -> None:
+    """Issue 48 item 7: a JSON syntax error was reported first and the bad row only after a rerun.
+    Now one refusal lists both (and a non-object line), in row order, and keeps the good rows' count."""
+    good = example_rows()
+    empty_answer = {**good[1], "answer": ""}
+    path = tmp_path / "mixed.jsonl"
+    lines = [json.dumps(good[0]), json.dumps(empty_answer), '{"id": "broken",}', "[1]", json.dumps(good[3])]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DatasetError) as raised:
+        dataset(path)
+    message = str(raised.value).splitlines()
+    assert message[0] == f"dataset {path}: 3 bad rows"
+    assert message[1:] == [
+        f"  {path} row 2 (line 2), column 'answer': empty value",
+        f"  {path} row 3 (line 3): not valid JSON: Expecting property name enclosed in double quotes",
+        f"  {path} row 4 (line 4): expected a JSON object, got list",
+    ]
+
+
+def test_a_file_of_many_bad_rows_lists_the_first_twenty_and_counts_the_rest(tmp_path: Path) -> None:
+    rows = [{**row, "answer": None} for row in example_rows()] * 5
+    rows = [{**row, "id": f"row-{index}"} for index, row in enumerate(rows)]
+    path = write_csv(tmp_path / "bad.csv", rows)
+    with pytest.raises(DatasetError) as raised:
+        dataset(path)
+    message = str(raised.value).splitlines()
+    assert message[0] == f"dataset {path}: {len(rows)} bad rows"
+    assert len(message) == 1 + 20 + 1
+    assert message[-1] == f"  ... and {len(rows) - 20} more (the first 20 are listed)"
+    assert message[1] == f"  {path} row 1 (line 2), column 'answer': empty value"
+
+
 def test_unusable_files_and_settings_are_explained(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="does not exist"):
         dataset(tmp_path / "nope.jsonl")

@@ -233,3 +233,25 @@ spec:
       honorLabels: true
 {{- end }}
 {{- end -}}
+
+{{- /* The image pull secrets' names: global.imagePullSecrets then imagePullSecrets, each entry a name
+or {name: NAME} (the form most charts take), duplicates dropped; a JSON list. */ -}}
+{{- define "lecritique.pullSecretNames" -}}
+{{- $names := list -}}
+{{- $global := (.Values.global | default dict).imagePullSecrets | default list -}}
+{{- range (concat $global (.Values.imagePullSecrets | default list)) -}}
+{{- if kindIs "string" . }}{{ $names = append $names . }}{{ else }}{{ $names = append $names .name }}{{ end -}}
+{{- end -}}
+{{- toJson (uniq $names) -}}
+{{- end -}}
+
+{{- /* A pod spec's imagePullSecrets block (nothing without secrets). */ -}}
+{{- define "lecritique.imagePullSecrets" -}}
+{{- $names := include "lecritique.pullSecretNames" . | fromJsonArray -}}
+{{- if $names }}
+imagePullSecrets:
+{{- range $names }}
+  - name: {{ . | quote }}
+{{- end }}
+{{- end -}}
+{{- end -}}

@@ -37,7 +37,9 @@ DevMode = Annotated[
         "--dev",
         help="This machine only: start an embedded Redis (as `lecritique run` does), give tenant "
         "'dev' a token (kept in RUNS_DIR/dev/token, the same at every restart) and model and dataset "
-        "folders (RUNS_DIR/dev/models, RUNS_DIR/dev/datasets), and use the local launcher.",
+        "folders laid out as on the cluster's weight volume, RUNS_DIR playing /weights "
+        "(RUNS_DIR/models/dev, where `lecritique models stage DIR --tenant dev --root RUNS_DIR` puts a "
+        "model, and RUNS_DIR/datasets/dev), and use the local launcher.",
     ),
 ]
 DevDatasetRoots = Annotated[
@@ -130,13 +132,16 @@ def _dev_options(
 
 
 def _dev_variables(redis: DevRedis, runs_dir: Path, roots: DevRoots) -> dict[str, str]:
-    """--dev's own service variables: the runs' Redis user, the dev tenant's roots, the dev flag."""
-    policies = dev_policies(
-        os.environ.get("LECRITIQUE_API_TENANT_POLICIES") or "{}", roots.with_defaults(runs_dir)
-    )
+    """--dev's own service variables: the runs' Redis user, the weight roots under the runs folder,
+    the dev tenant's extra roots (the flags'), the dev flag."""
+    policies = dev_policies(os.environ.get("LECRITIQUE_API_TENANT_POLICIES") or "{}", roots.absolute())
+    runs = Path(os.path.abspath(runs_dir))
     return {
         # The runs connect as the experiments' user, which sees only lecritique:exp-* keys.
         "LECRITIQUE_API_EXPERIMENT_REDIS_URL": redis.experiments_url,
+        # The runs folder plays the weight volume: <runs>/models/<tenant>, <runs>/datasets/<tenant>.
+        "LECRITIQUE_API_MODELS_ROOT": str(runs / DEV_MODELS),
+        "LECRITIQUE_API_DATASETS_ROOT": str(runs / DEV_DATASETS),
         "LECRITIQUE_API_TENANT_POLICIES": json.dumps(policies),
         "LECRITIQUE_API_DEV": "true",
     }
@@ -199,7 +204,12 @@ def _service_variables(
 DEV_TENANT = "dev"
 """The tenant ``serve --dev`` makes a token for."""
 DEV_FOLDER = "dev"
-"""``serve --dev``'s folder under the runs directory: the token file, the default model and dataset roots."""
+"""``serve --dev``'s folder under the runs directory: the token file."""
+DEV_MODELS = "models"
+DEV_DATASETS = "datasets"
+"""``serve --dev``'s model and dataset roots under the runs directory, laid out as the chart's weight
+volume (``/weights/models/<tenant>``, ``/weights/datasets/<tenant>``): ``lecritique models stage
+DIR --tenant dev --root RUNS`` stages a model where ``--dev`` runs may name it."""
 
 
 @dataclass(frozen=True)
@@ -210,16 +220,21 @@ class DevRoots:
     datasets: tuple[Path, ...]
     models: tuple[Path, ...]
 
+    def absolute(self) -> DevRoots:
+        return DevRoots(
+            _unique(tuple(Path(os.path.abspath(p)) for p in self.datasets)),
+            _unique(tuple(Path(os.path.abspath(p)) for p in self.models)),
+        )
+
     def with_defaults(self, runs_dir: Path) -> DevRoots:
-        """``<runs>/dev/datasets`` and ``<runs>/dev/models`` first (created), then the flags' folders."""
-        folder = Path(os.path.abspath(runs_dir)) / DEV_FOLDER
-        defaults = (folder / "datasets", folder / "models")
+        """``<runs>/datasets/dev`` and ``<runs>/models/dev`` first (created: the tenant's own folders),
+        then the flags' folders."""
+        runs = Path(os.path.abspath(runs_dir))
+        defaults = (runs / DEV_DATASETS / DEV_TENANT, runs / DEV_MODELS / DEV_TENANT)
         for default in defaults:
             default.mkdir(parents=True, exist_ok=True)
-        return DevRoots(
-            _unique((defaults[0], *(Path(os.path.abspath(p)) for p in self.datasets))),
-            _unique((defaults[1], *(Path(os.path.abspath(p)) for p in self.models))),
-        )
+        extra = self.absolute()
+        return DevRoots(_unique((defaults[0], *extra.datasets)), _unique((defaults[1], *extra.models)))
 
 
 def _unique(paths: tuple[Path, ...]) -> tuple[Path, ...]:

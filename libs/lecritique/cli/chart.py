@@ -55,6 +55,19 @@ def rendered_documents(templates: dict[str, str]) -> str:
     return "".join(parts)
 
 
+ExperimentOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--experiment",
+        help="Instead of the chart's objects: the pods an experiment of this spec would get from the API's "
+        "kubernetes launcher with these chart values (image, node selectors, tolerations, affinity, "
+        "resources, pull secrets; --out writes every object of the experiment).",
+        exists=True,
+        dir_okay=False,
+    ),
+]
+
+
 @chart_app.command("render")
 def render(
     values: Annotated[
@@ -68,8 +81,54 @@ def render(
     name: Annotated[str, typer.Option(help="Release name.")] = "lecritique",
     namespace: Annotated[str, typer.Option(help="Namespace of the objects.")] = "lecritique",
     out: Annotated[Path | None, typer.Option(help="Write the objects here (default: stdout).")] = None,
+    experiment: ExperimentOption = None,
+    experiment_id: Annotated[
+        str,
+        typer.Option(
+            help="--experiment: the id the objects are named after (the API makes one per submission)."
+        ),
+    ] = "exp-preview",
 ) -> None:
-    """Render the chart with Helm's engine (what `helm template NAME CHART -n NAMESPACE -f FILE` prints)."""
+    """Render the chart with Helm's engine (what `helm template NAME CHART -n NAMESPACE -f FILE` prints),
+    or with --experiment SPEC the pods that experiment would get."""
+    merged = _values(values, set_)
+    if experiment is not None:
+        from lecritique.cli.chart_experiment import without_token_requirement
+
+        merged = without_token_requirement(merged)
+    templates = _rendered(merged, chart, name, namespace)
+    if experiment is not None:
+        from lecritique.cli.chart_experiment import experiment_pods
+
+        summary, objects = experiment_pods(templates, experiment, experiment_id)
+        typer.echo(summary, nl=False)
+        if out is not None:
+            out.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+            typer.echo(f"{len(objects)} objects of experiment {experiment_id} written to {out}", err=True)
+        return
+    stream = rendered_documents(templates)
+    if out is None:
+        typer.echo(stream, nl=False)
+    else:
+        out.write_text(stream)
+        typer.echo(f"{stream.count('# Source:')} objects written to {out}", err=True)
+
+
+def _values(values: list[Path] | None, set_: list[str] | None) -> dict[str, Any]:
+    """The values files merged in order, then the --set assignments."""
+    merged: dict[str, Any] = {}
+    for path in values or ():
+        loaded = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise typer.BadParameter(f"{path} is not a mapping of values", param_hint="--values")
+        merged = merge_values(merged, loaded)
+    for assignment in set_ or ():
+        merged = set_value(merged, assignment)
+    return merged
+
+
+def _rendered(merged: dict[str, Any], chart: Path, name: str, namespace: str) -> dict[str, str]:
+    """Template path -> text, from Helm's engine (exit 2 without the binding, 1 on Helm's refusal)."""
     try:
         from helm_python import Chart
     except ImportError:
@@ -79,27 +138,13 @@ def render(
             err=True,
         )
         raise typer.Exit(2) from None
-    merged: dict[str, Any] = {}
-    for path in values or ():
-        loaded = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise typer.BadParameter(f"{path} is not a mapping of values", param_hint="--values")
-        merged = merge_values(merged, loaded)
-    for assignment in set_ or ():
-        merged = set_value(merged, assignment)
     if not (chart / "Chart.yaml").is_file():
         raise typer.BadParameter(f"{chart} has no Chart.yaml (run from the repository root, or give --chart)")
     loaded_chart = Chart.load(str(chart))
     try:
-        templates = dict(loaded_chart.render(merged, name=name, namespace=namespace))
+        return dict(loaded_chart.render(merged, name=name, namespace=namespace))
     except Exception as error:  # Helm's failures (a `required` value, the schema) come back as one message
         typer.secho(f"error: {error}", fg="red", err=True)
         raise typer.Exit(1) from None
     finally:
         loaded_chart.close()
-    stream = rendered_documents(templates)
-    if out is None:
-        typer.echo(stream, nl=False)
-    else:
-        out.write_text(stream)
-        typer.echo(f"{stream.count('# Source:')} objects written to {out}", err=True)

@@ -46,7 +46,7 @@ def critic_eval(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
-    """Value MSE, ev_var, top-1 ranking accuracy and the oracle ceiling of every critic (GenAC §6.3)."""
+    """Value MSE, ev_var, pairwise ranking accuracy (ties handled) and the oracle ceiling of every critic (GenAC §6.3)."""
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s critic-eval %(levelname)s %(name)s: %(message)s"
     )
@@ -72,7 +72,7 @@ def _print(result: Any, continuations: int) -> None:
 
     from lecritique.critic_eval.report import ceiling_verdict, console_tables, tie_note, verdict
 
-    console = Console()
+    console = Console(soft_wrap=False)
     for table in console_tables(result, f"critic-eval ({len(result.states)} states, M = {continuations})"):
         console.print(table)
     console.print(tie_note(result))

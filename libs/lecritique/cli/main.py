@@ -6,7 +6,8 @@ Sub-command modules import heavy dependencies (torch, grpc) inside their command
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
+from typing import Annotated, Any
 
 import typer
 
@@ -28,7 +29,35 @@ from lecritique.cli.study import study
 from lecritique.cli.submit import submit
 from lecritique.launch.local.quiet import quiet_third_party
 
-app = typer.Typer(
+
+def bare_extend(argv: list[str]) -> bool:
+    """Whether a ``lecritique run`` command line has ``--extend`` without a number after it (the
+    spelling of releases where ``--extend`` was a flag that let SPEC's larger steps through)."""
+    if "run" not in argv:
+        return False
+    for index, word in enumerate(argv):
+        if word == "--extend":
+            following = argv[index + 1] if index + 1 < len(argv) else None
+            return following is None or not following.lstrip("-").isdigit()
+    return False
+
+
+class LecritiqueApp(typer.Typer):
+    """The command line, with a clear refusal of the old ``--extend`` flag (it now takes a number)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if bare_extend(sys.argv[1:]):
+            typer.echo(
+                "--extend takes the number of policy steps to add: `--extend 20` continues the run in "
+                "OUT to the steps its spec.json recorded plus 20 (a bare --extend, which let a larger "
+                "orchestrator.steps in SPEC through, is gone; that spec needs --extend with the difference)",
+                err=True,
+            )
+            raise SystemExit(2)
+        return super().__call__(*args, **kwargs)
+
+
+app = LecritiqueApp(
     name="lecritique",
     help="Reinforcement learning of LLMs with learned value functions (PVF, TETHER, GenAC, LVRL).",
     no_args_is_help=True,
@@ -56,7 +85,8 @@ app.command(name="serve")(serve)
 app.command(name="orchestrate")(orchestrate)
 app.command(name="run")(run)
 app.command(name="report")(report)
-app.command(name="compare")(compare)
+# `compare A1 A2 --vs B1 B2`: --vs reaches the command among the runs (it splits them into arms).
+app.command(name="compare", context_settings={"ignore_unknown_options": True})(compare)
 app.add_typer(api_app, name="api")
 app.add_typer(chart_app, name="chart")
 app.command(name="critic-eval")(critic_eval)

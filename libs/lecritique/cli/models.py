@@ -85,6 +85,10 @@ def tasks_command() -> None:
         typer.echo(f"{name}: {task.environment} {json.dumps(task.environment_config)}")
 
 
+DEFAULT_ROOT = Path("/weights")
+"""Where the chart mounts the weight volume (the stage-model Job's ``--root``)."""
+
+
 @app.command("stage")
 def stage_command(
     source: Annotated[
@@ -92,8 +96,12 @@ def stage_command(
     ],
     tenant: Annotated[str, typer.Option(help="Tenant whose models folder receives it.")],
     root: Annotated[
-        Path, typer.Option(help="The weight volume's mount point (the chart mounts it at /weights).")
-    ] = Path("/weights"),
+        Path,
+        typer.Option(
+            help="The weight volume's mount point (the chart mounts it at /weights); for "
+            "`lecritique api serve --dev` on this machine, its runs folder (runs)."
+        ),
+    ] = DEFAULT_ROOT,
     name: Annotated[
         str | None, typer.Option(help="Folder name under models/TENANT (default: SOURCE's).")
     ] = None,
@@ -110,6 +118,16 @@ def stage_command(
             f"tenant name {tenant[:80]!r} must be 1-63 of a-z 0-9 _ . - (starting alphanumeric)",
             param_hint="--tenant",
         )
+    if root == DEFAULT_ROOT and not root.is_dir():
+        # The weight volume's mount point, absent: not a pod with the volume (a laptop, a CI machine).
+        typer.secho(
+            f"error: {root} does not exist here: it is where the chart mounts the weight volume. On this "
+            f"machine, for `lecritique api serve --dev`, stage into its runs folder: --root runs (the "
+            f"model lands in runs/models/{tenant}/); or give --root a folder of yours",
+            fg="red",
+            err=True,
+        )
+        raise typer.Exit(2)
     try:
         staged = stage_model(source, root, tenant, name, replace=force)
     except StagingError as error:

@@ -36,9 +36,13 @@ PoolsOption = Annotated[
     ),
 ]
 ExtendOption = Annotated[
-    bool,
+    int | None,
     typer.Option(
-        "--extend", help="Continue a run in OUT with a larger orchestrator.steps (the only change it allows)."
+        "--extend",
+        metavar="STEPS",
+        help="Continue the run in OUT for STEPS more policy steps: orchestrator.steps becomes the "
+        "steps OUT's spec.json recorded plus STEPS (the only change to the recorded spec it allows; "
+        "SPEC's own orchestrator.steps is replaced).",
     ),
 ]
 
@@ -62,15 +66,15 @@ def run(
     force: ForceOption = False,
     verbose: VerboseOption = False,
     overrides: SetOption = None,
-    extend: ExtendOption = False,
+    extend: ExtendOption = None,
     pools: PoolsOption = False,
 ) -> None:
     """Start every service on loopback, run the experiment, stop everything, write the report.
 
     An existing OUT is resumed; one whose run already finished is left as it is (exit 0, no
-    service started) unless --force, or --extend with a larger orchestrator.steps, asks for more.
+    service started) unless --force, or --extend STEPS (that many more policy steps), asks for more.
     OUT's spec.json records what was trained: a spec that differs from it is refused with the
-    changed fields (--force starts over; --extend may change only orchestrator.steps).
+    changed fields (--force starts over; --extend changes only orchestrator.steps).
     SIGTERM and Ctrl-C stop the experiment cleanly; further signals are ignored until every
     service has stopped, so no process is left behind.
     """
@@ -83,13 +87,15 @@ def run(
     # Messages are not wrapped inside their text (the terminal wraps; a log or the API's error field keeps them whole).
     console = Console(soft_wrap=True)
     experiment = _checked_spec(spec, overrides or [], console)
+    if extend is not None:
+        experiment = _extended(experiment, out, extend, console, force)
     if force and out.exists():
         import shutil
 
         console.print(f"--force: deleting {out} and starting again")
         shutil.rmtree(out)
     launcher = _launcher(experiment, out, cache_dir, redis_url, experiment_id, console, pools)
-    _refuse_drift(out, launcher.spec, extend, console)
+    _refuse_drift(out, launcher.spec, extend is not None, console)
     if _left_alone(out, experiment, console):
         return
     code, started = _run_services(launcher, experiment.orchestrator.steps, out, console)
@@ -191,6 +197,34 @@ def _report_and_exit(
         raise typer.Exit(code or 1)
 
 
+def _extended(
+    experiment: ExperimentSpec, out: Path, extend: int, console: Any, force: bool = False
+) -> ExperimentSpec:
+    """The spec with ``orchestrator.steps`` = the steps OUT's run recorded + ``extend`` (exit 2,
+    with the fix, when there is nothing to add to or nothing added, or --force would delete it)."""
+    from lecritique.launch.local.launcher import recorded_steps
+
+    if force:
+        console.print("[red]--extend continues the run in OUT and --force deletes it: give one of them")
+        raise typer.Exit(2)
+
+    if extend < 1:
+        console.print(
+            f"[red]--extend {extend}: the number of policy steps to add must be at least 1 "
+            "(--extend 20 runs 20 more steps)"
+        )
+        raise typer.Exit(2)
+    before = recorded_steps(out)
+    if before is None:
+        console.print(
+            f"[red]--extend {extend}: {out} holds no run to extend (no spec.json); "
+            "leave --extend out to start one there"
+        )
+        raise typer.Exit(2)
+    orchestrator = experiment.orchestrator.model_copy(update={"steps": before + extend})
+    return experiment.model_copy(update={"orchestrator": orchestrator})
+
+
 def _refuse_drift(out: Path, resolved: ExperimentSpec, extend: bool, console: Any) -> None:
     """Exit 2 when OUT records a run of another spec (the changed fields named)."""
     from lecritique.launch.local.launcher import SpecDrift, check_recorded_spec
@@ -217,8 +251,8 @@ def _left_alone(out: Path, experiment: ExperimentSpec, console: Any) -> bool:
         write_report(out, title=experiment.name)
     console.print(
         f"{out} already holds a finished run (step {done} of {experiment.orchestrator.steps}); nothing started. "
-        f"report: {out / 'report.md'}. --force starts it again from scratch; --extend with a larger "
-        "orchestrator.steps continues it."
+        f"report: {out / 'report.md'}. --force starts it again from scratch; --extend N continues it "
+        "for N more policy steps."
     )
     return True
 

@@ -9,7 +9,7 @@ explained variance of the perfect critic V(s) = E[R | s]). Its settings are one 
 Five rooms use it, each with one job:
 
 - ``critic_eval/`` (this package): ``lecritique critic-eval``. Critics of a *fixed* policy scored
-  against Monte-Carlo values (value MSE and its parts, ev_var, top-1 ranking; :mod:`.evaluation`,
+  against Monte-Carlo values (value MSE and its parts, ev_var, pairwise ranking with ties handled; :mod:`.evaluation`,
   :mod:`.scores`), the spec (:mod:`.config`; ``--run RUN_DIR``: :mod:`.from_run`), the report
   (:mod:`.report`), and the oracle ceiling (:mod:`.ceiling`): its arithmetic, shared with the
   in-run probe, and the per-position ceiling table. :mod:`.ceiling` imports numpy only, so the

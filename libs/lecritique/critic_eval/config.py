@@ -77,7 +77,7 @@ class CriticEvalSpec(FixedPolicyProbe):
     split: Split = "eval"
     """Task split the states come from."""
     ranking_k: list[int] = Field(default_factory=lambda: [2, 4, 8])
-    """Candidate next segments per ranking state (top-1 accuracy for each k)."""
+    """Candidate next segments per ranking state (pairwise and top-1 accuracy for each k)."""
     ranking_states: int = Field(default=16, ge=0)
     """States used for the ranking probe (each costs max(k) x M continuations)."""
     ranking_oversample: int = Field(default=4, ge=1)

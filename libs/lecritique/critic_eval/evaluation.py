@@ -13,7 +13,7 @@
    the same contexts (privileged context, group peers, In-Context Conditioning).
 
 Metrics per critic (:mod:`.scores`): value MSE and ``ev_var`` against the Monte-Carlo values,
-top-1 ranking accuracy per k with ties counted apart, and the reason for every n/a. The same
+pairwise ranking accuracy over untied pairs and top-1 per k with ties counted apart, and the reason for every n/a. The same
 metrics for the critic-free baselines of :mod:`.baselines`. ``mc_noise_mse`` (the mean estimated variance of the Monte-Carlo
 estimates, p(1-p)/(M-1)) is the MSE a perfect critic would still show against them.
 """
@@ -86,7 +86,7 @@ class RankingProbe:
 @dataclass
 class CriticEvalResult:
     metrics: dict[str, dict[str, float]]
-    """Per critic: value_mse, ev_var, top1_k{k} (with mc_ties_k{k}, critic_ties_k{k}), the backend's summed statistics."""
+    """Per critic: value_mse, ev_var, pairs_k{k} (with untied_pairs_k{k}), top1_k{k} (with mc_ties_k{k}, critic_ties_k{k}), the backend's summed statistics."""
     states: list[EvaluatedState]
     probes: list[RankingProbe]
     mc_noise_mse: float

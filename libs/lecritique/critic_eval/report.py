@@ -29,14 +29,14 @@ def _cell(value: float | None, note: str | None = None) -> str:
 
 
 def _ranking_keys(result: CriticEvalResult) -> list[str]:
-    keys = {key for row in result.metrics.values() for key in row if key.startswith("top1_k")}
-    return sorted(keys, key=lambda k: int(k[6:]))
+    """``pairs_k{k}`` of every k measured, in k order (the tables' ranking measure)."""
+    keys = {key for row in result.metrics.values() for key in row if key.startswith("pairs_k")}
+    return sorted(keys, key=lambda k: int(k[7:]))
 
 
-def _top1(metrics: dict[str, float], key: str, note: str | None) -> str:
-    k = key[6:]
-    ties = f" (ties: {int(metrics.get(f'mc_ties_k{k}', 0))} MC / {int(metrics.get(f'critic_ties_k{k}', 0))} critic)"
-    return _cell(metrics.get(key), note) + ("" if note else ties)
+def _pairs(metrics: dict[str, float], key: str, note: str | None) -> str:
+    untied = int(metrics.get(f"untied_pairs_k{key[7:]}", 0))
+    return _cell(metrics.get(key), note) + ("" if note else f" ({untied} pairs)")
 
 
 def _measured(result: CriticEvalResult) -> list[tuple[str, str, dict[str, float], dict[str, str]]]:
@@ -61,61 +61,108 @@ def table_rows(result: CriticEvalResult) -> tuple[list[str], list[list[str]]]:
         "critic",
         "scored on",
         *[HEADERS[c] for c in COLUMNS],
-        *[f"top-1 @ k={key[6:]}" for key in ranking],
+        *[f"pairs right @ k={key[7:]}" for key in ranking],
     ]
     rows = []
     for name, scored_on, metrics, notes in _measured(result):
         cells = [_cell(metrics.get(key), notes.get(key)) for key in COLUMNS]
-        cells += [_top1(metrics, key, notes.get(key)) for key in ranking]
+        cells += [_pairs(metrics, key, notes.get(key)) for key in ranking]
         rows.append([name, scored_on, *cells])
     return header, rows
 
 
-def console_tables(result: CriticEvalResult, title: str) -> list[Any]:
-    """The table for a terminal, split by columns (values, then ranking) and folding long cells
-    instead of cutting them, so that it fits an 80-column terminal."""
-    from rich.table import Table
+CONSOLE_PARTS = (
+    ("fit to the Monte-Carlo values", ("value_mse", "ev_var")),
+    ("why the MSE is what it is", ("bias", "correlation", "spread")),
+)
+CONSOLE_HEADERS = {
+    "value_mse": "value MSE",
+    "ev_var": "ev_var",
+    "bias": "bias V-m",
+    "correlation": "corr(V,m)",
+    "spread": "sd V/sd m",
+}
+CONSOLE_WIDTH = 80
 
-    header, rows = table_rows(result)
-    split = 2 + len(COLUMNS)
-    parts = [(title + ": values", list(range(split)))]
-    if len(header) > split:
-        parts.append((title + ": ranking (top-1)", [0, *range(split, len(header))]))
-    tables = []
+
+def console_tables(result: CriticEvalResult, title: str) -> list[Any]:
+    """The tables for a terminal: three narrow ones (fit; its decomposition; ranking), one line per
+    critic, every n/a a numbered footnote printed under its table, so that each fits 80 columns
+    without wrapping a cell."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    measured = _measured(result)
+    ranking = _ranking_keys(result)
+    parts: list[tuple[str, list[tuple[str, Any]]]] = [
+        (f"{title}: {part}", [(CONSOLE_HEADERS[key], key) for key in keys]) for part, keys in CONSOLE_PARTS
+    ]
+    if ranking:
+        parts.append((f"{title}: ranking, pairs ordered right", [(f"k={key[7:]}", key) for key in ranking]))
+    rendered: list[Any] = []
     for part_title, columns in parts:
-        table = Table(title=part_title)
-        for index in columns:
-            table.add_column(header[index], overflow="fold")
-        for row in rows:
-            table.add_row(*(row[index] for index in columns))
-        tables.append(table)
-    return tables
+        rendered.append(Text(("\n" if rendered else "") + part_title, style="bold"))
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        table.add_column("critic", no_wrap=True)
+        table.add_column("scored on", no_wrap=True)
+        for header, _ in columns:
+            table.add_column(header, justify="right", no_wrap=True)
+        footnotes: dict[str, int] = {}
+        for name, scored_on, metrics, notes in measured:
+            cells = []
+            for _, key in columns:
+                value, note = metrics.get(key), notes.get(key)
+                if value is None or (isinstance(value, float) and math.isnan(value)):
+                    number = footnotes.setdefault(note or "not measured", len(footnotes) + 1)
+                    cells.append(f"n/a [{number}]")
+                elif key.startswith("pairs_k"):
+                    cells.append(f"{value:.3f} ({int(metrics.get('untied_pairs_k' + key[7:], 0))})")
+                else:
+                    cells.append(f"{value:.4f}")
+            table.add_row(_short(name), scored_on, *cells)
+        rendered.append(table)
+        lines = [f"[{number}] {note}" for note, number in footnotes.items()]
+        if part_title.endswith("pairs ordered right"):
+            lines.append("(n): untied candidate pairs; 0.5 is chance, and what a baseline scores")
+        if lines:
+            rendered.append(Text("\n".join(lines)))
+    return rendered
+
+
+def _short(name: str) -> str:
+    """A row name the console tables can keep on one line (the Markdown table has it whole)."""
+    short = name.replace("baseline: ", "base: ").replace(" (leave-one-out)", " (LOO)")
+    return short if len(short) <= 32 else short[:31] + "…"
 
 
 def tie_note(result: CriticEvalResult) -> str:
-    """Why top-1 accuracy can read 0 or n/a: how many probes (and base groups) are tied."""
+    """What the ranking column measures, and how many candidate pairs and probes are tied."""
     parts = []
     for key in _ranking_keys(result):
-        k = int(key[6:])
+        k = int(key[7:])
         total = len(result.probes)
         if not total:
             continue
-        all_equal = sum(len({c.mc_value for c in probe.candidates[:k]}) == 1 for probe in result.probes)
+        pairs = total * k * (k - 1) // 2
         first = next(iter(result.metrics.values()), {})
-        top = int(first.get(f"mc_ties_k{k}", 0))
+        untied = int(first.get(f"untied_pairs_k{k}", 0))
+        all_equal = sum(len({c.mc_value for c in probe.candidates[:k]}) == 1 for probe in result.probes)
         parts.append(
-            f"k={k}: {all_equal} of {total} probes ({all_equal / total:.0%}) have all k candidates' Monte-Carlo "
-            f"values equal, {top} ({top / total:.0%}) have no single best (left out)"
+            f"k={k}: {untied} of {pairs} candidate pairs ({untied / pairs:.0%}) have different Monte-Carlo "
+            f"values; {all_equal} of {total} probes ({all_equal / total:.0%}) have all k equal"
         )
     groups = (
         f" Groups of base episodes whose returns are all tied: {result.tied_groups:.0%}."
         if math.isfinite(result.tied_groups)
         else ""
     )
-    head = "Ties in top-1: " + ("; ".join(parts) + "." if parts else "no ranking probes.")
+    head = "Ranking: " + ("; ".join(parts) + "." if parts else "no ranking probes.")
     return (
-        head + " A critic that gives the best candidates equal values has not chosen: a miss, counted in "
-        "'(ties: ... critic)'; the baselines value every candidate of a probe alike, so they always tie."
+        head + " 'pairs right' is the share of candidate pairs with different Monte-Carlo values that the "
+        "critic orders as they do, a pair it values alike counting one half (Kendall's concordance, ties "
+        "as in the AUC): 0.5 is chance, and the baselines, which value every candidate of a probe alike, "
+        "score exactly 0.5. Top-1 accuracy, which such ties leave at 0 or n/a, stays in critic_eval.json."
         + groups
     )
 
@@ -240,9 +287,8 @@ def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> d
         f"{result.base_success_rate:.3f}; Monte-Carlo noise floor of the value MSE {_cell(result.mc_noise_mse)}.\n"
         "Scored on: prefix = V(h_t) from the episode cut at t; hindsight = from the whole episode "
         "(LVRL's values, which read later actions). ev_var = 1 − Var(m − V)/Var(m) against the Monte-Carlo "
-        "values m. Top-1 counts the probes whose Monte-Carlo values have a single best candidate (probes tied at "
-        "the top are left out, counted as MC ties); a critic that ties at the top has not chosen: a miss, counted "
-        "as a critic tie. Baselines (no critic): constant = the mean return of all base episodes; group mean = the "
+        "values m. Ranking: pairwise accuracy over the candidate pairs whose Monte-Carlo values differ (a pair "
+        "the critic values alike counts one half; 0.5 is chance). Baselines (no critic): constant = the mean return of all base episodes; group mean = the "
         "mean return of the other episodes of the state's group (leave-one-out: never its own outcome).\n\n"
         + markdown_table(result)
         + ceiling_table(result)
@@ -253,7 +299,7 @@ def write_report(result: CriticEvalResult, out_dir: Path, spec: Any = None) -> d
 
 
 def _write_plot(result: CriticEvalResult, path: Path) -> None:
-    """The figure: value MSE, ev_var and top-1 ranking accuracy per critic."""
+    """The figure: value MSE, ev_var and pairwise ranking accuracy per critic."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -273,14 +319,15 @@ def _write_plot(result: CriticEvalResult, path: Path) -> None:
     axes[1].set_title("ev_var against the Monte-Carlo values")
     for name in names:
         axes[2].plot(
-            [int(k[6:]) for k in ranking], [result.metrics[name][k] for k in ranking], marker="o", label=name
+            [int(k[7:]) for k in ranking], [result.metrics[name][k] for k in ranking], marker="o", label=name
         )
     if ranking:
-        ks = [int(k[6:]) for k in ranking]
-        axes[2].plot(ks, [1.0 / k for k in ks], color="gray", linestyle=":", label="1/k")
+        ks = [int(k[7:]) for k in ranking]
+        axes[2].axhline(0.5, color="gray", linestyle=":", label="chance (and the baselines)")
         axes[2].set_xticks(ks)
     axes[2].set_xlabel("candidates k")
-    axes[2].set_title("top-1 ranking accuracy (MC ties excluded)")
+    axes[2].set_title("candidate pairs ordered right (MC ties left out)")
+    axes[2].set_ylim(0.0, 1.0)
     axes[2].legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=110)

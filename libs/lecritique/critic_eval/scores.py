@@ -12,7 +12,16 @@
 - ``top1_k{k}``: over the ranking probes whose Monte-Carlo values have a single best candidate
   among the first k (probes tied at the top name no best and are left out, counted in
   ``mc_ties_k{k}``), the share where the critic's single highest score is that candidate; a critic
-  that ties at the top has not chosen, a miss, counted in ``critic_ties_k{k}``.
+  that ties at the top has not chosen, a miss, counted in ``critic_ties_k{k}``. Kept in
+  ``critic_eval.json``; the tables show ``pairs_k{k}`` instead, since with binary returns most
+  probes tie at the top and top-1 reads 0 or n/a almost everywhere;
+- ``pairs_k{k}``: pairwise ranking accuracy over untied pairs. Over every pair of the first k
+  candidates of every probe whose Monte-Carlo values differ (``untied_pairs_k{k}`` of them; pairs
+  the Monte-Carlo values tie say nothing about ranking and are left out), the share the critic
+  orders as they do, a pair the critic values alike counting one half
+  (``critic_tied_pairs_k{k}``). That is Kendall's concordance with ties handled as in the AUC:
+  0.5 is chance, and a critic-free baseline, which values every candidate of a probe alike, scores
+  exactly 0.5; 1.0 orders every untied pair right.
 """
 
 from __future__ import annotations
@@ -37,6 +46,23 @@ def ranking_counts(guess: np.ndarray, truth: np.ndarray) -> dict[str, float]:
         "decided": float(decided),
         "mc_ties": float((~unique_best).sum()),
         "critic_ties": float((critic_tie & unique_best).sum()),
+    }
+
+
+def pairwise_counts(guess: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+    """``pairs`` (NaN without an untied pair), ``untied_pairs``, ``critic_tied_pairs`` of [N, k] arrays."""
+    k = guess.shape[1] if guess.ndim == 2 else 0
+    first, second = np.triu_indices(k, 1)
+    truth_sign = np.sign(truth[:, first] - truth[:, second])
+    guess_sign = np.sign(guess[:, first] - guess[:, second])
+    untied = truth_sign != 0
+    agree = (guess_sign == truth_sign) & untied
+    critic_tied = (guess_sign == 0) & untied
+    count = int(untied.sum())
+    return {
+        "pairs": float((agree.sum() + 0.5 * critic_tied.sum()) / count) if count else float("nan"),
+        "untied_pairs": float(count),
+        "critic_tied_pairs": float(critic_tied.sum()),
     }
 
 
@@ -91,10 +117,19 @@ def critic_row(
         row[f"top1_k{k}"] = counts["top1"]
         row[f"mc_ties_k{k}"] = counts["mc_ties"]
         row[f"critic_ties_k{k}"] = counts["critic_ties"]
+        pairs = pairwise_counts(guess[:, :k], truth[:, :k])
+        row[f"pairs_k{k}"] = pairs["pairs"]
+        row[f"untied_pairs_k{k}"] = pairs["untied_pairs"]
+        row[f"critic_tied_pairs_k{k}"] = pairs["critic_tied_pairs"]
         if ranking_states == 0:
-            notes[f"top1_k{k}"] = "not measured (ranking_states: 0)"
+            notes[f"top1_k{k}"] = notes[f"pairs_k{k}"] = "not measured (ranking_states: 0)"
         elif guess.shape[0] == 0:
-            notes[f"top1_k{k}"] = "no probe state had enough non-terminal candidates"
-        elif counts["decided"] == 0:
-            notes[f"top1_k{k}"] = f"all {guess.shape[0]} probes tied: no single best candidate"
+            notes[f"top1_k{k}"] = notes[f"pairs_k{k}"] = "no probe state had enough non-terminal candidates"
+        else:
+            if counts["decided"] == 0:
+                notes[f"top1_k{k}"] = f"all {guess.shape[0]} probes tied: no single best candidate"
+            if pairs["untied_pairs"] == 0:
+                notes[f"pairs_k{k}"] = (
+                    f"every candidate pair of the {guess.shape[0]} probes has equal Monte-Carlo values"
+                )
     return row, notes

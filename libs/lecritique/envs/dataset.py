@@ -11,7 +11,7 @@ The file is JSON lines, CSV, Parquet, or a Hugging Face ``save_to_disk`` directo
 id (or prompt), so the same row always lands in the same split. Privileged context: ``answer`` (the
 reference column) and every ``privileged_columns`` entry under its own name, so a PVF critic
 (``critic.context: reference``, ``critic.privileged_key``) reads them with no code. Every row is
-checked when the environment is built; a bad one is reported by row and column.
+checked when the environment is built; every bad one (the first 20 listed) is reported by row and column.
 """
 
 from __future__ import annotations
@@ -138,6 +138,20 @@ def template_fields(template: str) -> list[str]:
     return [name for _, name, _, _ in parsed if name is not None]
 
 
+MAX_LISTED_BAD_ROWS = 20
+"""How many bad rows one refusal lists (all are counted)."""
+
+
+def bad_rows_message(path: str, problems: list[str]) -> str:
+    """One message for every bad row of a dataset: the count, then each problem on its own line."""
+    if len(problems) == 1:
+        return problems[0]
+    listed = problems[:MAX_LISTED_BAD_ROWS]
+    more = len(problems) - len(listed)
+    tail = [f"  ... and {more} more (the first {len(listed)} are listed)"] if more else []
+    return "\n".join([f"dataset {path}: {len(problems)} bad rows", *(f"  {text}" for text in listed), *tail])
+
+
 class DatasetEnvironment(Environment):
     name: ClassVar[str] = "dataset"
 
@@ -153,7 +167,9 @@ class DatasetEnvironment(Environment):
         self._rows: dict[int, tuple[dict[str, Any], str]] = {}
         """Row number -> (values, digest of the task's prompt and reference) of every kept row."""
         self._tasks: dict[str, list[Task]] = {"train": [], "eval": []}
-        self._load(read_rows(Path(config.path), config.format, config.hf_splits))
+        problems: list[tuple[int, str]] = []
+        rows = read_rows(Path(config.path), config.format, config.hf_splits, problems)
+        self._load(rows, problems)
 
     # ---- loading ---------------------------------------------------------------------------
     def _cell(self, row: Row, column: str, required: bool = True) -> str | None:
@@ -188,47 +204,57 @@ class DatasetEnvironment(Environment):
             return "train" if value in split.train else "eval" if value in split.eval else None
         return split_of(f"dataset:{split.seed}", split_key, self.config.eval_fraction)
 
-    def _load(self, rows: list[Row]) -> None:
-        if not rows:
+    def _load(self, rows: list[Row], problems: list[tuple[int, str]]) -> None:
+        """Check every row and keep the good ones; raise once, listing every bad row (those
+        ``problems`` the file's reading found too), when there is any."""
+        if not rows and not problems:
             raise DatasetError(f"dataset {self.config.path} has no rows")
         seen_ids: dict[str, str] = {}
         for row in rows:
-            prompt = self._prompt(row)
-            reference = self._cell(row, self.config.reference_column)
-            assert reference is not None
             try:
-                self.verifier.check_reference(reference)
-            except ValueError as error:
+                self._load_row(row, seen_ids)
+            except DatasetError as error:
+                problems.append((row.number, str(error)))
+        if problems:
+            raise DatasetError(bad_rows_message(self.config.path, [text for _, text in sorted(problems)]))
+
+    def _load_row(self, row: Row, seen_ids: dict[str, str]) -> None:
+        prompt = self._prompt(row)
+        reference = self._cell(row, self.config.reference_column)
+        assert reference is not None
+        try:
+            self.verifier.check_reference(reference)
+        except ValueError as error:
+            raise DatasetError(
+                f"{self.config.path} {row.where}, column {self.config.reference_column!r}: {error}"
+            ) from None
+        privileged = {REFERENCE_KEY: reference}
+        for column in self.config.privileged_columns:
+            privileged[column] = str(self._cell(row, column))
+        if self.config.id_column is not None:
+            row_id = str(self._cell(row, self.config.id_column))
+            if row_id in seen_ids:
                 raise DatasetError(
-                    f"{self.config.path} {row.where}, column {self.config.reference_column!r}: {error}"
-                ) from None
-            privileged = {REFERENCE_KEY: reference}
-            for column in self.config.privileged_columns:
-                privileged[column] = str(self._cell(row, column))
-            if self.config.id_column is not None:
-                row_id = str(self._cell(row, self.config.id_column))
-                if row_id in seen_ids:
-                    raise DatasetError(
-                        f"{self.config.path} {row.where}, column {self.config.id_column!r}: id {row_id!r} repeats {seen_ids[row_id]}"
-                    )
-                seen_ids[row_id] = row.where
-                identity = f"id\n{row_id}"
-            else:
-                identity = f"content\n{prompt}\n{reference}"
-            split = self._split(row, row_id if self.config.id_column is not None else prompt)
-            if split is None:
-                continue
-            digest = content_digest(prompt, reference)
-            self._rows[row.number] = (row.values, digest)
-            self._tasks[split].append(
-                Task(
-                    task_id=task_id(self.name, identity),
-                    prompt=prompt,
-                    reference=reference,
-                    privileged=privileged,
-                    metadata={"row": row.number},
+                    f"{self.config.path} {row.where}, column {self.config.id_column!r}: id {row_id!r} repeats {seen_ids[row_id]}"
                 )
+            seen_ids[row_id] = row.where
+            identity = f"id\n{row_id}"
+        else:
+            identity = f"content\n{prompt}\n{reference}"
+        split = self._split(row, row_id if self.config.id_column is not None else prompt)
+        if split is None:
+            return
+        digest = content_digest(prompt, reference)
+        self._rows[row.number] = (row.values, digest)
+        self._tasks[split].append(
+            Task(
+                task_id=task_id(self.name, identity),
+                prompt=prompt,
+                reference=reference,
+                privileged=privileged,
+                metadata={"row": row.number},
             )
+        )
 
     # ---- the environment -------------------------------------------------------------------
     def sample_tasks(self, n: int, split: Split = "train", seed: int = 0) -> list[Task]:

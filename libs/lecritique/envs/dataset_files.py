@@ -104,23 +104,39 @@ def detect_format(path: Path, declared: DatasetFormat, source: Path | None = Non
     return detected  # type: ignore[return-value]
 
 
-def read_rows(path: Path, declared: DatasetFormat = "auto", hf_splits: tuple[str, ...] = ()) -> list[Row]:
-    """Every row of the dataset at ``path`` (confined to ``LECRITIQUE_DATASET_ROOTS`` when set, where it is opened)."""
+def read_rows(
+    path: Path,
+    declared: DatasetFormat = "auto",
+    hf_splits: tuple[str, ...] = (),
+    problems: list[tuple[int, str]] | None = None,
+) -> list[Row]:
+    """Every row of the dataset at ``path`` (confined to ``LECRITIQUE_DATASET_ROOTS`` when set, where it is opened).
+
+    A row that cannot be read (a line that is not JSON, a CSV row with more cells than the
+    header) raises :class:`DatasetError`, or, when ``problems`` is given, is left out with its
+    number and message appended there, so that one pass finds every bad row."""
     check_allowed(path)
     if not path.exists():
         raise DatasetError(f"dataset {path} does not exist")
     with opened(path) as source:
         kind = detect_format(path, declared, source)
-        if kind == "jsonl":
-            return list(_jsonl_rows(path, source))
-        if kind == "csv":
-            return list(_csv_rows(path, source))
+        if kind in ("jsonl", "csv"):
+            rows = []
+            reader = _jsonl_rows if kind == "jsonl" else _csv_rows
+            for number, read in reader(path, source):
+                if isinstance(read, Row):
+                    rows.append(read)
+                elif problems is None:
+                    raise read
+                else:
+                    problems.append((number, str(read)))
+            return rows
         if kind == "parquet":
             return _numbered(_parquet_records(path, source))
         return _numbered(_hf_records(path, hf_splits, source))
 
 
-def _jsonl_rows(path: Path, source: Path) -> Iterator[Row]:
+def _jsonl_rows(path: Path, source: Path) -> Iterator[tuple[int, Row | DatasetError]]:
     number = 0
     with source.open(encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
@@ -131,13 +147,18 @@ def _jsonl_rows(path: Path, source: Path) -> Iterator[Row]:
             try:
                 values = json.loads(line)
             except json.JSONDecodeError as error:
-                raise DatasetError(f"{path} {where}: not valid JSON: {error.msg}") from None
+                yield number, DatasetError(f"{path} {where}: not valid JSON: {error.msg}")
+                continue
             if not isinstance(values, dict):
-                raise DatasetError(f"{path} {where}: expected a JSON object, got {type(values).__name__}")
-            yield Row(number, where, values)
+                yield (
+                    number,
+                    DatasetError(f"{path} {where}: expected a JSON object, got {type(values).__name__}"),
+                )
+                continue
+            yield number, Row(number, where, values)
 
 
-def _csv_rows(path: Path, source: Path) -> Iterator[Row]:
+def _csv_rows(path: Path, source: Path) -> Iterator[tuple[int, Row | DatasetError]]:
     with source.open(encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
         if not reader.fieldnames:
@@ -145,11 +166,15 @@ def _csv_rows(path: Path, source: Path) -> Iterator[Row]:
         for number, values in enumerate(reader, start=1):
             where = f"row {number} (line {reader.line_num})"
             if None in values:  # more cells than header columns
-                raise DatasetError(
-                    f"{path} {where}: {len(values[None]) + len(reader.fieldnames)} cells but {len(reader.fieldnames)} header columns"
+                yield (
+                    number,
+                    DatasetError(
+                        f"{path} {where}: {len(values[None]) + len(reader.fieldnames)} cells but {len(reader.fieldnames)} header columns"
+                    ),
                 )
+                continue
             # A short row leaves the missing cells None; an empty cell is "" (treated as missing later).
-            yield Row(number, where, dict(values))
+            yield number, Row(number, where, dict(values))
 
 
 def _numbered(records: list[dict[str, Any]]) -> list[Row]:

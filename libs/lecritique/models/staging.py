@@ -84,7 +84,12 @@ def stage_model(
     target = folder / name
     if target.exists() and not replace:
         raise StagingError(f"{target} already exists; --force replaces it")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StagingError(
+            f"cannot create {folder}: {error.strerror}; give --root a folder you can write"
+        ) from None
     temporary = folder / f".staging-{name}-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
     try:

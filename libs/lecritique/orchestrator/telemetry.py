@@ -124,6 +124,9 @@ class Telemetry:
     def __init__(self, experiment_id: str, critic_context: str) -> None:
         self.experiment_id = experiment_id
         self.critic_context = critic_context
+        # A counter's series exists from the start (0), not from its first increment: a run that never
+        # drops a rollout shows 0 per minute on the dashboard, not "no data".
+        DROPPED_STALE.labels(experiment_id)
 
     def dropped(self, count: int) -> None:
         DROPPED_STALE.labels(self.experiment_id).inc(count)

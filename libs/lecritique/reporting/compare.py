@@ -10,7 +10,14 @@ Definitions (stated in the table's notes too):
   step 0, the initial policy, in runs that evaluate it);
 - critic EV, final: mean of ``value_explained_variance`` over the same last 25% of steps;
 - rho, last: the last ``tether_rho``;
-- wall time: ``seconds`` of the last row (experiment wall time, critic warm-up included).
+- wall time: ``seconds`` of the last row (experiment wall time, critic warm-up included);
+- ± after the final reward: the standard error of that mean over the window's steps,
+  autocorrelation-inflated (:mod:`lecritique.reporting.noise`); after the last held-out success:
+  its binomial standard error over the spec's ``orchestrator.eval_tasks``.
+
+One run per arm describes runs, not settings: the table says so and ranks nothing. Several runs
+per arm (``compare A1 A2 --vs B1 B2``, or ``LABEL=DIR`` arguments) add the paired differences
+A - B with 95% intervals (:func:`lecritique.reporting.noise.paired_arms`).
 """
 
 from __future__ import annotations
@@ -23,6 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from lecritique.reporting.noise import (
+    binomial_standard_error,
+    window_standard_error,
+)
 from lecritique.reporting.report import load_metrics
 
 FINAL_FRACTION = 0.25
@@ -49,6 +60,12 @@ class RunColumn:
     rho_last: float
     seconds: float
     rows: list[dict[str, Any]]
+    final_reward_se: float = float("nan")
+    """Standard error of ``final_reward`` (autocorrelation-inflated; the module docstring)."""
+    eval_last_se: float = float("nan")
+    """Binomial standard error of ``eval_last`` over the spec's held-out tasks."""
+    seed: int | None = None
+    """The seed the run's spec.json records (None without one)."""
 
 
 def _finite(value: Any) -> bool:
@@ -63,15 +80,23 @@ def series(rows: list[dict[str, Any]], key: str, x: str = "step") -> tuple[list[
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 
-def _spec_fields(run_dir: Path) -> tuple[str, str, str]:
-    """(spec name, estimator, critic) from the run's ``spec.json`` ('?' where it has none)."""
+def _spec(run_dir: Path) -> dict[str, Any]:
+    """The run's ``spec.json`` ({} where it has none)."""
     path = run_dir / "spec.json"
     if not path.exists():
-        return "?", "?", "?"
+        return {}
     try:
-        spec = json.loads(path.read_text())
+        spec: dict[str, Any] = json.loads(path.read_text())
     except json.JSONDecodeError as error:
         raise ValueError(f"{path} is not valid JSON: {error}") from None
+    return spec
+
+
+def _spec_fields(run_dir: Path) -> tuple[str, str, str]:
+    """(spec name, estimator, critic) from the run's ``spec.json`` ('?' where it has none)."""
+    spec = _spec(run_dir)
+    if not spec:
+        return "?", "?", "?"
     estimator = (spec.get("estimator") or {}).get("name", "?")
     critic = spec.get("critic")
     if not critic:
@@ -100,6 +125,9 @@ def run_column(run_dir: Path, label: str | None = None) -> RunColumn:
     _, rho = series(steps_rows, "tether_rho")
     timed = [row for row in rows if _finite(row.get("seconds"))]
     name, estimator, critic = _spec_fields(run_dir)
+    spec = _spec(run_dir)
+    seed = spec.get("seed") if isinstance(spec.get("seed"), int) else None
+    eval_tasks = (spec.get("orchestrator") or {}).get("eval_tasks")
     nan = float("nan")
     return RunColumn(
         label=label or run_dir.name,
@@ -117,6 +145,9 @@ def run_column(run_dir: Path, label: str | None = None) -> RunColumn:
         rho_last=rho[-1] if rho else nan,
         seconds=float(timed[-1]["seconds"]) if timed else nan,
         rows=rows,
+        final_reward_se=window_standard_error(reward),
+        eval_last_se=binomial_standard_error(success[-1], eval_tasks) if success else nan,
+        seed=seed,
     )
 
 
@@ -134,26 +165,38 @@ def _fmt(value: float) -> str:
     return "n/a" if not math.isfinite(value) else f"{value:.3f}"
 
 
-def _at(value: float, step: int | None) -> str:
-    return "n/a" if step is None else f"{_fmt(value)} (step {step})"
+def _pm(value: float, se: float) -> str:
+    return _fmt(value) + (f" ± {se:.3f}" if math.isfinite(value) and math.isfinite(se) else "")
 
 
-def comparison_table(columns: list[RunColumn]) -> str:
-    """The markdown table, one row per run, and notes saying how each figure is computed."""
+def _at(value: float, step: int | None, se: float = float("nan")) -> str:
+    return "n/a" if step is None else f"{_pm(value, se)} (step {step})"
+
+
+def comparison_table(columns: list[RunColumn], arms: list[str] | None = None) -> str:
+    """The markdown table, one row per run (with its arm when there are arms), and notes saying
+    how each figure is computed."""
+    arm_head, arm_rule = ("| arm ", "---|") if arms else ("", "")
     header = (
-        "| run | spec | estimator | critic | steps | final reward (last 25% of steps) "
-        "| held-out success, first | held-out success, last | critic EV (last 25%) | TETHER rho, last "
-        "| wall time (s) |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+        f"{arm_head}| run | spec | seed | estimator | critic | steps | final reward ± s.e. (last 25% of steps) "
+        "| held-out success, first | held-out success, last ± s.e. | critic EV (last 25%) | TETHER rho, last "
+        f"| wall time (s) |\n|{arm_rule}---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
-        f"| {c.label} | {c.spec_name} | {c.estimator} | {c.critic} | {c.steps} | {_fmt(c.final_reward)} "
-        f"| {_at(c.eval_first, c.eval_first_step)} | {_at(c.eval_last, c.eval_last_step)} "
+        ("" if arms is None else f"| {arms[index]} ")
+        + f"| {c.label} | {c.spec_name} | {'?' if c.seed is None else c.seed} | {c.estimator} | {c.critic} "
+        f"| {c.steps} | {_pm(c.final_reward, c.final_reward_se)} "
+        f"| {_at(c.eval_first, c.eval_first_step)} | {_at(c.eval_last, c.eval_last_step, c.eval_last_se)} "
         f"| {_fmt(c.ev_final)} | {_fmt(c.rho_last)} | {_fmt(c.seconds)} |\n"
-        for c in columns
+        for index, c in enumerate(columns)
     ]
     notes = (
         "\nFinal reward and critic EV: means over each run's last 25% of policy steps "
-        f"({', '.join(f'{c.label}: {c.final_window}' for c in columns)} steps). Held-out success: greedy, "
+        f"({', '.join(f'{c.label}: {c.final_window}' for c in columns)} steps). ± after the final reward: "
+        "the standard error of that mean from the run's step-to-step noise, s/√n × √((1 + r1)/(1 − r1)) with "
+        "r1 the lag-1 autocorrelation of the window's rewards (0 when negative, at most 0.9): one run's noise, "
+        "a lower bound on how much another seed would move it. ± after the last held-out success: its binomial "
+        "standard error over the spec's `orchestrator.eval_tasks`. Held-out success: greedy, "
         "on the same eval-split tasks for the same seed; step 0 is the initial policy. Wall time: the "
         "experiment's, critic warm-up included. n/a: the run has no such metric (MEAN has no critic EV "
         "or rho; a run without `orchestrator.eval_every` has no held-out success).\n"
@@ -202,14 +245,45 @@ def comparison_figure(columns: list[RunColumn], png: Path) -> None:
     plt.close(figure)
 
 
-def write_comparison(run_dirs: list[Path], out_dir: Path) -> tuple[Path, Path]:
-    """Write ``compare.md`` and ``compare.png`` into ``out_dir``; returns their paths."""
+def write_comparison(run_dirs: list[Path], out_dir: Path, arms: list[str] | None = None) -> tuple[Path, Path]:
+    """Write ``compare.md`` and ``compare.png`` into ``out_dir``; returns their paths. ``arms``:
+    each run's arm (two names, several runs each), for the paired differences; None: one run per arm."""
     if not run_dirs:
         raise ValueError("compare needs at least one run folder")
     columns = [run_column(d, label) for d, label in zip(run_dirs, unique_labels(run_dirs), strict=True)]
+    if arms is None:
+        verdict = single_runs_text(columns)
+    else:
+        from lecritique.reporting.arms import arms_text
+
+        verdict = arms_text(columns, arms)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     png, md = out_dir / "compare.png", out_dir / "compare.md"
     comparison_figure(columns, png)
-    md.write_text("# Runs compared\n\n![curves](compare.png)\n\n" + comparison_table(columns))
+    md.write_text(
+        "# Runs compared\n\n" + verdict + "\n\n![curves](compare.png)\n\n" + comparison_table(columns, arms)
+    )
     return png, md
+
+
+def single_runs_text(columns: list[RunColumn]) -> str:
+    """What runs compared one per arm can say: nothing about which setting is better."""
+    if len(columns) < 2:
+        return "One run: its figures below, with the noise of its own steps."
+    gap = ""
+    if len(columns) == 2 and all(math.isfinite(c.final_reward) for c in columns):
+        a, b = columns
+        gap = (
+            f" Here the final rewards differ by {abs(a.final_reward - b.final_reward):.3f}, against "
+            f"step-to-step standard errors of {_fmt(a.final_reward_se)} ({a.label}) and "
+            f"{_fmt(b.final_reward_se)} ({b.label}); a second seed of either would move it by more."
+        )
+    return (
+        f"**One run per arm ({len(columns)} runs): these rows describe single runs, not which setting is "
+        "better, and they are not ranked.** A seed changes the tasks' order, the samples and the "
+        "starting point, which moves a run's final figures by more than its own steps' noise (the ± "
+        f"below).{gap} To compare settings, run several seeds of each and give them as arms: "
+        "`lecritique compare A1 A2 A3 --vs B1 B2 B3 --out DIR` (paired by seed; a 95% interval on each "
+        "difference)."
+    )

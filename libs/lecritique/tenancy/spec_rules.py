@@ -51,7 +51,8 @@ ROOTS_WIDENED_BY: dict[str, str] = {
 """How each kind of root is widened, as a refusal names it (an API the chart or variables configure)."""
 DEV_ROOTS_WIDENED_BY: dict[str, str] = {
     "model_path": "widen them by restarting with `lecritique api serve --dev --model-root PATH` "
-    "(repeatable), or copy the model under the first one",
+    "(repeatable), or put the model under the first one (`lecritique models stage DIR --tenant dev "
+    "--root RUNS`, RUNS the server's runs folder, `runs` by default)",
     "dataset_path": "widen them by restarting with `lecritique api serve --dev --dataset-root PATH` "
     "(repeatable), or copy the file under the first one",
 }

@@ -67,6 +67,16 @@ def ended_by(out_dir: Path, steps: int) -> str | None:
     return "wall budget" if state.get("wall_budget_spent", False) else "steps"
 
 
+def recorded_steps(out_dir: Path) -> int | None:
+    """``orchestrator.steps`` of the spec a run folder records (``spec.json``); None without one
+    (or one that cannot be read: :func:`check_recorded_spec` says why)."""
+    try:
+        recorded = json.loads((Path(out_dir) / "spec.json").read_text())
+        return int(recorded["orchestrator"]["steps"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 class SpecDrift(ValueError):
     """A run folder holds a run of another spec; the message lists the changed fields."""
 
@@ -103,11 +113,13 @@ def check_recorded_spec(out_dir: Path, spec: ExperimentSpec, *, extend: bool = F
         change = changes[0]
         return f"--extend: {out_dir} continues from {change.before} to {change.after} policy steps"
     listed = "; ".join(str(change) for change in (others if extend else changes))
-    advice = (
-        "--extend may change only orchestrator.steps"
-        if extend
-        else "--extend continues it when only orchestrator.steps changed"
-    )
+    more = spec.orchestrator.steps - recorded.orchestrator.steps
+    if extend:
+        advice = "--extend changes only orchestrator.steps"
+    elif not others and more > 0:
+        advice = f"--extend {more} continues it to {spec.orchestrator.steps} policy steps"
+    else:
+        advice = "--extend N continues it for N more policy steps when nothing else changed"
     raise SpecDrift(
         f"{out_dir} holds a run of a different spec ({listed}). A run folder describes what was "
         f"trained: --force starts it again from scratch; {advice}; or choose another --out."
@@ -262,13 +274,18 @@ class LocalLauncher:
             grouped.setdefault(kind, []).append(process.address)
         return grouped
 
-    def start_orchestrator(self, extra_env: dict[str, str] | None = None) -> ManagedProcess:
+    def start_orchestrator(
+        self, extra_env: dict[str, str] | None = None, metrics_port: int = 0
+    ) -> ManagedProcess:
+        """The orchestrator against the started services; its Prometheus metrics on
+        ``metrics_port`` (0: a free port, in its port file), for a scraper that must know it first."""
         command = orchestrator_command(
             spec=self.spec_path,
             out=self.out_dir,
             experiment=self.experiment_id,
             addresses=self.addresses(),
             port_file=self.out_dir / "run" / "orchestrator.json",
+            metrics_port=metrics_port,
         )
         self.orchestrator = ManagedProcess(
             name="orchestrator",

@@ -1,4 +1,7 @@
-"""A real Prometheus server (Debian's ``prometheus`` package) scraping local processes, for tests."""
+"""A real Prometheus server (Debian's ``prometheus`` package) scraping local processes.
+
+The tests of the chart's dashboards and alerts use it, and so does ``helm/render_dashboards.py``,
+which draws the dashboards' pictures from a real run (no Grafana runs on this machine)."""
 
 from __future__ import annotations
 
@@ -26,7 +29,10 @@ class PrometheusServer:
 
     def __init__(self, workdir: Path, targets: dict[str, int], rule_files: Sequence[Path] = ()) -> None:
         binary = shutil.which("prometheus")
-        assert binary, "prometheus is missing: install Debian's prometheus package (make test does)"
+        if binary is None:
+            raise FileNotFoundError(
+                "prometheus is missing: install Debian's prometheus package (make prometheus-tools)"
+            )
         self.binary = binary
         self.workdir = workdir
         self.port = free_port()
@@ -83,6 +89,19 @@ class PrometheusServer:
         """The result of an instant query at Unix time ``at``; raises on a PromQL error."""
         response = httpx.get(
             f"{self.url}/api/v1/query", params={"query": expression, "time": f"{at:.3f}"}, timeout=30
+        )
+        body = response.json()
+        if body.get("status") != "success":
+            raise ValueError(f"{expression}: {body.get('errorType')}: {body.get('error')}")
+        return list(body["data"]["result"])
+
+    def query_range(self, expression: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        """The result of a range query (a matrix: ``[{"metric": labels, "values": [[t, "v"], ...]}]``)
+        from ``start`` to ``end`` (Unix times) every ``step`` seconds; raises on a PromQL error."""
+        response = httpx.get(
+            f"{self.url}/api/v1/query_range",
+            params={"query": expression, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"},
+            timeout=60,
         )
         body = response.json()
         if body.get("status") != "success":

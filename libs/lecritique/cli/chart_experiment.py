@@ -1,0 +1,111 @@
+"""``lecritique chart render --experiment SPEC``: the pods an experiment would get, before it is submitted.
+
+The API's kubernetes launcher builds an experiment's objects from the spec and the chart's
+``launcher-defaults.json`` (a ConfigMap the chart renders): per component its image, node
+selector, tolerations, affinity and resources, with the spec's ``placement`` over them. Here the
+same function (:func:`lecritique.launch.kubernetes.render.render_experiment_objects`) runs on the
+ConfigMap Helm's engine rendered from the given values, so the GPU node-pool settings that
+otherwise appear only inside that ConfigMap's JSON are shown pod by pod.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+
+LAUNCHER_DEFAULTS = "launcher-defaults.json"
+
+
+PREVIEW_TOKENS_SECRET = "preview-only"
+"""The ``api.auth.existingSecret`` a preview renders with when the values name no API token: the
+chart refuses to render without one, and the API's tokens change nothing in an experiment's pods."""
+
+
+def without_token_requirement(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` able to render without an operator token (only for the experiment's preview)."""
+    auth = ((values.get("api") or {}).get("auth")) or {}
+    if auth.get("tokens") or auth.get("existingSecret"):
+        return values
+    api = dict(values.get("api") or {})
+    api["auth"] = {**auth, "existingSecret": PREVIEW_TOKENS_SECRET}
+    return {**values, "api": api}
+
+
+def launcher_defaults(templates: dict[str, str]) -> dict[str, Any]:
+    """The chart's launcher defaults, from the rendered API ConfigMap that carries them."""
+    for path, text in sorted(templates.items()):
+        if not path.endswith((".yaml", ".yml")):
+            continue  # NOTES.txt
+        for document in yaml.safe_load_all(text):
+            if isinstance(document, dict) and LAUNCHER_DEFAULTS in (document.get("data") or {}):
+                found: dict[str, Any] = json.loads(document["data"][LAUNCHER_DEFAULTS])
+                return found
+    raise typer.BadParameter(
+        f"the rendered chart has no {LAUNCHER_DEFAULTS} (is api.enabled false, or the launcher not kubernetes?)"
+    )
+
+
+def _pods_of(workload: dict[str, Any]) -> int:
+    spec = workload["spec"]
+    if workload["kind"] == "Job":
+        return int(spec.get("parallelism", 1))
+    return int(spec.get("replicas", 1))
+
+
+def pod_summary(workload: dict[str, Any]) -> dict[str, Any]:
+    """What a workload's pods get: count, placement, pull secrets and each container's image and resources."""
+    pod = workload["spec"]["template"]["spec"]
+    summary: dict[str, Any] = {
+        "kind": workload["kind"],
+        "name": workload["metadata"]["name"],
+        "pods": _pods_of(workload),
+    }
+    for key in (
+        "nodeSelector",
+        "tolerations",
+        "affinity",
+        "imagePullSecrets",
+        "runtimeClassName",
+        "priorityClassName",
+    ):
+        if pod.get(key):
+            summary[key] = pod[key]
+    summary["containers"] = [
+        {"name": c["name"], "image": c["image"], "resources": c.get("resources") or "none (best effort)"}
+        for c in pod["containers"]
+    ]
+    return summary
+
+
+def experiment_pods(
+    templates: dict[str, str], spec_path: Path, experiment_id: str
+) -> tuple[str, list[dict[str, Any]]]:
+    """(a YAML summary of every pod of the experiment, every object it would create); exit 2 with
+    the reason when the spec cannot be placed as written."""
+    from lecritique.config import SpecError, load_spec
+    from lecritique.launch.kubernetes.render import render_experiment_objects
+
+    defaults = launcher_defaults(templates)
+    try:
+        spec = load_spec(spec_path)
+        objects = render_experiment_objects(spec, experiment_id, defaults)
+    except (SpecError, ValueError) as error:
+        typer.secho(f"error: {error}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    workloads = [obj for obj in objects if obj["kind"] in ("Deployment", "StatefulSet", "Job")]
+    component = "app.kubernetes.io/component"
+    pods = {
+        obj["metadata"]["labels"].get(component, obj["metadata"]["name"]): pod_summary(obj)
+        for obj in workloads
+    }
+    head = (
+        f"# experiment {experiment_id} of {spec_path} in namespace {defaults['namespace']} (release "
+        f"{defaults['release']}): {len(objects)} objects, {sum(p['pods'] for p in pods.values())} pods in "
+        f"{len(workloads)} workloads, as the API's kubernetes launcher would create them from these chart "
+        "values (the tenant's policy and quotas, checked at submission, are not applied here)\n"
+    )
+    return head + yaml.safe_dump({"pods": pods}, sort_keys=False, width=100), objects
