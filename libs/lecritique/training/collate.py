@@ -141,7 +141,7 @@ class PolicyBatch:
 
     def model_inputs(
         self, attention: PackedAttention | None, mask_dtype: torch.dtype = torch.float32
-    ) -> dict[str, torch.Tensor]:
+    ) -> dict[str, Any]:
         """Keyword arguments of the model's forward (:func:`lecritique.training.packing.model_inputs`)."""
         return model_inputs(
             self.input_ids,
@@ -309,7 +309,7 @@ class CriticBatch:
 
     def model_inputs(
         self, attention: PackedAttention | None, mask_dtype: torch.dtype = torch.float32
-    ) -> dict[str, torch.Tensor]:
+    ) -> dict[str, Any]:
         """Keyword arguments of the model's forward (:func:`lecritique.training.packing.model_inputs`)."""
         return model_inputs(
             self.input_ids,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -103,7 +104,7 @@ class Distiller:
     def loss(
         self,
         student_logits: torch.Tensor,
-        inputs: Mapping[str, torch.Tensor],
+        inputs: Mapping[str, Any],
         gate: torch.Tensor,
         num_tokens: float,
     ) -> tuple[torch.Tensor, torch.Tensor]:

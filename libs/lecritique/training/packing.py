@@ -36,7 +36,7 @@ import importlib.util
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -207,7 +207,7 @@ def model_inputs(
     packed: bool,
     attention: PackedAttention | None,
     mask_dtype: torch.dtype = torch.float32,
-) -> dict[str, torch.Tensor]:
+) -> dict[str, Any]:
     """The keyword arguments of a HF forward over a (packed or padded) micro-batch."""
     if not packed:
         # Right-padded rows: HF's own padding mask and its default positions (0..L-1 per row).
@@ -215,12 +215,13 @@ def model_inputs(
     if attention is None:
         raise ValueError("a packed micro-batch needs a packed attention (mask, additive or varlen)")
     if attention == "varlen":
-        return {"input_ids": input_ids, "position_ids": position_ids}
+        # No KV cache: HF reads packed rows from position ids only when there is none.
+        return {"input_ids": input_ids, "position_ids": position_ids, "use_cache": False}
     mask = block_causal_mask(segments)
     if attention == "additive":
         additive = torch.zeros(mask.shape, dtype=mask_dtype, device=mask.device)
         mask = additive.masked_fill(~mask, torch.finfo(mask_dtype).min)
-    return {"input_ids": input_ids, "position_ids": position_ids, "attention_mask": mask}
+    return {"input_ids": input_ids, "position_ids": position_ids, "attention_mask": mask, "use_cache": False}
 
 
 def grid(layout: Layout, lengths: Mapping[int, int] | Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
