@@ -53,8 +53,12 @@ class PolicyTrainer(HFTrainer):
 
     role = "policy"
 
-    def __init__(self, model_dir: str | Path, config: PolicyTrainerConfig | None = None) -> None:
+    def __init__(
+        self, model_dir: str | Path, config: PolicyTrainerConfig | None = None, budget_name: str = BUDGET_NAME
+    ) -> None:
         self.config = config or PolicyTrainerConfig()
+        self.budget_name = budget_name
+        """How errors name ``micro_batch_tokens`` (the spec field it comes from)."""
         self.model_dir = Path(model_dir)
         if not (self.model_dir / "config.json").is_file():
             raise ValueError(f"policy model directory {self.model_dir} has no config.json")
@@ -92,14 +96,14 @@ class PolicyTrainer(HFTrainer):
             packing.check_budget(
                 lengths,
                 self.config.micro_batch_tokens,
-                BUDGET_NAME,
+                self.budget_name,
                 [describe_row(i, t) for i, t in enumerate(trajectories)],
             )
         shard = shard_indices(lengths, self.context.world_size)[self.context.rank]
         layouts = self.layouts(
             [lengths[i] for i in shard],
             self.config.micro_batch_tokens,
-            BUDGET_NAME,
+            self.budget_name,
             [describe_row(i, trajectories[i]) for i in shard],
         )
         # Gates need whole groups (the LVRL anchor is the group's success rate): computed before sharding.
@@ -129,7 +133,7 @@ class PolicyTrainer(HFTrainer):
         results: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(trajectories)
         no_graph = torch.no_grad() if self.engine.sharded else torch.inference_mode()
         with no_graph, self.engine.autocast(), self.engine.attention():
-            for layout in self.layouts(lengths, self.config.micro_batch_tokens, BUDGET_NAME, names):
+            for layout in self.layouts(lengths, self.config.micro_batch_tokens, self.budget_name, names):
                 batch = collate_policy(trajectories, layout=layout).to(self.engine.device)
                 values = self.logprobs(self.engine.model, batch).float().cpu().numpy()
                 for row in layout.rows:
