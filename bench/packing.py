@@ -6,7 +6,7 @@ Two length distributions, each one batch trained and scored by the project's own
 demo's model shape (the default tiny Llama: hidden 128, 2 layers, random weights; speed does not
 depend on them):
 
-- ``sudoku``: the demo's 4x4 Sudoku (3-4 empty cells), 32 tasks x 4 episodes, played through the
+- ``sudoku``: the demo's 4x4 Sudoku (3-4 empty cells), 32 tasks x 4 episodes (the demo's batch), played through the
   real environment and prompt template with the tiny builds' character tokenizer; each move is
   the solution's with probability ``--move-success`` and otherwise a wrong digit (illegal when it
   breaks a rule, which ends the episode, as in the demo), so rows differ by their number of
@@ -177,6 +177,12 @@ def compare(
                     a, b = results["padded"][key], results["packed"][key]
                     worst[key] = max(worst[key], abs(a - b) / max(abs(a), 1e-30))
                 padding[stage] = {side: results[side]["padding_fraction"] for side in order}
+    lengths = [t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in batch]
+    names = [f"row {i}" for i in range(len(batch))]
+    for side in ("padded", "packed"):
+        critic = trainers[side]["critic"]
+        layouts = critic.layouts(lengths, critic.config.predict_batch_tokens, "predict_batch_tokens", names)
+        padding["critic predict"][side] = 1 - sum(lengths) / sum(layout.cells for layout in layouts)
     stats: dict[str, Any] = {}
     for stage in stages:
         tokens = critic_useful if stage.startswith("critic") else useful
@@ -187,7 +193,6 @@ def compare(
             "seconds": seconds[stage],
             "padding_fraction": padding[stage] or None,
         }
-    lengths = [t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in batch]
     return {
         "distribution": name,
         "rows": len(batch),
@@ -220,6 +225,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--move-success", type=float, default=0.75, help="sudoku: chance a scripted move is right"
     )
+    parser.add_argument("--sudoku-tasks", type=int, default=32, help="sudoku: tasks of 4 episodes each")
     parser.add_argument("--long-tailed-rows", type=int, default=64)
     parser.add_argument("--json", type=Path, help="write the results here (e.g. docs/bench-packing.json)")
     args = parser.parse_args(argv)
@@ -253,7 +259,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             init_tiny_policy(tokenizer, architecture, seed=0), tokenizer, Path(temporary) / "policy"
         )
         batches = {
-            "sudoku": sudoku_batch(tokenizer, 32, 4, args.move_success, seed=0),
+            "sudoku": sudoku_batch(tokenizer, args.sudoku_tasks, 4, args.move_success, seed=0),
             "long_tailed": long_tailed_batch(
                 len(tokenizer), args.long_tailed_rows, architecture.max_positions, seed=0
             ),

@@ -16,9 +16,9 @@ How attention stays inside a row (:func:`packed_attention`, chosen from the mode
   which HF hands to SDPA's ``attn_mask`` unchanged (``eager``: the same mask as an additive float
   mask). Dense kernels pay ``width^2`` per line whatever its rows, so a line is as wide as the
   longest row of its micro-batch, and a new line is opened only for a row at least half that
-  width; shorter rows fill the gaps of open lines or wait for a narrower micro-batch. Every line
-  is then at least half full, and a token's attention never costs more than twice what its row
-  would cost padded beside rows of its own length.
+  width; shorter rows fill the gaps of open lines or wait for a narrower micro-batch. A line then
+  costs what its opening row would cost padded at that width, the rows in its gaps (padding
+  otherwise) cost nothing more, and every line is at least half full.
 - ``varlen`` (``flash_attention_2``/``_3`` on CUDA): no mask; HF reads the row boundaries from the
   position ids (a 0 starts a row), builds ``cu_seqlens`` and runs flash attention's varlen
   kernel, whose cost is the sum of the rows' own squares. One line per micro-batch, filled up to
