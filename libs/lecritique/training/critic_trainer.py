@@ -46,14 +46,13 @@ from lecritique.training.collate import (
     CriticBatch,
     collate_critic,
     critic_length,
-    describe_row,
     padding_counts,
-    validate_critic_trajectories,
 )
 from lecritique.training.config import CriticTrainerConfig
 from lecritique.training.distributed import all_reduce_sum, current_context, shard_indices
 from lecritique.training.engine import HFTrainer, ParallelSettings
 from lecritique.training.packing import remap
+from lecritique.training.validation import describe_row, validate_critic_trajectories
 from lecritique.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)

@@ -28,12 +28,10 @@ from lecritique.training import packing
 from lecritique.training.collate import (
     PolicyBatch,
     collate_policy,
-    describe_row,
     padding_counts,
     policy_length,
     row_columns,
     token_logprobs,
-    validate_policy_trajectories,
 )
 from lecritique.training.config import PolicyTrainerConfig
 from lecritique.training.distillation import Distiller, collate_gates, lvopd_gates
@@ -41,6 +39,7 @@ from lecritique.training.distributed import all_reduce_sum, shard_indices
 from lecritique.training.engine import HFTrainer, ParallelSettings
 from lecritique.training.packing import remap
 from lecritique.training.policy_loss import LossStatistics, policy_loss
+from lecritique.training.validation import describe_row, validate_policy_trajectories
 from lecritique.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
