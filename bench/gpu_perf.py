@@ -133,7 +133,10 @@ def _settings(device: str, sharded: bool, micro_batch_tokens: int) -> dict[str, 
     return base
 
 
-def run(args: argparse.Namespace, device: str) -> dict[str, Any]:
+def run(
+    args: argparse.Namespace, device: str, on_stage: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
+    """Every stage in turn; ``on_stage(result so far)`` after each (a run cut short keeps what it measured)."""
     from gpu_check_procs import transport_timing
 
     from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
@@ -173,6 +176,8 @@ def run(args: argparse.Namespace, device: str) -> dict[str, Any]:
         def add(stage: dict[str, Any]) -> None:
             stages.append(stage)
             print(stage["stage"], json.dumps(stage, default=str), flush=True)
+            if on_stage is not None:
+                on_stage(result)
 
         # Packed (the default) and padded micro-batches of the same batch (issue #49): "tokens/s"
         # counts real tokens only, so the two stages' ratio is the useful-token speed-up.
@@ -352,9 +357,17 @@ def main(argv: list[str] | None = None) -> Path:
         parser.error(f"--out {out}: a CPU run never writes under docs/ (its figures are no GPU's)")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     started = time.perf_counter()
-    result = {"environment": environment(device), **run(args, device)}
-    result["wall_s"] = time.perf_counter() - started
+    measured_on = environment(device)
     out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write_partial(partial: dict[str, Any]) -> None:
+        # A run stopped by gpu_all.sh's time limit still leaves every stage it finished.
+        out.write_text(
+            json.dumps({"environment": measured_on, **partial, "partial": True}, indent=1, default=str) + "\n"
+        )
+
+    result = {"environment": measured_on, **run(args, device, write_partial)}
+    result["wall_s"] = time.perf_counter() - started
     out.write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(f"wrote {out}", flush=True)
     return out

@@ -42,6 +42,7 @@ def test_cpu_dry_run_measures_every_stage(tmp_path: Path) -> None:
     out = gpu_perf.main([*TINY, "--out", str(tmp_path / "perf.json")])
     data = json.loads(out.read_text())
     assert data["environment"]["device"] == "cpu" and data["peak"]["dtype"] == "float32"
+    assert "partial" not in data  # written after every stage as partial, then whole
     stages = {stage["stage"]: stage for stage in data["stages"]}
     assert len(stages) == 8, list(stages)
     for name, stage in stages.items():

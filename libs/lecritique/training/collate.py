@@ -271,6 +271,21 @@ def critic_length(trajectory: Trajectory) -> int:
     return context + int(trajectory.prompt_ids.shape[0]) + int(trajectory.token_ids.shape[0])
 
 
+def _target_rows(targets: Any, count: int) -> Any:
+    if isinstance(targets, torch.Tensor):
+        targets = targets.detach().cpu().numpy()
+    if targets is not None and len(targets) != count:
+        raise ValueError(f"targets has {len(targets)} rows for {count} trajectories")
+    return targets
+
+
+def critic_sequence(trajectory: Trajectory) -> np.ndarray:
+    """The critic's row: critic context + prompt + trajectory tokens."""
+    context = trajectory.critic_context_ids
+    parts = [trajectory.prompt_ids, trajectory.token_ids]
+    return np.concatenate(parts if context is None else [context, *parts])
+
+
 def collate_critic(
     trajectories: Sequence[Trajectory],
     targets: Sequence[np.ndarray] | np.ndarray | torch.Tensor | None = None,
@@ -286,10 +301,7 @@ def collate_critic(
     ``trajectories`` and where (its ``rows`` index ``trajectories`` and ``targets``); None: every
     row, right-padded. The per-token tensors have one row per layout row, in the layout's order.
     """
-    if isinstance(targets, torch.Tensor):
-        targets = targets.detach().cpu().numpy()
-    if targets is not None and len(targets) != len(trajectories):
-        raise ValueError(f"targets has {len(targets)} rows for {len(trajectories)} trajectories")
+    targets = _target_rows(targets, len(trajectories))
     if layout is None:
         validate_critic_trajectories(trajectories, vocab_size)
         layout = padded_layout(range(len(trajectories)), [critic_length(t) for t in trajectories])
@@ -307,17 +319,12 @@ def collate_critic(
     target_values = np.zeros((rows, max_tokens), dtype=np.float32)
     for number, (row, line, offset) in enumerate(zip(layout.rows, layout.lines, layout.offsets, strict=True)):
         trajectory = trajectories[row]
-        context = (
-            np.zeros(0, dtype=np.int32)
-            if trajectory.critic_context_ids is None
-            else trajectory.critic_context_ids
-        )
-        sequence = np.concatenate([context, trajectory.prompt_ids, trajectory.token_ids])
+        sequence = critic_sequence(trajectory)
         input_ids[line, offset : offset + sequence.shape[0]] = sequence
         attention_mask[line, offset : offset + sequence.shape[0]] = 1
         num_tokens = trajectory.token_ids.shape[0]
         value_positions[number, :num_tokens] = offset + state_value_positions(
-            context.shape[0] + trajectory.prompt_ids.shape[0], num_tokens
+            sequence.shape[0] - num_tokens, num_tokens
         )
         value_lines[number, :] = line
         token_mask[number, :num_tokens] = True

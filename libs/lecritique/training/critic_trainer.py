@@ -41,7 +41,6 @@ from lecritique.models.critic import (
     shaped_critic,
 )
 from lecritique.models.dtypes import torch_dtype
-from lecritique.training import packing
 from lecritique.training.collate import (
     CriticBatch,
     collate_critic,
@@ -161,14 +160,8 @@ class CriticTrainer(HFTrainer):
         validate_critic_trajectories(trajectories, self.vocab_size)
         targets = _as_rows(targets, len(trajectories))
         lengths = [critic_length(t) for t in trajectories]
-        if self.packed_attention is not None:
-            # Every rank sees the whole batch: all refuse a row too long to pack, before any collective.
-            packing.check_budget(
-                lengths,
-                self.config.micro_batch_tokens,
-                TRAIN_BUDGET,
-                [describe_row(i, t) for i, t in enumerate(trajectories)],
-            )
+        names = [describe_row(i, t) for i, t in enumerate(trajectories)]
+        self.check_budget(lengths, self.config.micro_batch_tokens, TRAIN_BUDGET, names)
         shard = shard_indices(lengths, self.context.world_size)[self.context.rank]
         micro_batches = self._micro_batches(trajectories, targets, shard)
         global_trained = sum(t.num_policy_tokens for t in trajectories)

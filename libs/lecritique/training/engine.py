@@ -256,6 +256,16 @@ class HFTrainer:
             return packing.pack(lengths, budget, self.packed_attention, budget_name, names)
         return [packing.padded_layout(group, lengths) for group in split_by_token_budget(lengths, budget)]
 
+    def check_budget(
+        self, lengths: Sequence[int], budget: int, budget_name: str, names: Sequence[str]
+    ) -> None:
+        """With packing, refuse a row longer than ``budget`` (:func:`lecritique.training.packing.check_budget`).
+
+        Called on the whole batch, which every rank holds: all ranks refuse alike, before any collective.
+        """
+        if self.packed_attention is not None:
+            packing.check_budget(lengths, budget, budget_name, names)
+
     def mask_dtype(self) -> torch.dtype:
         """The dtype of an additive (eager) packed mask: the compute dtype."""
         return self.engine.compute_dtype or next(self.model.parameters()).dtype

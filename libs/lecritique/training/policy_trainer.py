@@ -24,7 +24,6 @@ from torch import nn
 from transformers import AutoModelForCausalLM
 
 from lecritique.models.dtypes import torch_dtype
-from lecritique.training import packing
 from lecritique.training.collate import (
     PolicyBatch,
     collate_policy,
@@ -90,20 +89,14 @@ class PolicyTrainer(HFTrainer):
     ) -> list[tuple[PolicyBatch, torch.Tensor | None]]:
         """This rank's micro-batches, each with its distillation gate ([B, L - 1]; None without LVOPD)."""
         lengths = [policy_length(t) for t in trajectories]
-        if self.packed_attention is not None:
-            # Every rank sees the whole batch: all refuse a row too long to pack, before any collective.
-            packing.check_budget(
-                lengths,
-                self.config.micro_batch_tokens,
-                self.budget_name,
-                [describe_row(i, t) for i, t in enumerate(trajectories)],
-            )
+        names = [describe_row(i, t) for i, t in enumerate(trajectories)]
+        self.check_budget(lengths, self.config.micro_batch_tokens, self.budget_name, names)
         shard = shard_indices(lengths, self.context.world_size)[self.context.rank]
         layouts = self.layouts(
             [lengths[i] for i in shard],
             self.config.micro_batch_tokens,
             self.budget_name,
-            [describe_row(i, trajectories[i]) for i in shard],
+            [names[i] for i in shard],
         )
         # Gates need whole groups (the LVRL anchor is the group's success rate): computed before sharding.
         gates = lvopd_gates(trajectories, self.distiller.config) if self.distiller is not None else None
