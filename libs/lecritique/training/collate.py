@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import torch
@@ -45,8 +45,45 @@ PAD_TOKEN_ID = 0
 """Id written into padding; any valid id works because padding is outside the attention mask."""
 
 
+class _Lines:
+    """What packed and padded micro-batches share: the model's inputs over ``[lines, width]``."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    position_ids: torch.Tensor
+    segments: torch.Tensor
+    layout: Layout
+
+    @property
+    def num_tokens(self) -> int:
+        """Real (unpadded) input tokens."""
+        return int(self.attention_mask.sum())
+
+    def to(self, device: torch.device | str) -> Self:
+        moved = {
+            field.name: getattr(self, field.name).to(device)
+            for field in dataclasses.fields(self)  # type: ignore[arg-type]
+            if isinstance(getattr(self, field.name), torch.Tensor)
+        }
+        return dataclasses.replace(self, **moved)  # type: ignore[type-var]
+
+    def model_inputs(
+        self, attention: PackedAttention | None, mask_dtype: torch.dtype = torch.float32
+    ) -> dict[str, Any]:
+        """Keyword arguments of the model's forward (:func:`lecritique.training.packing.model_inputs`)."""
+        return model_inputs(
+            self.input_ids,
+            self.attention_mask,
+            self.position_ids,
+            self.segments,
+            self.layout.packed,
+            attention,
+            mask_dtype,
+        )
+
+
 @dataclass
-class PolicyBatch:
+class PolicyBatch(_Lines):
     """Policy inputs over ``[lines, width]`` (one row per line when padded); next-token tensors are [lines, width - 1]."""
 
     input_ids: torch.Tensor
@@ -73,36 +110,6 @@ class PolicyBatch:
     @property
     def num_policy_tokens(self) -> int:
         return int(self.loss_mask.sum())
-
-    @property
-    def num_tokens(self) -> int:
-        """Real (unpadded) input tokens."""
-        return int(self.attention_mask.sum())
-
-    def to(self, device: torch.device | str) -> PolicyBatch:
-        return dataclasses.replace(self, **_tensors_to(self, device))
-
-    def model_inputs(
-        self, attention: PackedAttention | None, mask_dtype: torch.dtype = torch.float32
-    ) -> dict[str, Any]:
-        """Keyword arguments of the model's forward (:func:`lecritique.training.packing.model_inputs`)."""
-        return model_inputs(
-            self.input_ids,
-            self.attention_mask,
-            self.position_ids,
-            self.segments,
-            self.layout.packed,
-            attention,
-            mask_dtype,
-        )
-
-
-def _tensors_to(batch: Any, device: torch.device | str) -> dict[str, Any]:
-    return {
-        field.name: getattr(batch, field.name).to(device)
-        for field in dataclasses.fields(batch)
-        if isinstance(getattr(batch, field.name), torch.Tensor)
-    }
 
 
 def policy_length(trajectory: Trajectory) -> int:
@@ -194,7 +201,7 @@ def token_logprobs(
 
 
 @dataclass
-class CriticBatch:
+class CriticBatch(_Lines):
     """Critic inputs over ``[lines, width]`` and per-trajectory-token targets over ``[rows, T]`` (see module docstring)."""
 
     input_ids: torch.Tensor
@@ -221,27 +228,6 @@ class CriticBatch:
     @property
     def num_target_tokens(self) -> int:
         return int(self.target_mask.sum())
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.attention_mask.sum())
-
-    def to(self, device: torch.device | str) -> CriticBatch:
-        return dataclasses.replace(self, **_tensors_to(self, device))
-
-    def model_inputs(
-        self, attention: PackedAttention | None, mask_dtype: torch.dtype = torch.float32
-    ) -> dict[str, Any]:
-        """Keyword arguments of the model's forward (:func:`lecritique.training.packing.model_inputs`)."""
-        return model_inputs(
-            self.input_ids,
-            self.attention_mask,
-            self.position_ids,
-            self.segments,
-            self.layout.packed,
-            attention,
-            mask_dtype,
-        )
 
     def state_outputs(self, outputs: torch.Tensor) -> torch.Tensor:
         """[B, T] of the [lines, L] head outputs: V(h_t)'s output for every row's token t."""
