@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install prometheus-tools container-tools images test test-fast lint demo chaos study study-levers study-critic-pays bench bench-advantages bench-replay bench-envs bench-trainer bench-rollout bench-weights bench-gpu proto clean
+.PHONY: install prometheus-tools container-tools images test test-fast lint demo chaos study study-levers study-critic-pays bench bench-advantages bench-replay bench-envs bench-trainer bench-packing bench-rollout bench-weights bench-gpu proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -113,7 +113,7 @@ study-critic-pays: $(STAMP)
 	$(PY) -m lecritique study examples/studies/critic-pays.yaml --out runs/study-critic-pays
 	$(PY) -m lecritique study examples/studies/critic-pays-arithmetic.yaml --out runs/study-critic-pays-arithmetic
 
-bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-rollout bench-weights
+bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer bench-packing bench-rollout bench-weights
 
 bench-advantages: $(STAMP)
 	$(PY) bench/advantages.py
@@ -133,6 +133,10 @@ bench-envs: $(STAMP)
 
 bench-trainer: $(STAMP)
 	$(PY) bench/trainer.py
+
+# Packed vs padded micro-batches (issue #49): useful tokens/s side by side; writes docs/bench-packing.json.
+bench-packing: $(STAMP)
+	$(PY) bench/packing.py --json docs/bench-packing.json
 
 bench-rollout: $(STAMP)
 	$(PY) bench/rollout.py

@@ -5,6 +5,9 @@
 #
 # bench/gpu_check.sh (sets up the environment from .whl/, runs bench/gpu_check.py with a 150 s
 # budget) then bench/gpu_perf.py (docs/bench-gpu.json, copied to $OUT) and the README table.
+# gpu_perf measures the policy trainer with packed micro-batches (the default) and padded ones
+# (issue #49) and rewrites the JSON after every stage, so a run cut by its time limit keeps
+# (and the table marks as partial) the stages it finished.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR="${OUT:-$PWD/gpu_check_out}"

@@ -6,7 +6,8 @@
 Stages, in one process: the matmul peak first (bf16 on CUDA, float32 on CPU: 2 n^3 FLOPs per
 n x n product), then the project's own classes on a random tiny-arch Llama: the policy trainer
 with FSDP2 (world size 1) + bf16 + activation checkpointing, the policy trainer plain (no FSDP2,
-no checkpointing), the critic trainer (FSDP2 + checkpointing, same backbone and batch), the
+no checkpointing) with packed micro-batches (the default) and padded ones (``packing: false``;
+tokens/s counts real tokens, so their ratio is packing's useful-token speed-up), the critic trainer (FSDP2 + checkpointing, same backbone and batch), the
 critic's ``predict`` (forward only), the HF rollout engine's ``generate``, and the weight
 transport (``bench/gpu_check_procs.transport_timing``: broadcast over gloo to a replica process,
 and publish + HF load through the volume). Training stages count model FLOPs per token as
@@ -132,7 +133,10 @@ def _settings(device: str, sharded: bool, micro_batch_tokens: int) -> dict[str, 
     return base
 
 
-def run(args: argparse.Namespace, device: str) -> dict[str, Any]:
+def run(
+    args: argparse.Namespace, device: str, on_stage: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
+    """Every stage in turn; ``on_stage(result so far)`` after each (a run cut short keeps what it measured)."""
     from gpu_check_procs import transport_timing
 
     from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
@@ -172,25 +176,34 @@ def run(args: argparse.Namespace, device: str) -> dict[str, Any]:
         def add(stage: dict[str, Any]) -> None:
             stages.append(stage)
             print(stage["stage"], json.dumps(stage, default=str), flush=True)
+            if on_stage is not None:
+                on_stage(result)
 
-        plain = PolicyTrainer(
-            model_dir, PolicyTrainerConfig.model_validate(_settings(device, False, args.micro_batch_tokens))
-        )
-        times, metrics = _timed(partial(plain.train_step, batch), device, args.steps)
-        add(
-            _rate(
-                "policy trainer, plain",
-                times,
-                tokens,
-                train_flops,
-                peak["flops_per_s"],
-                padding_fraction=metrics["padding_fraction"],
-                peak_gib=_peak_gib(device),
-                attention=plain.engine.attention_line,
+        # Packed (the default) and padded micro-batches of the same batch (issue #49): "tokens/s"
+        # counts real tokens only, so the two stages' ratio is the useful-token speed-up.
+        for packing, name in ((True, "policy trainer, plain"), (False, "policy trainer, plain, padded")):
+            plain = PolicyTrainer(
+                model_dir,
+                PolicyTrainerConfig.model_validate(
+                    {**_settings(device, False, args.micro_batch_tokens), "packing": packing}
+                ),
             )
-        )
-        del plain
-        _reset_memory(device)
+            times, metrics = _timed(partial(plain.train_step, batch), device, args.steps)
+            add(
+                _rate(
+                    name,
+                    times,
+                    tokens,
+                    train_flops,
+                    peak["flops_per_s"],
+                    padding_fraction=metrics["padding_fraction"],
+                    peak_gib=_peak_gib(device),
+                    attention=plain.engine.attention_line,
+                    layout=plain.layout_line,
+                )
+            )
+            del plain
+            _reset_memory(device)
         backend = "nccl" if device == "cuda" else "gloo"
         dist.init_process_group(
             backend, init_method=f"tcp://127.0.0.1:{free_local_port()}", rank=0, world_size=1
@@ -211,6 +224,7 @@ def run(args: argparse.Namespace, device: str) -> dict[str, Any]:
                     padding_fraction=metrics["padding_fraction"],
                     peak_gib=_peak_gib(device),
                     attention=sharded.engine.attention_line,
+                    layout=sharded.layout_line,
                 )
             )
             del sharded
@@ -232,6 +246,7 @@ def run(args: argparse.Namespace, device: str) -> dict[str, Any]:
                     peak["flops_per_s"],
                     padding_fraction=metrics["padding_fraction"],
                     peak_gib=_peak_gib(device),
+                    layout=critic.layout_line,
                 )
             )
             times, _ = _timed(partial(critic.predict, batch), device, args.steps)
@@ -342,9 +357,17 @@ def main(argv: list[str] | None = None) -> Path:
         parser.error(f"--out {out}: a CPU run never writes under docs/ (its figures are no GPU's)")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     started = time.perf_counter()
-    result = {"environment": environment(device), **run(args, device)}
-    result["wall_s"] = time.perf_counter() - started
+    measured_on = environment(device)
     out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write_partial(partial: dict[str, Any]) -> None:
+        # A run stopped by gpu_all.sh's time limit still leaves every stage it finished.
+        out.write_text(
+            json.dumps({"environment": measured_on, **partial, "partial": True}, indent=1, default=str) + "\n"
+        )
+
+    result = {"environment": measured_on, **run(args, device, write_partial)}
+    result["wall_s"] = time.perf_counter() - started
     out.write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(f"wrote {out}", flush=True)
     return out

@@ -38,7 +38,8 @@ def render(data: dict[str, Any] | None) -> str:
     lines = [
         f"{environment['device_name']}, torch {environment['torch']}, {environment['date']}; "
         f"{data['model']['parameters'] / 1e9:.2f} B parameters, {data['batch']['tokens']:,} tokens a step; "
-        f"measured {peak['dtype']} matmul peak {peak['flops_per_s'] / 1e12:.0f} TFLOP/s.",
+        f"measured {peak['dtype']} matmul peak {peak['flops_per_s'] / 1e12:.0f} TFLOP/s"
+        + (" (a partial run: stopped before its last stage)." if data.get("partial") else "."),
         "",
         "| path | measured | of the matmul peak |",
         "|---|---|---|",

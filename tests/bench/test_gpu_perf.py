@@ -42,8 +42,9 @@ def test_cpu_dry_run_measures_every_stage(tmp_path: Path) -> None:
     out = gpu_perf.main([*TINY, "--out", str(tmp_path / "perf.json")])
     data = json.loads(out.read_text())
     assert data["environment"]["device"] == "cpu" and data["peak"]["dtype"] == "float32"
+    assert "partial" not in data  # written after every stage as partial, then whole
     stages = {stage["stage"]: stage for stage in data["stages"]}
-    assert len(stages) == 7, list(stages)
+    assert len(stages) == 8, list(stages)
     for name, stage in stages.items():
         if "gb_per_s" in stage:
             assert stage["gb_per_s"] > 0, name
@@ -52,5 +53,8 @@ def test_cpu_dry_run_measures_every_stage(tmp_path: Path) -> None:
     sharded = stages["policy trainer, FSDP2 + checkpointing"]
     assert 0 <= sharded["padding_fraction"] < 1 and "attention backend math" in sharded["attention"]
     assert stages["weights to a replica, broadcast over gloo"]["replica_equal"] is True
+    packed, padded = stages["policy trainer, plain"], stages["policy trainer, plain, padded"]
+    assert "packed rows" in packed["layout"] and padded["layout"] == "padded rows (packing off)"
+    assert packed["padding_fraction"] <= padded["padding_fraction"]
     table = gpu_table.render(data)
-    assert table.count("\n| ") == 1 + 7 and "matmul peak" in table  # the header and one row a stage
+    assert table.count("\n| ") == 1 + 8 and "matmul peak" in table  # the header and one row a stage

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from torch.nn.attention import SDPBackend
 from training_helpers import make_trajectory
 
-from lecritique.training import collate, critic_trainer, policy_trainer
+from lecritique.training import collate, engine
 from lecritique.training.collate import padding_fraction, split_by_token_budget
 from lecritique.training.critic_trainer import CriticTrainer, CriticTrainerConfig
 from lecritique.training.kernels import backend_names, sdpa_backends
@@ -108,14 +108,15 @@ def _unsorted(monkeypatch: pytest.MonkeyPatch) -> None:
     def in_order(lengths: list[int], budget: int, sort_by_length: bool = True) -> list[list[int]]:
         return collate.split_by_token_budget(lengths, budget, sort_by_length=False)
 
-    monkeypatch.setattr(policy_trainer, "split_by_token_budget", in_order)
-    monkeypatch.setattr(critic_trainer, "split_by_token_budget", in_order)
+    monkeypatch.setattr(engine, "split_by_token_budget", in_order)
 
 
 def test_sorted_policy_step_pads_less_and_computes_the_same_step(
     tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = PolicyTrainerConfig.model_validate({"optimizer": {"lr": 1e-2}, "micro_batch_tokens": 70})
+    config = PolicyTrainerConfig.model_validate(
+        {"optimizer": {"lr": 1e-2}, "micro_batch_tokens": 70, "packing": False}
+    )
     batch = _mixed_batch()
     sorted_metrics = PolicyTrainer(tiny_llama_dir, config).train_step(batch)
     _unsorted(monkeypatch)
@@ -130,7 +131,7 @@ def test_sorted_policy_step_pads_less_and_computes_the_same_step(
 def test_sorted_critic_step_pads_less_and_computes_the_same_step(
     tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = CriticTrainerConfig.model_validate({"micro_batch_tokens": 70})
+    config = CriticTrainerConfig.model_validate({"micro_batch_tokens": 70, "packing": False})
     batch = _mixed_batch()
     torch.manual_seed(0)  # the same fresh head for both
     sorted_metrics = CriticTrainer.from_policy(tiny_llama_dir, config).train_step(batch)
@@ -151,20 +152,24 @@ def test_predict_equals_the_training_forward_without_a_graph(
     grad_modes: list[tuple[bool, bool]] = []
     real_outputs = CriticTrainer._state_outputs
 
-    def recording(module: torch.nn.Module, micro: collate.CriticBatch) -> torch.Tensor:
-        outputs = real_outputs(module, micro)
+    def recording(self: CriticTrainer, module: torch.nn.Module, micro: collate.CriticBatch) -> torch.Tensor:
+        outputs = real_outputs(self, module, micro)
         grad_modes.append((outputs.requires_grad, torch.is_inference_mode_enabled()))
         return outputs
 
-    monkeypatch.setattr(CriticTrainer, "_state_outputs", staticmethod(recording))
+    monkeypatch.setattr(CriticTrainer, "_state_outputs", recording)
     predicted = critic.predict(batch)
-    # One forward: predict_batch_tokens holds the whole batch, micro_batch_tokens would need several.
-    assert grad_modes == [(False, True)]
+    lengths = [collate.critic_length(t) for t in batch]
+    names = [f"row {i}" for i in range(len(batch))]
+    forwards = len(critic.layouts(lengths, 1000, "predict_batch_tokens", names))
+    # Fewer forwards than micro_batch_tokens would need (predict_batch_tokens is larger).
+    assert forwards < len(critic.layouts(lengths, 40, "micro_batch_tokens", names))
+    assert grad_modes == [(False, True)] * forwards
     grad_modes.clear()
     with torch.enable_grad():
         for index, trajectory in enumerate(batch):
             training = collate.collate_critic([trajectory])
-            outputs = recording(critic.engine.forward_module, training)
+            outputs = recording(critic, critic.engine.forward_module, training)
             values = torch.sigmoid(outputs)[0, : trajectory.token_ids.shape[0]].detach().numpy()
             np.testing.assert_allclose(predicted[index], values, rtol=1e-5, atol=1e-6)
     assert all(requires_grad for requires_grad, _ in grad_modes)

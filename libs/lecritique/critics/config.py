@@ -109,7 +109,8 @@ class GenerativeCriticConfig(SpecBase):
     max_train_states: int | None = Field(default=64, ge=1)
     """States per REINFORCE update, sampled from the replay batch (None: all of them)."""
     micro_batch_tokens: int = Field(default=8192, ge=1)
-    """Padded tokens (rows x longest row) per forward/backward of the critic update."""
+    """Tokens per forward/backward of the critic update, padding included; rows are packed
+    (``policy_trainer.packing``'s default), so a row longer than this is refused."""
     dtype: DType = "float32"
     """Parameter dtype of the trained critic."""
     device: str | None = None

@@ -78,6 +78,7 @@ class GenerativeCriticTrainer:
                 dtype=config.dtype,
                 device=config.device,
             ),
+            budget_name="critic.micro_batch_tokens",
         )
         self.tokenizer = load_tokenizer(model_dir)
         self.policy_tokenizer = load_tokenizer(policy_dir)

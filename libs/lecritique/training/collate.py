@@ -1,4 +1,4 @@
-"""Trajectories -> right-padded tensors for the policy and the critic.
+"""Trajectories -> micro-batch tensors for the policy and the critic, right-padded or packed.
 
 Policy batch. Row i is ``prompt_ids + token_ids`` (length P + T). The next-token tensors
 (``target_ids``, ``loss_mask``, ``old_logprobs``, ``advantages``) have one column fewer than
@@ -11,91 +11,83 @@ value of the state before trajectory token t, V(h_t), is the head output at posi
 C + P + t - 1 (:func:`lecritique.models.critic.state_value_positions`); ``value_positions[i, t]``
 holds that position, so ``outputs.gather(1, value_positions)`` lines values up with tokens.
 
-Every input is validated first; a bad trajectory raises ``ValueError`` naming it and the field.
+Packed micro-batches (:mod:`lecritique.training.packing`): a :class:`~lecritique.training.packing.Layout`
+puts each row at an offset of a line, and every position above moves by that offset; the
+next-token tensors stay one column narrower than the line (a row's last column predicts the next
+row's first token, and is never in ``loss_mask``). Per-row outputs are read at
+``(value_lines, value_positions)`` (critic) or unpacked with :func:`row_columns` (policy).
+Without a layout every row has a line of its own at offset 0: the right-padded batch.
+
+Every input is validated first (:mod:`lecritique.training.validation`); a bad trajectory raises
+``ValueError`` naming it and the field.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import torch
 
 from lecritique.models.critic import state_value_positions
+from lecritique.training.packing import Layout, PackedAttention, grid, model_inputs, padded_layout
+from lecritique.training.validation import (
+    describe_row,
+    validate_critic_trajectories,
+    validate_policy_trajectories,
+)
 from lecritique.trajectory import Trajectory, logprobs_temperature
 
 PAD_TOKEN_ID = 0
 """Id written into padding; any valid id works because padding is outside the attention mask."""
 
 
-def _describe(index: int, trajectory: Trajectory) -> str:
-    return f"trajectory {index} ({trajectory.trajectory_id!r})"
+class _Lines:
+    """What packed and padded micro-batches share: the model's inputs over ``[lines, width]``."""
 
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    position_ids: torch.Tensor
+    segments: torch.Tensor
+    layout: Layout
 
-def _check_token_ids(
-    index: int, trajectory: Trajectory, name: str, ids: np.ndarray, vocab_size: int | None
-) -> None:
-    if ids.ndim != 1:
-        raise ValueError(f"{_describe(index, trajectory)}: field {name!r} must be 1-D, got shape {ids.shape}")
-    if ids.size and ids.min() < 0:
-        raise ValueError(
-            f"{_describe(index, trajectory)}: field {name!r} has a negative token id {ids.min()}"
+    @property
+    def num_tokens(self) -> int:
+        """Real (unpadded) input tokens."""
+        return int(self.attention_mask.sum())
+
+    def to(self, device: torch.device | str) -> Self:
+        moved = {
+            field.name: getattr(self, field.name).to(device)
+            for field in dataclasses.fields(self)  # type: ignore[arg-type]
+            if isinstance(getattr(self, field.name), torch.Tensor)
+        }
+        return dataclasses.replace(self, **moved)  # type: ignore[type-var]
+
+    def model_inputs(
+        self, attention: PackedAttention | None, mask_dtype: torch.dtype = torch.float32
+    ) -> dict[str, Any]:
+        """Keyword arguments of the model's forward (:func:`lecritique.training.packing.model_inputs`)."""
+        return model_inputs(
+            self.input_ids,
+            self.attention_mask,
+            self.position_ids,
+            self.segments,
+            self.layout.packed,
+            attention,
+            mask_dtype,
         )
-    if vocab_size is not None and ids.size and ids.max() >= vocab_size:
-        raise ValueError(
-            f"{_describe(index, trajectory)}: field {name!r} has token id {ids.max()} >= vocab size {vocab_size}"
-        )
-
-
-def _check_token_aligned(index: int, trajectory: Trajectory, names: Sequence[str]) -> None:
-    expected = trajectory.token_ids.shape
-    for name in names:
-        shape = np.shape(getattr(trajectory, name))
-        if shape != expected:
-            raise ValueError(
-                f"{_describe(index, trajectory)}: field {name!r} has shape {shape}, expected {expected}"
-            )
-
-
-def validate_policy_trajectories(trajectories: Sequence[Trajectory], vocab_size: int | None = None) -> None:
-    """Raise ``ValueError`` for anything the policy update cannot use."""
-    if len(trajectories) == 0:
-        raise ValueError("the batch is empty: a policy update needs at least one trajectory")
-    for index, trajectory in enumerate(trajectories):
-        if not isinstance(trajectory, Trajectory):
-            raise ValueError(f"batch item {index} is a {type(trajectory).__name__}, expected a Trajectory")
-        where = _describe(index, trajectory)
-        if trajectory.prompt_ids.shape[0] == 0:
-            raise ValueError(
-                f"{where}: field 'prompt_ids' is empty; the first token needs a prompt to follow"
-            )
-        if trajectory.token_ids.shape[0] == 0:
-            raise ValueError(f"{where}: field 'token_ids' is empty")
-        _check_token_ids(index, trajectory, "prompt_ids", trajectory.prompt_ids, vocab_size)
-        _check_token_ids(index, trajectory, "token_ids", trajectory.token_ids, vocab_size)
-        if trajectory.advantages is None:
-            raise ValueError(f"{where}: field 'advantages' is missing; compute advantages before the update")
-        _check_token_aligned(index, trajectory, ("policy_mask", "logprobs", "advantages"))
-        mask = trajectory.policy_mask
-        for name in ("logprobs", "advantages"):
-            values = getattr(trajectory, name)
-            if not np.all(np.isfinite(values[mask])):
-                raise ValueError(f"{where}: field {name!r} has a non-finite value on a policy token")
-        # A little above 0 is rounding (an engine's log-softmax of a near-certain token), not an error.
-        if np.any(trajectory.logprobs[mask] > 1e-4):
-            raise ValueError(f"{where}: field 'logprobs' has a positive log-probability on a policy token")
-    if sum(trajectory.num_policy_tokens for trajectory in trajectories) == 0:
-        raise ValueError("the batch has no policy tokens (every policy_mask is False)")
 
 
 @dataclass
-class PolicyBatch:
-    """Right-padded policy inputs; next-token tensors are [B, L - 1] (see module docstring)."""
+class PolicyBatch(_Lines):
+    """Policy inputs over ``[lines, width]`` (one row per line when padded); next-token tensors are [lines, width - 1]."""
 
     input_ids: torch.Tensor
-    """int64 [B, L]: prompt + trajectory tokens, right-padded."""
+    """int64 [B, L]: prompt + trajectory tokens, right-padded (or rows end to end when packed)."""
     attention_mask: torch.Tensor
     """int64 [B, L]: 1 on real tokens."""
     target_ids: torch.Tensor
@@ -107,44 +99,70 @@ class PolicyBatch:
     advantages: torch.Tensor
     """float32 [B, L - 1]: advantage of the predicted token (0 off-policy)."""
     temperatures: torch.Tensor
-    """float32 [B]: the temperature each row's old logprobs are of (recorded with the trajectory)."""
+    """float32 [B, L - 1]: the temperature the old logprob of each column is of (its row's, recorded with the trajectory; 1 off rows)."""
+    position_ids: torch.Tensor
+    """int64 [B, L]: each token's position in its own row (restarting at every row of a line)."""
+    segments: torch.Tensor
+    """int64 [B, L]: the micro-batch row each token belongs to (-1 on padding); attention stays within one."""
+    layout: Layout
+    """Where each row sits; ``layout.packed``: rows share lines."""
 
     @property
     def num_policy_tokens(self) -> int:
         return int(self.loss_mask.sum())
 
-    @property
-    def num_tokens(self) -> int:
-        """Real (unpadded) input tokens."""
-        return int(self.attention_mask.sum())
 
-    def to(self, device: torch.device | str) -> PolicyBatch:
-        return PolicyBatch(**{name: getattr(self, name).to(device) for name in self.__dataclass_fields__})
+def policy_length(trajectory: Trajectory) -> int:
+    """Tokens of a policy row: prompt + trajectory."""
+    return int(trajectory.prompt_ids.shape[0]) + int(trajectory.token_ids.shape[0])
 
 
-def collate_policy(trajectories: Sequence[Trajectory], vocab_size: int | None = None) -> PolicyBatch:
-    """Validate and pad a policy batch (alignment in the module docstring)."""
-    validate_policy_trajectories(trajectories, vocab_size)
-    lengths = [t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in trajectories]
-    batch_size, width = len(trajectories), max(lengths)
-    input_ids = np.full((batch_size, width), PAD_TOKEN_ID, dtype=np.int64)
-    attention_mask = np.zeros((batch_size, width), dtype=np.int64)
-    loss_mask = np.zeros((batch_size, width - 1), dtype=bool)
-    old_logprobs = np.zeros((batch_size, width - 1), dtype=np.float32)
-    advantages = np.zeros((batch_size, width - 1), dtype=np.float32)
-    for row, trajectory in enumerate(trajectories):
+def row_columns(layout: Layout, row: int, trajectory: Trajectory) -> tuple[int, slice]:
+    """(line, columns) of the next-token tensors that hold ``trajectory``'s tokens (row ``row`` of ``layout``)."""
+    number = layout.rows.index(row)
+    start = layout.offsets[number] + trajectory.prompt_ids.shape[0] - 1
+    return layout.lines[number], slice(start, start + trajectory.token_ids.shape[0])
+
+
+def collate_policy(
+    trajectories: Sequence[Trajectory], vocab_size: int | None = None, layout: Layout | None = None
+) -> PolicyBatch:
+    """Validate and lay out a policy batch (alignment in the module docstring).
+
+    ``layout``: which rows of ``trajectories`` and where (its ``rows`` index ``trajectories``);
+    None: every row, right-padded.
+    """
+    if layout is None:
+        validate_policy_trajectories(trajectories, vocab_size)
+        layout = padded_layout(range(len(trajectories)), [policy_length(t) for t in trajectories])
+    else:
+        validate_policy_trajectories([trajectories[row] for row in layout.rows], vocab_size)
+    lengths = {row: policy_length(trajectories[row]) for row in layout.rows}
+    lines, width = layout.num_lines, layout.width
+    input_ids = np.full((lines, width), PAD_TOKEN_ID, dtype=np.int64)
+    attention_mask = np.zeros((lines, width), dtype=np.int64)
+    loss_mask = np.zeros((lines, width - 1), dtype=bool)
+    old_logprobs = np.zeros((lines, width - 1), dtype=np.float32)
+    advantages = np.zeros((lines, width - 1), dtype=np.float32)
+    temperatures = np.ones((lines, width - 1), dtype=np.float32)
+    for row, line, offset in zip(layout.rows, layout.lines, layout.offsets, strict=True):
+        trajectory = trajectories[row]
         prompt_len, num_tokens = trajectory.prompt_ids.shape[0], trajectory.token_ids.shape[0]
-        input_ids[row, :prompt_len] = trajectory.prompt_ids
-        input_ids[row, prompt_len : prompt_len + num_tokens] = trajectory.token_ids
-        attention_mask[row, : prompt_len + num_tokens] = 1
-        # Token t is predicted by the logit at position prompt_len + t - 1.
-        columns = slice(prompt_len - 1, prompt_len - 1 + num_tokens)
+        end = offset + prompt_len + num_tokens
+        input_ids[line, offset : offset + prompt_len] = trajectory.prompt_ids
+        input_ids[line, offset + prompt_len : end] = trajectory.token_ids
+        attention_mask[line, offset:end] = 1
+        # The row's logits are columns offset .. end - 2 (end - 1 predicts the next row's first token).
+        temperatures[line, offset : end - 1] = logprobs_temperature(trajectory)
+        # Token t is predicted by the logit at position offset + prompt_len + t - 1.
+        columns = slice(offset + prompt_len - 1, offset + prompt_len - 1 + num_tokens)
         policy = trajectory.policy_mask
-        loss_mask[row, columns] = policy
-        old_logprobs[row, columns] = np.where(policy, trajectory.logprobs, 0.0)
+        loss_mask[line, columns] = policy
+        old_logprobs[line, columns] = np.where(policy, trajectory.logprobs, 0.0)
         assert trajectory.advantages is not None  # checked by validate_policy_trajectories
-        advantages[row, columns] = np.where(policy, trajectory.advantages, 0.0)
+        advantages[line, columns] = np.where(policy, trajectory.advantages, 0.0)
     input_tensor = torch.from_numpy(input_ids)
+    position_ids, segments = grid(layout, lengths)
     return PolicyBatch(
         input_ids=input_tensor,
         attention_mask=torch.from_numpy(attention_mask),
@@ -152,7 +170,10 @@ def collate_policy(trajectories: Sequence[Trajectory], vocab_size: int | None = 
         loss_mask=torch.from_numpy(loss_mask),
         old_logprobs=torch.from_numpy(old_logprobs),
         advantages=torch.from_numpy(advantages),
-        temperatures=torch.tensor([logprobs_temperature(t) for t in trajectories], dtype=torch.float32),
+        temperatures=torch.from_numpy(temperatures),
+        position_ids=position_ids,
+        segments=segments,
+        layout=layout,
     )
 
 
@@ -162,8 +183,8 @@ def token_logprobs(
     """log pi(target | prefix) for logits [B, L, V] and targets [B, L - 1]: the [B, L - 1] next-token logprobs.
 
     Computed in float32 at least (bf16 log-softmax is too coarse for importance ratios). The
-    temperature (a number, or one per row [B]) must be the one the old logprobs are of, so that
-    the ratio compares the same distributions: :attr:`PolicyBatch.temperatures`.
+    temperature (a number, one per row [B], or one per column [B, L - 1]) must be the one the old
+    logprobs are of, so that the ratio compares the same distributions: :attr:`PolicyBatch.temperatures`.
     """
     if logits.shape[:2] != (target_ids.shape[0], target_ids.shape[1] + 1):
         raise ValueError(f"logits {tuple(logits.shape)} do not match target_ids {tuple(target_ids.shape)}")
@@ -171,61 +192,46 @@ def token_logprobs(
     if shifted.dtype not in (torch.float32, torch.float64):
         shifted = shifted.float()
     if isinstance(temperature, torch.Tensor):
-        shifted = shifted / temperature.to(shifted.device, shifted.dtype)[:, None, None]
+        divisor = temperature.to(shifted.device, shifted.dtype)
+        shifted = shifted / (divisor[:, :, None] if divisor.ndim == 2 else divisor[:, None, None])
     elif temperature != 1.0:
         shifted = shifted / temperature
     selected = torch.gather(shifted, -1, target_ids.unsqueeze(-1)).squeeze(-1)
     return selected - torch.logsumexp(shifted, dim=-1)
 
 
-def validate_critic_trajectories(trajectories: Sequence[Trajectory], vocab_size: int | None = None) -> None:
-    """Raise ``ValueError`` for anything the critic cannot read."""
-    if len(trajectories) == 0:
-        raise ValueError("the batch is empty: the critic needs at least one trajectory")
-    for index, trajectory in enumerate(trajectories):
-        if not isinstance(trajectory, Trajectory):
-            raise ValueError(f"batch item {index} is a {type(trajectory).__name__}, expected a Trajectory")
-        context = trajectory.critic_context_ids
-        if context is not None:
-            _check_token_ids(index, trajectory, "critic_context_ids", context, vocab_size)
-        _check_token_ids(index, trajectory, "prompt_ids", trajectory.prompt_ids, vocab_size)
-        _check_token_ids(index, trajectory, "token_ids", trajectory.token_ids, vocab_size)
-        _check_token_aligned(index, trajectory, ("policy_mask",))
-        prefix_len = (0 if context is None else context.shape[0]) + trajectory.prompt_ids.shape[0]
-        if prefix_len == 0:
-            raise ValueError(
-                f"{_describe(index, trajectory)}: fields 'critic_context_ids' and 'prompt_ids' are both empty; "
-                "V(h_0) needs a position to be read from"
-            )
-
-
 @dataclass
-class CriticBatch:
-    """Right-padded critic inputs and per-trajectory-token targets (see module docstring)."""
+class CriticBatch(_Lines):
+    """Critic inputs over ``[lines, width]`` and per-trajectory-token targets over ``[rows, T]`` (see module docstring)."""
 
     input_ids: torch.Tensor
-    """int64 [B, L]: critic context + prompt + trajectory tokens, right-padded."""
+    """int64 [lines, L]: critic context + prompt + trajectory tokens, right-padded (or rows end to end when packed)."""
     attention_mask: torch.Tensor
-    """int64 [B, L]: 1 on real tokens."""
+    """int64 [lines, L]: 1 on real tokens."""
     value_positions: torch.Tensor
-    """int64 [B, T]: position whose head output is V(h_t) for trajectory token t (0 on padding)."""
+    """int64 [B, T]: column whose head output is V(h_t) for trajectory token t of row b (0 on padding)."""
     token_mask: torch.Tensor
     """bool [B, T]: True on real trajectory tokens."""
     target_mask: torch.Tensor
     """bool [B, T]: True on the tokens the value loss trains (policy tokens)."""
     targets: torch.Tensor
     """float32 [B, T]: regression / classification target of V(h_t) (0 where not trained)."""
+    value_lines: torch.Tensor
+    """int64 [B, T]: the line that column is in (row b's own line when padded)."""
+    position_ids: torch.Tensor
+    """int64 [lines, L]: each token's position in its own row."""
+    segments: torch.Tensor
+    """int64 [lines, L]: the row each token belongs to (-1 on padding)."""
+    layout: Layout
+    """Where each row sits; ``layout.packed``: rows share lines."""
 
     @property
     def num_target_tokens(self) -> int:
         return int(self.target_mask.sum())
 
-    @property
-    def num_tokens(self) -> int:
-        return int(self.attention_mask.sum())
-
-    def to(self, device: torch.device | str) -> CriticBatch:
-        return CriticBatch(**{name: getattr(self, name).to(device) for name in self.__dataclass_fields__})
+    def state_outputs(self, outputs: torch.Tensor) -> torch.Tensor:
+        """[B, T] of the [lines, L] head outputs: V(h_t)'s output for every row's token t."""
+        return outputs[self.value_lines, self.value_positions]
 
 
 def _row_targets(index: int, trajectory: Trajectory, targets: Any) -> np.ndarray:
@@ -235,62 +241,84 @@ def _row_targets(index: int, trajectory: Trajectory, targets: Any) -> np.ndarray
     row = np.asarray(targets[index], dtype=np.float32)
     if row.ndim != 1 or row.shape[0] < num_tokens:
         raise ValueError(
-            f"targets for {_describe(index, trajectory)} have shape {row.shape}, expected at least ({num_tokens},)"
+            f"targets for {describe_row(index, trajectory)} have shape {row.shape}, expected at least ({num_tokens},)"
         )
     row = row[:num_tokens]
     if not np.all(np.isfinite(row[trajectory.policy_mask])):
         raise ValueError(
-            f"targets for {_describe(index, trajectory)} have a non-finite value on a policy token"
+            f"targets for {describe_row(index, trajectory)} have a non-finite value on a policy token"
         )
     return row
+
+
+def critic_length(trajectory: Trajectory) -> int:
+    """Tokens of a critic row: critic context + prompt + trajectory."""
+    context = 0 if trajectory.critic_context_ids is None else int(trajectory.critic_context_ids.shape[0])
+    return context + int(trajectory.prompt_ids.shape[0]) + int(trajectory.token_ids.shape[0])
+
+
+def _target_rows(targets: Any, count: int) -> Any:
+    if isinstance(targets, torch.Tensor):
+        targets = targets.detach().cpu().numpy()
+    if targets is not None and len(targets) != count:
+        raise ValueError(f"targets has {len(targets)} rows for {count} trajectories")
+    return targets
+
+
+def critic_sequence(trajectory: Trajectory) -> np.ndarray:
+    """The critic's row: critic context + prompt + trajectory tokens."""
+    context = trajectory.critic_context_ids
+    parts = [trajectory.prompt_ids, trajectory.token_ids]
+    return np.concatenate(parts if context is None else [context, *parts])
 
 
 def collate_critic(
     trajectories: Sequence[Trajectory],
     targets: Sequence[np.ndarray] | np.ndarray | torch.Tensor | None = None,
     vocab_size: int | None = None,
+    layout: Layout | None = None,
 ) -> CriticBatch:
-    """Validate and pad a critic batch.
+    """Validate and lay out a critic batch.
 
     ``targets``: None for Monte-Carlo returns (the trajectory's reward on every token), or per
     token targets, one row per trajectory: a list of [T_i] arrays or a padded [B, T] array (e.g.
     ``GAEEstimator.value_targets``); only each row's first T_i entries are read. The loss trains
-    policy tokens only, whatever the targets hold elsewhere.
+    policy tokens only, whatever the targets hold elsewhere. ``layout``: which rows of
+    ``trajectories`` and where (its ``rows`` index ``trajectories`` and ``targets``); None: every
+    row, right-padded. The per-token tensors have one row per layout row, in the layout's order.
     """
-    validate_critic_trajectories(trajectories, vocab_size)
-    if isinstance(targets, torch.Tensor):
-        targets = targets.detach().cpu().numpy()
-    if targets is not None and len(targets) != len(trajectories):
-        raise ValueError(f"targets has {len(targets)} rows for {len(trajectories)} trajectories")
-    prefixes = [
-        (np.zeros(0, dtype=np.int32) if t.critic_context_ids is None else t.critic_context_ids, t.prompt_ids)
-        for t in trajectories
-    ]
-    lengths = [
-        c.shape[0] + p.shape[0] + t.token_ids.shape[0]
-        for (c, p), t in zip(prefixes, trajectories, strict=True)
-    ]
-    batch_size, width = len(trajectories), max(lengths)
-    max_tokens = max(max(t.token_ids.shape[0] for t in trajectories), 1)
-    input_ids = np.full((batch_size, width), PAD_TOKEN_ID, dtype=np.int64)
-    attention_mask = np.zeros((batch_size, width), dtype=np.int64)
-    value_positions = np.zeros((batch_size, max_tokens), dtype=np.int64)
-    token_mask = np.zeros((batch_size, max_tokens), dtype=bool)
-    target_mask = np.zeros((batch_size, max_tokens), dtype=bool)
-    target_values = np.zeros((batch_size, max_tokens), dtype=np.float32)
-    for row, ((context, prompt), trajectory) in enumerate(zip(prefixes, trajectories, strict=True)):
-        sequence = np.concatenate([context, prompt, trajectory.token_ids])
-        input_ids[row, : sequence.shape[0]] = sequence
-        attention_mask[row, : sequence.shape[0]] = 1
+    targets = _target_rows(targets, len(trajectories))
+    if layout is None:
+        validate_critic_trajectories(trajectories, vocab_size)
+        layout = padded_layout(range(len(trajectories)), [critic_length(t) for t in trajectories])
+    else:
+        validate_critic_trajectories([trajectories[row] for row in layout.rows], vocab_size)
+    lengths = {row: critic_length(trajectories[row]) for row in layout.rows}
+    rows = len(layout.rows)
+    max_tokens = max(max(trajectories[row].token_ids.shape[0] for row in layout.rows), 1)
+    input_ids = np.full((layout.num_lines, layout.width), PAD_TOKEN_ID, dtype=np.int64)
+    attention_mask = np.zeros((layout.num_lines, layout.width), dtype=np.int64)
+    value_positions = np.zeros((rows, max_tokens), dtype=np.int64)
+    value_lines = np.zeros((rows, max_tokens), dtype=np.int64)
+    token_mask = np.zeros((rows, max_tokens), dtype=bool)
+    target_mask = np.zeros((rows, max_tokens), dtype=bool)
+    target_values = np.zeros((rows, max_tokens), dtype=np.float32)
+    for number, (row, line, offset) in enumerate(zip(layout.rows, layout.lines, layout.offsets, strict=True)):
+        trajectory = trajectories[row]
+        sequence = critic_sequence(trajectory)
+        input_ids[line, offset : offset + sequence.shape[0]] = sequence
+        attention_mask[line, offset : offset + sequence.shape[0]] = 1
         num_tokens = trajectory.token_ids.shape[0]
-        value_positions[row, :num_tokens] = state_value_positions(
-            context.shape[0] + prompt.shape[0], num_tokens
+        value_positions[number, :num_tokens] = offset + state_value_positions(
+            sequence.shape[0] - num_tokens, num_tokens
         )
-        token_mask[row, :num_tokens] = True
-        target_mask[row, :num_tokens] = trajectory.policy_mask
-        target_values[row, :num_tokens] = np.where(
+        value_lines[number, :] = line
+        token_mask[number, :num_tokens] = True
+        target_mask[number, :num_tokens] = trajectory.policy_mask
+        target_values[number, :num_tokens] = np.where(
             trajectory.policy_mask, _row_targets(row, trajectory, targets), 0.0
         )
+    position_ids, segments = grid(layout, lengths)
     return CriticBatch(
         input_ids=torch.from_numpy(input_ids),
         attention_mask=torch.from_numpy(attention_mask),
@@ -298,6 +326,10 @@ def collate_critic(
         token_mask=torch.from_numpy(token_mask),
         target_mask=torch.from_numpy(target_mask),
         targets=torch.from_numpy(target_values),
+        value_lines=torch.from_numpy(value_lines),
+        position_ids=position_ids,
+        segments=segments,
+        layout=layout,
     )
 
 
@@ -347,7 +379,7 @@ def padding_fraction(lengths: Sequence[int], groups: Sequence[Sequence[int]]) ->
 
 
 def padding_counts(batches: Sequence[PolicyBatch | CriticBatch]) -> torch.Tensor:
-    """float64 [real tokens, padded cells] of the micro-batches ``batches`` (summed over ranks for ``padding_fraction``)."""
+    """float64 [real tokens, computed cells] of the micro-batches ``batches`` (summed over ranks for ``padding_fraction``)."""
     real = sum(batch.num_tokens for batch in batches)
     cells = sum(batch.input_ids.numel() for batch in batches)
     return torch.tensor([real, cells], dtype=torch.float64)

@@ -141,7 +141,13 @@ class PolicyTrainerConfig(DataParallelConfig):
     optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-6))
     """AdamW settings; the paper uses lr 1e-6, betas (0.9, 0.999), weight decay 0.01, clip 1.0."""
     micro_batch_tokens: int = Field(default=8192, ge=1)
-    """Padded tokens (rows x longest row) per forward/backward; bounds activation memory."""
+    """Tokens per forward/backward, padding included (lines x width); bounds activation memory.
+    With ``packing`` a row longer than this is refused (a row is never split)."""
+    packing: bool = True
+    """Pack several rows end to end into each line of a micro-batch, position ids restarting per
+    row and attention kept inside each row (exact: the same loss and gradient as padding, to
+    float rounding; :mod:`lecritique.training.packing`); false: one right-padded row per line.
+    A model whose attention cannot keep rows apart is padded whatever this says (logged)."""
     dtype: DType = "float32"
     """Parameter dtype of the trained model."""
     device: str | None = None
@@ -158,11 +164,18 @@ class CriticTrainerConfig(DataParallelConfig):
     loss: Literal["bce", "mse"] = "bce"
     """``bce`` for rewards in [0, 1] (value = sigmoid(head)), ``mse`` for any real return."""
     predict_batch_tokens: int = Field(default=32768, ge=1)
-    """Padded tokens per forward of ``predict`` (the value evaluator's path: no gradients, no activations kept, so larger than ``micro_batch_tokens``)."""
+    """Tokens per forward of ``predict``, padding included (the value evaluator's path: no gradients, no activations kept, so larger than ``micro_batch_tokens``)."""
     optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
     """AdamW settings; the paper uses lr 1e-5, betas (0.9, 0.999), weight decay 0.01."""
     micro_batch_tokens: int = Field(default=8192, ge=1)
-    """Padded tokens (rows x longest row) per forward/backward; bounds activation memory."""
+    """Tokens per forward/backward, padding included (lines x width); bounds activation memory.
+    With ``packing`` a row longer than this is refused (a row is never split)."""
+    packing: bool = True
+    """Pack several rows end to end into each line of a micro-batch, in training and in
+    ``predict``: position ids restart per row and attention stays inside each row (exact: the same
+    loss, gradient and values as padding, to float rounding; :mod:`lecritique.training.packing`);
+    false: one right-padded row per line. A model whose attention cannot keep rows apart is padded
+    whatever this says (logged)."""
     dtype: DType = "float32"
     """Parameter dtype of the trained critic."""
     device: str | None = None

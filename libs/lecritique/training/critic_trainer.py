@@ -39,24 +39,27 @@ from lecritique.models.critic import (
     load_critic,
     same_tokenizer,
     shaped_critic,
-    value_outputs,
 )
 from lecritique.models.dtypes import torch_dtype
 from lecritique.training.collate import (
     CriticBatch,
     collate_critic,
+    critic_length,
     padding_counts,
-    split_by_token_budget,
-    validate_critic_trajectories,
 )
 from lecritique.training.config import CriticTrainerConfig
 from lecritique.training.distributed import all_reduce_sum, current_context, shard_indices
 from lecritique.training.engine import HFTrainer, ParallelSettings
+from lecritique.training.packing import remap
+from lecritique.training.validation import describe_row, validate_critic_trajectories
 from lecritique.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
 Targets = Sequence[np.ndarray] | np.ndarray | torch.Tensor | None
+
+TRAIN_BUDGET = "critic.micro_batch_tokens"
+PREDICT_BUDGET = "critic.predict_batch_tokens"
 
 
 class CriticTrainer(HFTrainer):
@@ -78,7 +81,12 @@ class CriticTrainer(HFTrainer):
         nn.Module.to(model, torch_dtype(self.config.dtype))  # in place
         source = Path(tokenizer_source) if tokenizer_source is not None else None
         self._start(
-            model, self.config.optimizer, self.config.device, source, ParallelSettings.of(self.config)
+            model,
+            self.config.optimizer,
+            self.config.device,
+            source,
+            ParallelSettings.of(self.config),
+            pack_rows=self.config.packing,
         )
 
     @classmethod
@@ -127,22 +135,20 @@ class CriticTrainer(HFTrainer):
     def _values_from_outputs(self, outputs: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(outputs) if self.config.loss == "bce" else outputs
 
-    @staticmethod
-    def _state_outputs(module: nn.Module, batch: CriticBatch) -> torch.Tensor:
+    def _state_outputs(self, module: nn.Module, batch: CriticBatch) -> torch.Tensor:
         """Head output at V(h_t)'s position for every trajectory token: [B, T]."""
-        outputs = value_outputs(module, batch.input_ids, batch.attention_mask)  # type: ignore[arg-type]
-        return outputs.gather(1, batch.value_positions).float()
+        logits: torch.Tensor = module(**batch.model_inputs(self.packed_attention, self.mask_dtype())).logits
+        return batch.state_outputs(logits[..., 0]).float()
 
     def _micro_batches(
         self, trajectories: Sequence[Trajectory], targets: Any, shard: Sequence[int]
     ) -> list[CriticBatch]:
-        lengths = [_sequence_length(trajectories[i]) for i in shard]
-        batches = []
-        for group in split_by_token_budget(lengths, self.config.micro_batch_tokens):
-            indices = [shard[i] for i in group]
-            rows = None if targets is None else [targets[i] for i in indices]
-            batches.append(collate_critic([trajectories[i] for i in indices], rows).to(self.engine.device))
-        return batches
+        lengths = [critic_length(trajectories[i]) for i in shard]
+        names = [describe_row(i, trajectories[i]) for i in shard]
+        return [
+            collate_critic(trajectories, targets, layout=remap(layout, shard)).to(self.engine.device)
+            for layout in self.layouts(lengths, self.config.micro_batch_tokens, TRAIN_BUDGET, names)
+        ]
 
     def train_step(self, trajectories: Sequence[Trajectory], targets: Targets = None) -> dict[str, float]:
         """One AdamW step on the batch's policy tokens.
@@ -153,7 +159,9 @@ class CriticTrainer(HFTrainer):
         started = time.perf_counter()
         validate_critic_trajectories(trajectories, self.vocab_size)
         targets = _as_rows(targets, len(trajectories))
-        lengths = [_sequence_length(t) for t in trajectories]
+        lengths = [critic_length(t) for t in trajectories]
+        names = [describe_row(i, t) for i, t in enumerate(trajectories)]
+        self.check_budget(lengths, self.config.micro_batch_tokens, TRAIN_BUDGET, names)
         shard = shard_indices(lengths, self.context.world_size)[self.context.rank]
         micro_batches = self._micro_batches(trajectories, targets, shard)
         global_trained = sum(t.num_policy_tokens for t in trajectories)
@@ -209,17 +217,21 @@ class CriticTrainer(HFTrainer):
         """
         validate_critic_trajectories(trajectories, self.vocab_size)
         results: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(trajectories)
-        lengths = [_sequence_length(t) for t in trajectories]
+        lengths = [critic_length(t) for t in trajectories]
+        names = [describe_row(i, t) for i, t in enumerate(trajectories)]
+        layouts = self.layouts(lengths, self.config.predict_batch_tokens, PREDICT_BUDGET, names)
         # FSDP2 reuses its all-gather buffers in training, and inference-mode tensors cannot be
         # saved for backward later: a sharded model predicts under no_grad instead.
         no_graph = torch.no_grad() if self.engine.sharded else torch.inference_mode()
         with no_graph, self._predict_autocast(), self.engine.attention():
-            for group in split_by_token_budget(lengths, self.config.predict_batch_tokens):
-                batch = collate_critic([trajectories[i] for i in group]).to(self.engine.device)
+            for layout in layouts:
+                batch = collate_critic(trajectories, layout=layout).to(self.engine.device)
                 outputs = self._state_outputs(self.engine.model, batch)
                 values = self._values_from_outputs(outputs).cpu().numpy()
-                for row, index in enumerate(group):
-                    results[index] = values[row, : trajectories[index].token_ids.shape[0]].astype(np.float32)
+                for number, index in enumerate(layout.rows):
+                    results[index] = values[number, : trajectories[index].token_ids.shape[0]].astype(
+                        np.float32
+                    )
         return results
 
     def _predict_autocast(self) -> contextlib.AbstractContextManager[Any]:
@@ -233,11 +245,6 @@ class CriticTrainer(HFTrainer):
         ):
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return self.engine.autocast()
-
-
-def _sequence_length(trajectory: Trajectory) -> int:
-    context = 0 if trajectory.critic_context_ids is None else int(trajectory.critic_context_ids.shape[0])
-    return context + int(trajectory.prompt_ids.shape[0]) + int(trajectory.token_ids.shape[0])
 
 
 def _as_rows(targets: Targets, batch_size: int) -> Any:

@@ -19,7 +19,8 @@ up the same way across micro-batches and data-parallel ranks.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,7 +29,9 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from lecritique.advantages import AdvantageBatch, LVRLEstimator
 from lecritique.models.dtypes import torch_dtype
+from lecritique.training.collate import policy_length, row_columns
 from lecritique.training.config import DistillationConfig
+from lecritique.training.packing import Layout, padded_layout
 from lecritique.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -57,13 +60,18 @@ def lvopd_gates(trajectories: Sequence[Trajectory], config: DistillationConfig) 
     return gates
 
 
-def collate_gates(trajectories: Sequence[Trajectory], gates: Sequence[np.ndarray]) -> torch.Tensor:
-    """bool [B, L - 1] in :func:`~lecritique.training.collate.collate_policy`'s next-token layout."""
-    lengths = [t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in trajectories]
-    out = np.zeros((len(trajectories), max(lengths) - 1), dtype=bool)
-    for row, (trajectory, gate) in enumerate(zip(trajectories, gates, strict=True)):
-        prompt_len, num_tokens = trajectory.prompt_ids.shape[0], trajectory.token_ids.shape[0]
-        out[row, prompt_len - 1 : prompt_len - 1 + num_tokens] = gate & trajectory.policy_mask
+def collate_gates(
+    trajectories: Sequence[Trajectory], gates: Sequence[np.ndarray], layout: Layout | None = None
+) -> torch.Tensor:
+    """bool [B, L - 1] in :func:`~lecritique.training.collate.collate_policy`'s next-token layout
+    (``layout``: the same rows and places as the policy batch's; None: every row, right-padded)."""
+    if layout is None:
+        layout = padded_layout(range(len(trajectories)), [policy_length(t) for t in trajectories])
+    out = np.zeros((layout.num_lines, layout.width - 1), dtype=bool)
+    for row in layout.rows:
+        trajectory = trajectories[row]
+        line, columns = row_columns(layout, row, trajectory)
+        out[line, columns] = gates[row] & trajectory.policy_mask
     return torch.from_numpy(out)
 
 
@@ -96,15 +104,16 @@ class Distiller:
     def loss(
         self,
         student_logits: torch.Tensor,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
+        inputs: Mapping[str, Any],
         gate: torch.Tensor,
         num_tokens: float,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``coef`` x the summed reverse KL on gated tokens / ``num_tokens``, and the sums
-        [gated tokens, KL on them] for the metrics. ``gate`` is [B, L - 1] (next-token layout)."""
+        [gated tokens, KL on them] for the metrics. ``inputs``: the student's forward arguments
+        (packed or padded: the teacher reads the same rows in the same places); ``gate`` is
+        [B, L - 1] (next-token layout)."""
         with torch.no_grad():
-            teacher_logits = self.teacher(input_ids=input_ids, attention_mask=attention_mask).logits
+            teacher_logits = self.teacher(**inputs).logits
         kl = reverse_kl_per_token(student_logits[:, :-1], teacher_logits[:, :-1])
         gate = gate.to(kl.device)
         kl_sum = torch.where(gate, kl, torch.zeros_like(kl)).sum()

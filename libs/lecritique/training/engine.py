@@ -31,7 +31,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from transformers import PreTrainedModel
 
-from lecritique.training import fsdp, kernels
+from lecritique.training import fsdp, kernels, packing
+from lecritique.training.collate import split_by_token_budget
 from lecritique.training.config import OptimizerConfig
 from lecritique.training.distributed import DistributedContext, current_context, default_device
 from lecritique.weights import WeightStore
@@ -214,6 +215,10 @@ class HFTrainer:
     engine: TrainingEngine
     context: DistributedContext
     tokenizer_source: Path | None
+    packed_attention: packing.PackedAttention | None
+    """How packed rows are kept apart; None: micro-batches are padded (packing off, or impossible)."""
+    layout_line: str
+    """How micro-batches are laid out, as logged at start (:func:`lecritique.training.packing.describe`)."""
 
     def _start(
         self,
@@ -222,7 +227,17 @@ class HFTrainer:
         device: str | None,
         tokenizer_source: Path | None,
         parallel: ParallelSettings | None = None,
+        pack_rows: bool = False,
     ) -> None:
+        chosen = torch.device(device) if device else default_device(current_context())
+        if pack_rows:
+            compute = fsdp.mixed_precision_dtype((parallel or ParallelSettings()).mixed_precision, chosen)
+            packing.use_varlen_where_available(model, chosen, compute)
+        implementation = packing.model_attention(model)
+        attention = packing.packed_attention(implementation)
+        self.packed_attention = attention if pack_rows else None
+        self.layout_line = packing.describe(attention, pack_rows, implementation)
+        logger.info("%s trainer: %s", self.role, self.layout_line)
         self.context = current_context()
         self.tokenizer_source = tokenizer_source
         # Read once: the source may be a published version that the weight store prunes later.
@@ -230,8 +245,30 @@ class HFTrainer:
         self.vocab_size = int(model.config.vocab_size)
         # fully_shard swaps the model's class for a generated FSDP subclass; HF configs name the original.
         self._architecture = type(model).__name__
-        chosen = torch.device(device) if device else default_device(self.context)
         self.engine = TrainingEngine(model, optimizer, self.context, chosen, parallel)
+
+    def layouts(
+        self, lengths: Sequence[int], budget: int, budget_name: str, names: Sequence[str]
+    ) -> list[packing.Layout]:
+        """Micro-batches of rows ``lengths`` within ``budget`` tokens: packed when :attr:`packed_attention`
+        is set, else right-padded groups, longest rows first."""
+        if self.packed_attention is not None:
+            return packing.pack(lengths, budget, self.packed_attention, budget_name, names)
+        return [packing.padded_layout(group, lengths) for group in split_by_token_budget(lengths, budget)]
+
+    def check_budget(
+        self, lengths: Sequence[int], budget: int, budget_name: str, names: Sequence[str]
+    ) -> None:
+        """With packing, refuse a row longer than ``budget`` (:func:`lecritique.training.packing.check_budget`).
+
+        Called on the whole batch, which every rank holds: all ranks refuse alike, before any collective.
+        """
+        if self.packed_attention is not None:
+            packing.check_budget(lengths, budget, budget_name, names)
+
+    def mask_dtype(self) -> torch.dtype:
+        """The dtype of an additive (eager) packed mask: the compute dtype."""
+        return self.engine.compute_dtype or next(self.model.parameters()).dtype
 
     @property
     def model(self) -> PreTrainedModel:

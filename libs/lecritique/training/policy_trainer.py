@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from transformers import AutoModelForCausalLM
@@ -27,18 +28,22 @@ from lecritique.training.collate import (
     PolicyBatch,
     collate_policy,
     padding_counts,
-    split_by_token_budget,
+    policy_length,
+    row_columns,
     token_logprobs,
-    validate_policy_trajectories,
 )
 from lecritique.training.config import PolicyTrainerConfig
 from lecritique.training.distillation import Distiller, collate_gates, lvopd_gates
 from lecritique.training.distributed import all_reduce_sum, shard_indices
 from lecritique.training.engine import HFTrainer, ParallelSettings
+from lecritique.training.packing import remap
 from lecritique.training.policy_loss import LossStatistics, policy_loss
+from lecritique.training.validation import describe_row, validate_policy_trajectories
 from lecritique.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
+
+BUDGET_NAME = "policy_trainer.micro_batch_tokens"
 
 
 class PolicyTrainer(HFTrainer):
@@ -46,8 +51,12 @@ class PolicyTrainer(HFTrainer):
 
     role = "policy"
 
-    def __init__(self, model_dir: str | Path, config: PolicyTrainerConfig | None = None) -> None:
+    def __init__(
+        self, model_dir: str | Path, config: PolicyTrainerConfig | None = None, budget_name: str = BUDGET_NAME
+    ) -> None:
         self.config = config or PolicyTrainerConfig()
+        self.budget_name = budget_name
+        """How errors name ``micro_batch_tokens`` (the spec field it comes from)."""
         self.model_dir = Path(model_dir)
         if not (self.model_dir / "config.json").is_file():
             raise ValueError(f"policy model directory {self.model_dir} has no config.json")
@@ -55,7 +64,12 @@ class PolicyTrainer(HFTrainer):
             str(self.model_dir), dtype=torch_dtype(self.config.dtype)
         )
         self._start(
-            model, self.config.optimizer, self.config.device, self.model_dir, ParallelSettings.of(self.config)
+            model,
+            self.config.optimizer,
+            self.config.device,
+            self.model_dir,
+            ParallelSettings.of(self.config),
+            pack_rows=self.config.packing,
         )
         distillation = self.config.distillation
         self.distiller = (
@@ -74,22 +88,50 @@ class PolicyTrainer(HFTrainer):
         self, trajectories: Sequence[Trajectory]
     ) -> list[tuple[PolicyBatch, torch.Tensor | None]]:
         """This rank's micro-batches, each with its distillation gate ([B, L - 1]; None without LVOPD)."""
-        lengths = [t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in trajectories]
+        lengths = [policy_length(t) for t in trajectories]
+        names = [describe_row(i, t) for i, t in enumerate(trajectories)]
+        self.check_budget(lengths, self.config.micro_batch_tokens, self.budget_name, names)
         shard = shard_indices(lengths, self.context.world_size)[self.context.rank]
-        groups = split_by_token_budget([lengths[i] for i in shard], self.config.micro_batch_tokens)
+        layouts = self.layouts(
+            [lengths[i] for i in shard],
+            self.config.micro_batch_tokens,
+            self.budget_name,
+            [names[i] for i in shard],
+        )
         # Gates need whole groups (the LVRL anchor is the group's success rate): computed before sharding.
         gates = lvopd_gates(trajectories, self.distiller.config) if self.distiller is not None else None
         batches = []
-        for group in groups:
-            members = [trajectories[shard[i]] for i in group]
-            gate = None if gates is None else collate_gates(members, [gates[shard[i]] for i in group])
-            batches.append((collate_policy(members), gate))
+        for local in layouts:
+            layout = remap(local, shard)
+            gate = None if gates is None else collate_gates(trajectories, gates, layout)
+            batches.append((collate_policy(trajectories, layout=layout), gate))
         return batches
 
     def logprobs(self, module: nn.Module, batch: PolicyBatch) -> torch.Tensor:
         """Next-token log-probabilities [B, L - 1] of ``batch.target_ids`` under ``module``."""
-        logits = module(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        logits = module(**batch.model_inputs(self.packed_attention, self.mask_dtype())).logits
         return token_logprobs(logits, batch.target_ids, batch.temperatures)
+
+    def token_logprobs(self, trajectories: Sequence[Trajectory]) -> list[np.ndarray]:
+        """log pi(token_t | prefix) of every trajectory token under the current weights (float32 [T_i] each).
+
+        Forward only, laid out as training is (packed or padded, ``micro_batch_tokens`` per
+        forward), at each row's recorded temperature. Local to this process unless sharded
+        (under FSDP2 every rank must call it with the same batch).
+        """
+        validate_policy_trajectories(trajectories, self.vocab_size)
+        lengths = [policy_length(t) for t in trajectories]
+        names = [describe_row(i, t) for i, t in enumerate(trajectories)]
+        results: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(trajectories)
+        no_graph = torch.no_grad() if self.engine.sharded else torch.inference_mode()
+        with no_graph, self.engine.autocast(), self.engine.attention():
+            for layout in self.layouts(lengths, self.config.micro_batch_tokens, self.budget_name, names):
+                batch = collate_policy(trajectories, layout=layout).to(self.engine.device)
+                values = self.logprobs(self.engine.model, batch).float().cpu().numpy()
+                for row in layout.rows:
+                    line, columns = row_columns(layout, row, trajectories[row])
+                    results[row] = values[line, columns].astype(np.float32)
+        return results
 
     def train_step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         """One optimiser step on the whole batch; metrics are global (identical on every rank but ``step_seconds``).
@@ -99,7 +141,7 @@ class PolicyTrainer(HFTrainer):
         started = time.perf_counter()
         validate_policy_trajectories(trajectories, self.vocab_size)
         global_policy_tokens = sum(t.num_policy_tokens for t in trajectories)
-        global_tokens = sum(t.prompt_ids.shape[0] + t.token_ids.shape[0] for t in trajectories)
+        global_tokens = sum(policy_length(t) for t in trajectories)
         micro_batches = [
             (batch.to(self.engine.device), gate) for batch, gate in self._micro_batches(trajectories)
         ]
@@ -111,7 +153,8 @@ class PolicyTrainer(HFTrainer):
         def compute_loss(module: nn.Module, micro: tuple[PolicyBatch, torch.Tensor | None]) -> torch.Tensor:
             nonlocal totals, loss_sum, distill_sums
             batch, gate = micro
-            logits = module(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+            inputs = batch.model_inputs(self.packed_attention, self.mask_dtype())
+            logits = module(**inputs).logits
             logprobs = token_logprobs(logits, batch.target_ids, batch.temperatures)
             loss, statistics = policy_loss(
                 logprobs,
@@ -123,9 +166,7 @@ class PolicyTrainer(HFTrainer):
             )
             totals = totals + statistics
             if self.distiller is not None and gate is not None:
-                distill, sums = self.distiller.loss(
-                    logits, batch.input_ids, batch.attention_mask, gate, global_policy_tokens
-                )
+                distill, sums = self.distiller.loss(logits, inputs, gate, global_policy_tokens)
                 distill_sums = distill_sums + sums
                 loss = self.distiller.config.pg_coef * loss + distill
             loss_sum = loss_sum + loss.detach().to(torch.float64)
