@@ -8,8 +8,6 @@ import re
 from tests.docs.documented import ROOT
 
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
-WRITTEN_BY_THE_STUDY = {"docs/study-critic-pays.md"}
-"""Pages the critic-pays study writes when it runs (issue #45): linked before they exist."""
 
 
 def _links(path):
@@ -30,7 +28,7 @@ def test_links_of_the_map_and_the_readme_lead_to_files():
         for link in _links(page):
             target = (page.parent / link).resolve()
             relative = str(target.relative_to(ROOT)) if target.is_relative_to(ROOT) else str(target)
-            assert target.exists() or relative in WRITTEN_BY_THE_STUDY, f"{page.name}: {link} does not exist"
+            assert target.exists(), f"{page.name}: {link} ({relative}) does not exist"
 
 
 def test_the_readme_opens_with_results_at_a_glance():
