@@ -228,9 +228,10 @@ def _extended(
 def _refuse_drift(out: Path, resolved: ExperimentSpec, extend: bool, console: Any) -> None:
     """Exit 2 when OUT records a run of another spec (the changed fields named)."""
     from lecritique.launch.local.launcher import SpecDrift, check_recorded_spec
+    from lecritique.tinybuild.identity import same_build
 
     try:
-        extending = check_recorded_spec(out, resolved, extend=extend)
+        extending = check_recorded_spec(out, resolved, extend=extend, same_model=same_build)
     except SpecDrift as error:
         console.print(f"[red]{error}")
         raise typer.Exit(2) from None

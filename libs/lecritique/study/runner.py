@@ -26,6 +26,7 @@ from lecritique.launch.local.signals import signals_ignored
 from lecritique.reporting.report import load_metrics
 from lecritique.study.accounting import timed_run
 from lecritique.study.config import PlannedRun
+from lecritique.tinybuild.identity import same_build
 from lecritique.weights.store import version_dirname
 
 OnRow = Callable[[dict[str, Any]], None]
@@ -204,7 +205,7 @@ def run_all(
             folder = run_dir(out, run)
             if client is None:
                 # A folder run under another spec (the study file edited since) is neither reused nor continued.
-                check_recorded_spec(folder, run.spec)
+                check_recorded_spec(folder, run.spec, same_model=same_build)
             if is_finished(folder, run.spec):
                 console.print(f"{run.key}: finished before, skipped")
             else:

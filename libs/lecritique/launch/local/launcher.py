@@ -85,12 +85,21 @@ EXTENDABLE = "orchestrator.steps"
 """The one field ``--extend`` may change in a run folder (more steps of the same run)."""
 
 
-def check_recorded_spec(out_dir: Path, spec: ExperimentSpec, *, extend: bool = False) -> str | None:
+def check_recorded_spec(
+    out_dir: Path,
+    spec: ExperimentSpec,
+    *,
+    extend: bool = False,
+    same_model: Callable[[str, str], bool] | None = None,
+) -> str | None:
     """Refuse to run ``spec`` in a folder whose ``spec.json`` records a different one.
 
     Raises :class:`SpecDrift` naming every changed field, unless the only change is
     ``orchestrator.steps`` and ``extend`` is set; then returns the line that says so. Returns
-    None when the folder records no spec (a new run) or the same one.
+    None when the folder records no spec (a new run) or the same one. ``same_model(recorded,
+    new)``: whether two ``policy.path`` values name the same model (a tiny build's cache folder
+    compared by its build settings, ``tinybuild.identity.same_build``), so a spec is compared as
+    its user wrote it rather than by where its model was resolved.
     """
     from lecritique.config.changes import spec_changes
     from lecritique.config.experiment import SpecError, parse_spec
@@ -105,7 +114,15 @@ def check_recorded_spec(out_dir: Path, spec: ExperimentSpec, *, extend: bool = F
             f"{recorded_path} does not hold a spec this version can read ({error}); "
             "--force starts the run again from scratch"
         ) from None
-    changes = spec_changes(recorded, spec)
+    changes = [
+        change
+        for change in spec_changes(recorded, spec)
+        if not (
+            change.field == "policy.path"
+            and same_model is not None
+            and same_model(change.before, change.after)
+        )
+    ]
     if not changes:
         return None
     others = [change for change in changes if change.field != EXTENDABLE]
