@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -151,9 +149,13 @@ def test_the_client_reports_each_retry_before_waiting() -> None:
 
 
 def test_a_stopped_api_shows_the_first_retry_at_once(tmp_path: Path) -> None:
-    """Not 16.5 s of silence then a count: the first failed try is on stderr within seconds."""
+    """Not 16.5 s of silence then a count: the first failed try reaches stderr before the wait.
+
+    Ordered, not timed: the first line must arrive while the command still runs, and after it the
+    command waits 0.5 + 1 + 2 + 4 + 8 s between its tries; a stderr held back until exit would come
+    with the end of the stream. (How soon after start-up is the machine's business: a loaded one
+    took over 12 s to import.)"""
     env = environment(f"http://127.0.0.1:{closed_port()}", tmp_path / "client.json", token="t")
-    started = time.monotonic()
     process = subprocess.Popen(
         [sys.executable, "-m", "lecritique", "experiments", "list"],
         env=env,
@@ -163,11 +165,9 @@ def test_a_stopped_api_shows_the_first_retry_at_once(tmp_path: Path) -> None:
     )
     try:
         assert process.stderr is not None
-        ready, _, _ = select.select([process.stderr], [], [], 12.0)
-        assert ready, "nothing on stderr 12 s after the command started"
         line = process.stderr.readline()
         assert "cannot reach the API" in line and "try 1/6 failed, retrying in 0.5 s" in line, line
-        assert time.monotonic() - started < 12.0
+        assert process.poll() is None, "the first retry was printed only when the command ended"
     finally:
         process.kill()
         process.wait()

@@ -2,12 +2,14 @@
 concurrency, cost) and the rollout service's own OpenAI-compatible route (a real process)."""
 
 import time
+from types import SimpleNamespace
 
 import httpx
 import numpy as np
 import pytest
 from prometheus_client import REGISTRY
 
+from lecritique.critics import openai_client
 from lecritique.critics.config import FrozenLLMConfig, OpenAIEndpointConfig
 from lecritique.critics.frozen_llm import FrozenLLMCritic
 from lecritique.critics.llm import render_messages
@@ -36,12 +38,19 @@ def client_for(server, experiment, **options):
     return OpenAIChatClient(config, api_key="k", experiment=experiment)
 
 
-def test_transient_failures_are_retried_with_backoff(scripted):
+def test_transient_failures_are_retried_with_backoff(scripted, monkeypatch):
     scripted.script = [Reply(503), Reply(429, headers={"Retry-After": "0.2"}), Reply(200)]
     client = client_for(scripted, "retry")
-    started = time.monotonic()
+    waits: list[float] = []
+    # The client's own pauses, seen as the client asks for them (its module's ``time`` only).
+    monkeypatch.setattr(
+        openai_client,
+        "time",
+        SimpleNamespace(sleep=lambda seconds: (waits.append(seconds), time.sleep(seconds))),
+    )
     result = client.complete(CHAT, max_tokens=5)
-    assert time.monotonic() - started >= 0.2  # the Retry-After header was honoured
+    # The configured backoff (0.01 s) after the 503, then the 429's Retry-After: honoured.
+    assert waits == pytest.approx([0.01, 0.2])
     assert result.text.startswith("0: 0.25") and (result.prompt_tokens, result.completion_tokens) == (10, 3)
     assert len(scripted.requests) == 3
     assert all(

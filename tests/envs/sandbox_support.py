@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from lecritique.envs import Task, get_environment
 from lecritique.envs.codeio import CodeIOEnvironment
 from lecritique.envs.sandbox import CHILD
+from lecritique.envs.sandbox_reap import living_members
 
 LIMITS: dict[str, Any] = {"wall_seconds": 5.0, "cpu_seconds": 1, "memory_mb": 512}
 """Small limits keep the containment tests fast."""
@@ -43,31 +46,37 @@ def codeio(setup: str = "default", **sandbox: Any) -> CodeIOEnvironment:
     return environment
 
 
-def sandbox_processes() -> list[str]:
-    """Processes of this checkout's sandboxes (launcher, init and worker all run its child script).
+_SESSIONS: list[int] = []
+"""Sessions (launcher pids) of the sandboxes started by the running test: :func:`record_sessions`."""
 
-    Matched by the script's path, so that other checkouts' sandboxes on a shared machine do not
-    count; the code itself cannot start other programs (seccomp refuses fork and exec).
+
+def record_sessions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now until the test ends, note the session of every sandbox the test starts.
+
+    Only this test's own sandboxes count: another xdist worker's sandboxes (the same checkout,
+    running at the same time) are none of its business.
     """
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                command = handle.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(CHILD) in command:
-            found.append(f"{pid} {command[:120]}")
-    return found
+    _SESSIONS.clear()
+    real = subprocess.Popen
+
+    class Recorded(real):  # type: ignore[valid-type,misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            if kwargs.get("start_new_session") and str(CHILD) in map(str, args[0]):
+                _SESSIONS.append(self.pid)
+
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
 
 
-def no_sandbox_processes_remain(grace_seconds: float = 5.0) -> bool:
-    """True once every sandbox process is gone; killed processes need a moment to be reaped."""
-    deadline = time.monotonic() + grace_seconds
-    while sandbox_processes():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"stray sandbox processes: {sandbox_processes()}")
-        time.sleep(0.05)
+def no_sandbox_processes_remain() -> bool:
+    """True if no process of any sandbox this test started still runs, once its call has returned.
+
+    No grace period: ``Sandbox.call`` waits for every process of the call's session to exit.
+    """
+    assert _SESSIONS, "no sandbox recorded: the test module must call record_sessions"
+    stray = {session: living_members(session) for session in _SESSIONS}
+    stray = {session: pids for session, pids in stray.items() if pids}
+    assert not stray, f"sandbox processes still running after their call returned: {stray}"
     return True
 
 

@@ -23,11 +23,17 @@ from tests.envs.sandbox_support import (
     SETUPS,
     codeio,
     no_sandbox_processes_remain,
+    record_sessions,
     task_running,
 )
 
 REFUSED = ("Operation not permitted", "not allowed")
 """How the kernel (EPERM from seccomp) and the audit hook ("sandbox: ... is not allowed") refuse."""
+
+
+@pytest.fixture(autouse=True)
+def _own_sandboxes(monkeypatch: pytest.MonkeyPatch) -> None:
+    record_sessions(monkeypatch)
 
 
 @pytest.fixture(params=sorted(SETUPS))
@@ -216,3 +222,16 @@ def test_clean_environment_and_exceptions():
     assert not missing.ok and "no function 'f'" in missing.error
     unserialisable = Sandbox(SandboxConfig(**LIMITS)).call("def f():\n    return object()\n", "f")
     assert not unserialisable.ok and "JSON" in unserialisable.error
+
+
+def test_no_process_of_a_call_outlives_it():
+    """Killed at the wall clock, the launcher, init and worker are all gone when ``call`` returns
+    (SIGKILL to the group only queues the signal; init and the worker finished exiting after the
+    call had returned, and a test checking at once saw them). The worker holds 300 MiB of touched
+    memory, which takes its exit a while to free."""
+    sleeper = Sandbox(SandboxConfig(**{**LIMITS, "wall_seconds": 2.0}))
+    code = 'import time\nheld = b"x" * (300 * 2**20)\ndef f():\n    time.sleep(60)\n'
+    for _ in range(5):
+        result = sleeper.call(code, "f")
+        assert result.timed_out, result.error
+        assert no_sandbox_processes_remain()

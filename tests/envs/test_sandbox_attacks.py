@@ -28,6 +28,7 @@ from tests.envs.sandbox_support import (
     codeio,
     finishes,
     no_sandbox_processes_remain,
+    record_sessions,
     task_running,
 )
 
@@ -36,6 +37,11 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 
 def refused(seen: object) -> bool:
     return isinstance(seen, str) and seen.startswith("refused")
+
+
+@pytest.fixture(autouse=True)
+def _own_sandboxes(monkeypatch: pytest.MonkeyPatch) -> None:
+    record_sessions(monkeypatch)
 
 
 @pytest.fixture(params=sorted(SETUPS))
