@@ -26,7 +26,8 @@ import redis
 
 from lecritique.redis_connection import redis_client
 from tests.api.api_process import alive, descendants, free_port
-from tests.helm_support import ROOT, quick_policy, tiny_spec_data
+from tests.helm_support import ROOT, tiny_spec_data
+from tests.tiny_policies import quick_policy
 
 pytestmark = [pytest.mark.slow(seconds=60), pytest.mark.timeout(420)]
 

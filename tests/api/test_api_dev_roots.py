@@ -29,7 +29,8 @@ from lecritique.tenancy.tokens import hash_token
 from services.api.app import create_app
 from services.api.settings import ApiSettings
 from tests.api.test_api_dev_redis import DevApi
-from tests.helm_support import quick_policy, spec_data
+from tests.helm_support import spec_data
+from tests.tiny_policies import quick_policy
 
 TOKEN = "dev-roots-token-0123456789"
 

@@ -15,7 +15,7 @@ import pytest
 
 from lecritique.envs import get_environment
 from tests.api.api_process import ApiProcess, local_api_settings
-from tests.helm_support import quick_policy
+from tests.tiny_policies import quick_policy
 
 RESEARCH, GUEST = "research-local-token", "guest-local-token"
 VERIFIER = "tests.api.tenant_verifiers:half_credit"

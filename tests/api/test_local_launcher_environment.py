@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.api.api_process import ApiProcess, alive, local_api_settings
-from tests.helm_support import quick_policy
+from tests.tiny_policies import quick_policy
 
 TOKEN = "local-environment-token"
 CANARY = "LECRITIQUE_TEST_CANARY"

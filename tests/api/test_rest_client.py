@@ -25,7 +25,8 @@ import yaml
 
 from lecritique.client import InvalidSpec, LecritiqueClient, NotFound, Unauthorized
 from tests.api.api_process import ApiProcess, local_api_settings
-from tests.helm_support import ROOT, quick_policy, tiny_spec_data
+from tests.helm_support import ROOT, tiny_spec_data
+from tests.tiny_policies import quick_policy
 
 ALICE, BOB = "alice-token", "bob-token"
 
@@ -33,8 +34,9 @@ ALICE, BOB = "alice-token", "bob-token"
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any) -> Iterator[ApiProcess]:
     folder = tmp_path_factory.mktemp("client-api")
-    # The specs here name models under /nonexistent and the test policy built in the temporary directory.
-    roots = ["/nonexistent", tempfile.gettempdir()]
+    # The specs here name models under /nonexistent, the temporary directory and the suite's cached
+    # test policy.
+    roots = ["/nonexistent", tempfile.gettempdir(), str(quick_policy().resolve().parent)]
     settings = local_api_settings(
         embedded_redis.url,
         folder / "runs",

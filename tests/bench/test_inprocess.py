@@ -14,7 +14,8 @@ from lecritique.launch.local.launcher import REPO_ROOT
 from lecritique.launch.local.processes import child_environment
 from lecritique.reporting import load_metrics
 from lecritique.weights import WeightStore
-from tests.helm_support import quick_policy, tiny_spec_data
+from tests.helm_support import tiny_spec_data
+from tests.tiny_policies import quick_policy
 
 
 def test_the_in_process_loop_trains_publishes_and_logs_every_step(tmp_path: Path) -> None:

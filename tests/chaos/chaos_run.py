@@ -334,12 +334,12 @@ def main() -> int:
         help="policy AdamW learning rate (1e-12: a run that cannot learn)",
     )
     args = parser.parse_args()
-    from tests.services.conftest import build_pipeline_policy
+    from tests.tiny_policies import pipeline_policy
 
     if args.out.exists() and any(args.out.iterdir()):
         parser.error(f"{args.out} is not empty (a run there would resume)")
     result = run_chaos(
-        build_pipeline_policy(),
+        pipeline_policy(),
         args.out,
         seed=args.seed,
         steps=args.steps,

@@ -196,7 +196,7 @@ def fake_run(tiny_policy, folder, *, critic_versions=(3, 5)):
 @pytest.fixture(scope="module")
 def platform_policy():
     """A few SFT steps (seconds): these tests check the plumbing from a run folder, not critics."""
-    from tests.helm_support import quick_policy
+    from tests.tiny_policies import quick_policy
 
     return quick_policy()
 

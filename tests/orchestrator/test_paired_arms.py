@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helm_support import quick_policy
 from tests.services.conftest import pipeline_spec, run_experiment
+from tests.tiny_policies import quick_policy
 
 pytestmark = pytest.mark.slow(seconds=120)
 

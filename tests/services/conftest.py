@@ -13,37 +13,15 @@ import yaml
 
 from lecritique.config import parse_spec
 from lecritique.launch.local.launcher import LocalLauncher
+from tests.tiny_policies import pipeline_policy
 
 
 @pytest.fixture(scope="session")
-def tiny_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny sudoku policy with a short warm start: it emits well-formed moves, solves some
-    one- and two-cell puzzles, and fails others, so rewards vary within groups."""
-    return build_pipeline_policy()
-
-
-def build_pipeline_policy() -> Path:
-    """The tiny policy of :func:`tiny_policy` (also for scripts such as ``make chaos``).
-
-    320 warm-start steps of 32 demonstrations (~1.5 min on 2 cores): sampled at temperature 1 it
-    solves ~75% of one-cell and ~40% of two-cell puzzles (128 train tasks each), so RL has both
-    signal and room; the chaos test asserts its reward rises. (80 steps of 128, the same
-    examples, solved ~2% of one-cell puzzles and did not learn within a test.)"""
-    from lecritique.tinybuild import TinyBuildConfig, build_tiny_model
-
-    config = TinyBuildConfig(
-        task="sudoku-mini",
-        batch_size=32,
-        max_steps=320,
-        eval_every=10_000,
-        eval_tasks=16,
-        validation_tasks=16,
-        # Never the time guard: a build cut short by a loaded machine is a weaker policy (the chaos
-        # test's reward rise depends on it) and is not cached, so every test process would rebuild.
-        max_minutes=60,
-    )
-    # The product's own cache: built once per machine, like `lecritique run` does.
-    return build_tiny_model(config, show_progress=False).path
+def tiny_policy() -> Path:
+    """The pipeline's tiny sudoku policy (:data:`tests.tiny_policies.PIPELINE`): it emits
+    well-formed moves, solves some one- and two-cell puzzles and fails others, so rewards vary
+    within groups."""
+    return pipeline_policy()
 
 
 def pipeline_spec(policy: Path, **sections: Any) -> dict[str, Any]:

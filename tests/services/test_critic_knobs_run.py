@@ -9,8 +9,8 @@ import pytest
 
 from lecritique.models.critic import critic_from_policy, load_critic
 from lecritique.weights import WeightStore
-from tests.helm_support import quick_policy
 from tests.services.conftest import pipeline_spec, run_experiment
+from tests.tiny_policies import quick_policy
 
 pytestmark = pytest.mark.slow(seconds=120)
 

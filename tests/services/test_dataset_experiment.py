@@ -12,7 +12,6 @@ import json
 import shutil
 import subprocess
 import sys
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -20,31 +19,10 @@ import yaml
 
 from lecritique.launch.local.processes import child_environment
 from tests.envs.dataset_support import EXAMPLE_DATA, example_rows, write_jsonl
+from tests.tiny_policies import quick_arithmetic_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_SPEC = ROOT / "examples" / "datasets" / "my-math-pvf.yaml"
-
-
-@lru_cache(maxsize=1)
-def quick_arithmetic_policy() -> Path:
-    """A tiny arithmetic policy after a few SFT steps (seconds): for the platform, not for RL."""
-    import atexit
-    import tempfile
-
-    from lecritique.tinybuild import TinyBuildConfig, build_tiny
-
-    config = TinyBuildConfig(
-        task="arithmetic",
-        max_steps=60,
-        batch_size=32,
-        eval_every=60,
-        eval_tasks=8,
-        validation_tasks=8,
-        train_pool=256,
-    )
-    cache_dir = tempfile.mkdtemp(prefix="lecritique-test-arithmetic-")
-    atexit.register(shutil.rmtree, cache_dir, ignore_errors=True)
-    return build_tiny(config, cache_dir=cache_dir, show_progress=False)
 
 
 def _lecritique_run(

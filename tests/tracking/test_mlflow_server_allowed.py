@@ -25,7 +25,7 @@ import pytest
 
 from lecritique.tracking import scalar_metrics
 from tests.api.api_process import ApiProcess, free_port, local_api_settings
-from tests.helm_support import quick_policy
+from tests.tiny_policies import quick_policy
 
 TOKEN = "research-mlflow-token"
 EXPERIMENT = "research/mlflow-server"

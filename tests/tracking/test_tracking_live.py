@@ -16,7 +16,8 @@ import pytest
 from lecritique.config import parse_spec
 from lecritique.launch.local.launcher import LocalLauncher
 from lecritique.tracking import scalar_metrics
-from tests.helm_support import quick_policy, tiny_spec_data
+from tests.helm_support import tiny_spec_data
+from tests.tiny_policies import quick_policy
 from tests.tracking.readback import (
     mlflow_run,
     tensorboard_report,
