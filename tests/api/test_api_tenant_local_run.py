@@ -7,12 +7,12 @@ spec from another tenant is refused, and so is a dataset path that resolves out 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lecritique.client import LecritiqueClient
 from lecritique.envs import get_environment
 from tests.api.api_process import ApiProcess, local_api_settings
 from tests.tiny_policies import quick_policy
@@ -90,15 +90,10 @@ def test_an_allowed_verifier_and_dataset_root_work_end_to_end(
             created = research.post("/v1/experiments", json=_spec(data, policy))
             assert created.status_code == 201, created.text
             experiment = created.json()["id"]
-            deadline = time.monotonic() + 360
-            while (view := research.get(f"/v1/experiments/{experiment}").json())["status"] not in (
-                "succeeded",
-                "failed",
-                "cancelled",
-            ):
-                assert time.monotonic() < deadline, "the experiment did not finish in time"
-                time.sleep(2)
-            assert view["status"] == "succeeded", view.get("error")
+            # The client's own wait (a hang guard of 6 minutes, not a speed bound).
+            with LecritiqueClient(api.url, RESEARCH) as client:
+                view = client.wait(experiment, poll_seconds=2, timeout=360)
+            assert view.status == "succeeded", view.error
             rows = research.get(f"/v1/experiments/{experiment}/metrics").json()["rows"]
         assert [row["step"] for row in rows] == [1, 2]
         assert all(row["reward_mean"] == pytest.approx(0.5) for row in rows), (

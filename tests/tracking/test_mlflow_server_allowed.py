@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from lecritique.client import LecritiqueClient
 from lecritique.tracking import scalar_metrics
 from tests.api.api_process import ApiProcess, free_port, local_api_settings
 from tests.tiny_policies import quick_policy
@@ -126,15 +127,10 @@ def test_an_allowed_mlflow_server_receives_the_experiments_metrics(
             created = research.post("/v1/experiments", json=_spec(policy, mlflow_server))
             assert created.status_code == 201, created.text
             experiment = created.json()["id"]
-            deadline = time.monotonic() + 360
-            while (view := research.get(f"/v1/experiments/{experiment}").json())["status"] not in (
-                "succeeded",
-                "failed",
-                "cancelled",
-            ):
-                assert time.monotonic() < deadline, "the experiment did not finish in time"
-                time.sleep(2)
-            assert view["status"] == "succeeded", view.get("error")
+            # The client's own wait (a hang guard of 6 minutes, not a speed bound).
+            with LecritiqueClient(api.url, TOKEN) as client:
+                view = client.wait(experiment, poll_seconds=2, timeout=360)
+            assert view.status == "succeeded", view.error
             rows = research.get(f"/v1/experiments/{experiment}/metrics").json()["rows"]
     finally:
         api.stop()
