@@ -5,23 +5,10 @@ In process, kubernetes launcher on a recording endpoint, real Redis."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
 
-import pytest
-import redis
 from fastapi.testclient import TestClient
 
-from tests.api.kubernetes_recorder import RecordingApiServer
-from tests.api.test_api_requests import _app
-
 URL = re.compile(r"""(?:src|href)\s*=\s*["']([^"']+)["']|url\s*:\s*["']([^"']+)["']""")
-
-
-@pytest.fixture
-def api(redis_db: redis.Redis, embedded_redis: Any, recorder: RecordingApiServer) -> Iterator[TestClient]:
-    with TestClient(_app(redis_db, embedded_redis, recorder)) as client:
-        yield client
 
 
 def test_the_docs_page_names_no_other_host_and_every_asset_is_served(api: TestClient) -> None:

@@ -6,46 +6,17 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from fastapi.testclient import TestClient
-from kubernetes import client as kubernetes_client
 
-from lecritique.launch.components import ChartDefaults
-from lecritique.launch.kubernetes.launcher import KubernetesLauncher
 from lecritique.tenancy.tokens import hash_token
-from services.api.app import create_app
-from services.api.settings import ApiSettings
+from tests.api.conftest import ALICE, BOB, in_process_app
 from tests.api.kubernetes_recorder import RecordingApiServer
-from tests.helm_support import launcher_defaults, spec_data
-
-ALICE, BOB = "alice-token-0123456789", "bob-token-9876543210"
-
-
-def _app(
-    redis_db: redis.Redis, embedded_redis: Any, recorder: RecordingApiServer, tokens_file: Path | None = None
-) -> Any:
-    settings = ApiSettings(
-        redis_url=embedded_redis.url,
-        launcher="kubernetes",
-        tokens={"alice": hash_token(ALICE), "bob": hash_token(BOB)},
-        tokens_file=tokens_file,
-        reconcile_seconds=3600,
-        tenant_policies={"*": {"model_roots": ["/weights/models"]}},
-    )
-    api_client = kubernetes_client.ApiClient(kubernetes_client.Configuration(host=recorder.url))
-    launcher = KubernetesLauncher(ChartDefaults.model_validate(launcher_defaults()), api_client)
-    return create_app(settings, launcher=launcher, redis_client=redis_db)
-
-
-@pytest.fixture
-def api(redis_db: redis.Redis, embedded_redis: Any, recorder: RecordingApiServer) -> Iterator[TestClient]:
-    with TestClient(_app(redis_db, embedded_redis, recorder)) as client:
-        yield client
+from tests.helm_support import spec_data
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -329,7 +300,7 @@ def test_token_file_changes_are_picked_up(
     """A rotated Secret (the mounted file changes) takes effect without restarting the API."""
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"carol": hash_token("carol-token")}))
-    with TestClient(_app(redis_db, embedded_redis, recorder, tokens_file=tokens)) as api:
+    with TestClient(in_process_app(redis_db, embedded_redis, recorder, tokens_file=tokens)) as api:
         assert api.get("/v1/experiments", headers=_auth("carol-token")).status_code == 200
         assert api.get("/v1/experiments", headers=_auth("dave-token")).status_code == 401
         tokens.write_text(json.dumps({"dave": hash_token("dave-token")}))

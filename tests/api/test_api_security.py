@@ -38,7 +38,8 @@ MAX_BODY = 262_144
 def api_settings(
     tmp_path: Path, redis_url: str, recorder: RecordingApiServer, **extra: str
 ) -> dict[str, str]:
-    """LECRITIQUE_API_* settings of an API process using the kubernetes launcher against ``recorder``."""
+    """LECRITIQUE_API_* settings of an API process using the kubernetes launcher against ``recorder``
+    (this module's, through the ``api`` fixture; other modules start their own)."""
     defaults = tmp_path / "launcher-defaults.json"
     defaults.write_text(json.dumps(launcher_defaults()))
     return {
@@ -52,25 +53,6 @@ def api_settings(
         "KUBECONFIG": str(recorder.write_kubeconfig(tmp_path / "kubeconfig", NAMESPACE)),
         **extra,
     }
-
-
-@pytest.fixture(scope="module")
-def module_recorder() -> Iterator[RecordingApiServer]:
-    server = RecordingApiServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def api(
-    tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any, module_recorder: RecordingApiServer
-) -> Iterator[ApiProcess]:
-    tmp_path = tmp_path_factory.mktemp("api-security")
-    process = ApiProcess(
-        api_settings(tmp_path, embedded_redis.url, module_recorder), tmp_path / "api.log"
-    ).start()
-    yield process
-    process.stop()
 
 
 @pytest.fixture

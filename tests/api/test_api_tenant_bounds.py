@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -53,32 +54,19 @@ CHART_VALUES = {"environmentVerifier": {"nodeSelector": {"pool": "cpu"}}}
 """The operator's chart pins the environment verifiers to a pool (the default values pin nothing)."""
 
 
-@pytest.fixture(scope="module")
-def recorder() -> Iterator[RecordingApiServer]:
-    server = RecordingApiServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def api(
-    tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any, recorder: RecordingApiServer
-) -> Iterator[ApiProcess]:
-    tmp_path = tmp_path_factory.mktemp("api-tenant-bounds")
-    defaults = tmp_path / "launcher-defaults.json"
+def api_settings(folder: Path, redis_url: str, recorder: RecordingApiServer) -> dict[str, str]:
+    """The settings of this module's API process (the ``api`` fixture): kubernetes launcher on ``recorder``."""
+    defaults = folder / "launcher-defaults.json"
     defaults.write_text(json.dumps(launcher_defaults(CHART_VALUES)))
-    settings = {
-        "LECRITIQUE_API_REDIS_URL": embedded_redis.url,
+    return {
+        "LECRITIQUE_API_REDIS_URL": redis_url,
         "LECRITIQUE_API_LAUNCHER": "kubernetes",
         "LECRITIQUE_API_LAUNCHER_DEFAULTS": str(defaults),
         "LECRITIQUE_API_TOKENS": json.dumps({"alice": hash_token(ALICE), "carol": hash_token(CAROL)}),
         "LECRITIQUE_API_TENANT_POLICIES": json.dumps(POLICIES),
         "LECRITIQUE_API_RECONCILE_SECONDS": "3600",
-        "KUBECONFIG": str(recorder.write_kubeconfig(tmp_path / "kubeconfig", NAMESPACE)),
+        "KUBECONFIG": str(recorder.write_kubeconfig(folder / "kubeconfig", NAMESPACE)),
     }
-    process = ApiProcess(settings, tmp_path / "api.log").start()
-    yield process
-    process.stop()
 
 
 @pytest.fixture
@@ -114,10 +102,10 @@ def _created(response: httpx.Response) -> str:
     return str(response.json()["id"])
 
 
-def _pod_specs(recorder: RecordingApiServer, experiment: str) -> dict[str, dict[str, Any]]:
+def _pod_specs(module_recorder: RecordingApiServer, experiment: str) -> dict[str, dict[str, Any]]:
     """Component -> the pod spec its workload was created with."""
     found = {}
-    for method, _, _, body in recorder.calls:
+    for method, _, _, body in module_recorder.calls:
         workload = method == "POST" and body.get("kind") in ("Deployment", "StatefulSet", "Job")
         if workload and experiment in json.dumps(body["metadata"]):
             component = body["metadata"]["labels"]["app.kubernetes.io/component"]
@@ -134,11 +122,11 @@ def _pod_specs(recorder: RecordingApiServer, experiment: str) -> dict[str, dict[
     ],
 )
 def test_a_tenant_cannot_weaken_the_sandboxs_isolation(
-    alice: httpx.Client, recorder: RecordingApiServer, sandbox: dict[str, Any], field: str, said: str
+    alice: httpx.Client, module_recorder: RecordingApiServer, sandbox: dict[str, Any], field: str, said: str
 ) -> None:
-    posts = recorder.count("POST")
+    posts = module_recorder.count("POST")
     _refused(alice.post("/v1/experiments", json=_codeio(**sandbox)), field, said, status=403)
-    assert recorder.count("POST") == posts, "nothing was created"
+    assert module_recorder.count("POST") == posts, "nothing was created"
 
 
 @pytest.mark.parametrize(
@@ -236,11 +224,11 @@ def test_the_operator_may_loosen_the_sandbox_for_one_tenant(carol: httpx.Client,
     ],
 )
 def test_placement_outside_the_chart_and_the_policy_is_refused(
-    alice: httpx.Client, recorder: RecordingApiServer, placement: dict[str, Any], field: str
+    alice: httpx.Client, module_recorder: RecordingApiServer, placement: dict[str, Any], field: str
 ) -> None:
-    posts = recorder.count("POST")
+    posts = module_recorder.count("POST")
     _refused(alice.post("/v1/experiments", json=_spec(placement=placement)), field, "allowed", status=403)
-    assert recorder.count("POST") == posts, "nothing was created"
+    assert module_recorder.count("POST") == posts, "nothing was created"
 
 
 def test_the_charts_own_placement_may_be_restated(alice: httpx.Client) -> None:
@@ -253,7 +241,7 @@ def test_the_charts_own_placement_may_be_restated(alice: httpx.Client) -> None:
 
 
 def test_placement_the_policy_allows_is_accepted_and_rendered(
-    carol: httpx.Client, alice: httpx.Client, recorder: RecordingApiServer
+    carol: httpx.Client, alice: httpx.Client, module_recorder: RecordingApiServer
 ) -> None:
     allowed = {
         "value_trainer": {
@@ -263,7 +251,7 @@ def test_placement_the_policy_allows_is_accepted_and_rendered(
         }
     }
     experiment = _created(carol.post("/v1/experiments", json=_spec(placement=allowed)))
-    pod = _pod_specs(recorder, experiment)["value-trainer"]
+    pod = _pod_specs(module_recorder, experiment)["value-trainer"]
     assert pod["tolerations"] == [POOL_TOLERATION] and pod["nodeSelector"] == {"pool": "big"}
     assert pod["affinity"] == ZONE_AFFINITY
     _refused(

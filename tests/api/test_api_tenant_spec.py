@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -37,33 +38,20 @@ POLICIES = {
 MODEL = "/weights/models/shared/policy"
 
 
-@pytest.fixture(scope="module")
-def recorder() -> Iterator[RecordingApiServer]:
-    server = RecordingApiServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def api(
-    tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any, recorder: RecordingApiServer
-) -> Iterator[ApiProcess]:
-    tmp_path = tmp_path_factory.mktemp("api-tenant-spec")
-    defaults = tmp_path / "launcher-defaults.json"
+def api_settings(folder: Path, redis_url: str, recorder: RecordingApiServer) -> dict[str, str]:
+    """The settings of this module's API process (the ``api`` fixture): kubernetes launcher on ``recorder``."""
+    defaults = folder / "launcher-defaults.json"
     defaults.write_text(json.dumps(launcher_defaults()))
-    settings = {
-        "LECRITIQUE_API_REDIS_URL": embedded_redis.url,
+    return {
+        "LECRITIQUE_API_REDIS_URL": redis_url,
         "LECRITIQUE_API_LAUNCHER": "kubernetes",
         "LECRITIQUE_API_LAUNCHER_DEFAULTS": str(defaults),
         "LECRITIQUE_API_TOKENS": json.dumps({"alice": hash_token(ALICE), "carol": hash_token(CAROL)}),
         "LECRITIQUE_API_TENANT_POLICIES": json.dumps(POLICIES),
         "LECRITIQUE_API_DATASETS_ROOT": "/data/datasets",
         "LECRITIQUE_API_RECONCILE_SECONDS": "3600",
-        "KUBECONFIG": str(recorder.write_kubeconfig(tmp_path / "kubeconfig", NAMESPACE)),
+        "KUBECONFIG": str(recorder.write_kubeconfig(folder / "kubeconfig", NAMESPACE)),
     }
-    process = ApiProcess(settings, tmp_path / "api.log").start()
-    yield process
-    process.stop()
 
 
 @pytest.fixture
@@ -96,16 +84,16 @@ def _refused(response: httpx.Response, field: str, allowed: str, status: int = 4
 # ---- code -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("entry_point", ["timeit:timeit", "cProfile:run", "os:system", "shutil:rmtree"])
 def test_python_verifier_entry_points_are_refused_by_default(
-    alice: httpx.Client, recorder: RecordingApiServer, entry_point: str
+    alice: httpx.Client, module_recorder: RecordingApiServer, entry_point: str
 ) -> None:
-    posts = recorder.count("POST")
+    posts = module_recorder.count("POST")
     spec = _spec(environment=_dataset(verifier={"kind": "python", "entry_point": entry_point}))
     _refused(
         alice.post("/v1/experiments", json=spec),
         "environment.verifier.entry_point",
         "verifier entry points this tenant may use: []",
     )
-    assert recorder.count("POST") == posts, "nothing was created"
+    assert module_recorder.count("POST") == posts, "nothing was created"
 
 
 def test_an_allowed_entry_point_is_exact_per_tenant(carol: httpx.Client, alice: httpx.Client) -> None:
@@ -236,7 +224,7 @@ def test_tracker_servers_are_refused_by_default(
 
 
 def test_allowed_tracker_servers_are_accepted_and_opened_in_the_network_policy(
-    carol: httpx.Client, recorder: RecordingApiServer
+    carol: httpx.Client, module_recorder: RecordingApiServer
 ) -> None:
     trackers = [
         {"kind": "mlflow", "tracking_uri": f"{MLFLOW}/", "experiment_name": "carol/sudoku"},
@@ -247,7 +235,7 @@ def test_allowed_tracker_servers_are_accepted_and_opened_in_the_network_policy(
     experiment = response.json()["id"]
     policies = [
         body
-        for method, path, _, body in recorder.calls
+        for method, path, _, body in module_recorder.calls
         if method == "POST" and path.endswith("/networkpolicies") and experiment in json.dumps(body)
     ]
     orchestrator = [

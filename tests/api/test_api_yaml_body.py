@@ -7,15 +7,12 @@ a non-string key), is a 422 naming ``body`` with the problem (and its line where
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 from fastapi.testclient import TestClient
 
-from tests.api.kubernetes_recorder import RecordingApiServer
-from tests.api.test_api_requests import ALICE, _app
+from tests.api.conftest import ALICE
 from tests.helm_support import ROOT, spec_data
 
 AUTH = {"Authorization": f"Bearer {ALICE}"}
@@ -30,12 +27,6 @@ critic:
   context: reference
   optimizer: {lr: 1.0e-4}
 """
-
-
-@pytest.fixture
-def api(redis_db: redis.Redis, embedded_redis: Any, recorder: RecordingApiServer) -> Iterator[TestClient]:
-    with TestClient(_app(redis_db, embedded_redis, recorder)) as client:
-        yield client
 
 
 def _post(api: TestClient, body: str | bytes, content_type: str) -> Any:

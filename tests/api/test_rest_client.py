@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,22 +30,18 @@ from tests.tiny_policies import quick_policy
 ALICE, BOB = "alice-token", "bob-token"
 
 
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any) -> Iterator[ApiProcess]:
-    folder = tmp_path_factory.mktemp("client-api")
+def api_settings(folder: Path, redis_url: str, recorder: Any) -> dict[str, str]:
+    """The settings of this module's API process (the ``api`` fixture): the local launcher."""
     # The specs here name models under /nonexistent, the temporary directory and the suite's cached
     # test policy.
     roots = ["/nonexistent", tempfile.gettempdir(), str(quick_policy().resolve().parent)]
-    settings = local_api_settings(
-        embedded_redis.url,
+    return local_api_settings(
+        redis_url,
         folder / "runs",
         {"alice": ALICE, "bob": BOB},
         {"*": {"modelRoots": roots, "datasetRoots": roots}},
         reconcile_seconds="1",
     )
-    process = ApiProcess(settings, folder / "api.log").start()
-    yield process
-    process.stop()
 
 
 def failing_spec(name: str) -> dict[str, Any]:
