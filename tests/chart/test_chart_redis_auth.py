@@ -57,12 +57,13 @@ def chart_redis(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
         stderr=subprocess.DEVNULL,
     )
     probe = redis_client(f"redis://127.0.0.1:{port}/0", connect_timeout_s=0.5)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 120  # a hang guard; start-up under load is no property of the ACL
+    while True:
         try:
             probe.ping()
             break
         except redis.ConnectionError:
+            assert process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
             time.sleep(0.05)
     try:
         yield port, values

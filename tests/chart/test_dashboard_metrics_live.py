@@ -125,7 +125,7 @@ def test_dashboards_and_alerts_against_a_live_run(tmp_path: Path, embedded_redis
         for port in targets.values():
             scraped |= _scrape(port)
         assert orchestrator.process is not None
-        returncode = orchestrator.process.wait(timeout=5)
+        returncode = orchestrator.process.wait(timeout=120)  # it exits after its last step
         assert returncode == 0, orchestrator.log_tail()
         assert live_at, "the orchestrator exited before 8 steps"
 

@@ -29,7 +29,8 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _wait_gone(pid: int, timeout_s: float = 10.0) -> bool:
+def _wait_gone(pid: int, timeout_s: float = 120.0) -> bool:
+    """True once ``pid`` has exited (redis-server notices its parent's end on its own schedule)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not _alive(pid):
