@@ -76,7 +76,7 @@ demo: $(STAMP)
 # goes on; prints the timeline of faults, detections, recoveries and degraded steps (docs/reliability.md).
 chaos: $(STAMP)
 	rm -rf runs/chaos
-	$(PY) tests/chaos/chaos_run.py --out runs/chaos
+	$(PY) tests/integration/chaos/chaos_run.py --out runs/chaos
 
 # The CPU study shipped with the project (examples/studies; docs/study.md): mean, vf, pvf, tether, tether-pvf
 # on arithmetic (300 policy steps) and 4x4 Sudoku (120 steps), 3 seeds, 16 tasks x 4 samples per step, with the
@@ -116,7 +116,7 @@ bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer ben
 bench-advantages: $(STAMP)
 	$(PY) bench/advantages.py
 
-# Regenerate the gRPC stubs; tests/rpc/test_protos.py fails when committed stubs are stale.
+# Regenerate the gRPC stubs; tests/integration/rpc/test_protos.py fails when committed stubs are stale.
 proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -Iprotos --python_out=libs --grpc_python_out=libs --pyi_out=libs protos/lecritique/v1/*.proto
 

@@ -17,9 +17,9 @@ from lecritique.launch.kubernetes.launcher import KubernetesLauncher
 from lecritique.tenancy.tokens import hash_token
 from services.api.app import create_app
 from services.api.settings import ApiSettings
-from tests.api.api_process import ApiProcess
-from tests.api.kubernetes_recorder import RecordingApiServer
 from tests.helm_support import launcher_defaults
+from tests.integration.api.api_process import ApiProcess
+from tests.integration.api.kubernetes_recorder import RecordingApiServer
 
 ALICE, BOB = "alice-token-0123456789", "bob-token-9876543210"
 """The tokens of the in-process app."""

@@ -1,4 +1,4 @@
-"""A python verifier an operator allows for one tenant (tests/api/test_api_tenant_local_run.py)."""
+"""A python verifier an operator allows for one tenant (tests/integration/api/test_api_tenant_local_run.py)."""
 
 from __future__ import annotations
 

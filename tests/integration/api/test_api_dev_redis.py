@@ -25,8 +25,8 @@ import pytest
 import redis
 
 from lecritique.redis_connection import redis_client
-from tests.api.api_process import alive, descendants, free_port
 from tests.helm_support import ROOT, tiny_spec_data
+from tests.integration.api.api_process import alive, descendants, free_port
 from tests.tiny_policies import quick_policy
 
 pytestmark = [pytest.mark.slow(seconds=60), pytest.mark.timeout(420)]

@@ -28,8 +28,8 @@ from lecritique.launch.api_local.launcher import LocalProcessLauncher
 from lecritique.tenancy.tokens import hash_token
 from services.api.app import create_app
 from services.api.settings import ApiSettings
-from tests.api.test_api_dev_redis import DevApi
 from tests.helm_support import spec_data
+from tests.integration.api.test_api_dev_redis import DevApi
 from tests.tiny_policies import quick_policy
 
 TOKEN = "dev-roots-token-0123456789"

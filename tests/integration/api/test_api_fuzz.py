@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from tests.api.api_process import ApiProcess
-from tests.api.kubernetes_recorder import RecordingApiServer
-from tests.api.test_api_security import ALICE, api_settings
+from tests.integration.api.api_process import ApiProcess
+from tests.integration.api.kubernetes_recorder import RecordingApiServer
+from tests.integration.api.test_api_security import ALICE, api_settings
 
 CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance"
 MAX_EXAMPLES = 15

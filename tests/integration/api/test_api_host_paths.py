@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 
-from tests.api.api_process import ApiProcess, local_api_settings
 from tests.helm_support import ROOT, tiny_spec_data
+from tests.integration.api.api_process import ApiProcess, local_api_settings
 
 TOKEN = "host-paths-token"
 

@@ -23,8 +23,8 @@ import redis
 
 from lecritique.launch import redis_acl
 from lecritique.redis_connection import redis_client, start_embedded_redis
-from tests.api.api_process import ApiProcess, alive, descendants, local_api_settings
 from tests.helm_support import ROOT, redis_user_url, tiny_spec_data
+from tests.integration.api.api_process import ApiProcess, alive, descendants, local_api_settings
 from tests.tiny_policies import quick_policy
 
 TOKEN = "local-runs-token"

@@ -14,9 +14,9 @@ import redis
 from fastapi.testclient import TestClient
 
 from lecritique.tenancy.tokens import hash_token
-from tests.api.conftest import ALICE, BOB, in_process_app
-from tests.api.kubernetes_recorder import RecordingApiServer
 from tests.helm_support import spec_data
+from tests.integration.api.conftest import ALICE, BOB, in_process_app
+from tests.integration.api.kubernetes_recorder import RecordingApiServer
 
 
 def _auth(token: str) -> dict[str, str]:

@@ -24,10 +24,10 @@ import httpx
 import pytest
 
 from lecritique.redis_connection import EmbeddedRedis, redis_client, start_embedded_redis
-from tests.api.api_process import ApiProcess
-from tests.api.kubernetes_recorder import RecordingApiServer
-from tests.api.test_api_security import ALICE, MODEL, api_settings
 from tests.helm_support import spec_data
+from tests.integration.api.api_process import ApiProcess
+from tests.integration.api.kubernetes_recorder import RecordingApiServer
+from tests.integration.api.test_api_security import ALICE, MODEL, api_settings
 
 SPEC = spec_data(policy={"path": MODEL})
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from lecritique.tenancy.tokens import hash_token
-from tests.api.api_process import ApiProcess
-from tests.api.kubernetes_recorder import RecordingApiServer
 from tests.helm_support import NAMESPACE, launcher_defaults, spec_data
+from tests.integration.api.api_process import ApiProcess
+from tests.integration.api.kubernetes_recorder import RecordingApiServer
 
 ALICE, BOB = "alice-restart-token", "bob-restart-token"
 

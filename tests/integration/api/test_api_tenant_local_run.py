@@ -14,11 +14,11 @@ import pytest
 
 from lecritique.client import LecritiqueClient
 from lecritique.envs import get_environment
-from tests.api.api_process import ApiProcess, local_api_settings
+from tests.integration.api.api_process import ApiProcess, local_api_settings
 from tests.tiny_policies import quick_policy
 
 RESEARCH, GUEST = "research-local-token", "guest-local-token"
-VERIFIER = "tests.api.tenant_verifiers:half_credit"
+VERIFIER = "tests.integration.api.tenant_verifiers:half_credit"
 
 
 def _dataset(path: Path) -> None:

@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from lecritique.tenancy.tokens import hash_token
-from tests.api.api_process import ApiProcess
-from tests.api.kubernetes_recorder import RecordingApiServer
 from tests.helm_support import NAMESPACE, launcher_defaults, spec_data
+from tests.integration.api.api_process import ApiProcess
+from tests.integration.api.kubernetes_recorder import RecordingApiServer
 
 ALICE, CAROL = "alice-spec-token", "carol-spec-token"
 MLFLOW = "https://mlflow.internal.example:5000"
@@ -29,7 +29,7 @@ EGRESS = {"to": [{"ipBlock": {"cidr": "10.20.30.40/32"}}], "ports": [{"port": 50
 POLICIES = {
     "*": {"modelRoots": ["/weights/models/shared"]},
     "carol": {
-        "verifierEntryPoints": ["tests.envs.dataset_verifiers:within_one"],
+        "verifierEntryPoints": ["tests.unit.envs.dataset_verifiers:within_one"],
         "datasetRoots": ["/data/shared"],
         "trackerEndpoints": [MLFLOW, "https://api.wandb.ai", f"{SHARED_TRACKER}/carol"],
         "trackerEgress": [EGRESS],
@@ -97,20 +97,20 @@ def test_python_verifier_entry_points_are_refused_by_default(
 
 
 def test_an_allowed_entry_point_is_exact_per_tenant(carol: httpx.Client, alice: httpx.Client) -> None:
-    allowed = {"kind": "python", "entry_point": "tests.envs.dataset_verifiers:within_one"}
+    allowed = {"kind": "python", "entry_point": "tests.unit.envs.dataset_verifiers:within_one"}
     assert (
         carol.post(
             "/v1/experiments", json=_spec(environment=_dataset("/data/shared/p.jsonl", verifier=allowed))
         ).status_code
         == 201
     )
-    near = {"kind": "python", "entry_point": "tests.envs.dataset_verifiers:broken"}
+    near = {"kind": "python", "entry_point": "tests.unit.envs.dataset_verifiers:broken"}
     _refused(
         carol.post(
             "/v1/experiments", json=_spec(environment=_dataset("/data/shared/p.jsonl", verifier=near))
         ),
         "environment.verifier.entry_point",
-        "tests.envs.dataset_verifiers:within_one",
+        "tests.unit.envs.dataset_verifiers:within_one",
     )
     _refused(
         alice.post("/v1/experiments", json=_spec(environment=_dataset(verifier=allowed))),

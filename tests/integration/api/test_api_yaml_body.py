@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import ALICE
 from tests.helm_support import ROOT, spec_data
+from tests.integration.api.conftest import ALICE
 
 AUTH = {"Authorization": f"Bearer {ALICE}"}
 SPEC_YAML = """\

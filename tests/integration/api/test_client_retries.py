@@ -18,7 +18,7 @@ import pytest
 
 from lecritique.client import LecritiqueClient, RetryPolicy, Unavailable
 from lecritique.client.transport import retry_after_seconds
-from tests.api.api_process import free_port
+from tests.integration.api.api_process import free_port
 
 EXPERIMENT = {
     "id": "exp-0123456789",

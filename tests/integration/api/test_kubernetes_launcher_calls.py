@@ -20,8 +20,8 @@ from lecritique.launch.components import ChartDefaults
 from lecritique.launch.kubernetes.launcher import REQUIRED_RULES, KubernetesLauncher
 from lecritique.launch.kubernetes.render import EXPERIMENT_LABEL, render_experiment_objects
 from lecritique.tenancy.policy import TenantPolicy
-from tests.api.kubernetes_recorder import RecordingApiServer
 from tests.helm_support import NAMESPACE, RELEASE, launcher_defaults, spec_data
+from tests.integration.api.kubernetes_recorder import RecordingApiServer
 
 EXPERIMENT = "exp-00aa11bb22"
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.api.api_process import ApiProcess, alive, local_api_settings
+from tests.integration.api.api_process import ApiProcess, alive, local_api_settings
 from tests.tiny_policies import quick_policy
 
 TOKEN = "local-environment-token"

@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from lecritique.client import InvalidSpec, LecritiqueClient, NotFound, Unauthorized
-from tests.api.api_process import ApiProcess, local_api_settings
 from tests.helm_support import ROOT, tiny_spec_data
+from tests.integration.api.api_process import ApiProcess, local_api_settings
 from tests.tiny_policies import quick_policy
 
 ALICE, BOB = "alice-token", "bob-token"

@@ -6,7 +6,7 @@ rollout replica, the environment verifier and Redis are each SIGKILLed, in a see
 seeded steps. Prints a timeline of faults, detections, recoveries, degraded steps and the mean
 reward every 20 steps, then the measurements (the reward by third of the run among them).
 
-    python tests/chaos/chaos_run.py --out runs/chaos [--seed 0] [--steps 120] [--policy-lr 1e-4]
+    python tests/integration/chaos/chaos_run.py --out runs/chaos [--seed 0] [--steps 120] [--policy-lr 1e-4]
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(REPO / "libs"), str(REPO)]
 
 from lecritique.config import parse_spec  # noqa: E402
 from lecritique.launch.local.launcher import LocalLauncher  # noqa: E402
-from tests.services.conftest import pipeline_spec  # noqa: E402
+from tests.integration.services.conftest import pipeline_spec  # noqa: E402
 
 FAULTS = {
     "value-evaluator-0": signal.SIGSTOP,

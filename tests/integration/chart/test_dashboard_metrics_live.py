@@ -23,8 +23,8 @@ import pytest
 
 from lecritique.monitoring import dashboard_expressions, exposition_metric_names, promql_metric_names
 from lecritique.monitoring.alerts import PENDING_METRICS, alert_rules
-from tests.chart.prometheus_server import PrometheusServer, free_port
 from tests.helm_support import ROOT, all_dashboard_metric_names, load_dashboards, tiny_spec_data
+from tests.integration.chart.prometheus_server import PrometheusServer, free_port
 from tests.tiny_policies import quick_policy
 
 RULES_FILE = ROOT / "helm" / "lecritique" / "alerts" / "lecritique-alerts.rules.yaml"

@@ -8,7 +8,7 @@ debootstrap, the CPU torch wheel from pip's own wheel folders; no registry). The
   with the field named, a good one recorded;
 * the pods ``render_experiment_objects`` produces for a small Sudoku experiment (with the chart's
   launcher defaults and the chart's own Redis pod and Secret) are played with ``podman kube play`` on
-  one bridge network, each pod at its own address (``tests/containers/kube_play.py`` says what is
+  one bridge network, each pod at its own address (``tests/integration/containers/kube_play.py`` says what is
   translated and how Service DNS is bridged); the run goes to completion, its metrics are read from
   the weight volume, Redis and a pod's Prometheus port; the value evaluator's container is killed
   mid-run and the run finishes with degraded steps.
@@ -39,8 +39,8 @@ import yaml
 from lecritique.config import parse_spec
 from lecritique.launch.kubernetes.render import RUN_AS_USER, render_experiment_objects
 from lecritique.tenancy.tokens import hash_token
-from tests.containers.kube_play import Cluster, podman
 from tests.helm_support import CHART, ROOT, launcher_defaults, one, render_objects
+from tests.integration.containers.kube_play import Cluster, podman
 
 # A cold build (debootstrap base, both images) takes 12-20 min on 2 busy cores: past the suite's 900 s.
 pytestmark = [pytest.mark.slow(seconds=900), pytest.mark.timeout(2700)]

@@ -20,9 +20,9 @@ import pytest
 
 from lecritique.models.policy import load_policy
 from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
-from tests.containers.kube_play import podman
-from tests.containers.test_images_and_pods import REGISTRY, SERVICES, TAG, images  # noqa: F401
 from tests.helm_support import find, render_objects
+from tests.integration.containers.kube_play import podman
+from tests.integration.containers.test_images_and_pods import REGISTRY, SERVICES, TAG, images  # noqa: F401
 
 pytestmark = [pytest.mark.slow(seconds=900), pytest.mark.timeout(2700)]
 

@@ -16,7 +16,12 @@ from lecritique.episodes import EpisodePlayer
 from lecritique.episodes.local import EngineSampler, LocalEnvironment
 from lecritique.models.policy import load_tokenizer
 from lecritique.models.templates import PlainTemplate
-from tests.critic_eval.markov import MAX_TOKENS, CountAEnvironment, ExactValues, write_markov_policy
+from tests.integration.critic_eval.markov import (
+    MAX_TOKENS,
+    CountAEnvironment,
+    ExactValues,
+    write_markov_policy,
+)
 
 M = 64
 

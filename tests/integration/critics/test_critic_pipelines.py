@@ -9,8 +9,8 @@ import pytest
 from lecritique.orchestrator.clients import ValueTrainerClient
 from lecritique.rpc.replica_pool import ReplicaPool
 from lecritique.v1 import value_pb2_grpc
-from tests.critics.llm_server import LLM_KEY, LLM_MODEL, rollout_llm
-from tests.services.conftest import pipeline_spec, read_metrics, running_services
+from tests.integration.critics.llm_server import LLM_KEY, LLM_MODEL, rollout_llm
+from tests.integration.services.conftest import pipeline_spec, read_metrics, running_services
 
 pytestmark = pytest.mark.slow
 

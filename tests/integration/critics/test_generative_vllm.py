@@ -10,7 +10,7 @@ from lecritique.critics.types import ActorInfo, CriticQuery, Peer
 from lecritique.engines import EngineConfig
 from lecritique.engines.vllm import VLLMEngine
 from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
-from tests.critics.conftest import ASCII, text_trajectory
+from tests.unit.critics.conftest import ASCII, text_trajectory
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,8 @@ from lecritique.critics.llm import render_messages
 from lecritique.critics.openai_client import LLMRequestError, OpenAIChatClient, resolve_api_key
 from lecritique.critics.types import ActorInfo, CriticQuery, Peer
 from lecritique.models.policy import load_tokenizer
-from tests.critics.conftest import text_trajectory
-from tests.critics.llm_server import LLM_KEY, LLM_MODEL, Reply, ScriptedLLM, rollout_llm
+from tests.integration.critics.llm_server import LLM_KEY, LLM_MODEL, Reply, ScriptedLLM, rollout_llm
+from tests.unit.critics.conftest import text_trajectory
 
 CHAT = [{"role": "user", "content": "hello"}]
 

@@ -28,8 +28,8 @@ from lecritique.training.checkpoint import TrainerCheckpoints
 from lecritique.training.critic_trainer import CriticTrainer
 from lecritique.weights import WeightStore
 from services.value_trainer.server import build_value_trainer
-from tests.critics.conftest import text_trajectory
-from tests.services.conftest import write_spec
+from tests.integration.services.conftest import write_spec
+from tests.unit.critics.conftest import text_trajectory
 
 PATTERNS = [".", "Q", "[a-z]", "Q"]
 

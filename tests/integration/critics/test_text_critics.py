@@ -13,7 +13,7 @@ from lecritique.critics.generative_trainer import GenerativeCriticTrainer, reinf
 from lecritique.critics.segments import expand_segment_values
 from lecritique.critics.states import trajectory_states
 from lecritique.critics.types import ActorInfo, CriticQuery, Peer
-from tests.critics.conftest import text_trajectory
+from tests.unit.critics.conftest import text_trajectory
 
 
 @pytest.fixture(scope="module")

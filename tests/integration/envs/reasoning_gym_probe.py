@@ -1,6 +1,6 @@
 """Which reasoning-gym scorers execute the answer: run as a script in a fresh interpreter.
 
-``python tests/envs/reasoning_gym_probe.py DIRECTORY`` feeds every registered dataset answers
+``python tests/integration/envs/reasoning_gym_probe.py DIRECTORY`` feeds every registered dataset answers
 that would run as code if the scorer evaluated them, and prints one JSON object: dataset name ->
 the evidence that it did (empty lists are left out). Evidence, from a Python audit hook installed
 before any dataset is scored:

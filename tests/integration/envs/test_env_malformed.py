@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lecritique.envs import get_environment
-from tests.envs.dataset_support import EXAMPLE_DATA
+from tests.unit.envs.dataset_support import EXAMPLE_DATA
 
 ENVIRONMENTS = {
     "sudoku": {"size": 4, "empty_cells": [3, 4]},
@@ -26,7 +26,7 @@ ENVIRONMENTS = {
     "dataset-python": {
         "path": str(EXAMPLE_DATA),
         "prompt_column": "expression",
-        "verifier": {"kind": "python", "entry_point": "tests.envs.dataset_verifiers:within_one"},
+        "verifier": {"kind": "python", "entry_point": "tests.unit.envs.dataset_verifiers:within_one"},
     },
 }
 

@@ -13,7 +13,7 @@ from lecritique.envs import (
     get_environment,
     parse_environment_config,
 )
-from tests.envs.dataset_support import EXAMPLE_DATA
+from tests.unit.envs.dataset_support import EXAMPLE_DATA
 
 # Settings an environment cannot do without (every other environment builds from its defaults).
 REQUIRED = {

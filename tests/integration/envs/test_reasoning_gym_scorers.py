@@ -24,10 +24,10 @@ from lecritique.envs import get_environment
 from lecritique.envs import reasoning_gym_scoring as scoring
 from lecritique.envs.answers import tagged
 from lecritique.envs.reasoning_gym import registered_datasets
-from tests.envs.test_reasoning_gym_attacks import EVALUATING, PARSING, first_task
+from tests.integration.envs.test_reasoning_gym_attacks import EVALUATING, PARSING, first_task
 
 PROBE = Path(__file__).with_name("reasoning_gym_probe.py")
-CHECKOUT = Path(__file__).resolve().parents[2]
+CHECKOUT = Path(__file__).resolve().parents[3]
 REVIEWED = {
     "number_sorting": "eval()s the dataset's own reference (entry['answer']) when it is not JSON, never the answer",
 }

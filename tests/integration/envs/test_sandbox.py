@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 from lecritique.envs.sandbox import Sandbox, SandboxConfig
-from tests.envs.sandbox_support import (
+from tests.integration.envs.sandbox_support import (
     ANSWER,
     LIMITS,
     SETUPS,

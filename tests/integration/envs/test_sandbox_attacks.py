@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from lecritique.envs.sandbox import Sandbox, SandboxConfig
-from tests.envs.sandbox_support import (
+from tests.integration.envs.sandbox_support import (
     ANSWER,
     LIMITS,
     SETUPS,
@@ -32,7 +32,7 @@ from tests.envs.sandbox_support import (
     task_running,
 )
 
-CHECKOUT = Path(__file__).resolve().parents[2]
+CHECKOUT = Path(__file__).resolve().parents[3]
 
 
 def refused(seen: object) -> bool:

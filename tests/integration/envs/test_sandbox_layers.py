@@ -19,9 +19,9 @@ import pytest
 
 from lecritique.envs._sandbox import protocol
 from lecritique.envs.sandbox import Sandbox, SandboxConfig
-from tests.envs.sandbox_support import ANSWER, LIMITS, codeio, task_running
+from tests.integration.envs.sandbox_support import ANSWER, LIMITS, codeio, task_running
 
-CHECKOUT = Path(__file__).resolve().parents[2]
+CHECKOUT = Path(__file__).resolve().parents[3]
 FULL = {*protocol.BASE_LAYERS, *protocol.NAMESPACE_LAYERS, protocol.AUDIT_HOOK}
 BASE = {*protocol.BASE_LAYERS, protocol.AUDIT_HOOK}
 

@@ -43,9 +43,9 @@ import pytest
 
 from lecritique.advantages import AdvantageBatch
 from lecritique.config import load_spec
-from tests.examples.harness import UNFITTED, ExampleRun, StandInLLM, run_example, stand_in
+from tests.integration.examples.harness import UNFITTED, ExampleRun, StandInLLM, run_example, stand_in
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SPECS = sorted(p for p in EXAMPLES.glob("**/*.yaml") if "studies" not in p.parts)
 
 

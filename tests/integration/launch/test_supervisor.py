@@ -14,7 +14,7 @@ import pytest
 from lecritique.launch.local.processes import ManagedProcess, child_environment
 from lecritique.launch.local.restarts import Supervisor
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

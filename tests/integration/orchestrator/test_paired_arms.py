@@ -1,14 +1,14 @@
 """Paired arms (issue 39): two runs of the same seed draw the same tasks and sampling seeds at every
 policy step, whatever estimator they use; a critic's warm-up draws from a stream of its own.
 
-Real services (:mod:`tests.services.conftest`), the quick tiny policy, one policy step per arm.
+Real services (:mod:`tests.integration.services.conftest`), the quick tiny policy, one policy step per arm.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.services.conftest import pipeline_spec, run_experiment
+from tests.integration.services.conftest import pipeline_spec, run_experiment
 from tests.tiny_policies import quick_policy
 
 pytestmark = pytest.mark.slow(seconds=120)

@@ -13,7 +13,7 @@ import redis
 
 from lecritique.replay import ReplayBuffer
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

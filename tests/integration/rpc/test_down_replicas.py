@@ -21,7 +21,7 @@ from services.environment_verifier.server import EnvironmentVerifierServicer
 
 _SERVE = """
 import sys, threading
-from tests.rpc.test_down_replicas import start
+from tests.integration.rpc.test_down_replicas import start
 server = start("hung", int(sys.argv[1]))
 print(server.port, flush=True)
 threading.Event().wait()

@@ -1,4 +1,5 @@
-"""Fixtures for integration tests that run the real services as local processes."""
+"""Helpers of the integration tests that run the real services as local processes (their tiny
+policy is ``tiny_policy``, tests/integration/conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from lecritique.config import parse_spec
 from lecritique.launch.local.launcher import LocalLauncher
-from tests.tiny_policies import pipeline_policy
-
-
-@pytest.fixture(scope="session")
-def tiny_policy() -> Path:
-    """The pipeline's tiny sudoku policy (:data:`tests.tiny_policies.PIPELINE`): it emits
-    well-formed moves, solves some one- and two-cell puzzles and fails others, so rewards vary
-    within groups."""
-    return pipeline_policy()
 
 
 def pipeline_spec(policy: Path, **sections: Any) -> dict[str, Any]:

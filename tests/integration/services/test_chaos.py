@@ -1,6 +1,6 @@
 """The chaos test: a real experiment survives losing each service once (issue #14).
 
-One seeded schedule (:mod:`tests.chaos.chaos_run`, also `make chaos`): the value evaluator hangs (SIGSTOP; the
+One seeded schedule (:mod:`tests.integration.chaos.chaos_run`, also `make chaos`): the value evaluator hangs (SIGSTOP; the
 supervisor's liveness probe kills it), value-trainer, policy-trainer, a rollout replica, the
 environment verifier and Redis are SIGKILLed, each restarted by the supervisor. The run still
 learns: its reward rises.
@@ -12,7 +12,14 @@ import itertools
 
 import pytest
 
-from tests.chaos.chaos_run import GROUP_SIZE, TASKS_PER_STEP, measurements, recovered, restarted, run_chaos
+from tests.integration.chaos.chaos_run import (
+    GROUP_SIZE,
+    TASKS_PER_STEP,
+    measurements,
+    recovered,
+    restarted,
+    run_chaos,
+)
 
 pytestmark = pytest.mark.slow(seconds=150)
 

@@ -9,7 +9,7 @@ import pytest
 
 from lecritique.models.critic import critic_from_policy, load_critic
 from lecritique.weights import WeightStore
-from tests.services.conftest import pipeline_spec, run_experiment
+from tests.integration.services.conftest import pipeline_spec, run_experiment
 from tests.tiny_policies import quick_policy
 
 pytestmark = pytest.mark.slow(seconds=120)

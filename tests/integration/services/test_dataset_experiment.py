@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from lecritique.launch.local.processes import child_environment
-from tests.envs.dataset_support import EXAMPLE_DATA, example_rows, write_jsonl
 from tests.tiny_policies import quick_arithmetic_policy
+from tests.unit.envs.dataset_support import EXAMPLE_DATA, example_rows, write_jsonl
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE_SPEC = ROOT / "examples" / "datasets" / "my-math-pvf.yaml"
 
 

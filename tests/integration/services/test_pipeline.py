@@ -16,7 +16,13 @@ from lecritique.launch.local.launcher import REPO_ROOT
 from lecritique.launch.local.processes import child_environment
 from lecritique.models.policy import load_tokenizer
 from lecritique.v1 import common_pb2, value_pb2_grpc
-from tests.services.conftest import pipeline_spec, read_metrics, run_experiment, running_services, write_spec
+from tests.integration.services.conftest import (
+    pipeline_spec,
+    read_metrics,
+    run_experiment,
+    running_services,
+    write_spec,
+)
 
 pytestmark = pytest.mark.slow
 

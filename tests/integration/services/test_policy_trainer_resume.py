@@ -4,7 +4,6 @@ one resume mechanism, :mod:`lecritique.training.checkpoint`); without checkpoint
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +17,9 @@ from lecritique.launch.local.processes import ManagedProcess, child_environment,
 from lecritique.rpc.codec import fill_trajectory_batch
 from lecritique.v1 import policy_pb2, policy_pb2_grpc
 from lecritique.weights import WeightStore
+from tests.unit.training.training_helpers import make_trajectory, save_tiny_llama
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
-from training_helpers import make_trajectory, save_tiny_llama
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
 
 

@@ -9,7 +9,6 @@ one process and two ranks see the same two batches and must publish the same cri
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,9 @@ from lecritique.replay import ReplayBuffer
 from lecritique.replay.config import ReplayBounds
 from lecritique.v1 import common_pb2, value_pb2, value_pb2_grpc
 from lecritique.weights import WeightStore
+from tests.unit.training.training_helpers import make_trajectory, save_tiny_llama
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
-from training_helpers import make_trajectory, save_tiny_llama
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 BATCH = 8
 REPLAY = ReplayBounds(capacity=64, max_reuse=2)
 pytestmark = pytest.mark.slow

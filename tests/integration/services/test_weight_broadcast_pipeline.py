@@ -11,7 +11,7 @@ import pytest
 from lecritique.v1 import common_pb2, rollout_pb2_grpc, value_pb2_grpc
 from lecritique.weights import WeightStore
 from lecritique.weights.broadcast import read_endpoint
-from tests.services.conftest import pipeline_spec, read_metrics, running_services
+from tests.integration.services.conftest import pipeline_spec, read_metrics, running_services
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import yaml
 
 from lecritique.launch.local.launcher import REPO_ROOT
 from lecritique.launch.local.processes import child_environment
-from tests.api.api_process import ApiProcess, local_api_settings
+from tests.integration.api.api_process import ApiProcess, local_api_settings
 from tests.tiny_policies import quick_policy
 
 TOKEN = "study-token"

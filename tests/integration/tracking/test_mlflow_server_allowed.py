@@ -25,7 +25,7 @@ import pytest
 
 from lecritique.client import LecritiqueClient
 from lecritique.tracking import scalar_metrics
-from tests.api.api_process import ApiProcess, free_port, local_api_settings
+from tests.integration.api.api_process import ApiProcess, free_port, local_api_settings
 from tests.tiny_policies import quick_policy
 
 TOKEN = "research-mlflow-token"

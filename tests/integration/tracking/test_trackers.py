@@ -20,7 +20,7 @@ from lecritique.tracking.config import (
     TrackioTrackerConfig,
     WandbTrackerConfig,
 )
-from tests.tracking.readback import (
+from tests.integration.tracking.readback import (
     mlflow_run,
     tensorboard_report,
     tensorboard_scalars,
@@ -295,6 +295,6 @@ def test_importing_the_config_loads_no_tracker_library() -> None:
         "import sys, lecritique.config, lecritique.tracking\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'wandb', 'mlflow', 'tensorboard', 'trackio', 'datasets', 'pyarrow', 'math_verify'}))"
     )
-    env = child_environment(Path(__file__).resolve().parents[2])
+    env = child_environment(Path(__file__).resolve().parents[3])
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert result.stdout.strip() == "[]"

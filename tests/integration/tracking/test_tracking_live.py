@@ -17,14 +17,14 @@ from lecritique.config import parse_spec
 from lecritique.launch.local.launcher import LocalLauncher
 from lecritique.tracking import scalar_metrics
 from tests.helm_support import tiny_spec_data
-from tests.tiny_policies import quick_policy
-from tests.tracking.readback import (
+from tests.integration.tracking.readback import (
     mlflow_run,
     tensorboard_report,
     tensorboard_scalars,
     trackio_logs,
     wandb_offline_run,
 )
+from tests.tiny_policies import quick_policy
 
 
 @pytest.mark.slow

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-from training_helpers import make_trajectory
 
 from lecritique.training.distributed import (
     IDLE,
@@ -27,6 +26,7 @@ from lecritique.training.distributed import (
     init_distributed_from_env,
 )
 from lecritique.trajectory import Trajectory
+from tests.unit.training.training_helpers import make_trajectory
 
 WAIT_SECONDS = 4.0
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from lecritique.training.distributed import launch_command
 
 HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parents[1]
+REPO_ROOT = HERE.parents[2]
 
 
 def _run(tmp_path: Path, mode: str) -> subprocess.CompletedProcess[str]:

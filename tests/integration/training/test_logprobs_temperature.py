@@ -23,7 +23,6 @@ from lecritique.training.collate import collate_policy, token_logprobs
 from lecritique.training.config import OptimizerConfig, PolicyTrainerConfig
 from lecritique.training.policy_trainer import PolicyTrainer
 from lecritique.trajectory import LOGPROBS_TEMPERATURE_KEY
-from tests.services.conftest import tiny_policy  # noqa: F401  (shared session fixture)
 
 
 def test_the_trainer_cannot_be_given_a_temperature_of_its_own():
@@ -31,7 +30,7 @@ def test_the_trainer_cannot_be_given_a_temperature_of_its_own():
         PolicyTrainerConfig(temperature=0.7)
 
 
-def test_tempered_rollouts_give_unit_ratios_from_the_recorded_temperature(tiny_policy):  # noqa: F811
+def test_tempered_rollouts_give_unit_ratios_from_the_recorded_temperature(tiny_policy):
     tokenizer = load_tokenizer(tiny_policy)
     engine = HFEngine(HFEngineConfig(model_path=str(tiny_policy)))
     environment = build_environment(SudokuConfig(kind="sudoku", size=4, empty_cells=[2, 3]))

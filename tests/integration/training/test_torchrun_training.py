@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from training_helpers import make_trajectory, save_tiny_llama
 from transformers import AutoModelForCausalLM
 
 from lecritique.training.distributed import launch_command
 from lecritique.training.policy_worker import read_batch_file, write_batch_file
 from lecritique.trajectory import Trajectory
 from lecritique.weights import WeightStore
+from tests.unit.training.training_helpers import make_trajectory, save_tiny_llama
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 STEPS = 5
 
 

@@ -13,7 +13,6 @@ import pytest
 import torch
 from pydantic import ValidationError
 from torch.nn.attention import SDPBackend
-from training_helpers import make_trajectory
 
 from lecritique.training import collate, critic_trainer, policy_trainer
 from lecritique.training.collate import padding_fraction, split_by_token_budget
@@ -21,6 +20,7 @@ from lecritique.training.critic_trainer import CriticTrainer, CriticTrainerConfi
 from lecritique.training.kernels import backend_names, sdpa_backends
 from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
 from lecritique.trajectory import Trajectory
+from tests.unit.training.training_helpers import make_trajectory
 
 
 def _mixed_batch(seed: int = 5) -> list[Trajectory]:
@@ -172,8 +172,7 @@ def test_predict_equals_the_training_forward_without_a_graph(
 
 _DETERMINISTIC_RUN = r"""
 import sys, numpy as np, torch
-sys.path.insert(0, "tests/training")
-from training_helpers import make_trajectory
+from tests.unit.training.training_helpers import make_trajectory
 from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
 torch.manual_seed(0)
 rng = np.random.default_rng(1)
@@ -190,7 +189,7 @@ for step in range(3):
 
 
 def test_two_deterministic_runs_are_bit_identical(tiny_llama_dir: Path) -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
 
     def run() -> str:
         result = subprocess.run(

@@ -16,15 +16,13 @@ import torch
 import torch.distributed as dist
 from transformers import AutoModelForCausalLM
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
-from training_helpers import make_trajectory
-
 from lecritique.training.distributed import init_distributed_from_env
 from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
 from lecritique.training.weight_sync import WeightSync, publish_dtype
 from lecritique.weights import WeightStore
 from lecritique.weights.broadcast import BroadcastReceiver, model_tensors
 from lecritique.weights.config import BroadcastTransport
+from tests.unit.training.training_helpers import make_trajectory
 
 
 def publish(root: Path, model_dir: str, receivers: int, steps: int, config_json: str, out: Path) -> None:

@@ -16,11 +16,9 @@ from transformers import AutoModelForCausalLM
 from lecritique.training.distributed import launch_command
 from lecritique.weights import WeightStore
 from lecritique.weights.broadcast import ENDPOINT_FILE, TensorSpec, check_manifest, read_endpoint
+from tests.unit.training.training_helpers import save_tiny_llama
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
-from training_helpers import save_tiny_llama
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 WORKER = str(Path(__file__).with_name("broadcast_worker.py"))
 PARAMETERS = 12  # tensors of the tiny Llama (no tied head)
 

@@ -13,7 +13,7 @@ import pytest
 
 from lecritique.weights import WeightStore, version_dirname
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 FILES_PER_VERSION = 5
 
 

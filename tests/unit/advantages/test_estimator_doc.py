@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lecritique.advantages import estimator_classes
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 
 def facts_table() -> str:

@@ -384,7 +384,7 @@ def test_disruption_budgets_only_for_deployments_of_two_or_more_replicas() -> No
 
 
 def test_experiment_pods_reach_redis_as_the_experiments_user_with_the_password_from_the_secret() -> None:
-    """Every pod but the environment verifier's, which uses no Redis (tests/launch/test_verifier_credentials.py)."""
+    """Every pod but the environment verifier's, which uses no Redis (tests/integration/launch/test_verifier_credentials.py)."""
     objects = render_experiment_objects(_spec(), EXPERIMENT, launcher_defaults())
     for obj in objects:
         if obj["kind"] not in ("Deployment", "StatefulSet", "Job"):

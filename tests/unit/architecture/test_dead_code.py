@@ -6,7 +6,7 @@ import ast
 import re
 from collections import Counter
 
-from tests.architecture.conftest import ROOT
+from tests.unit.architecture.conftest import ROOT
 
 REMOVED = (
     "WaitForUpdates",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.architecture.conftest import ROOT, Module, resolve
+from tests.unit.architecture.conftest import ROOT, Module, resolve
 
 
 def _graph(modules: dict[str, Module]) -> dict[str, set[str]]:
@@ -74,7 +74,7 @@ def test_a_planted_cycle_through_a_function_local_import_is_found(modules):
         + "\n\ndef _planted():\n    from lecritique.trajectory import Trajectory\n    return Trajectory\n"
     )
     planted_tree = ast.parse(planted_source)
-    from tests.architecture.conftest import _imported_names
+    from tests.unit.architecture.conftest import _imported_names
 
     planted = dataclasses.replace(arrays, tree=planted_tree, imports=_imported_names(planted_tree))
     cycles = _cycles(_graph({**modules, "lecritique.arrays": planted}))

@@ -10,7 +10,7 @@ from lecritique.config.estimators import EstimatorSpec
 from lecritique.replay.buffer import ReplayBuffer
 from lecritique.replay.config import ReplayBounds, ReplayConfig
 
-LIBS = Path(__file__).resolve().parents[2] / "libs" / "lecritique"
+LIBS = Path(__file__).resolve().parents[3] / "libs" / "lecritique"
 
 
 def _python_files():

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 
 from lecritique.cli.serve import SERVICE_ENTRY_POINTS, Service, service_entry
-from tests.architecture.conftest import ROOT
+from tests.unit.architecture.conftest import ROOT
 
 
 def test_every_service_is_an_entry_point_to_a_serve_function():

@@ -26,7 +26,7 @@ from tests.helm_support import (
 )
 
 VALUE_SETS = {"default": with_operator_token({}), "gpu-pools": with_operator_token(gpu_values())}
-"""The shipped values files, each with a token hash of the operator's own (without, the chart refuses: tests/chart/test_chart_tokens.py)."""
+"""The shipped values files, each with a token hash of the operator's own (without, the chart refuses: tests/unit/chart/test_chart_tokens.py)."""
 COMPONENT_VALUE_KEYS = [
     "orchestrator",
     "rollout",
@@ -78,7 +78,7 @@ def test_every_object_is_valid_against_the_kubernetes_schemas(values_name: str) 
     for obj in objects:
         if obj["apiVersion"].startswith("monitoring.coreos.com/"):
             # Custom resources: kubernetes-validate has no schema; their shape is checked below
-            # (ServiceMonitors) and by promtool (the PrometheusRule, tests/chart/test_alerts.py).
+            # (ServiceMonitors) and by promtool (the PrometheusRule, tests/integration/chart/test_alerts.py).
             with pytest.raises(kubernetes_validate.SchemaNotFoundError):
                 kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
             continue
@@ -253,7 +253,7 @@ def test_every_pod_has_ingress_and_egress_policies_that_allow_only_dns_redis_and
 
 def test_pod_disruption_budgets_only_where_they_protect_something() -> None:
     """One API pod and one Redis pod: no budget (maxUnavailable 1 on one pod protects nothing, 0
-    blocks every drain). Experiment budgets are the launcher's (tests/api/test_kubernetes_rendering.py)."""
+    blocks every drain). Experiment budgets are the launcher's (tests/unit/api/test_kubernetes_rendering.py)."""
     assert find(render_objects(), "PodDisruptionBudget") == []
     [budget] = find(render_objects({"api": {"replicas": 3}}), "PodDisruptionBudget")
     assert budget["spec"]["maxUnavailable"] == 1

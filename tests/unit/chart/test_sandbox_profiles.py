@@ -6,7 +6,7 @@ default unless ``environmentVerifier.sandbox.namespaces``: then the Localhost pr
 ships (``files/sandbox-namespaces.json``, the default plus what the sandbox's set-up calls), a pod
 user namespace and an unmasked /proc. Rendered by Helm's own engine, the launcher reading the
 chart's launcher-defaults.json, the tenant's dataset roots computed from the API's own settings.
-tests/containers/test_sandbox_seccomp.py runs the sandbox under both profiles.
+tests/integration/containers/test_sandbox_seccomp.py runs the sandbox under both profiles.
 """
 
 from __future__ import annotations

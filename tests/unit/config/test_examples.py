@@ -8,7 +8,7 @@ import yaml
 
 from lecritique.config import load_spec
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def _generator():

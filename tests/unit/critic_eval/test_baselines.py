@@ -97,7 +97,7 @@ def test_the_console_tables_fit_80_columns_without_cutting_a_cell():
 
 
 def test_critic_eval_with_a_spec_and_no_out_names_the_option():
-    spec = Path(__file__).parents[2] / "examples" / "critics" / "critic-eval-sudoku-mini.yml"
+    spec = Path(__file__).parents[3] / "examples" / "critics" / "critic-eval-sudoku-mini.yml"
     result = CliRunner().invoke(app, ["critic-eval", str(spec)])
     assert result.exit_code == 2 and "--out DIR is required with a critic-eval spec" in result.output
 

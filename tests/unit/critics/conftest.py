@@ -1,4 +1,5 @@
-"""Fixtures of the critic tests: a tiny random policy whose tokenizer covers printable ASCII."""
+"""Fixtures of the critic tests: a tiny random policy whose tokenizer covers printable ASCII (random
+weights, written in seconds: no build; the integration tier shares them, tests/integration/conftest.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import pytest
 from lecritique.models.policy import load_tokenizer
 from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
 from lecritique.trajectory import Trajectory
-from tests.services.conftest import tiny_policy  # noqa: F401  (shared session fixture)
 
 ASCII = "".join(c for c in string.printable if c not in "\r\x0b\x0c")
 

@@ -11,7 +11,7 @@ from lecritique.critics.prompts import PeerText, frozen_messages
 from lecritique.critics.specs import FrozenLLMCriticSpec
 from lecritique.critics.states import trajectory_states
 from lecritique.critics.types import ActorInfo, CriticQuery, Peer
-from tests.critics.conftest import text_trajectory
+from tests.unit.critics.conftest import text_trajectory
 
 PREFIX_ESTIMATORS = [cls.name for cls in estimator_classes() if cls.needs_prefix_values()]
 

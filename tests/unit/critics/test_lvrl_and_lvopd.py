@@ -112,7 +112,7 @@ def test_reverse_kl_is_zero_for_identical_models_and_positive_otherwise():
 
 def test_distillation_moves_gated_tokens_toward_the_teacher(ascii_model, tmp_path):
     from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
-    from tests.critics.conftest import ASCII
+    from tests.unit.critics.conftest import ASCII
 
     architecture = TinyArchitecture(
         hidden_size=64, num_layers=1, num_heads=2, intermediate_size=128, max_positions=512

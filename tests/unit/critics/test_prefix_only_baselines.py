@@ -31,7 +31,7 @@ from lecritique.critics.specs import DiscriminativeCriticSpec, FrozenLLMCriticSp
 from lecritique.critics.types import ActorInfo, CriticQuery
 from lecritique.training.collate import collate_critic
 from lecritique.trajectory import Trajectory
-from tests.critics.conftest import text_trajectory
+from tests.unit.critics.conftest import text_trajectory
 
 MAX_SEGMENTS = 3
 BUDGET = 40

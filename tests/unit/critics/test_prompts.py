@@ -117,7 +117,7 @@ def test_the_frozen_prompt_of_a_trajectory_never_shows_its_own_reward():
     from lecritique.critics.inputs import critic_queries
     from lecritique.critics.specs import FrozenLLMCriticSpec
     from lecritique.critics.types import ActorInfo
-    from tests.critics.test_inputs import CharTokenizer, attempts
+    from tests.unit.critics.test_inputs import CharTokenizer, attempts
 
     group = [a for a in attempts() if a.trajectory.group_id == 0]  # a0, a1
     rewards = [0.73, 0.19]

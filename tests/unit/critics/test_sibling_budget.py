@@ -13,7 +13,7 @@ from lecritique.critics.inputs import (
 )
 from lecritique.critics.specs import DiscriminativeCriticSpec
 from lecritique.critics.types import ActorInfo
-from tests.critics.test_inputs import CharTokenizer, attempts
+from tests.unit.critics.test_inputs import CharTokenizer, attempts
 
 
 def long_group(n=4, filler=300):
@@ -57,7 +57,7 @@ def test_a_total_budget_shortens_every_sibling_evenly_and_keeps_all_answers():
         )
 
 
-def test_the_token_bound_fits_the_context_and_defaults_to_half_the_models_length(tiny_policy):
+def test_the_token_bound_fits_the_context_and_defaults_to_half_the_models_length(ascii_model):
     members = long_group(3)
     attempts_ = attempts()
     long = [
@@ -72,8 +72,8 @@ def test_the_token_bound_fits_the_context_and_defaults_to_half_the_models_length
 
     from lecritique.models.policy import load_tokenizer
 
-    length = json.loads((tiny_policy / "config.json").read_text())["max_position_embeddings"]
-    assert context_length(load_tokenizer(tiny_policy), DiscriminativeCriticSpec()) == length // 2
+    length = json.loads((ascii_model / "config.json").read_text())["max_position_embeddings"]
+    assert context_length(load_tokenizer(ascii_model), DiscriminativeCriticSpec()) == length // 2
     assert context_length(CharTokenizer(), DiscriminativeCriticSpec()) is None
 
 

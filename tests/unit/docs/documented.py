@@ -22,7 +22,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NEEDS = {"cluster", "gpu", "long", "docker", "api"}
 _NEEDS_COMMENT = re.compile(r"#\s*needs:\s*([a-z]+)")
 _MARKER = re.compile(r"<!--\s*doc-test:\s*(.*?)\s*-->")

@@ -1,5 +1,5 @@
 """Every command README.md and docs/*.md tell a person to type is run here as written, or marked
-as needing what this machine lacks (tests/docs/documented.py says how); a documented command that
+as needing what this machine lacks (tests/unit/docs/documented.py says how); a documented command that
 stops working fails a test, and so does a ``lecritique`` command naming a sub-command or an option
 the CLI no longer has.
 """
@@ -23,7 +23,7 @@ import pytest
 import typer
 
 from lecritique.cli.main import app
-from tests.docs.documented import ROOT, Command, all_commands, blocks, lecritique_words
+from tests.unit.docs.documented import ROOT, Command, all_commands, blocks, lecritique_words
 
 COMMANDS = all_commands()
 RUN_SECONDS = 180.0

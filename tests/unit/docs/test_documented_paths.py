@@ -17,7 +17,7 @@ from functools import cache
 
 import pytest
 
-from tests.docs.documented import ROOT, doc_files
+from tests.unit.docs.documented import ROOT, doc_files
 
 _SPAN = re.compile(r"`([^`\n]+)`")
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")

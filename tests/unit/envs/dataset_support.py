@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 EXAMPLE_DATA = (
-    Path(__file__).resolve().parents[2] / "examples" / "datasets" / "arithmetic-word-problems.jsonl"
+    Path(__file__).resolve().parents[3] / "examples" / "datasets" / "arithmetic-word-problems.jsonl"
 )
 
 

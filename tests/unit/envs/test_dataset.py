@@ -13,7 +13,7 @@ from lecritique.critics.inputs import GroupMember, build_group_contexts
 from lecritique.envs import build_environment, get_environment
 from lecritique.envs.dataset import DatasetEnvironment
 from lecritique.envs.dataset_files import DatasetError
-from tests.envs.dataset_support import (
+from tests.unit.envs.dataset_support import (
     EXAMPLE_DATA,
     example_rows,
     split_sizes,

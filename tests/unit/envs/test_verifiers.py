@@ -10,7 +10,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from lecritique.envs.verifiers import Verifier, VerifierConfig, build_verifier, parse_number
-from tests.envs.sandbox_support import finishes
+from tests.integration.envs.sandbox_support import finishes
 
 ROW = {"id": "row-7"}
 
@@ -94,7 +94,7 @@ def test_a_catastrophic_pattern_returns_promptly_with_a_reason(per_row: bool) ->
 
 
 def test_python_entry_point() -> None:
-    v = verifier(kind="python", entry_point="tests.envs.dataset_verifiers:within_one")
+    v = verifier(kind="python", entry_point="tests.unit.envs.dataset_verifiers:within_one")
     assert [
         (r.reward, r.diagnostic) for r in (v.verify(a, "10", ROW) for a in ["10", "11", "30", "ten"])
     ] == [
@@ -103,13 +103,13 @@ def test_python_entry_point() -> None:
         (0.0, "far off"),
         (0.0, "not an integer (row row-7)"),
     ]
-    failing = verifier(kind="python", entry_point="tests.envs.dataset_verifiers:broken")
+    failing = verifier(kind="python", entry_point="tests.unit.envs.dataset_verifiers:broken")
     assert failing.verify("1", "1", ROW).diagnostic.startswith(
-        "tests.envs.dataset_verifiers:broken raised RuntimeError"
+        "tests.unit.envs.dataset_verifiers:broken raised RuntimeError"
     )
-    odd = verifier(kind="python", entry_point="tests.envs.dataset_verifiers:not_a_reward")
+    odd = verifier(kind="python", entry_point="tests.unit.envs.dataset_verifiers:not_a_reward")
     assert odd.verify("1", "1", ROW).diagnostic.endswith("returned \"'yes'\", not a reward")
     with pytest.raises(ValueError, match="cannot import 'tests.envs.no_such_module'"):
         verifier(kind="python", entry_point="tests.envs.no_such_module:f")
     with pytest.raises(ValueError, match="has no function 'NOT_CALLABLE'"):
-        verifier(kind="python", entry_point="tests.envs.dataset_verifiers:NOT_CALLABLE")
+        verifier(kind="python", entry_point="tests.unit.envs.dataset_verifiers:NOT_CALLABLE")

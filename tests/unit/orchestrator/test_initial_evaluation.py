@@ -1,6 +1,6 @@
 """The held-out evaluation of the initial policy (issue 41): a row of step 0, once per run.
 
-The policy loop runs in-process as in :mod:`tests.orchestrator.test_warmup_stream` (a real
+The policy loop runs in-process as in :mod:`tests.unit.orchestrator.test_warmup_stream` (a real
 Sudoku environment, stand-ins for the trainers).
 """
 
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.orchestrator.test_warmup_stream import SEED, _run
+from tests.unit.orchestrator.test_warmup_stream import SEED, _run
 
 
 def _rows(out: Path) -> list[dict[str, Any]]:

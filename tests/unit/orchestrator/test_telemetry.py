@@ -10,7 +10,7 @@ from lecritique.advantages import estimator_gauges, get_estimator
 from lecritique.orchestrator.row import StepRow
 from lecritique.orchestrator.telemetry import StepLog, Telemetry
 
-ORCHESTRATOR = Path(__file__).resolve().parents[2] / "libs" / "lecritique" / "orchestrator"
+ORCHESTRATOR = Path(__file__).resolve().parents[3] / "libs" / "lecritique" / "orchestrator"
 
 
 def _row(**extra):

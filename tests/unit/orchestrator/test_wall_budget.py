@@ -25,7 +25,7 @@ from lecritique.models.char_tokenizer import build_char_tokenizer
 from lecritique.models.templates import PlainTemplate
 from lecritique.orchestrator.loop import Orchestrator
 from lecritique.v1 import policy_pb2
-from tests.orchestrator.test_warmup_stream import _Environment, _Sampler
+from tests.unit.orchestrator.test_warmup_stream import _Environment, _Sampler
 
 BUDGET, STEPS = 2.5, 100
 

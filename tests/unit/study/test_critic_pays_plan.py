@@ -13,7 +13,7 @@ import pytest
 from lecritique.study.config import load_study_spec
 from lecritique.study.run import plan_runs
 
-STUDIES = Path(__file__).resolve().parents[2] / "examples" / "studies"
+STUDIES = Path(__file__).resolve().parents[3] / "examples" / "studies"
 FILES = ["critic-pays.yaml", "critic-pays-arithmetic.yaml"]
 
 

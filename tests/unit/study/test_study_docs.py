@@ -14,9 +14,9 @@ from lecritique.study.config import StudySpec
 from lecritique.study.docs import publish, regenerate, splice
 from lecritique.study.report import draw, render_tables
 from lecritique.study.run import run_study
-from tests.study.test_study_plan import BASE
+from tests.unit.study.test_study_plan import BASE
 
-DOCS = Path(__file__).parents[2] / "docs"
+DOCS = Path(__file__).parents[3] / "docs"
 
 
 @pytest.mark.parametrize(

@@ -17,11 +17,11 @@ from lecritique.config import SpecError
 from lecritique.study.config import StudySpec, apply_quick, load_study_spec, plan_runs
 from lecritique.study.report import render_tables
 from lecritique.study.summary import aggregate, paired_difference, run_summary, t975
-from tests.study.test_study_docs import bucket, document
-from tests.study.test_study_plan import study
-from tests.study.test_study_summary import rows
+from tests.unit.study.test_study_docs import bucket, document
+from tests.unit.study.test_study_plan import study
+from tests.unit.study.test_study_summary import rows
 
-STUDIES = Path(__file__).parents[2] / "examples" / "studies"
+STUDIES = Path(__file__).parents[3] / "examples" / "studies"
 
 
 def test_t_quantiles_are_exact_at_every_degree_of_freedom():

@@ -110,7 +110,7 @@ def test_the_shipped_studies_are_valid():
 
 
 @pytest.mark.parametrize(
-    "path", sorted((Path(__file__).parents[2] / "examples" / "studies").glob("*.yaml")), ids=lambda p: p.name
+    "path", sorted((Path(__file__).parents[3] / "examples" / "studies").glob("*.yaml")), ids=lambda p: p.name
 )
 def test_every_shipped_study_plans_valid_experiments(path: Path) -> None:
     from lecritique.study.config import load_study_spec

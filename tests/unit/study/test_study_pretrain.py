@@ -9,7 +9,7 @@ from rich.console import Console
 from lecritique.study.config import StudySpec, plan_runs
 from lecritique.study.run import _pretrain_summaries, run_pretrain
 from lecritique.study.runner import KEPT, keep_scoring_critic
-from tests.study.test_study_plan import BASE
+from tests.unit.study.test_study_plan import BASE
 
 
 def levers(**changes):

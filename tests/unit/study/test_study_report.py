@@ -5,7 +5,7 @@ import json
 import yaml
 
 from lecritique.study.run import run_study
-from tests.study.test_study_plan import BASE
+from tests.unit.study.test_study_plan import BASE
 
 
 def test_report_only_marks_a_partial_study_and_reports_what_finished(tmp_path):

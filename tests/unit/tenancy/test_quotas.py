@@ -21,7 +21,7 @@ from lecritique.tenancy.policy import SandboxPolicy, TenantPolicy, resolve_polic
 from lecritique.tenancy.quotas import quota_violations, resource_violations
 from lecritique.tenancy.spec_rules import spec_violations
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted(
     path
     for path in (ROOT / "examples").rglob("*.yaml")

@@ -23,7 +23,7 @@ from lecritique.config.experiment import ExperimentSpec
 from lecritique.envs.sandbox import SandboxConfig
 from lecritique.tenancy.spec_rules import CHECKS, RULE_KEY, RULES, model_rule_of, rule_of
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NAME_HINT = re.compile(
     r"(^|_)(path|paths|dir|dirs|directory|folder|file|files|uri|url|urls|endpoint|host|module|modules|"
     r"package|packages|entry|script|command|teacher|secret|env|root|location)($|_)"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from training_helpers import save_tiny_llama
+
+from tests.unit.training.training_helpers import save_tiny_llama
 
 
 @pytest.fixture(scope="session")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-from training_helpers import make_trajectory
 
 from lecritique.critics.kinds import KINDS
 from lecritique.critics.specs import DiscriminativeCriticSpec
+from tests.unit.training.training_helpers import make_trajectory
 
 
 def test_a_critic_starts_from_its_model_path(tiny_llama_dir, tmp_path):

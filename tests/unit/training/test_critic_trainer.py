@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from training_helpers import VOCAB_SIZE, make_trajectory
 from transformers import AutoModelForCausalLM
 
 from lecritique.advantages import AdvantageBatch, GAEEstimator, explained_variance
@@ -15,6 +14,7 @@ from lecritique.training.config import CriticTrainerConfig, OptimizerConfig
 from lecritique.training.critic_trainer import CriticTrainer
 from lecritique.trajectory import Trajectory
 from lecritique.weights import WeightStore
+from tests.unit.training.training_helpers import VOCAB_SIZE, make_trajectory
 
 
 def _prompt_class_task(count: int, seed: int, critic_context: bool = True) -> list[Trajectory]:

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from training_helpers import VOCAB_SIZE, make_trajectory
 from transformers import AutoModelForCausalLM
 
 from lecritique.training.checkpoint import TrainerCheckpoints, resume
@@ -16,6 +15,7 @@ from lecritique.training.config import DPPOLossConfig, OptimizerConfig, PolicyTr
 from lecritique.training.policy_trainer import PolicyTrainer
 from lecritique.trajectory import Trajectory
 from lecritique.weights import WeightStore
+from tests.unit.training.training_helpers import VOCAB_SIZE, make_trajectory
 
 
 def _fixed_batch(policy_dir: Path, seed: int = 0) -> list[Trajectory]:

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from training_helpers import VOCAB_SIZE, make_trajectory
 
 from lecritique.models.critic import critic_from_policy, value_outputs
 from lecritique.training.collate import (
@@ -18,6 +17,7 @@ from lecritique.training.collate import (
 )
 from lecritique.training.distributed import shard_indices
 from lecritique.trajectory import Trajectory
+from tests.unit.training.training_helpers import VOCAB_SIZE, make_trajectory
 
 
 def _trajectory(prompt: list[int], tokens: list[int], policy: list[bool], **extra: object) -> Trajectory:

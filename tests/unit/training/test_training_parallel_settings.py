@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from training_helpers import make_trajectory
 from transformers import BertConfig, BertModel
 
 from lecritique.training.checkpoint import ResumeOutcome, TrainerCheckpoints, read_meta, resume
@@ -15,6 +14,7 @@ from lecritique.training.engine import OptimizerConfig
 from lecritique.training.fsdp import apply_activation_checkpointing, decoder_layers, mixed_precision_dtype
 from lecritique.training.policy_trainer import PolicyTrainer, PolicyTrainerConfig
 from lecritique.trajectory import Trajectory
+from tests.unit.training.training_helpers import make_trajectory
 
 
 def _batches(count: int, seed: int = 3) -> list[list[Trajectory]]:
