@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt | $(PY)
 install: $(STAMP)
 
 # promtool and prometheus (Debian's prometheus package) for the alert and live-Prometheus tests in
-# tests/chart; nothing to do when both are on PATH. CI runs as root; elsewhere sudo must not prompt.
+# tests/integration/chart; nothing to do when both are on PATH. CI runs as root; elsewhere sudo must not prompt.
 prometheus-tools:
 	@if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; \
@@ -28,7 +28,7 @@ prometheus-tools:
 	echo "installing Debian's prometheus package (promtool) for the tests"; \
 	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
 
-# podman (with runc; crun fails on hybrid cgroups) and debootstrap for `make images` and tests/containers,
+# podman (with runc; crun fails on hybrid cgroups) and debootstrap for `make images` and tests/integration/containers,
 # and apparmor_parser, which checks the verifier's AppArmor profile there; nothing to do when all three
 # are on PATH. Writes /etc/containers/containers.conf only where there is none:
 # runc, and default ulimits at or under the host's (podman's defaults fail setrlimit in a container).
@@ -36,7 +36,7 @@ prometheus-tools:
 container-tools:
 	@if command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 && command -v apparmor_parser >/dev/null 2>&1; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
-	else echo "container-tools: not root and no sudo: podman not installed, tests/containers will skip" >&2; exit 0; fi; \
+	else echo "container-tools: not root and no sudo: podman not installed, tests/integration/containers will skip" >&2; exit 0; fi; \
 	echo "installing Debian's podman, runc, debootstrap and apparmor for the image and container tests"; \
 	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap apparmor >/dev/null; \
 	if [ ! -e /etc/containers/containers.conf ]; then \
@@ -55,11 +55,14 @@ images: container-tools
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
+# The whole suite, both tiers (what CI runs, through .ci/run).
 test: $(STAMP) prometheus-tools container-tools
 	$(PYTEST)
 
-test-fast: $(STAMP) prometheus-tools
-	$(PYTEST) -m "not slow"
+# The unit tier (tests/unit: no processes, sockets, servers or tiny-model builds, a guard in its
+# conftest.py sees to it): the loop while editing, minutes instead of the whole suite's half hour.
+test-fast: $(STAMP)
+	$(PYTEST) tests/unit
 
 lint: $(STAMP)
 	$(PY) -m ruff check libs services tests bench

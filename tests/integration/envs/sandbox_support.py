@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +12,7 @@ from lecritique.envs import Task, get_environment
 from lecritique.envs.codeio import CodeIOEnvironment
 from lecritique.envs.sandbox import CHILD
 from lecritique.envs.sandbox_reap import living_members
+from tests.unit.envs.liveness import finishes  # noqa: F401  (the sandbox tests' import)
 
 LIMITS: dict[str, Any] = {"wall_seconds": 5.0, "cpu_seconds": 1, "memory_mb": 512}
 """Small limits keep the containment tests fast."""
@@ -78,29 +77,6 @@ def no_sandbox_processes_remain() -> bool:
     stray = {session: pids for session, pids in stray.items() if pids}
     assert not stray, f"sandbox processes still running after their call returned: {stray}"
     return True
-
-
-def finishes(work: Callable[[], Any], seconds: float = 60.0) -> Any:
-    """``work()``'s value; fails (instead of hanging the suite) if it has not returned in ``seconds``.
-
-    A liveness guard, not a speed assertion: the calls it wraps take well under a second.
-    """
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = work()
-        except BaseException as error:  # re-raised in the test's thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        raise AssertionError(f"the call did not return within {seconds:g} s (the verifier hangs)")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
 
 
 class HostFile:

@@ -170,42 +170,6 @@ def test_a_context_default_leaves_the_shared_model_and_its_siblings_alone():
     assert CeilingSpec.model_json_schema()["properties"]["states"]["default"] == 128
 
 
-def test_the_ceiling_arithmetic_has_one_home_and_it_stays_light():
-    """``critic_eval/ceiling.py`` defines it and every user imports it from there; the orchestrator
-    imports it, so it must not pull in torch (critic_eval's package imports its heavy names lazily)."""
-    import subprocess
-    import sys
-
-    assert not (LIBS / "advantages" / "ceiling.py").exists()
-    definitions = sorted(
-        f"{path.relative_to(LIBS)}:{node.name}"
-        for path in _python_files()
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.FunctionDef)
-        and node.name in {"variance_terms", "ceiling_of", "critic_ev", "probe_summary"}
-    )
-    assert definitions == [
-        f"critic_eval/ceiling.py:{name}"
-        for name in ("ceiling_of", "critic_ev", "probe_summary", "variance_terms")
-    ]
-    roots = [LIBS.parents[1] / folder for folder in ("libs", "services", "tests", "bench")]
-    stale = [
-        str(path)
-        for root in roots
-        for path in root.rglob("*.py")
-        if "advantages.ceiling" in path.read_text() and path.resolve() != Path(__file__).resolve()
-    ]
-    assert stale == []
-    light = subprocess.run(
-        [sys.executable, "-c", "import sys, lecritique.critic_eval.ceiling; print('torch' in sys.modules)"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"PYTHONPATH": str(LIBS.parent)},
-    )
-    assert light.stdout.strip() == "False"
-
-
 def test_the_quick_studys_ceiling_takes_the_tables_row():
     from lecritique.config.probe import PROBE_DEFAULTS
     from lecritique.study.config import QuickProfile, apply_quick, load_study_spec

@@ -7,7 +7,6 @@ A values file shipped in the repository once carried the hash of the example tok
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from typing import Any
 
 import pytest
@@ -17,7 +16,6 @@ from lecritique.tenancy.tokens import PUBLISHED_HASHES, PUBLISHED_TOKENS, parse_
 from tests.helm_support import (
     CHART,
     GPU_VALUES_FILE,
-    ROOT,
     render_objects,
     render_templates,
     with_operator_token,
@@ -78,22 +76,3 @@ def test_the_published_hashes_are_those_of_the_published_tokens_and_the_chart_kn
 def test_the_api_refuses_a_published_hash_too() -> None:
     with pytest.raises(ValueError, match="published in the lecritique repository"):
         parse_token_hashes({"research": PUBLISHED_HASHES[0]}, "LECRITIQUE_API_TOKENS")
-
-
-def test_no_shipped_file_carries_a_published_hash() -> None:
-    """Values files, kustomize trees and docs: the hashes live only where they are refused."""
-    tracked = subprocess.run(
-        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
-    allowed = {"libs/lecritique/tenancy/tokens.py", "helm/lecritique/templates/_helpers.tpl"}
-    carrying = [
-        path
-        for path in tracked
-        if path not in allowed
-        and (ROOT / path).is_file()
-        and any(
-            digest.removeprefix("sha256:") in (ROOT / path).read_text(errors="ignore")
-            for digest in PUBLISHED_HASHES
-        )
-    ]
-    assert carrying == []

@@ -10,7 +10,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from lecritique.envs.verifiers import Verifier, VerifierConfig, build_verifier, parse_number
-from tests.integration.envs.sandbox_support import finishes
+from tests.unit.envs.liveness import finishes
 
 ROW = {"id": "row-7"}
 

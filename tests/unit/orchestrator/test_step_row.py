@@ -14,7 +14,7 @@ from lecritique.config.findings import warning_texts
 from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.loop import Orchestrator
 from lecritique.orchestrator.row import StepRow
-from tests.integration.orchestrator.test_degraded_critic import GROUPS, K, _Batches, _Trainer
+from tests.unit.orchestrator.test_degraded_critic import GROUPS, K, _Batches, _Trainer
 
 SUDOKU = {"kind": "sudoku", "size": 4, "empty_cells": [1, 1]}
 

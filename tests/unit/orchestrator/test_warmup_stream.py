@@ -219,7 +219,7 @@ class _SlowToLoad:
 
 
 def test_the_first_policy_batch_waits_for_the_warmed_up_critic(monkeypatch):
-    from tests.integration.orchestrator.test_degraded_critic import _episodes, _plain_queries, _stage
+    from tests.unit.orchestrator.test_degraded_critic import _episodes, _plain_queries, _stage
 
     evaluator = _SlowToLoad([3, 3, 5])
     stage: CriticStage = _stage(evaluator)  # type: ignore[arg-type]

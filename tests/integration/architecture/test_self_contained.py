@@ -16,7 +16,7 @@ OUTSIDE = re.compile(
     r"\.\./shared|\bshared/(?:DESIGN|NOTES|papers)|\bpapers/[\w.-]+|\bDESIGN\.md\b|/work/(?:shared|main|wt)\b"
 )
 """A reference to a file outside the repository (the shared design notes, the papers folder)."""
-THIS_FILE = "tests/unit/architecture/test_self_contained.py"
+THIS_FILE = "tests/integration/architecture/test_self_contained.py"
 
 
 def _tracked_text_files() -> list[str]:

@@ -7,14 +7,10 @@ DEADLINE_EXCEEDED from a hung server).
 
 from __future__ import annotations
 
-import socket
-import threading
-from concurrent import futures
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-import grpc
 import numpy as np
 import pytest
 from prometheus_client import REGISTRY
@@ -24,13 +20,12 @@ from lecritique.config import parse_spec
 from lecritique.critics.types import ActorInfo
 from lecritique.episodes import EpisodePlayer
 from lecritique.orchestrator.batches import GeneratedBatch
-from lecritique.orchestrator.clients import ValueEvaluatorClient, value_evaluator_stub
+from lecritique.orchestrator.clients import ValueEvaluatorClient
 from lecritique.orchestrator.critic_stage import CriticStage, Scored
 from lecritique.orchestrator.episodes import EpisodeBatch
 from lecritique.orchestrator.loop import DegradedTooLong, Orchestrator
-from lecritique.rpc.replica_pool import ReplicaPool
 from lecritique.trajectory import Trajectory
-from lecritique.v1 import policy_pb2, value_pb2, value_pb2_grpc
+from lecritique.v1 import policy_pb2
 
 GROUPS, K = 3, 4
 
@@ -166,12 +161,6 @@ def _stage(evaluator: ValueEvaluatorClient) -> CriticStage:
     return CriticStage(spec.critic, evaluator, None, "/tmp")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _plain_queries(monkeypatch: pytest.MonkeyPatch) -> None:
     """The critic is shown each trajectory as is (what it is shown is tested in tests/critics)."""
     monkeypatch.setattr(
@@ -186,44 +175,6 @@ def _plain_queries(monkeypatch: pytest.MonkeyPatch) -> None:
 def _episodes() -> EpisodeBatch:
     trajectories = _batch(0, "x").scored.trajectories
     return EpisodeBatch([SimpleNamespace(task=None, prompt_text="p")] * len(trajectories), trajectories)  # type: ignore[list-item]
-
-
-def test_an_unreachable_evaluator_degrades_the_batch(monkeypatch):
-    pool = ReplicaPool(
-        "value-evaluator", [f"127.0.0.1:{_free_port()}"], value_evaluator_stub, deadline_seconds=2.0
-    )
-    stage = _stage(ValueEvaluatorClient(pool))
-    _plain_queries(monkeypatch)
-    scored = stage.score(_episodes())
-    assert scored.degraded == "evaluator UNAVAILABLE" and scored.value_version == -1
-    assert all(t.values is None for t in scored.trajectories)
-
-
-class _HungEvaluator(value_pb2_grpc.ValueEvaluatorServicer):
-    def __init__(self, release: threading.Event) -> None:
-        self.release = release
-
-    def Evaluate(self, request, context):
-        self.release.wait(30)
-        return value_pb2.EvaluateResponse()
-
-
-def test_a_hung_evaluator_is_treated_as_down_after_the_deadline(monkeypatch):
-    release = threading.Event()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    value_pb2_grpc.add_ValueEvaluatorServicer_to_server(_HungEvaluator(release), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        pool = ReplicaPool(
-            "value-evaluator", [f"127.0.0.1:{port}"], value_evaluator_stub, deadline_seconds=0.5
-        )
-        stage = _stage(ValueEvaluatorClient(pool))
-        _plain_queries(monkeypatch)
-        assert stage.score(_episodes()).degraded == "evaluator DEADLINE_EXCEEDED"
-    finally:
-        release.set()
-        server.stop(0)
 
 
 def test_an_evaluator_serving_an_older_version_than_before_is_not_used(monkeypatch):
