@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
+from pathlib import Path
 
 from tests.unit.architecture.conftest import ROOT
 
@@ -38,7 +39,7 @@ def _sources():
 
 
 def test_removed_code_is_named_nowhere():
-    this = ROOT / "tests" / "architecture" / "test_dead_code.py"
+    this = Path(__file__).resolve()
     pattern = re.compile(r"\b(" + "|".join(REMOVED) + r")\b")
     found = [
         f"{p.relative_to(ROOT)}: {m}" for p in _sources() if p != this for m in pattern.findall(p.read_text())
@@ -93,7 +94,7 @@ def test_no_function_is_used_only_by_tests_or_by_nothing():
 def test_no_test_skips_on_a_missing_dependency():
     """Every dependency the tests use is pinned (pyproject, `make test` installs it): a missing one
     must fail the run, not skip its tests silently (`pytest.importorskip`)."""
-    this = ROOT / "tests" / "architecture" / "test_dead_code.py"
+    this = Path(__file__).resolve()
     found = [
         str(p.relative_to(ROOT))
         for p in (ROOT / "tests").rglob("*.py")
