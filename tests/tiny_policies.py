@@ -1,17 +1,18 @@
-"""The suite's trained tiny policies: built once per machine, one build at a time.
+"""The suite's trained tiny policies: built once per machine, one build of each at a time.
 
 Each comes from the product's own cache (``lecritique.tinybuild``, keyed by the build's config and
 the code that shapes it), as ``lecritique run`` gets its policy: a warm machine builds nothing, and
-a fresh one builds each policy once. An exclusive lock on a file in the cache makes the second of
-two pytest-xdist workers that need a policy at the same time wait for the first one's build and
-take it from the cache, instead of training the same model beside it (which doubled the minutes
-and slowed every other test on two cores). Before, the few-step policies were built into a
-temporary directory by every test process, on every run.
+a fresh one builds each policy once. An exclusive lock on a file in the cache (one per config)
+makes the second of two pytest-xdist workers that need a policy at the same time wait for the
+first one's build and take it from the cache, instead of training the same model beside it (which
+doubled the minutes and slowed every other test on two cores). Before, the few-step policies were
+built into a temporary directory by every test process, on every run.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 from functools import cache
 from pathlib import Path
 
@@ -20,10 +21,12 @@ from lecritique.tinybuild.build import default_cache_dir
 
 
 def built(config: TinyBuildConfig) -> Path:
-    """The cached tiny model of ``config``; built first if missing, while other processes wait."""
+    """The cached tiny model of ``config``; built first if missing, while other processes that need
+    the same config wait (one lock per config: a build of another one does not hold them up)."""
     root = default_cache_dir()
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".suite-build.lock", "w") as lock:
+    key = hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:16]
+    with open(root / f".suite-build-{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return build_tiny_model(config, show_progress=False).path
 
