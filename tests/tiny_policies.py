@@ -59,16 +59,7 @@ QUICK_SUDOKU = TinyBuildConfig(
 )
 """A few SFT steps (seconds): for tests of the platform, not of RL."""
 
-QUICK_ARITHMETIC = TinyBuildConfig(
-    task="arithmetic",
-    max_steps=60,
-    batch_size=32,
-    eval_every=60,
-    eval_tasks=8,
-    validation_tasks=8,
-    train_pool=256,
-    max_minutes=60,
-)
+QUICK_ARITHMETIC = QUICK_SUDOKU.model_copy(update={"task": "arithmetic"})
 """A few SFT steps on arithmetic: for the dataset platform tests, not for RL."""
 
 

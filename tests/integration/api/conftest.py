@@ -3,6 +3,7 @@ recording stand-in for the Kubernetes API server it launches on."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from lecritique.launch.kubernetes.launcher import KubernetesLauncher
 from lecritique.tenancy.tokens import hash_token
 from services.api.app import create_app
 from services.api.settings import ApiSettings
-from tests.helm_support import launcher_defaults
+from tests.helm_support import NAMESPACE, launcher_defaults
 from tests.integration.api.api_process import ApiProcess
 from tests.integration.api.kubernetes_recorder import RecordingApiServer
 
@@ -39,6 +40,33 @@ def module_recorder() -> Iterator[RecordingApiServer]:
     server = RecordingApiServer()
     yield server
     server.close()
+
+
+def kubernetes_api_settings(
+    folder: Path,
+    redis_url: str,
+    recorder: RecordingApiServer,
+    tokens: dict[str, str],
+    policies: dict[str, Any],
+    chart_values: dict[str, Any] | None = None,
+    **extra: str,
+) -> dict[str, str]:
+    """LECRITIQUE_API_* settings of an API process with the kubernetes launcher on ``recorder``:
+    the chart's launcher defaults (``chart_values`` over the default values), ``tokens`` (tenant ->
+    plain token, stored hashed), the tenants' ``policies``, no periodic reconcile; ``extra`` adds or
+    replaces settings."""
+    defaults = folder / "launcher-defaults.json"
+    defaults.write_text(json.dumps(launcher_defaults(chart_values)))
+    return {
+        "LECRITIQUE_API_REDIS_URL": redis_url,
+        "LECRITIQUE_API_LAUNCHER": "kubernetes",
+        "LECRITIQUE_API_LAUNCHER_DEFAULTS": str(defaults),
+        "LECRITIQUE_API_TOKENS": json.dumps({tenant: hash_token(token) for tenant, token in tokens.items()}),
+        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(policies),
+        "LECRITIQUE_API_RECONCILE_SECONDS": "3600",
+        "KUBECONFIG": str(recorder.write_kubeconfig(folder / "kubeconfig", NAMESPACE)),
+        **extra,
+    }
 
 
 def in_process_app(

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from lecritique.tenancy.tokens import hash_token
-from tests.helm_support import NAMESPACE, launcher_defaults, spec_data
+from tests.helm_support import spec_data
 from tests.integration.api.api_process import ApiProcess
+from tests.integration.api.conftest import kubernetes_api_settings
 from tests.integration.api.kubernetes_recorder import RecordingApiServer
 
 ALICE, BOB = "alice-security-token", "bob-security-token"
@@ -40,19 +40,9 @@ def api_settings(
 ) -> dict[str, str]:
     """LECRITIQUE_API_* settings of an API process using the kubernetes launcher against ``recorder``
     (this module's, through the ``api`` fixture; other modules start their own)."""
-    defaults = tmp_path / "launcher-defaults.json"
-    defaults.write_text(json.dumps(launcher_defaults()))
-    return {
-        "LECRITIQUE_API_REDIS_URL": redis_url,
-        "LECRITIQUE_API_LAUNCHER": "kubernetes",
-        "LECRITIQUE_API_LAUNCHER_DEFAULTS": str(defaults),
-        "LECRITIQUE_API_TOKENS": json.dumps({"alice": hash_token(ALICE), "bob": hash_token(BOB)}),
-        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(POLICIES),
-        "LECRITIQUE_API_MAX_BODY_BYTES": str(MAX_BODY),
-        "LECRITIQUE_API_RECONCILE_SECONDS": "3600",
-        "KUBECONFIG": str(recorder.write_kubeconfig(tmp_path / "kubeconfig", NAMESPACE)),
-        **extra,
-    }
+    tokens = {"alice": ALICE, "bob": BOB}
+    extra = {"LECRITIQUE_API_MAX_BODY_BYTES": str(MAX_BODY), **extra}
+    return kubernetes_api_settings(tmp_path, redis_url, recorder, tokens, POLICIES, **extra)
 
 
 @pytest.fixture

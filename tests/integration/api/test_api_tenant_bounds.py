@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from lecritique.tenancy.tokens import hash_token
-from tests.helm_support import NAMESPACE, launcher_defaults, spec_data
+from tests.helm_support import spec_data
 from tests.integration.api.api_process import ApiProcess
+from tests.integration.api.conftest import kubernetes_api_settings
 from tests.integration.api.kubernetes_recorder import RecordingApiServer
 
 ALICE, CAROL = "alice-bounds-token", "carol-bounds-token"
@@ -55,18 +55,9 @@ CHART_VALUES = {"environmentVerifier": {"nodeSelector": {"pool": "cpu"}}}
 
 
 def api_settings(folder: Path, redis_url: str, recorder: RecordingApiServer) -> dict[str, str]:
-    """The settings of this module's API process (the ``api`` fixture): kubernetes launcher on ``recorder``."""
-    defaults = folder / "launcher-defaults.json"
-    defaults.write_text(json.dumps(launcher_defaults(CHART_VALUES)))
-    return {
-        "LECRITIQUE_API_REDIS_URL": redis_url,
-        "LECRITIQUE_API_LAUNCHER": "kubernetes",
-        "LECRITIQUE_API_LAUNCHER_DEFAULTS": str(defaults),
-        "LECRITIQUE_API_TOKENS": json.dumps({"alice": hash_token(ALICE), "carol": hash_token(CAROL)}),
-        "LECRITIQUE_API_TENANT_POLICIES": json.dumps(POLICIES),
-        "LECRITIQUE_API_RECONCILE_SECONDS": "3600",
-        "KUBECONFIG": str(recorder.write_kubeconfig(folder / "kubeconfig", NAMESPACE)),
-    }
+    """The settings of this module's API process (the ``api`` fixture)."""
+    tokens = {"alice": ALICE, "carol": CAROL}
+    return kubernetes_api_settings(folder, redis_url, recorder, tokens, POLICIES, CHART_VALUES)
 
 
 @pytest.fixture
