@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt | $(PY)
 install: $(STAMP)
 
 # promtool and prometheus (Debian's prometheus package) for the alert and live-Prometheus tests in
-# tests/chart; nothing to do when both are on PATH. CI runs as root; elsewhere sudo must not prompt.
+# tests/integration/chart; nothing to do when both are on PATH. CI runs as root; elsewhere sudo must not prompt.
 prometheus-tools:
 	@if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; \
@@ -28,7 +28,7 @@ prometheus-tools:
 	echo "installing Debian's prometheus package (promtool) for the tests"; \
 	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
 
-# podman (with runc; crun fails on hybrid cgroups) and debootstrap for `make images` and tests/containers,
+# podman (with runc; crun fails on hybrid cgroups) and debootstrap for `make images` and tests/integration/containers,
 # and apparmor_parser, which checks the verifier's AppArmor profile there; nothing to do when all three
 # are on PATH. Writes /etc/containers/containers.conf only where there is none:
 # runc, and default ulimits at or under the host's (podman's defaults fail setrlimit in a container).
@@ -36,7 +36,7 @@ prometheus-tools:
 container-tools:
 	@if command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 && command -v apparmor_parser >/dev/null 2>&1; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
-	else echo "container-tools: not root and no sudo: podman not installed, tests/containers will skip" >&2; exit 0; fi; \
+	else echo "container-tools: not root and no sudo: podman not installed, tests/integration/containers will skip" >&2; exit 0; fi; \
 	echo "installing Debian's podman, runc, debootstrap and apparmor for the image and container tests"; \
 	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap apparmor >/dev/null; \
 	if [ ! -e /etc/containers/containers.conf ]; then \
@@ -55,11 +55,14 @@ images: container-tools
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
+# The whole suite, both tiers (what CI runs, through .ci/run).
 test: $(STAMP) prometheus-tools container-tools
 	$(PYTEST)
 
-test-fast: $(STAMP) prometheus-tools
-	$(PYTEST) -m "not slow"
+# The unit tier (tests/unit: no processes, sockets, servers or tiny-model builds, a guard in its
+# conftest.py sees to it): the loop while editing, minutes instead of the whole suite's half hour.
+test-fast: $(STAMP)
+	$(PYTEST) tests/unit
 
 lint: $(STAMP)
 	$(PY) -m ruff check libs services tests bench
@@ -77,7 +80,7 @@ demo: $(STAMP)
 # goes on; prints the timeline of faults, detections, recoveries and degraded steps (docs/reliability.md).
 chaos: $(STAMP)
 	rm -rf runs/chaos
-	$(PY) tests/chaos/chaos_run.py --out runs/chaos
+	$(PY) tests/integration/chaos/chaos_run.py --out runs/chaos
 
 # The CPU study shipped with the project (examples/studies; docs/study.md): mean, vf, pvf, tether, tether-pvf
 # on arithmetic (300 policy steps) and 4x4 Sudoku (120 steps), 3 seeds, 16 tasks x 4 samples per step, with the
@@ -118,7 +121,7 @@ bench: bench-advantages bench-replay bench-pipeline bench-envs bench-trainer ben
 bench-advantages: $(STAMP)
 	$(PY) bench/advantages.py
 
-# Regenerate the gRPC stubs; tests/rpc/test_protos.py fails when committed stubs are stale.
+# Regenerate the gRPC stubs; tests/integration/rpc/test_protos.py fails when committed stubs are stale.
 proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -Iprotos --python_out=libs --grpc_python_out=libs --pyi_out=libs protos/lecritique/v1/*.proto
 

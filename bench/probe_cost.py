@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "libs"), str(ROOT)]
 
-from tests.helm_support import quick_policy  # noqa: E402
-from tests.services.conftest import pipeline_spec, run_experiment  # noqa: E402
+from tests.integration.services.conftest import pipeline_spec, run_experiment  # noqa: E402
+from tests.tiny_policies import quick_policy  # noqa: E402
 
 PROBE = {"every": 4, "states": 16, "continuations": 4}
 

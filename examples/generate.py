@@ -1,6 +1,6 @@
 """Write one experiment spec per (environment, baseline) pair into ``examples/<environment>/``.
 
-    python examples/generate.py        # regenerate; tests/config/test_examples.py checks they are current
+    python examples/generate.py        # regenerate; tests/unit/config/test_examples.py checks they are current
 
 Baselines (Le Critique §4-§6): ``mean`` (GRPO), ``rloo``, ``vf`` (value baseline, ordinary critic),
 ``pvf`` (value baseline, privileged critic), ``gae``, ``tether`` (LOO mixed with a plain value

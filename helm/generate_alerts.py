@@ -5,7 +5,7 @@
 
 The rules come from ``lecritique.monitoring.alerts`` (one source). The shipped file is a plain
 Prometheus rules file (``rule_files:``); the chart wraps the same file in a PrometheusRule for the
-Prometheus Operator (``alerts.enabled``). tests/chart/test_alerts.py checks the committed file equals
+Prometheus Operator (``alerts.enabled``). tests/integration/chart/test_alerts.py checks the committed file equals
 this script's output and runs ``promtool test rules`` on it.
 """
 

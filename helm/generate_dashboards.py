@@ -1,6 +1,6 @@
 """Write the Grafana dashboards of the chart (helm/lecritique/dashboards/*.json).
 
-Run ``python helm/generate_dashboards.py`` after editing; tests/chart/test_dashboards.py checks the
+Run ``python helm/generate_dashboards.py`` after editing; tests/unit/chart/test_dashboards.py checks the
 committed JSON equals this script's output and that every PromQL expression names only metrics the
 services export. Metrics labelled ``experiment`` are filtered by the ``$experiment`` variable; the
 gRPC metrics carry no experiment label, so they are filtered by pod name (experiment pods are

@@ -23,8 +23,8 @@ IPC and UTS namespaces, and mount inside namespaces it owns (the kernel refuses 
 container's own namespaces, where it has no capability). That is kernel surface, the price of the
 sandbox's private root; the sandbox's own filter denies all of them again to the code it runs.
 
-tests/chart/test_sandbox_profiles.py checks the committed file equals this script's output, and
-tests/containers/test_sandbox_seccomp.py runs the sandbox under it with podman.
+tests/unit/chart/test_sandbox_profiles.py checks the committed file equals this script's output, and
+tests/integration/containers/test_sandbox_seccomp.py runs the sandbox under it with podman.
 """
 
 from __future__ import annotations

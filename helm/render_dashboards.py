@@ -11,7 +11,7 @@ embedded Redis), with a real Prometheus (Debian's ``prometheus`` package) scrapi
 each second; when the run ends it asks Prometheus for every dashboard panel's PromQL over the run
 (``query_range``; ``$experiment`` and ``$__rate_interval`` filled in as Grafana would) and writes
 one record per dashboard, then draws it. ``draw`` re-draws the pictures from the records (after a
-change of the drawing code). tests/chart/test_dashboard_pictures.py fails when a dashboard panel
+change of the drawing code). tests/unit/chart/test_dashboard_pictures.py fails when a dashboard panel
 has no picture, or a record's queries are no longer the dashboard's (then run ``record`` again).
 """
 

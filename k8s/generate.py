@@ -10,7 +10,7 @@
 * ``k8s/overlays/gpu-pools``: the base plus, as strategic-merge patches, every object that
   ``helm/values-gpu-pools.yaml`` changes, plus the Prometheus Operator objects.
 
-tests/k8s/test_kustomize.py checks that the committed files equal this script's output and that
+tests/integration/k8s/test_kustomize.py checks that the committed files equal this script's output and that
 ``kubectl kustomize`` builds every tree.
 """
 

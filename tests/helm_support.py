@@ -154,35 +154,10 @@ def all_dashboard_metric_names() -> dict[str, set[str]]:
     return names
 
 
-@lru_cache(maxsize=1)
-def quick_policy() -> Path:
-    """A tiny sudoku-mini policy after a few SFT steps (seconds; built once per test process):
-    for tests of the platform, not of RL."""
-    import atexit
-    import shutil
-    import tempfile
-
-    from lecritique.tinybuild import TinyBuildConfig, build_tiny
-
-    config = TinyBuildConfig(
-        task="sudoku-mini",
-        max_steps=60,
-        batch_size=32,
-        eval_every=60,
-        eval_tasks=8,
-        validation_tasks=8,
-        train_pool=256,
-        max_minutes=60,  # the same model however loaded the machine is (the 6-minute guard would cut it short)
-    )
-    cache_dir = tempfile.mkdtemp(prefix="lecritique-test-policy-")
-    atexit.register(shutil.rmtree, cache_dir, ignore_errors=True)
-    return build_tiny(config, cache_dir=cache_dir, show_progress=False)
-
-
 def tiny_spec_data(name: str, steps: int, policy_path: Path) -> dict[str, Any]:
     """A few-step 4x4 Sudoku experiment: TETHER with two position buckets, a reference-context critic,
     a replay buffer of one policy batch whose entries are evicted after one use. One or two empty
-    cells, so that even the barely trained :func:`quick_policy` sometimes solves a puzzle: rewards
+    cells, so that even the barely trained ``tests.tiny_policies.quick_policy`` sometimes solves a puzzle: rewards
     vary, so explained variance is defined (each critic batch is a whole policy batch, so a
     success reaches the critic's training batch too)."""
     return {

@@ -23,7 +23,7 @@ The in-run probe has no ``tasks`` or ``group_size``: it plays groups of the run'
 ceil(states / group_size) eval-split tasks. ``lecritique study --quick`` replaces the ceiling's
 tasks, states and continuations (``quick.ceiling_states``, ``quick.ceiling_continuations``) and
 keeps its group size.
-``tests/architecture/test_said_once.py`` checks this table against the models and that no other
+``tests/unit/architecture/test_said_once.py`` checks this table against the models and that no other
 model declares the fields.
 """
 

@@ -10,7 +10,7 @@ The hidden string (``digits`` long, drawn uniformly) is the task's privileged co
 ordinary value function (VF) can do no better than the mean return. A privileged value
 function (PVF, Le Critique §3) that reads its context and the response can predict the return
 exactly once the response is written: ``exact`` scoring pays 1 for the whole string, ``fraction``
-the share of positions that match. ``tests/critics/test_privileged_context.py`` holds every
+the share of positions that match. ``tests/integration/critics/test_privileged_context.py`` holds every
 critic input layout the project ships to that (``docs/critics.md``). Splits: by a hash of the
 hidden string, so held-out tasks are strings the critic never saw in training.
 """

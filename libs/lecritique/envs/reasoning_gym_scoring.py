@@ -10,7 +10,7 @@ verifier's credentials (issue #37). Hence:
 
 - ``IN_PROCESS`` lists the datasets whose scorer is proven not to execute the answer, and only
   they are scored in the verifier's process. The proof is a test
-  (``tests/envs/test_reasoning_gym_scorers.py``): every registered dataset is fed answers that
+  (``tests/integration/envs/test_reasoning_gym_scorers.py``): every registered dataset is fed answers that
   would run (several shapes: a call, a list, no spaces, appended to the reference, a bare name)
   in a separate interpreter whose audit hook records each ``compile``/``exec`` of the answer and
   each file it opens; a dataset that does is not in the list, the test fails if one is. The

@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lecritique.envs._sandbox import protocol
 from lecritique.envs.sandbox_io import ChildFiles, Received, receive, tail
+from lecritique.envs.sandbox_reap import kill_session
 
 logger = logging.getLogger(__name__)
 
@@ -210,10 +211,13 @@ class Sandbox:
                 files.result_read, process.pid, started + self.config.wall_seconds, _MAX_RESULT_BYTES
             )
         finally:
-            # Kill the whole group even after a normal exit: nothing the code started outlives the call.
-            _kill_group(process.pid)
+            # Kill the whole session even after a normal exit, and wait for each of its processes:
+            # nothing the code started outlives the call.
+            stray = kill_session(process.pid, _REAP_SECONDS)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(_REAP_SECONDS)
+                process.wait(_REAP_SECONDS)  # exited already, unless stuck in the kernel
+            if stray:
+                logger.error("sandbox processes %s still ran %g s after SIGKILL", stray, _REAP_SECONDS)
         report = _Report.parse(received)
         report.output = tail(files.output, _OUTPUT_TAIL_CHARS)
         report.log = tail(files.log, _LOG_TAIL_CHARS)
@@ -281,11 +285,6 @@ class _Report:
         if self.ready:
             return failed(f"the code exited (code {code}) without returning")
         return failed(f"sandbox exited with code {code}: {self.log.strip()}")
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 def _signal_reason(number: int) -> str:

@@ -1,5 +1,5 @@
 """Offline episodes with chosen responses, and explained variance at chosen states: the pieces of
-the privileged-context probe (``tests/critics/test_privileged_context.py``).
+the privileged-context probe (``tests/integration/critics/test_privileged_context.py``).
 
 Rollouts of a policy decide their own responses; a probe of what a critic can read needs responses
 of known quality instead (half right, half wrong), so :func:`offline_episodes` renders them the

@@ -3,7 +3,7 @@
 Every spec field that names a path, a module, a URL, a Secret or a variable carries a marker,
 ``json_schema_extra={"x-tenant-rule": <rule>}``, and the server checks its value under that rule
 (:func:`spec_violations` walks the validated spec model, so a marked field in any section is
-checked without being listed here). ``tests/tenancy/test_spec_rules.py`` walks the spec schema
+checked without being listed here). ``tests/unit/tenancy/test_spec_rules.py`` walks the spec schema
 and fails when a field that looks like a path, module or URL carries no marker, or a marker that
 has no rule below. The local CLI (``lecritique run``) applies none of this: there the user is the
 operator.

@@ -5,7 +5,7 @@ model computes on the padding like on any token. A packed micro-batch is ``[line
 rows sit end to end in a line, each row's position ids restart at 0, and attention never
 crosses from one row into another, so every row's logits, log-probabilities and values are those
 it has alone (the same function of the same inputs, computed in another order: float32 results
-agree to rounding, ``tests/training/test_packing.py``). Per-row results are read back from the
+agree to rounding, ``tests/integration/training/test_packing.py``). Per-row results are read back from the
 row's (line, offset), never from a neighbour's columns.
 
 How attention stays inside a row (:func:`packed_attention`, chosen from the model's

@@ -1,0 +1,113 @@
+"""What a tenant sees over the API names no folder of the API's host (issue #37, item 9).
+
+Before the fix, error bodies and failed records showed absolute host paths: the run folder under
+the API's runs directory, the checkout and the Python installation in a failed run's traceback. Now
+a path under the run folder or the runs folder is shown relative to it (``<run>/...``,
+``<runs>/...``), one in the checkout or the interpreter's installation as ``<lecritique>/...`` /
+``<python>/...``, and any other absolute path by its last component only; the same in the logs the
+API serves. What the tenant writes itself stays as written: its model root (it names it in every
+spec) and the paths of its own spec. Real API processes with the local launcher.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.helm_support import ROOT, tiny_spec_data
+from tests.integration.api.api_process import ApiProcess, local_api_settings
+
+TOKEN = "host-paths-token"
+
+
+def _host_paths(tmp_path: Path) -> list[str]:
+    """Folders of this host that must not appear in anything the tenant reads: the runs folders, the
+    target of a link in the tenant's root, the checkout, the interpreter."""
+    return [
+        str(tmp_path / "runs"),
+        str(tmp_path / "elsewhere"),
+        str(ROOT),
+        sys.prefix,
+        sys.base_prefix,
+        str(Path(sys.executable).parent),
+    ]
+
+
+def _api(tmp_path: Path, redis_url: str, runs: Path) -> ApiProcess:
+    settings = local_api_settings(
+        redis_url,
+        runs,
+        {"tester": TOKEN},
+        {},
+        models_root=str(tmp_path / "models"),
+        datasets_root=str(tmp_path / "datasets"),
+    )
+    return ApiProcess(settings, tmp_path / f"api-{runs.name}.log").start()
+
+
+def _wait_final(client: httpx.Client, experiment: str, seconds: float = 300) -> dict[str, Any]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        view = dict(client.get(f"/v1/experiments/{experiment}").json())
+        if view["status"] in ("succeeded", "failed", "cancelled"):
+            return view
+        time.sleep(1)
+    raise AssertionError(f"experiment {experiment} did not finish")
+
+
+def test_a_failed_run_and_a_refused_path_name_no_host_folder(
+    tmp_path: Path, embedded_redis: Any, redis_db: Any
+) -> None:
+    empty_model = tmp_path / "models" / "tester" / "policy"
+    empty_model.mkdir(parents=True)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (tmp_path / "models" / "tester" / "link").symlink_to(outside)
+    api = _api(tmp_path, embedded_redis.url, tmp_path / "runs")
+    try:
+        with api.client(TOKEN) as client:
+            refused = client.post(
+                "/v1/experiments",
+                json=tiny_spec_data("paths", steps=1, policy_path=tmp_path / "models/tester/link"),
+            )
+            assert refused.status_code == 403, refused.text
+            created = client.post(
+                "/v1/experiments", json=tiny_spec_data("paths", steps=1, policy_path=empty_model)
+            )
+            assert created.status_code == 201, created.text
+            failed = _wait_final(client, created.json()["id"])
+            listed = client.get("/v1/experiments").text
+            log = client.get(f"/v1/experiments/{created.json()['id']}/logs", params={"component": "run"}).text
+    finally:
+        api.stop()
+    assert failed["status"] == "failed" and failed["error"], failed
+    for text in (refused.text, failed["error"], listed, log):
+        for host in _host_paths(tmp_path):
+            assert host not in text, (host, text)
+    assert "policy.path" in refused.text and str(tmp_path / "models" / "tester") in refused.text, refused.text
+    assert "lecritique run exited with code" in failed["error"] and "<run>/" in failed["error"], failed[
+        "error"
+    ]
+
+
+def test_a_launch_failure_names_no_host_folder(tmp_path: Path, embedded_redis: Any, redis_db: Any) -> None:
+    runs = tmp_path / "runs-is-a-file"
+    runs.write_text("not a folder")
+    model = tmp_path / "models" / "tester" / "policy"
+    model.mkdir(parents=True)
+    api = _api(tmp_path, embedded_redis.url, runs)
+    try:
+        with api.client(TOKEN) as client:
+            created = client.post("/v1/experiments", json=tiny_spec_data("paths", steps=1, policy_path=model))
+            assert created.status_code == 201, created.text
+            view = created.json()
+    finally:
+        api.stop()
+    assert view["status"] == "failed" and view["error"].startswith("launch failed"), view
+    for host in _host_paths(tmp_path):
+        assert host not in view["error"], (host, view["error"])
+    assert "<runs>/" in view["error"], view["error"]

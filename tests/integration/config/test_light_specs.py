@@ -1,0 +1,30 @@
+"""Loading a spec needs no torch: the REST API and the launchers read specs without ML libraries."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+_PROBE = """
+import json, sys
+from pathlib import Path
+from lecritique.config import load_spec
+for path in sorted(p for p in Path(sys.argv[1]).glob("**/*.yaml") if "studies" not in p.parts):
+    load_spec(path)
+print(json.dumps(sorted(m for m in ("torch", "transformers", "vllm") if m in sys.modules)))
+"""
+
+
+def test_loading_every_example_spec_imports_no_torch_transformers_or_vllm():
+    environment = {"PYTHONPATH": f"{ROOT / 'libs'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(ROOT / "examples")],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=True,
+        timeout=120,
+    )
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
