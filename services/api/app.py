@@ -10,7 +10,9 @@ import asyncio
 import contextlib
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -112,13 +114,20 @@ class RequestMetrics:
 
 
 def _host_paths(settings: ApiSettings) -> HostPaths:
-    """What a tenant's messages show of this host: the runs folder by name; the model and dataset
-    roots of every policy as written (a tenant names its own in every spec)."""
-    roots = [settings.models_root, settings.datasets_root]
+    """What a tenant's messages show of this host: the runs folder by name; the models and datasets
+    roots by name (``<models>/<tenant>``) where they are the host's own folders (the local launcher),
+    as written where they are the pods' (``/weights/...`` under Kubernetes) or where the tenant is the
+    host's owner (``--dev``); the roots a policy adds as written (the operator gave them to the tenant)."""
+    roots = []
     for name in settings.tenant_policies:
         policy = resolve_policy(settings.tenant_policies, name)
         roots += [*policy.model_roots, *policy.dataset_roots]
-    return HostPaths.of({"<runs>": settings.runs_dir}, kept=roots)
+    named: dict[str, str | Path] = {"<runs>": settings.runs_dir}
+    if settings.launcher == "local" and not settings.dev:
+        named.update({"<models>": settings.models_root, "<datasets>": settings.datasets_root})
+    else:
+        roots += [settings.models_root, settings.datasets_root]
+    return HostPaths.of(named, kept=roots)
 
 
 def create_app(
@@ -160,6 +169,9 @@ def create_app(
         client,
     )
     app.state.host_paths = _host_paths(settings)
+    app.state.submission_pool = ThreadPoolExecutor(
+        max_workers=settings.submission_threads, thread_name_prefix="submit"
+    )
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)

@@ -17,7 +17,9 @@ from lecritique.config.findings import warning_texts
 from lecritique.launch.base import ExperimentLauncher, Observation, OutsideRoots, Submission
 from lecritique.tenancy.placement_rules import placement_violations
 from lecritique.tenancy.policy import Violation, resolve_policy
-from lecritique.tenancy.quotas import resource_violations
+from lecritique.tenancy.quotas import resource_violations, written_quota_violations
+from lecritique.envs import environment_prompt_budget
+from lecritique.tenancy.work import Sizes
 from lecritique.tenancy.spec_rules import ROOTS_WIDENED_BY, spec_violations, tenant_dataset_roots
 from services.api.records import ExperimentRecord, RecordStore, fingerprint
 
@@ -146,6 +148,8 @@ class ExperimentService:
                     )
                 ]
             )
+        # The quotas over what the tenant wrote come first: validation costs more than reading numbers.
+        _refuse(written_quota_violations(body, resolve_policy(self.policies, tenant)))
         try:
             check_values(body)
             spec = ExperimentSpec.model_validate(body)
@@ -190,6 +194,7 @@ class ExperimentService:
                 datasets_root=self.datasets_root,
                 secrets_are=self.launcher.secrets_are,
                 roots_widened_by=self.roots_widened_by,
+                sizes=Sizes(environment_prompt_budget(spec.environment), spec.response_budget),
             )
         )
         submission = Submission(

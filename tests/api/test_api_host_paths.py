@@ -5,8 +5,9 @@ the API's runs directory, the checkout and the Python installation in a failed r
 a path under the run folder or the runs folder is shown relative to it (``<run>/...``,
 ``<runs>/...``), one in the checkout or the interpreter's installation as ``<lecritique>/...`` /
 ``<python>/...``, and any other absolute path by its last component only; the same in the logs the
-API serves. What the tenant writes itself stays as written: its model root (it names it in every
-spec) and the paths of its own spec. Real API processes with the local launcher.
+API serves. What the tenant writes itself stays as written: the paths of its own spec; its model
+root is named as ``<models>/<tenant>`` (issue #46, item 4: a refusal named the host's folder).
+Real API processes with the local launcher.
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ def test_a_failed_run_and_a_refused_path_name_no_host_folder(
     for text in (refused.text, failed["error"], listed, log):
         for host in _host_paths(tmp_path):
             assert host not in text, (host, text)
-    assert "policy.path" in refused.text and str(tmp_path / "models" / "tester") in refused.text, refused.text
+    # The tenant's model root as the tenant sees it (issue #46, item 4: it named the host's folder).
+    assert "policy.path" in refused.text and "<models>/tester" in refused.text, refused.text
+    assert str(tmp_path / "models") not in refused.text, refused.text
     assert "lecritique run exited with code" in failed["error"] and "<run>/" in failed["error"], failed[
         "error"
     ]

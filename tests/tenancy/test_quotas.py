@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from lecritique.config.experiment import ExperimentSpec, load_spec
+from lecritique.envs import environment_prompt_budget
 from lecritique.envs.codeio import CodeIOConfig
 from lecritique.envs.reasoning_gym import registered_datasets
 from lecritique.envs.sandbox import SandboxConfig
@@ -20,6 +21,7 @@ from lecritique.tenancy.placement_rules import kubernetes_toleration, placement_
 from lecritique.tenancy.policy import SandboxPolicy, TenantPolicy, resolve_policy
 from lecritique.tenancy.quotas import quota_violations, resource_violations
 from lecritique.tenancy.spec_rules import spec_violations
+from lecritique.tenancy.work import Sizes, generation_per_step
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted(
@@ -39,7 +41,7 @@ def test_the_parallel_disk_default_is_the_sandbox_defaults_product() -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_every_example_spec_fits_the_default_quotas(path: Path) -> None:
     spec = load_spec(path)
-    assert quota_violations(spec.model_dump(mode="json"), TenantPolicy()) == []
+    assert quota_violations(spec.model_dump(mode="json"), TenantPolicy(), _sizes(spec)) == []
     sandboxes = [
         v
         for v in spec_violations(
@@ -48,6 +50,10 @@ def test_every_example_spec_fits_the_default_quotas(path: Path) -> None:
         if ".sandbox" in v.field
     ]
     assert sandboxes == []
+
+
+def _sizes(spec: ExperimentSpec) -> Sizes:
+    return Sizes(environment_prompt_budget(spec.environment), spec.response_budget)
 
 
 def test_every_reasoning_gym_datasets_own_defaults_pass() -> None:
@@ -126,3 +132,80 @@ def test_the_spec_default_sizes_pass() -> None:
 
     spec = ExperimentSpec.model_validate(spec_data())
     assert quota_violations(spec.model_dump(mode="json"), TenantPolicy()) == []
+
+
+# ---- issue #46, item 4: every model that generates, and the replay's memory ----------------------
+def _generative(sections: dict[str, Any] | None = None, **critic: Any) -> ExperimentSpec:
+    from tests.helm_support import spec_data
+
+    return ExperimentSpec.model_validate(spec_data(critic={"kind": "generative", **critic}, **(sections or {})))
+
+
+def test_a_generative_critics_tokens_count_against_the_tokens_per_step() -> None:
+    """The issue's spec: eval_samples 1024 x samples_per_state 1024 x max_tokens 32,768 x max_segments
+    4,096 was accepted because only the policy's tokens counted."""
+    spec = _generative(
+        eval_samples=1024, samples_per_state=1024, max_tokens=32_768, segments={"max_segments": 4096}
+    )
+    (refused,) = quota_violations(spec.model_dump(mode="json"), TenantPolicy(), _sizes(spec))
+    assert refused.field == "critic" and "maxTokensPerStep" in refused.message
+    assert "eval_samples 1024" in refused.message and "samples_per_state 1024" in refused.message
+    batch = spec.batch_size
+    scoring = batch * 4096 * 1024 * 32_768
+    assert str(scoring) in refused.message
+
+
+def test_the_models_together_are_bounded_when_none_is_alone() -> None:
+    spec = _generative(
+        {"orchestrator": {"eval_every": 5, "eval_tasks": 64}},
+        max_tokens=1024,
+        segments={"max_segments": 64},
+        eval_samples=4,
+    )
+    data = spec.model_dump(mode="json")
+    models = {model.field: model.tokens for model in generation_per_step(data, _sizes(spec))}
+    assert set(models) == {"rollout", "critic", "orchestrator.eval_tasks"}, models
+    total = sum(models.values())
+    policy = TenantPolicy(max_tokens_per_step=max(models.values()) + 1)
+    assert total > policy.max_tokens_per_step
+    (refused,) = quota_violations(data, policy, _sizes(spec))
+    assert "every model together" in refused.message and str(total) in refused.message
+    assert quota_violations(data, TenantPolicy(max_tokens_per_step=total), _sizes(spec)) == []
+
+
+def test_a_frozen_llm_critic_and_a_probe_count_too() -> None:
+    from tests.helm_support import spec_data
+
+    frozen = ExperimentSpec.model_validate(
+        spec_data(critic={"kind": "frozen_llm", "max_tokens": 32_768, "hindsight": False}, estimator={"name": "rloo"})
+    )
+    fields = {m.field for m in generation_per_step(frozen.model_dump(mode="json"), _sizes(frozen))}
+    assert "critic" in fields
+    probed = ExperimentSpec.model_validate(spec_data(critic_probe={"states": 64, "continuations": 8}))
+    found = {m.field: m.tokens for m in generation_per_step(probed.model_dump(mode="json"), _sizes(probed))}
+    assert found["critic_probe"] == 64 * 8 * probed.rollout.sampling.max_tokens
+
+
+def test_replay_memory_counts_against_the_tenants_quota() -> None:
+    """The issue's spec: capacity 10^7 at 65,536 trajectories a step and max_reuse 1000 (201 before)."""
+    from tests.helm_support import spec_data
+
+    spec = ExperimentSpec.model_validate(
+        spec_data(
+            rollout={"tasks_per_step": 16_384, "group_size": 4},
+            critic={"kind": "discriminative", "replay": {"capacity": 10**7, "max_reuse": 1000}},
+        )
+    )
+    refused = [
+        v
+        for v in quota_violations(spec.model_dump(mode="json"), TenantPolicy(), _sizes(spec))
+        if v.field == "critic.replay.capacity"
+    ]
+    assert len(refused) == 1 and "maxReplayMemoryGib" in refused[0].message, refused
+    assert "10000000 trajectories" in refused[0].message
+    roomy = TenantPolicy(max_replay_memory_gib=1e4)
+    assert not [
+        v
+        for v in quota_violations(spec.model_dump(mode="json"), roomy, _sizes(spec))
+        if v.field == "critic.replay.capacity"
+    ]
