@@ -10,8 +10,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from prometheus_client import Counter, Histogram
 from lecritique import __version__
 from lecritique.launch.base import ExperimentLauncher
 from lecritique.launch.host_paths import HostPaths
+from lecritique.launch.redis_acl import ExperimentUsers
 from lecritique.tenancy.policy import resolve_policy
 from lecritique.tenancy.spec_rules import DEV_ROOTS_WIDENED_BY, ROOTS_WIDENED_BY
 from services.api.auth import TokenRegistry
@@ -144,14 +145,17 @@ def create_app(
     tokens = TokenRegistry(settings.tokens, settings.tokens_file)
     if not tokens.tenants:
         logger.warning("no API tokens configured: every /v1 request will get 401")
+    launcher = launcher or make_launcher(settings)
+    runs_url = getattr(launcher, "runs_redis_url", None)
     service = ExperimentService(
         RecordStore(client),
-        launcher or make_launcher(settings),
+        launcher,
         policies=settings.tenant_policies,
         models_root=settings.models_root,
         datasets_root=settings.datasets_root,
         pending_grace_seconds=settings.pending_grace_seconds,
         roots_widened_by=DEV_ROOTS_WIDENED_BY if settings.dev else ROOTS_WIDENED_BY,
+        users=ExperimentUsers(client, runs_url) if runs_url else None,
     )
     app = FastAPI(
         title="lecritique",

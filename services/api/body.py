@@ -97,7 +97,9 @@ def is_yaml(content_type: str | None) -> bool:
     return (content_type or "").split(";", 1)[0].strip().lower() in YAML_TYPES
 
 
-MERGE_OR_ALIAS = "aliases (*name) and merge keys (<<) are not accepted in a request body; write the values out"
+MERGE_OR_ALIAS = (
+    "aliases (*name) and merge keys (<<) are not accepted in a request body; write the values out"
+)
 
 
 def _refuse_event(problem: str, event: Any) -> yaml.MarkedYAMLError:
@@ -171,7 +173,9 @@ def parse_yaml(raw: bytes) -> Any:
             ) from None
         raise _invalid(f"the request body is not valid YAML: {str(error)[:300]}", "yaml_invalid") from None
     except ValueError as error:  # an integer of more digits than Python converts
-        raise _invalid(f"the request body holds a number YAML cannot read: {str(error)[:200]}", "yaml_invalid") from None
+        raise _invalid(
+            f"the request body holds a number YAML cannot read: {str(error)[:200]}", "yaml_invalid"
+        ) from None
     problem = _too_big(data) or _json_like(data)
     if problem is not None:
         raise _invalid(f"the YAML document holds what a spec cannot: {problem}", "yaml_invalid")

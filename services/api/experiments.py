@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import secrets
 import time
@@ -9,18 +11,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 from pydantic import ValidationError
 
 from lecritique.config.errors import describe_errors
 from lecritique.config.experiment import ExperimentSpec, SpecError, SpecValueError, check_values
 from lecritique.config.findings import warning_texts
+from lecritique.envs import environment_prompt_budget
 from lecritique.launch.base import ExperimentLauncher, Observation, OutsideRoots, Submission
+from lecritique.launch.redis_acl import ExperimentUsers
 from lecritique.tenancy.placement_rules import placement_violations
 from lecritique.tenancy.policy import Violation, resolve_policy
 from lecritique.tenancy.quotas import resource_violations, written_quota_violations
-from lecritique.envs import environment_prompt_budget
-from lecritique.tenancy.work import Sizes
 from lecritique.tenancy.spec_rules import ROOTS_WIDENED_BY, spec_violations, tenant_dataset_roots
+from lecritique.tenancy.work import Sizes
 from services.api.records import ExperimentRecord, RecordStore, fingerprint
 
 logger = logging.getLogger(__name__)
@@ -107,6 +111,16 @@ def _refuse(violations: list[Violation]) -> None:
         raise InvalidSpec([FieldError(v.field, v.message, "quota_exceeded") for v in violations])
 
 
+def _whole(value: Any) -> int | None:
+    """A row's version or step as an integer; None for anything else (rows come from a run's process)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return int(value)
+    except (ValueError, OverflowError):
+        return None
+
+
 def new_experiment_id() -> str:
     """``exp-`` and 10 random hex digits: a short DNS label, unique in practice."""
     return f"exp-{secrets.token_hex(5)}"
@@ -123,7 +137,10 @@ class ExperimentService:
         datasets_root: str = "/weights/datasets",
         pending_grace_seconds: float = 60.0,
         roots_widened_by: Mapping[str, str] = ROOTS_WIDENED_BY,
+        users: ExperimentUsers | None = None,
     ) -> None:
+        self.users = users
+        self._shared_user_warned = False
         self.pending_grace_seconds = pending_grace_seconds
         self.roots_widened_by = roots_widened_by
         self.store = store
@@ -220,8 +237,35 @@ class ExperimentService:
         )
         return submission
 
+    def _own_redis_user(self, submission: Submission) -> Submission:
+        """The submission with the Redis URL of the experiment's own ACL user (created now); as it was
+        where the API's Redis user may not create users (the launcher's shared URL, with a warning)."""
+        if self.users is None:
+            return submission
+        try:
+            url = self.users.ensure(submission.experiment_id)
+        except redis.ResponseError as error:  # NOPERM, or a server without ACLs
+            if not self._shared_user_warned:
+                logger.warning(
+                    "the API's Redis user cannot create experiment users (%s): runs share the launcher's "
+                    "Redis user and can reach each other's keys",
+                    error,
+                )
+                self._shared_user_warned = True
+            return submission
+        return dataclasses.replace(submission, redis_url=url)
+
+    def _drop_redis_user(self, experiment_id: str) -> None:
+        if self.users is None:
+            return
+        try:
+            self.users.remove(experiment_id)
+        except redis.RedisError as error:
+            logger.warning("cannot delete the Redis user of experiment %s: %s", experiment_id, error)
+
     def _launch(self, record: ExperimentRecord, submission: Submission) -> ExperimentRecord:
         try:
+            submission = self._own_redis_user(submission)
             handle = self.launcher.launch(submission)
         except Exception as error:
             logger.exception("experiment %s failed to launch", record.id)
@@ -246,7 +290,10 @@ class ExperimentService:
     def list_experiments(self, tenant: str, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
         return [self.refresh(record) for record in self.store.list_for_tenant(tenant, limit, offset)]
 
-    def metrics(self, tenant: str, experiment_id: str, since_step: int | None = None) -> list[dict[str, Any]]:
+    def metrics(
+        self, tenant: str, experiment_id: str, since_step: int | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The rows after ``since_step`` and how many malformed ones were skipped."""
         self.get(tenant, experiment_id, refresh=False)
         return self.store.metrics(experiment_id, since_step)
 
@@ -254,13 +301,12 @@ class ExperimentService:
         """Progress the orchestrator reported: current step, versions, latest metrics row."""
         progress = self.store.progress(record.id)
         latest = self.store.latest_metrics(record.id)
-        value_version = latest.get("value_version") if latest else None
         return {
-            "step": progress.get("step", int(latest["step"]) if latest else None),
+            "step": progress.get("step", _whole(latest.get("step")) if latest else None),
             "policy_version": progress.get(
-                "policy_version", latest.get("policy_version") if latest else None
+                "policy_version", _whole(latest.get("policy_version")) if latest else None
             ),
-            "value_version": int(value_version) if value_version is not None else None,
+            "value_version": _whole(latest.get("value_version")) if latest else None,
             "latest_metrics": latest,
         }
 
@@ -288,6 +334,7 @@ class ExperimentService:
             updated = self.store.update(
                 experiment_id, expect=["cancelling"], status="cancelled", handle=handle
             )
+            self._drop_redis_user(experiment_id)
             logger.info("experiment %s cancelled", experiment_id)
         return updated or self._reload(experiment_id)
 
@@ -323,6 +370,7 @@ class ExperimentService:
             self.launcher.release(record.id, record.handle)
         except Exception as error:
             logger.warning("cannot release the workloads of experiment %s: %s", record.id, error)
+        self._drop_redis_user(record.id)
         return updated
 
     def _relaunch(self, record: ExperimentRecord) -> None:
@@ -347,6 +395,10 @@ class ExperimentService:
                 logger.warning("experiment %s was left pending; launching it now", experiment_id)
                 self._relaunch(record)
             else:
+                if record.status == "running" and self.users is not None:
+                    # A restarted Redis has lost the users created at launch: the same password again.
+                    with contextlib.suppress(redis.ResponseError):
+                        self.users.ensure(experiment_id)
                 self.refresh(record)
             count += 1
         return count

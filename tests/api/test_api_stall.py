@@ -207,8 +207,14 @@ def test_a_replay_of_ten_million_trajectories_counts_against_the_memory_quota(ap
     spec = spec_data(
         policy={"path": MODEL},
         rollout={"tasks_per_step": 16_384, "group_size": 4},
-        critic={"kind": "discriminative", "context": "reference", "replay": {"capacity": 10**7, "max_reuse": 1000}},
+        critic={
+            "kind": "discriminative",
+            "context": "reference",
+            "replay": {"capacity": 10**7, "max_reuse": 1000},
+        },
     )
     watched = _while_polling_health(api, [_post(api, spec)])
     _no_stall(watched)
-    _refused(watched.responses[0], 422, "critic.replay.capacity", "maxReplayMemoryGib", "10000000 trajectories")
+    _refused(
+        watched.responses[0], 422, "critic.replay.capacity", "maxReplayMemoryGib", "10000000 trajectories"
+    )

@@ -138,7 +138,9 @@ def test_the_spec_default_sizes_pass() -> None:
 def _generative(sections: dict[str, Any] | None = None, **critic: Any) -> ExperimentSpec:
     from tests.helm_support import spec_data
 
-    return ExperimentSpec.model_validate(spec_data(critic={"kind": "generative", **critic}, **(sections or {})))
+    return ExperimentSpec.model_validate(
+        spec_data(critic={"kind": "generative", **critic}, **(sections or {}))
+    )
 
 
 def test_a_generative_critics_tokens_count_against_the_tokens_per_step() -> None:
@@ -177,7 +179,10 @@ def test_a_frozen_llm_critic_and_a_probe_count_too() -> None:
     from tests.helm_support import spec_data
 
     frozen = ExperimentSpec.model_validate(
-        spec_data(critic={"kind": "frozen_llm", "max_tokens": 32_768, "hindsight": False}, estimator={"name": "rloo"})
+        spec_data(
+            critic={"kind": "frozen_llm", "max_tokens": 32_768, "hindsight": False},
+            estimator={"name": "rloo"},
+        )
     )
     fields = {m.field for m in generation_per_step(frozen.model_dump(mode="json"), _sizes(frozen))}
     assert "critic" in fields

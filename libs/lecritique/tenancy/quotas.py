@@ -13,7 +13,7 @@ from typing import Any
 
 from lecritique.tenancy.generator_config import generator_violations
 from lecritique.tenancy.policy import TenantPolicy, Violation, raised_with
-from lecritique.tenancy.work import Sizes, generation_per_step, replay_memory
+from lecritique.tenancy.work import ONE_TURN, Sizes, generation_per_step, replay_memory
 
 CRITIC_PARAMETERS_PER_LAYER_WIDTH = 16
 """Parameters of one Llama decoder layer per hidden width squared: attention 4 h^2 (as many key and
@@ -80,7 +80,12 @@ def _generation_violations(data: dict[str, Any], policy: TenantPolicy, sizes: Si
         largest = max(models, key=lambda model: model.tokens)
         what = " + ".join(f"{model.field} {model.tokens}" for model in models)
         found.append(
-            _over(largest.field, f"every model together, {what} = {total} tokens per step", limit, "maxTokensPerStep")
+            _over(
+                largest.field,
+                f"every model together, {what} = {total} tokens per step",
+                limit,
+                "maxTokensPerStep",
+            )
         )
     return found
 
@@ -141,7 +146,9 @@ def _sandbox_disk_violations(data: dict[str, Any], policy: TenantPolicy) -> list
     ]
 
 
-def quota_violations(spec_data: dict[str, Any], policy: TenantPolicy, sizes: Sizes = Sizes()) -> list[Violation]:
+def quota_violations(
+    spec_data: dict[str, Any], policy: TenantPolicy, sizes: Sizes = ONE_TURN
+) -> list[Violation]:
     """Replicas, steps and work sizes over the tenant's quotas in a dumped spec (``sizes``: its
     longest episode, which the dumped spec does not hold; unset, one turn and no prompt).
 

@@ -38,6 +38,10 @@ class Sizes:
     """``sampling.max_tokens`` x the environment's turn limit."""
 
 
+ONE_TURN = Sizes()
+"""What is known without the environment: no prompt, one turn of ``sampling.max_tokens``."""
+
+
 @dataclass(frozen=True)
 class Generation:
     """Tokens one model generates in one policy step."""
@@ -93,9 +97,7 @@ def _generative(critic: dict[str, Any], batch: int, states: int, said: str) -> G
 def _frozen(critic: dict[str, Any], batch: int, states: int, said: str) -> Generation:
     tokens = _int(critic.get("max_tokens"), 1)
     if critic.get("hindsight", True):
-        return Generation(
-            "critic", f"{batch} trajectories x max_tokens {tokens} (hindsight)", batch * tokens
-        )
+        return Generation("critic", f"{batch} trajectories x max_tokens {tokens} (hindsight)", batch * tokens)
     return Generation(
         "critic",
         f"{batch} trajectories x {said} x max_tokens {tokens}",

@@ -182,7 +182,8 @@ def get_metrics(
 ) -> MetricsSeries:
     """One row per policy step, as the orchestrator recorded it."""
     experiment_id = known_id(experiment_id)
-    return MetricsSeries(experiment_id=experiment_id, rows=service.metrics(caller, experiment_id, since_step))
+    rows, skipped = service.metrics(caller, experiment_id, since_step)
+    return MetricsSeries(experiment_id=experiment_id, rows=rows, skipped_rows=skipped)
 
 
 @router.delete(
