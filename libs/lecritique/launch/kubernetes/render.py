@@ -3,6 +3,8 @@
 Per experiment ``ID`` (a DNS label), in the release's namespace:
 
 * ConfigMap ``ID-spec``: the resolved spec (``spec.json``) every pod reads.
+* Secret ``ID-redis`` (when launched with Redis auth): the password of the experiment's own Redis
+  user, named ``ID`` (:class:`lecritique.launch.redis_acl.ExperimentUsers`); its pods connect as it.
 * A headless Service per component (``ID-rollout``, ...): the single address of a service whose
   name resolves to every ready pod's IP (the orchestrator's ``ReplicaPool`` round-robins over them);
   it also carries the ``metrics`` port the chart's ServiceMonitors scrape.
@@ -41,7 +43,14 @@ from lecritique.launch.kubernetes.names import (
     object_name,
     selector_labels,
 )
-from lecritique.launch.kubernetes.pods import RUN_AS_USER, multi_node_trainer, pod_template
+from lecritique.launch.kubernetes.pods import (
+    REDIS_USER_SECRET_KEY,
+    RUN_AS_USER,
+    multi_node_trainer,
+    pod_template,
+    redis_env,
+    redis_user_secret_name,
+)
 from lecritique.launch.kubernetes.policies import collective_peers, disruption_budget, network_policy
 from lecritique.tenancy.spec_rules import DATASET_ROOTS_ENV
 
@@ -169,9 +178,14 @@ def render_experiment_objects(
     llm_egress: list[dict[str, Any]] | None = None,
     tracker_egress: list[dict[str, Any]] | None = None,
     dataset_roots: tuple[str, ...] = (),
+    redis_password: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object of one experiment, in creation order (network policies first, so no
     pod ever runs unconfined; then config, services, disruption budgets, workloads).
+
+    ``redis_password``: the password of the experiment's own Redis user (its id; the API creates it):
+    a Secret holding it comes before the workloads, whose pods connect as that user; None (and
+    without Redis auth in the chart): as the chart's experiments user.
 
     ``llm_egress`` / ``tracker_egress``: egress rules of the value evaluator / the orchestrator (the
     tenant's LLM endpoints / tracker servers); ``dataset_roots``: the tenant's dataset folders, the
@@ -218,7 +232,35 @@ def render_experiment_objects(
         resolved, experiment_id, defaults, workloads, egress, multi_node
     )
     config_map = _spec_config_map(resolved, experiment_id, defaults)
-    return [*policies, config_map, *services, *budgets, *workloads]
+    secrets = []
+    if redis_password is not None and defaults.redis_auth is not None:
+        secrets.append(_redis_user_secret(resolved, experiment_id, defaults, redis_password))
+        _connect_as_own_redis_user(workloads, experiment_id, defaults)
+    return [*policies, config_map, *secrets, *services, *budgets, *workloads]
+
+
+def _redis_user_secret(
+    resolved: ExperimentSpec, experiment_id: str, defaults: ChartDefaults, password: str
+) -> dict[str, Any]:
+    """The Secret holding the password of the experiment's own Redis user."""
+    name = redis_user_secret_name(experiment_id)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": object_metadata(defaults, experiment_id, name, None, resolved),
+        "stringData": {REDIS_USER_SECRET_KEY: password},
+    }
+
+
+def _connect_as_own_redis_user(
+    workloads: list[dict[str, Any]], experiment_id: str, defaults: ChartDefaults
+) -> None:
+    """Every container that connects to Redis does so as the experiment's own user."""
+    own = {item["name"]: item for item in redis_env(defaults, own_user=experiment_id)}
+    for workload in workloads:
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            container["env"] = [own.get(item["name"], item) for item in container.get("env", [])]
 
 
 def _spec_config_map(resolved: ExperimentSpec, experiment_id: str, defaults: ChartDefaults) -> dict[str, Any]:
