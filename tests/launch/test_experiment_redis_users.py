@@ -182,3 +182,13 @@ def test_only_experiment_ids_become_users() -> None:
     for name in ("api", "default", "experiments", "exp-a b", "exp-x ~* +@all"):
         with pytest.raises(ValueError, match="experiment id"):
             redis_acl.experiment_rules(name)
+
+
+def test_re_creating_a_user_keeps_its_open_connections(
+    server: EmbeddedRedis, api: redis.Redis, alice: redis.Redis
+) -> None:
+    """The reconciler re-creates every running experiment's user (a restarted Redis has lost it):
+    a run connected meanwhile keeps working."""
+    assert alice.set(f"lecritique:{ALICE}:x", "1") is True
+    redis_acl.ExperimentUsers(api, server.url).ensure(ALICE)
+    assert alice.get(f"lecritique:{ALICE}:x") == b"1"
