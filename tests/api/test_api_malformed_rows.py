@@ -99,3 +99,21 @@ def test_a_status_value_that_is_no_finite_number_is_ignored(
     view = api.get(f"/v1/experiments/{experiment}", headers=AUTH)
     assert view.status_code == 200, view.text
     assert view.json()["step"] is None and view.json()["policy_version"] == 4
+
+
+def test_metrics_lines_and_the_report_skip_a_malformed_row(api: TestClient, redis_db: redis.Redis) -> None:
+    experiment = _experiment(api)
+    redis_db.rpush(
+        f"lecritique:{experiment}:metrics", GOOD, "not json", GOOD.replace('"step": 1', '"step": 2')
+    )
+    page = api.get(f"/v1/experiments/{experiment}/metrics.jsonl", headers=AUTH)
+    assert page.status_code == 200, page.text
+    assert [line for line in page.text.splitlines() if line] == [
+        '{"step":1,"reward_mean":0.25,"value_version":3,"policy_version":1}',
+        '{"step":2,"reward_mean":0.25,"value_version":3,"policy_version":1}',
+    ]
+    assert page.headers["X-Total-Rows"] == "3" and page.headers["X-Skipped-Rows"] == "1"
+    first = api.get(f"/v1/experiments/{experiment}/metrics.jsonl", params={"limit": 2}, headers=AUTH)
+    assert first.headers["X-Next-Offset"] == "2", first.headers
+    report = api.get(f"/v1/experiments/{experiment}/report.md", headers=AUTH)
+    assert report.status_code == 200, report.text

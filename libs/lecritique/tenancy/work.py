@@ -149,10 +149,12 @@ def generation_per_step(data: dict[str, Any], sizes: Sizes) -> list[Generation]:
 
 
 def replay_memory(data: dict[str, Any], sizes: Sizes) -> tuple[str, int] | None:
-    """(the arithmetic, bytes) of a full replay buffer of a dumped spec's trained critic; None without one."""
+    """(the arithmetic, bytes) of a full replay buffer of a dumped spec's critic; None without one."""
     critic = data.get("critic")
-    replay = critic.get("replay") if isinstance(critic, dict) else None
-    if not isinstance(replay, dict) or critic.get("kind") == "frozen_llm":
+    if not isinstance(critic, dict):
+        return None  # no critic, no replay buffer (an untrained critic's buffer still fills to capacity)
+    replay = critic.get("replay")
+    if not isinstance(replay, dict):
         return None
     capacity = _int(replay.get("capacity"))
     context = _int(critic.get("max_context_tokens"))
