@@ -214,3 +214,23 @@ def test_replay_memory_counts_against_the_tenants_quota() -> None:
         for v in quota_violations(spec.model_dump(mode="json"), roomy, _sizes(spec))
         if v.field == "critic.replay.capacity"
     ]
+
+
+def test_the_numbers_a_tenant_wrote_are_checked_before_validation() -> None:
+    """What the body says is refused before the spec is built (validation costs more than reading numbers);
+    a body these checks cannot read yields nothing here, and validation names what is wrong with it."""
+    from lecritique.tenancy.quotas import written_quota_violations
+
+    body = {"rollout": {"tasks_per_step": 65_536, "group_size": 1024, "sampling": {"max_tokens": 32_768}}}
+    (refused,) = written_quota_violations(body, TenantPolicy())
+    assert refused.field == "rollout" and "maxTokensPerStep" in refused.message
+    capacity = {"critic": {"replay": {"capacity": 10**7}}}
+    assert [v.field for v in written_quota_violations(capacity, TenantPolicy())] == ["critic.replay.capacity"]
+    for unreadable in (
+        [],
+        "spec",
+        {"rollout": [1]},
+        {"critic_probe": {"states": "many"}},
+        {"orchestrator": 5},
+    ):
+        assert written_quota_violations(unreadable, TenantPolicy()) == []
