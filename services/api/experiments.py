@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import secrets
 import time
@@ -17,9 +16,10 @@ from pydantic import ValidationError
 from lecritique.config.errors import describe_errors
 from lecritique.config.experiment import ExperimentSpec, SpecError, SpecValueError, check_values
 from lecritique.config.findings import warning_texts
-from lecritique.envs import environment_prompt_budget
+from lecritique.config.work import spec_work
 from lecritique.launch.base import ExperimentLauncher, Observation, OutsideRoots, Submission
 from lecritique.launch.redis_acl import ExperimentUsers
+from lecritique.replay.memory import trajectory_row_bytes
 from lecritique.tenancy.placement_rules import placement_violations
 from lecritique.tenancy.policy import Violation, resolve_policy
 from lecritique.tenancy.quotas import resource_violations, written_quota_violations
@@ -121,6 +121,16 @@ def _whole(value: Any) -> int | None:
         return None
 
 
+WRITTEN = Sizes(row_bytes=trajectory_row_bytes(0, 0))
+"""What the quotas know of a body before it is validated: a replay row takes at least its overhead."""
+
+
+def work_sizes(spec: ExperimentSpec) -> Sizes:
+    """What the tenant's quotas count of a validated spec besides its numbers (:mod:`lecritique.config.work`)."""
+    work = spec_work(spec)
+    return Sizes(work.prompt, work.response, work.row_bytes, work.critic)
+
+
 def new_experiment_id() -> str:
     """``exp-`` and 10 random hex digits: a short DNS label, unique in practice."""
     return f"exp-{secrets.token_hex(5)}"
@@ -140,7 +150,6 @@ class ExperimentService:
         users: ExperimentUsers | None = None,
     ) -> None:
         self.users = users
-        self._shared_user_warned = False
         self.pending_grace_seconds = pending_grace_seconds
         self.roots_widened_by = roots_widened_by
         self.store = store
@@ -166,7 +175,7 @@ class ExperimentService:
                 ]
             )
         # The quotas over what the tenant wrote come first: validation costs more than reading numbers.
-        _refuse(written_quota_violations(body, resolve_policy(self.policies, tenant)))
+        _refuse(written_quota_violations(body, resolve_policy(self.policies, tenant), WRITTEN))
         try:
             check_values(body)
             spec = ExperimentSpec.model_validate(body)
@@ -211,7 +220,7 @@ class ExperimentService:
                 datasets_root=self.datasets_root,
                 secrets_are=self.launcher.secrets_are,
                 roots_widened_by=self.roots_widened_by,
-                sizes=Sizes(environment_prompt_budget(spec.environment), spec.response_budget),
+                sizes=work_sizes(spec),
             )
         )
         submission = Submission(
@@ -237,35 +246,14 @@ class ExperimentService:
         )
         return submission
 
-    def _own_redis_user(self, submission: Submission) -> Submission:
-        """The submission with the Redis URL of the experiment's own ACL user (created now); as it was
-        where the API's Redis user may not create users (the launcher's shared URL, with a warning)."""
-        if self.users is None:
-            return submission
-        try:
-            url = self.users.ensure(submission.experiment_id)
-        except redis.ResponseError as error:  # NOPERM, or a server without ACLs
-            if not self._shared_user_warned:
-                logger.warning(
-                    "the API's Redis user cannot create experiment users (%s): runs share the launcher's "
-                    "Redis user and can reach each other's keys",
-                    error,
-                )
-                self._shared_user_warned = True
-            return submission
-        return dataclasses.replace(submission, redis_url=url)
-
     def _drop_redis_user(self, experiment_id: str) -> None:
-        if self.users is None:
-            return
-        try:
-            self.users.remove(experiment_id)
-        except redis.RedisError as error:
-            logger.warning("cannot delete the Redis user of experiment %s: %s", experiment_id, error)
+        if self.users is not None:
+            self.users.revoke(experiment_id)
 
     def _launch(self, record: ExperimentRecord, submission: Submission) -> ExperimentRecord:
         try:
-            submission = self._own_redis_user(submission)
+            if self.users is not None:
+                submission = self.users.grant(submission)
             handle = self.launcher.launch(submission)
         except Exception as error:
             logger.exception("experiment %s failed to launch", record.id)

@@ -12,10 +12,11 @@ import pytest
 import yaml
 
 from lecritique.config.experiment import ExperimentSpec, load_spec
-from lecritique.envs import environment_prompt_budget
+from lecritique.config.work import spec_work
 from lecritique.envs.codeio import CodeIOConfig
 from lecritique.envs.reasoning_gym import registered_datasets
 from lecritique.envs.sandbox import SandboxConfig
+from lecritique.replay.memory import trajectory_row_bytes
 from lecritique.tenancy.generator_config import dataset_defaults, generator_violations
 from lecritique.tenancy.placement_rules import kubernetes_toleration, placement_violations
 from lecritique.tenancy.policy import SandboxPolicy, TenantPolicy, resolve_policy
@@ -53,7 +54,8 @@ def test_every_example_spec_fits_the_default_quotas(path: Path) -> None:
 
 
 def _sizes(spec: ExperimentSpec) -> Sizes:
-    return Sizes(environment_prompt_budget(spec.environment), spec.response_budget)
+    work = spec_work(spec)
+    return Sizes(work.prompt, work.response, work.row_bytes, work.critic)
 
 
 def test_every_reasoning_gym_datasets_own_defaults_pass() -> None:
@@ -225,7 +227,9 @@ def test_the_numbers_a_tenant_wrote_are_checked_before_validation() -> None:
     (refused,) = written_quota_violations(body, TenantPolicy())
     assert refused.field == "rollout" and "maxTokensPerStep" in refused.message
     capacity = {"critic": {"replay": {"capacity": 10**7}}}
-    assert [v.field for v in written_quota_violations(capacity, TenantPolicy())] == ["critic.replay.capacity"]
+    smallest_row = Sizes(row_bytes=trajectory_row_bytes(0, 0))
+    refused = written_quota_violations(capacity, TenantPolicy(), smallest_row)
+    assert [v.field for v in refused] == ["critic.replay.capacity"]
     for unreadable in (
         [],
         "spec",

@@ -25,11 +25,19 @@ The Helm chart writes the same rules into the release's Redis (``helm/lecritique
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
+import logging
 import secrets
 from dataclasses import dataclass
 from typing import Any
+
+import redis
+
+from lecritique.launch.base import Submission
+
+logger = logging.getLogger(__name__)
 
 API_USER = "api"
 EXPERIMENTS_USER = "experiments"
@@ -164,6 +172,7 @@ class ExperimentUsers:
         self.admin = admin
         self.runs_url = runs_url
         self._key: bytes | None = None
+        self._warned = False
 
     def _hmac_key(self) -> bytes:
         if self._key is None:
@@ -199,6 +208,29 @@ class ExperimentUsers:
         """Delete the experiment's user (its open connections are closed by Redis)."""
         experiment_rules(experiment_id)  # refuses anything but an experiment id
         self.admin.execute_command("ACL", "DELUSER", experiment_id)
+
+    def grant(self, submission: Submission) -> Submission:
+        """The submission with the URL of its experiment's own user, created now; unchanged where the
+        admin connection may not create users (the launcher's shared URL; a warning, once)."""
+        try:
+            url = self.ensure(submission.experiment_id)
+        except redis.ResponseError as error:  # NOPERM, or a server without ACLs
+            if not self._warned:
+                logger.warning(
+                    "the API's Redis user cannot create experiment users (%s): runs share the launcher's "
+                    "Redis user and can reach each other's keys",
+                    error,
+                )
+                self._warned = True
+            return submission
+        return dataclasses.replace(submission, redis_url=url)
+
+    def revoke(self, experiment_id: str) -> None:
+        """Delete the experiment's user, logging (not raising) a Redis error: the run has ended anyway."""
+        try:
+            self.remove(experiment_id)
+        except redis.RedisError as error:
+            logger.warning("cannot delete the Redis user of experiment %s: %s", experiment_id, error)
 
     def available(self) -> bool:
         """Whether the admin connection may create users (a test user, created and deleted)."""

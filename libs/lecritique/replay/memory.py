@@ -1,26 +1,20 @@
 """How much Redis memory a replay buffer can hold: its capacity times the size of one trajectory row.
 
-A row is one :class:`lecritique.trajectory.Trajectory` in its wire form (``to_bytes``): the prompt
-as int32 ids, then per token after it the token id, the policy mask, the logprob, the step id, the
-critic's value and the advantage (:data:`lecritique.trajectory.ARRAY_DTYPES`), a JSON header, and
-the buffer's own bookkeeping per entry (its id in a sorted set and a hash of uses and versions).
-The estimate takes the longest episode the spec allows, so a buffer never holds more than it says.
+A row is one trajectory in its wire form (``lecritique.trajectory.Trajectory.to_bytes``): the first
+prompt as int32 ids, then per token after it the token id (int32), the policy mask (bool), the
+logprob, the critic's value and the advantage (float32 each) and the step id (int32), a JSON header,
+and the buffer's own bookkeeping per entry (its id in a sorted set, a hash of uses and versions).
+The buffer stores bytes and imports no trajectory (``docs/ARCHITECTURE.md``); that these numbers are
+the wire format's is a test (``tests/replay/test_replay_memory.py``). The estimate takes the longest
+episode a spec allows, so a full buffer never holds more than it says.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from lecritique.trajectory import ARRAY_DTYPES
-
-PROMPT_BYTES_PER_TOKEN = int(np.dtype(ARRAY_DTYPES["prompt_ids"]).itemsize)
-"""The first prompt's ids."""
-RESPONSE_BYTES_PER_TOKEN = sum(
-    int(np.dtype(dtype).itemsize)
-    for name, dtype in ARRAY_DTYPES.items()
-    if name not in ("prompt_ids", "critic_context_ids")
-)
-"""token id, mask, logprob, step id, value and advantage of each token after the first prompt."""
+PROMPT_BYTES_PER_TOKEN = 4
+"""The first prompt's ids (and a privileged context's): int32."""
+RESPONSE_BYTES_PER_TOKEN = 4 + 1 + 4 + 4 + 4 + 4
+"""token id, policy mask, logprob, step id, value and advantage of each token after the first prompt."""
 ROW_OVERHEAD_BYTES = 1024
 """The JSON header (ids, reward, versions, metadata), Redis's per-key and per-entry bookkeeping."""
 
@@ -32,8 +26,3 @@ def trajectory_row_bytes(prompt_tokens: int, response_tokens: int, context_token
         + RESPONSE_BYTES_PER_TOKEN * response_tokens
         + ROW_OVERHEAD_BYTES
     )
-
-
-def replay_bytes(capacity: int, row_bytes: int) -> int:
-    """Bytes a full buffer of ``capacity`` rows holds."""
-    return capacity * row_bytes

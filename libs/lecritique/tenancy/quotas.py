@@ -168,14 +168,15 @@ def quota_violations(
     return found + generator_violations(spec_data, policy)
 
 
-def written_quota_violations(body: Any, policy: TenantPolicy) -> list[Violation]:
+def written_quota_violations(body: Any, policy: TenantPolicy, sizes: Sizes = ONE_TURN) -> list[Violation]:
     """The quotas over the numbers a tenant wrote, before its spec is validated (defaults are not
-    filled in yet: what only a default exceeds is refused after validation, by :func:`quota_violations`).
+    filled in yet: what only a default exceeds is refused after validation, by :func:`quota_violations`;
+    ``sizes``: what is known without the spec, e.g. the smallest replay row).
     A body whose shape these checks cannot read yields nothing here; validation names what is wrong."""
     if not isinstance(body, dict):
         return []
     try:
-        return quota_violations(body, policy)
+        return quota_violations(body, policy, sizes)
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
         return []
 

@@ -183,15 +183,11 @@ def render_experiment_objects(
     """Every Kubernetes object of one experiment, in creation order (network policies first, so no
     pod ever runs unconfined; then config, services, disruption budgets, workloads).
 
-    ``redis_password``: the password of the experiment's own Redis user (its id; the API creates it):
-    a Secret holding it comes before the workloads, whose pods connect as that user; None (and
-    without Redis auth in the chart): as the chart's experiments user.
-
     ``llm_egress`` / ``tracker_egress``: egress rules of the value evaluator / the orchestrator (the
     tenant's LLM endpoints / tracker servers); ``dataset_roots``: the tenant's dataset folders, the
     only part of the weight volume its environment verifier mounts (read-only; see
     :func:`~lecritique.launch.kubernetes.pods.weights_mounts`) and checked again where a file is
-    opened (:func:`_confine_datasets`).
+    opened (:func:`_confine_datasets`); ``redis_password``: see :func:`_own_redis_user`.
 
     Raises :class:`SpecError` naming the field when the spec's placement cannot be scheduled as
     written (a request above its limit, GPUs not matching the policy trainer's processes), and
@@ -232,35 +228,35 @@ def render_experiment_objects(
         resolved, experiment_id, defaults, workloads, egress, multi_node
     )
     config_map = _spec_config_map(resolved, experiment_id, defaults)
-    secrets = []
-    if redis_password is not None and defaults.redis_auth is not None:
-        secrets.append(_redis_user_secret(resolved, experiment_id, defaults, redis_password))
-        _connect_as_own_redis_user(workloads, experiment_id, defaults)
+    secrets = _own_redis_user(resolved, experiment_id, defaults, workloads, redis_password)
     return [*policies, config_map, *secrets, *services, *budgets, *workloads]
 
 
-def _redis_user_secret(
-    resolved: ExperimentSpec, experiment_id: str, defaults: ChartDefaults, password: str
-) -> dict[str, Any]:
-    """The Secret holding the password of the experiment's own Redis user."""
+def _own_redis_user(
+    resolved: ExperimentSpec,
+    experiment_id: str,
+    defaults: ChartDefaults,
+    workloads: list[dict[str, Any]],
+    password: str | None,
+) -> list[dict[str, Any]]:
+    """With ``password`` (of the experiment's own Redis user, named after it, which the API creates)
+    and Redis auth in the chart: the Secret holding it, and every container that connects to Redis
+    does so as that user; else nothing, and the pods connect as the chart's experiments user."""
+    if password is None or defaults.redis_auth is None:
+        return []
+    own = {item["name"]: item for item in redis_env(defaults, own_user=experiment_id)}
+    for workload in workloads:
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            container["env"] = [own.get(item["name"], item) for item in container.get("env", [])]
     name = redis_user_secret_name(experiment_id)
-    return {
+    secret = {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
         "metadata": object_metadata(defaults, experiment_id, name, None, resolved),
         "stringData": {REDIS_USER_SECRET_KEY: password},
     }
-
-
-def _connect_as_own_redis_user(
-    workloads: list[dict[str, Any]], experiment_id: str, defaults: ChartDefaults
-) -> None:
-    """Every container that connects to Redis does so as the experiment's own user."""
-    own = {item["name"]: item for item in redis_env(defaults, own_user=experiment_id)}
-    for workload in workloads:
-        for container in workload["spec"]["template"]["spec"]["containers"]:
-            container["env"] = [own.get(item["name"], item) for item in container.get("env", [])]
+    return [secret]
 
 
 def _spec_config_map(resolved: ExperimentSpec, experiment_id: str, defaults: ChartDefaults) -> dict[str, Any]:
