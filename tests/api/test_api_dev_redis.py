@@ -147,7 +147,7 @@ def test_a_dev_run_is_its_own_redis_user_and_reaches_no_other_experiment(
     256 MiB with one ``SETRANGE``; one ``"not json"`` row made GET, list and metrics return 500. Now
     the run connects as a user named after its experiment, each of those commands is refused, its own
     malformed row is skipped and counted, and its user is gone once it is cancelled."""
-    model = tmp_path / "models" / "dev" / "policy"
+    model = _printed_model_folder(dev_api) / "policy"
     shutil.copytree(quick_policy(), model)
     with dev_api.client() as client:
         other = client.post("/v1/experiments", json=tiny_spec_data("dev-other", steps=50, policy_path=model))
@@ -188,6 +188,13 @@ def test_a_dev_run_is_its_own_redis_user_and_reaches_no_other_experiment(
             redis_client(url).ping()
         while alive(supervisor) and time.monotonic() < deadline:
             time.sleep(0.5)
+
+
+def _printed_model_folder(api: DevApi) -> Path:
+    """The first folder ``serve --dev`` prints for the dev tenant's models (its own, created)."""
+    api.log.seek(0)
+    line = next(line for line in api.log.read().splitlines() if line.startswith("model paths of tenant"))
+    return Path(line.split("may lie under: ", 1)[1].split(",")[0].split(" (")[0])
 
 
 def _supervisor_of(api_pid: int, experiment: str) -> tuple[int, dict[str, str]]:
