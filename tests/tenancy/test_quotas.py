@@ -236,5 +236,7 @@ def test_the_numbers_a_tenant_wrote_are_checked_before_validation() -> None:
         {"rollout": [1]},
         {"critic_probe": {"states": "many"}},
         {"orchestrator": 5},
+        {"orchestrator": {"eval_every": False, "eval_tasks": 64}},  # found by schemathesis: 64 / 0
+        {"orchestrator": {"eval_every": 0, "eval_tasks": 64}},
     ):
         assert written_quota_violations(unreadable, TenantPolicy()) == []

@@ -177,8 +177,8 @@ def written_quota_violations(body: Any, policy: TenantPolicy, sizes: Sizes = ONE
         return []
     try:
         return quota_violations(body, policy, sizes)
-    except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
-        return []
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ArithmeticError):
+        return []  # e.g. eval_every false (0): a division by zero; validation refuses the value
 
 
 def resource_violations(
