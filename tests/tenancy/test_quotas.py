@@ -238,5 +238,6 @@ def test_the_numbers_a_tenant_wrote_are_checked_before_validation() -> None:
         {"orchestrator": 5},
         {"orchestrator": {"eval_every": False, "eval_tasks": 64}},  # found by schemathesis: 64 / 0
         {"orchestrator": {"eval_every": 0, "eval_tasks": 64}},
+        {"critic_probe": {"states": "x" * 1000, "continuations": 10**9}},  # no terabyte string
     ):
         assert written_quota_violations(unreadable, TenantPolicy()) == []

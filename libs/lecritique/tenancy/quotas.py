@@ -109,11 +109,13 @@ def _work_violations(data: dict[str, Any], policy: TenantPolicy, sizes: Sizes) -
     """Tokens per step, replay memory, probe continuations and held-out evaluation tasks per step."""
     found = _generation_violations(data, policy, sizes) + _replay_violations(data, policy, sizes)
     probe = data.get("critic_probe")
-    if isinstance(probe, dict) and probe["states"] * probe["continuations"] > policy.max_probe_episodes:
-        what = (
-            f"states {probe['states']} x continuations {probe['continuations']} = "
-            f"{probe['states'] * probe['continuations']} continuations per probe"
-        )
+    states, continuations = (
+        (probe.get("states"), probe.get("continuations")) if isinstance(probe, dict) else (None, None)
+    )
+    # Numbers only: a raw body's string times a number would be a string of that many copies.
+    numbers = all(isinstance(v, int) and not isinstance(v, bool) for v in (states, continuations))
+    if numbers and states * continuations > policy.max_probe_episodes:
+        what = f"states {states} x continuations {continuations} = {states * continuations} continuations per probe"
         found.append(_over("critic_probe", what, policy.max_probe_episodes, "maxProbeEpisodes"))
     orchestrator = data.get("orchestrator") or {}
     every, eval_tasks = orchestrator.get("eval_every"), int(orchestrator.get("eval_tasks", 0))
