@@ -105,16 +105,19 @@ def _replay_violations(data: dict[str, Any], policy: TenantPolicy, sizes: Sizes)
     ]
 
 
+def _count(value: Any) -> int:
+    """An integer a spec holds; 0 for anything else (a raw body may hold any JSON there)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _work_violations(data: dict[str, Any], policy: TenantPolicy, sizes: Sizes) -> list[Violation]:
     """Tokens per step, replay memory, probe continuations and held-out evaluation tasks per step."""
     found = _generation_violations(data, policy, sizes) + _replay_violations(data, policy, sizes)
     probe = data.get("critic_probe")
-    states, continuations = (
-        (probe.get("states"), probe.get("continuations")) if isinstance(probe, dict) else (None, None)
-    )
     # Numbers only: a raw body's string times a number would be a string of that many copies.
-    numbers = all(isinstance(v, int) and not isinstance(v, bool) for v in (states, continuations))
-    if numbers and states * continuations > policy.max_probe_episodes:
+    states = _count(probe.get("states")) if isinstance(probe, dict) else 0
+    continuations = _count(probe.get("continuations")) if isinstance(probe, dict) else 0
+    if states * continuations > policy.max_probe_episodes:
         what = f"states {states} x continuations {continuations} = {states * continuations} continuations per probe"
         found.append(_over("critic_probe", what, policy.max_probe_episodes, "maxProbeEpisodes"))
     orchestrator = data.get("orchestrator") or {}
