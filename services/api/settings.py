@@ -39,6 +39,9 @@ class ApiSettings(BaseModel):
     refused naming that command's ``--model-root`` / ``--dataset-root`` flags, not the tenant policy."""
     max_body_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
     """Largest request body accepted; larger ones get 413."""
+    submission_threads: int = Field(default=4, ge=1, le=256)
+    """Threads that parse and validate submissions; more submissions at once wait for one (reads
+    and health probes have their own)."""
     runs_dir: Path = Path("runs")
     """Local launcher: one run directory per experiment under here."""
     experiment_redis_url: str | None = None

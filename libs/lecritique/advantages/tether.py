@@ -31,8 +31,10 @@ class TetherSpec(EstimatorSpecBase):
     """TETHER: b = (1 - rho) b_LOO + rho V with rho fitted on earlier batches (eqs. 15-18)."""
     ema_decay: float = Field(default=0.95, ge=0.0, le=1.0)
     """EMA decay d of the fitted coefficient (eq. 17)."""
-    buckets: int = Field(default=1, ge=1)
-    """Number of uniform token-position buckets, each with its own rho (eq. 18)."""
+    buckets: int = Field(default=1, ge=1, le=1024)
+    """Number of uniform token-position buckets, each with its own rho (eq. 18). At most 1024: each
+    bucket is an array entry when the estimator is built (which validating a spec does) and two
+    metrics columns in every step's row."""
     max_length: int | None = Field(default=None, ge=1)
     """The maximum response length in policy tokens (every turn's generated tokens), the range the
     buckets split uniformly. Required when buckets > 1; an experiment spec fills it in:

@@ -302,7 +302,11 @@ def _dev_setup(
 
     data = runs_dir.resolve() / ".api-redis"
     api_password, experiments_password = secrets.token_hex(24), secrets.token_hex(24)
-    server = start_embedded_redis(data, acl=redis_acl.dev_acl(api_password, experiments_password))
+    server = start_embedded_redis(
+        data,
+        acl=redis_acl.dev_acl(api_password, experiments_password),
+        config=redis_acl.memory_limits(redis_acl.DEV_MAXMEMORY),
+    )
     redis = DevRedis(
         server,
         redis_acl.user_url(server.url, redis_acl.API_USER, api_password),

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig, SpecBase
+from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig, SegmentsConfig, SpecBase
 from lecritique.critics.icc import INITIAL_REWARD_AVERAGE, REWARD_AVERAGE_DECAY
 from lecritique.critics.types import PEER_SUMMARY_CHARS, CriticContextKind
 from lecritique.replay.config import ReplayBounds
@@ -31,6 +31,21 @@ class ActorConditioning:
     """Decay of the running average of the actor's batch mean reward."""
     initial_reward_average: float = INITIAL_REWARD_AVERAGE
     """The average shown before the first batch has finished."""
+
+
+def _states(segments: SegmentsConfig, turns: int) -> tuple[int, str]:
+    """States scored per trajectory: ``max_segments``, else (the ``turn`` rule) the turn limit."""
+    if segments.max_segments is not None:
+        return segments.max_segments, f"segments.max_segments {segments.max_segments}"
+    return turns, f"{turns} turns"
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Tokens a critic generates in one policy step, with the arithmetic in the spec's field names."""
+
+    what: str
+    tokens: int
 
 
 class CriticServingSpec(SpecBase):
@@ -65,6 +80,12 @@ class CriticServingSpec(SpecBase):
     def trainer_processes(self) -> tuple[int, int | None]:
         """torch.distributed processes of the value trainer in all, and per pod (None: the chart's node size)."""
         return 1, None
+
+    def generation(self, batch: int, turns: int, updates: int) -> Generation | None:
+        """The tokens this critic generates in one policy step at most (None: it generates none):
+        ``batch`` trajectories a step, ``turns`` the environment's turn limit, ``updates`` the critic
+        updates a step (what a tenant's ``maxTokensPerStep`` counts, :mod:`lecritique.tenancy.work`)."""
+        return None
 
 
 class TrainedCriticSpec(CriticServingSpec):
@@ -141,6 +162,23 @@ class GenerativeCriticSpec(GenerativeCriticConfig, TrainedCriticSpec):
     kind: Literal["generative"] = "generative"
     """Critic kind served by the value evaluator."""
 
+    def generation(self, batch: int, turns: int, updates: int) -> Generation:
+        """Scoring: every state of the batch, ``eval_samples`` completions each; REINFORCE: per update,
+        ``max_train_states`` states (else every state of a critic batch), ``samples_per_state`` each."""
+        states, said = _states(self.segments, turns)
+        scoring = batch * states * self.eval_samples * self.max_tokens
+        critic_batch = self.batch_size or batch
+        trained = critic_batch * states
+        if self.max_train_states is not None:
+            trained = min(trained, self.max_train_states)
+        training = updates * trained * self.samples_per_state * self.max_tokens
+        what = (
+            f"scoring {batch} trajectories x {said} x eval_samples {self.eval_samples} x max_tokens "
+            f"{self.max_tokens} = {scoring}, plus REINFORCE {updates} updates x {trained} states x "
+            f"samples_per_state {self.samples_per_state} x max_tokens {self.max_tokens} = {training}"
+        )
+        return Generation(what, scoring + training)
+
     def actor_conditioning(self) -> ActorConditioning:
         return ActorConditioning(
             self.actor_description, self.reward_average_decay, self.initial_reward_average
@@ -152,6 +190,17 @@ class FrozenLLMCriticSpec(FrozenLLMConfig, CriticServingSpec):
 
     kind: Literal["frozen_llm"] = "frozen_llm"
     """Critic kind served by the value evaluator."""
+
+    def generation(self, batch: int, turns: int, updates: int) -> Generation:
+        """One answer of ``max_tokens`` per trajectory (``hindsight``), else one per state."""
+        if self.hindsight:
+            return Generation(
+                f"{batch} trajectories x max_tokens {self.max_tokens} (hindsight)", batch * self.max_tokens
+            )
+        states, said = _states(self.segments, turns)
+        return Generation(
+            f"{batch} trajectories x {said} x max_tokens {self.max_tokens}", batch * states * self.max_tokens
+        )
 
     def peer_summary_chars(self) -> int:
         return self.max_peer_chars

@@ -47,6 +47,9 @@ class Submission:
     dataset_roots: tuple[str, ...] = ()
     """Folders the experiment's datasets must lie in, checked again where a file is opened
     (``LECRITIQUE_DATASET_ROOTS``); empty: unconfined."""
+    redis_url: str | None = None
+    """The Redis URL of the experiment's own ACL user (:class:`lecritique.launch.redis_acl.ExperimentUsers`),
+    set when it is launched; None: the launcher's shared URL."""
 
 
 @dataclass(frozen=True)

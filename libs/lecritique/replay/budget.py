@@ -44,11 +44,11 @@ def update_budget(policy_batch: int, batch_size: int, max_reuse: int, capacity: 
             raise ValueError(f"{name} must be >= 1, got {value}")
     fresh = min(policy_batch, capacity)
     nominal = fresh * max_reuse // batch_size
-    guaranteed = 0
-    while guaranteed < nominal and (
-        guaranteed < max_reuse or fresh - guaranteed * batch_size // max_reuse >= batch_size
-    ):
-        guaranteed += 1
     if fresh < batch_size:
-        guaranteed = 0
-    return UpdateBudget(fresh, nominal, guaranteed)
+        return UpdateBudget(fresh, nominal, 0)
+    # The condition above holds for every j < max_reuse and, beyond, while
+    # j * batch_size // max_reuse <= fresh - batch_size: it first fails at the smallest j >= max_reuse
+    # with j * batch_size >= (fresh - batch_size + 1) * max_reuse. Closed form, so that a spec's numbers
+    # (max_reuse up to 10^9) cost constant time where the API validates them.
+    first_short = max(max_reuse, -(-(fresh - batch_size + 1) * max_reuse // batch_size))
+    return UpdateBudget(fresh, nominal, min(nominal, first_short))

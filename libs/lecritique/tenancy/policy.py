@@ -183,8 +183,13 @@ class TenantPolicy(BaseModel):
     """Most parameters of a critic of its own shape (``critic.tiny``): layers x 16 x hidden squared
     (a Llama layer: attention 4 h^2, MLP 3 h x 4h; embeddings aside)."""
     max_tokens_per_step: int = Field(default=2**25, ge=1, le=10**15)
-    """Most policy tokens one step may sample: ``rollout.tasks_per_step`` x ``group_size`` x
-    ``sampling.max_tokens``."""
+    """Most tokens one step may generate, each model on its own and all of them together: the
+    policy's rollouts (``rollout.tasks_per_step`` x ``group_size`` x ``sampling.max_tokens``), a
+    generative or frozen LLM critic's completions, a critic probe's continuations and the held-out
+    evaluation (:mod:`lecritique.tenancy.work`)."""
+    max_replay_memory_gib: float = Field(default=4.0, gt=0.0, le=1e6)
+    """Most Redis memory (GiB) one experiment's replay buffer may hold when full: ``critic.replay.capacity``
+    x the bytes of its longest trajectory (:mod:`lecritique.replay.memory`)."""
     max_probe_episodes: int = Field(default=16_384, ge=0, le=10**12)
     """Most continuations one critic probe plays: ``critic_probe.states`` x ``continuations``."""
     max_eval_tasks_per_step: float = Field(default=1024.0, ge=0.0, le=1e12)

@@ -13,6 +13,7 @@ from typing import Any
 
 from lecritique.tenancy.generator_config import generator_violations
 from lecritique.tenancy.policy import TenantPolicy, Violation, raised_with
+from lecritique.tenancy.work import ONE_TURN, Sizes, generation_per_step, replay_memory
 
 CRITIC_PARAMETERS_PER_LAYER_WIDTH = 16
 """Parameters of one Llama decoder layer per hidden width squared: attention 4 h^2 (as many key and
@@ -64,24 +65,60 @@ def _critic_violations(critic: dict[str, Any], policy: TenantPolicy) -> list[Vio
     return [_over("critic.tiny", what, limit, "maxCriticParameters")]
 
 
-def _work_violations(data: dict[str, Any], policy: TenantPolicy) -> list[Violation]:
-    """Tokens per step, probe continuations and held-out evaluation tasks per step."""
-    found = []
-    rollout = data.get("rollout") or {}
-    tasks, group = int(rollout.get("tasks_per_step", 0)), int(rollout.get("group_size", 0))
-    max_tokens = int((rollout.get("sampling") or {}).get("max_tokens", 0))
-    if tasks * group * max_tokens > policy.max_tokens_per_step:
-        what = (
-            f"tasks_per_step {tasks} x group_size {group} x sampling.max_tokens {max_tokens} = "
-            f"{tasks * group * max_tokens} tokens per step"
+def _generation_violations(data: dict[str, Any], policy: TenantPolicy, sizes: Sizes) -> list[Violation]:
+    """Tokens per step of every model that generates (:mod:`lecritique.tenancy.work`): one refusal per
+    model over the limit, else one naming the sum when together they are."""
+    limit = policy.max_tokens_per_step
+    models = generation_per_step(data, sizes)
+    found = [
+        _over(model.field, f"{model.what} = {model.tokens} tokens per step", limit, "maxTokensPerStep")
+        for model in models
+        if model.tokens > limit
+    ]
+    total = sum(model.tokens for model in models)
+    if not found and total > limit:
+        largest = max(models, key=lambda model: model.tokens)
+        what = " + ".join(f"{model.field} {model.tokens}" for model in models)
+        found.append(
+            _over(
+                largest.field,
+                f"every model together, {what} = {total} tokens per step",
+                limit,
+                "maxTokensPerStep",
+            )
         )
-        found.append(_over("rollout", what, policy.max_tokens_per_step, "maxTokensPerStep"))
+    return found
+
+
+def _replay_violations(data: dict[str, Any], policy: TenantPolicy, sizes: Sizes) -> list[Violation]:
+    memory = replay_memory(data, sizes)
+    limit = Decimal(str(policy.max_replay_memory_gib)) * GIB
+    if memory is None or memory[1] <= limit:
+        return []
+    return [
+        _over(
+            "critic.replay.capacity",
+            f"{memory[0]} ({Decimal(memory[1]) / GIB:.4g} GiB of Redis)",
+            f"{policy.max_replay_memory_gib:g} GiB",
+            "maxReplayMemoryGib",
+        )
+    ]
+
+
+def _count(value: Any) -> int:
+    """An integer a spec holds; 0 for anything else (a raw body may hold any JSON there)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _work_violations(data: dict[str, Any], policy: TenantPolicy, sizes: Sizes) -> list[Violation]:
+    """Tokens per step, replay memory, probe continuations and held-out evaluation tasks per step."""
+    found = _generation_violations(data, policy, sizes) + _replay_violations(data, policy, sizes)
     probe = data.get("critic_probe")
-    if isinstance(probe, dict) and probe["states"] * probe["continuations"] > policy.max_probe_episodes:
-        what = (
-            f"states {probe['states']} x continuations {probe['continuations']} = "
-            f"{probe['states'] * probe['continuations']} continuations per probe"
-        )
+    # Numbers only: a raw body's string times a number would be a string of that many copies.
+    states = _count(probe.get("states")) if isinstance(probe, dict) else 0
+    continuations = _count(probe.get("continuations")) if isinstance(probe, dict) else 0
+    if states * continuations > policy.max_probe_episodes:
+        what = f"states {states} x continuations {continuations} = {states * continuations} continuations per probe"
         found.append(_over("critic_probe", what, policy.max_probe_episodes, "maxProbeEpisodes"))
     orchestrator = data.get("orchestrator") or {}
     every, eval_tasks = orchestrator.get("eval_every"), int(orchestrator.get("eval_tasks", 0))
@@ -114,8 +151,11 @@ def _sandbox_disk_violations(data: dict[str, Any], policy: TenantPolicy) -> list
     ]
 
 
-def quota_violations(spec_data: dict[str, Any], policy: TenantPolicy) -> list[Violation]:
-    """Replicas, steps and work sizes over the tenant's quotas in a dumped spec.
+def quota_violations(
+    spec_data: dict[str, Any], policy: TenantPolicy, sizes: Sizes = ONE_TURN
+) -> list[Violation]:
+    """Replicas, steps and work sizes over the tenant's quotas in a dumped spec (``sizes``: its
+    longest episode, which the dumped spec does not hold; unset, one turn and no prompt).
 
     What the spec names (paths, modules, URLs, Secrets) and the sandbox's isolation are checked by
     :func:`lecritique.tenancy.spec_rules.spec_violations`, which calls this too.
@@ -128,9 +168,22 @@ def quota_violations(spec_data: dict[str, Any], policy: TenantPolicy) -> list[Vi
     if isinstance(steps, int) and steps > policy.max_steps:
         found.append(_over("orchestrator.steps", str(steps), policy.max_steps, "maxSteps"))
     found += _critic_violations(spec_data.get("critic") or {}, policy)
-    found += _work_violations(spec_data, policy)
+    found += _work_violations(spec_data, policy, sizes)
     found += _sandbox_disk_violations(spec_data, policy)
     return found + generator_violations(spec_data, policy)
+
+
+def written_quota_violations(body: Any, policy: TenantPolicy, sizes: Sizes = ONE_TURN) -> list[Violation]:
+    """The quotas over the numbers a tenant wrote, before its spec is validated (defaults are not
+    filled in yet: what only a default exceeds is refused after validation, by :func:`quota_violations`;
+    ``sizes``: what is known without the spec, e.g. the smallest replay row).
+    A body whose shape these checks cannot read yields nothing here; validation names what is wrong."""
+    if not isinstance(body, dict):
+        return []
+    try:
+        return quota_violations(body, policy, sizes)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ArithmeticError):
+        return []  # e.g. eval_every false (0): a division by zero; validation refuses the value
 
 
 def resource_violations(

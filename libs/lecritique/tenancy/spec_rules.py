@@ -32,6 +32,7 @@ from lecritique.tenancy.quotas import quota_violations
 from lecritique.tenancy.sandbox_settings import sandbox_violations
 from lecritique.tenancy.tracker_names import tracker_name_violations
 from lecritique.tenancy.urls import endpoint_allowed
+from lecritique.tenancy.work import ONE_TURN, Sizes
 
 RULE_KEY = "x-tenant-rule"
 """The marker key in a field's ``json_schema_extra`` (also visible in the API's OpenAPI schema)."""
@@ -303,10 +304,12 @@ def spec_violations(
     datasets_root: str,
     secrets_are: Literal["kubernetes", "environment"],
     roots_widened_by: Mapping[str, str] = ROOTS_WIDENED_BY,
+    sizes: Sizes = ONE_TURN,
 ) -> list[Violation]:
     """Everything in a validated spec this tenant may not do: each marked field under its rule, the
     names its runs take on shared tracker servers, then the quotas (``roots_widened_by``: how a
-    refusal of a model or dataset path says its roots are widened)."""
+    refusal of a model or dataset path says its roots are widened; ``sizes``: the spec's longest
+    episode, which tokens per step and replay memory are counted with)."""
     ctx = Context(
         tenant,
         policy,
@@ -319,4 +322,4 @@ def spec_violations(
     for field, rule, value, info in marked_fields(spec):
         found.extend(CHECKS[rule](field, value, info, ctx))
     data = spec.model_dump(mode="json")
-    return found + tracker_name_violations(data, tenant) + quota_violations(data, policy)
+    return found + tracker_name_violations(data, tenant) + quota_violations(data, policy, sizes)

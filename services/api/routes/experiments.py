@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from concurrent.futures import Executor
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
@@ -46,6 +47,13 @@ def _tenant(
     if found is None:
         raise Unauthorized("invalid bearer token")
     return found
+
+
+def submission_pool(request: Request) -> Executor:
+    """The threads that parse and validate submissions (``create_app`` sizes them); reads and health
+    probes never wait for one."""
+    pool: Executor = request.app.state.submission_pool
+    return pool
 
 
 def _service(request: Request) -> ExperimentService:
@@ -112,8 +120,12 @@ async def submit(
 ) -> ExperimentView:
     """Validate the experiment spec (JSON, or YAML with ``Content-Type: application/yaml``) against the
     spec and the tenant's policy, record it and launch it."""
-    body = parse_body(await request.body(), request.headers.get("content-type"))
-    record, replayed = await asyncio.to_thread(service.submit, caller, body, idempotency_key)
+    raw = await request.body()
+    # Parsing and validation run in the submissions' own threads, never on the event loop, so that
+    # health probes and reads are answered while a large body is read (issue #46, item 4).
+    loop, pool = asyncio.get_running_loop(), submission_pool(request)
+    body = await loop.run_in_executor(pool, parse_body, raw, request.headers.get("content-type"))
+    record, replayed = await loop.run_in_executor(pool, service.submit, caller, body, idempotency_key)
     if replayed:
         response.headers["Idempotent-Replayed"] = "true"
     else:
@@ -170,7 +182,8 @@ def get_metrics(
 ) -> MetricsSeries:
     """One row per policy step, as the orchestrator recorded it."""
     experiment_id = known_id(experiment_id)
-    return MetricsSeries(experiment_id=experiment_id, rows=service.metrics(caller, experiment_id, since_step))
+    rows, skipped = service.metrics(caller, experiment_id, since_step)
+    return MetricsSeries(experiment_id=experiment_id, rows=rows, skipped_rows=skipped)
 
 
 @router.delete(

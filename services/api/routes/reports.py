@@ -2,7 +2,8 @@
 
 * ``GET /v1/experiments/{id}/metrics.jsonl?offset=&limit=``: one JSON object per line, one line per
   policy step (the orchestrator's rows, oldest first), a page at a time; ``X-Total-Rows`` and, when
-  more rows follow, ``X-Next-Offset`` and a ``Link: <...>; rel="next"`` header.
+  more rows follow, ``X-Next-Offset`` and a ``Link: <...>; rel="next"`` header; a row the run wrote
+  malformed is left out and counted in ``X-Skipped-Rows`` (offsets count the rows as stored).
 * ``GET /v1/experiments/{id}/report.png`` and ``report.md``: the run report (curves and summary),
   drawn from the metrics series in Redis, so it exists for running experiments and for either
   launcher; redrawn only when new rows arrive.
@@ -31,7 +32,7 @@ from lecritique.launch.host_paths import spec_paths
 from services.api.errors import host_paths
 from services.api.experiments import ExperimentService
 from services.api.openapi import ERROR, INVALID, READ_RESPONSES
-from services.api.records import ExperimentRecord
+from services.api.records import ExperimentRecord, metrics_row
 from services.api.routes.experiments import Tenant, known_id
 
 METRICS_PAGE_LIMIT = 10_000
@@ -71,7 +72,9 @@ class ReportRenderer:
             cached = self._cache.get(experiment_id)
             if cached is not None and cached[0] == count:
                 return cached[1], cached[2]
-            rows = redis.lrange(_metrics_key(experiment_id), 0, count - 1) if count else []
+            raws = redis.lrange(_metrics_key(experiment_id), 0, count - 1) if count else []
+            # A row the run wrote malformed is left out (records.metrics_row), as everywhere else.
+            rows = [json.dumps(row).encode() for row in map(metrics_row, raws) if row is not None]
             if not rows:
                 raise HTTPException(
                     status.HTTP_404_NOT_FOUND, f"experiment {experiment_id!r} has no metrics yet: no report"
@@ -81,7 +84,7 @@ class ReportRenderer:
                 (run_dir / "metrics.jsonl").write_bytes(b"".join(row.rstrip(b"\n") + b"\n" for row in rows))
                 png, markdown = write_report(run_dir, title=title)
                 result = (png.read_bytes(), markdown.read_bytes())
-            self._cache[experiment_id] = (len(rows), *result)
+            self._cache[experiment_id] = (len(raws), *result)
             return result
 
 
@@ -98,13 +101,17 @@ def _redis(request: Request) -> Any:
 def metrics_page(request: Request, experiment_id: str, offset: int, limit: int) -> Response:
     redis = _redis(request)
     total = int(redis.llen(_metrics_key(experiment_id)))
-    rows = redis.lrange(_metrics_key(experiment_id), offset, offset + limit - 1) if offset < total else []
+    raws = redis.lrange(_metrics_key(experiment_id), offset, offset + limit - 1) if offset < total else []
+    rows = [row for row in map(metrics_row, raws) if row is not None]
     headers = {"X-Total-Rows": str(total)}
-    if offset + len(rows) < total:
-        following = offset + len(rows)
+    if len(rows) < len(raws):
+        # Offsets count the series' rows as stored; a malformed one is skipped (records.metrics_row).
+        headers["X-Skipped-Rows"] = str(len(raws) - len(rows))
+    if offset + len(raws) < total:
+        following = offset + len(raws)
         headers["X-Next-Offset"] = str(following)
         headers["Link"] = f'<{request.url.path}?offset={following}&limit={limit}>; rel="next"'
-    body = b"".join(json.dumps(json.loads(row), separators=(",", ":")).encode() + b"\n" for row in rows)
+    body = b"".join(json.dumps(row, separators=(",", ":")).encode() + b"\n" for row in rows)
     return Response(body, media_type="application/x-ndjson", headers=headers)
 
 

@@ -137,3 +137,79 @@ def test_a_dev_run_cannot_read_or_write_the_apis_records(dev_api: DevApi, tmp_pa
     assert stat.S_IMODE(data.stat().st_mode) == 0o700
     modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in data.iterdir()}
     assert "appendonly.aof" in modes and set(modes.values()) == {0o600}, modes
+
+
+def test_a_dev_run_is_its_own_redis_user_and_reaches_no_other_experiment(
+    dev_api: DevApi, tmp_path: Path
+) -> None:
+    """Issue #46, item 5: every ``--dev`` run shared the ``experiments`` user, so one run listed every
+    key (``SCAN``, ``RANDOMKEY``), forged another experiment's metrics and status, and grew Redis by
+    256 MiB with one ``SETRANGE``; one ``"not json"`` row made GET, list and metrics return 500. Now
+    the run connects as a user named after its experiment, each of those commands is refused, its own
+    malformed row is skipped and counted, and its user is gone once it is cancelled."""
+    model = _printed_model_folder(dev_api) / "policy"
+    shutil.copytree(quick_policy(), model)
+    with dev_api.client() as client:
+        other = client.post("/v1/experiments", json=tiny_spec_data("dev-other", steps=50, policy_path=model))
+        assert other.status_code == 201, other.text
+        bob = other.json()["id"]
+        assert client.delete(f"/v1/experiments/{bob}").status_code == 202
+        created = client.post("/v1/experiments", json=tiny_spec_data("dev-own", steps=50, policy_path=model))
+        assert created.status_code == 201, created.text
+        alice = created.json()["id"]
+        supervisor, environment = _supervisor_of(dev_api.process.pid, alice)
+        url = environment["REDIS_URL"]
+        assert url.split("://", 1)[1].startswith(f"{alice}:"), "the run's user is named after its experiment"
+        run = redis_client(url)
+        for command in (
+            ("SCAN", "0"),
+            ("SCAN", "0", "MATCH", "lecritique:api:*"),
+            ("RANDOMKEY",),
+            ("KEYS", "*"),
+            ("RPUSH", f"lecritique:{bob}:metrics", '{"step": 999, "reward_mean": 1.0}'),
+            ("HSET", f"lecritique:{bob}:status", "step", "999"),
+            ("SETRANGE", f"lecritique:{alice}:big", "268435455", "x"),
+        ):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                run.execute_command(*command)
+        assert client.get(f"/v1/experiments/{bob}").json()["step"] is None
+        run.rpush(f"lecritique:{alice}:metrics", "not json")  # its own series: allowed, and harmless
+        view = client.get(f"/v1/experiments/{alice}")
+        assert view.status_code == 200, view.text
+        assert client.get("/v1/experiments").status_code == 200
+        metrics = client.get(f"/v1/experiments/{alice}/metrics")
+        assert metrics.status_code == 200 and metrics.json()["skipped_rows"] >= 1, metrics.text
+        client.delete(f"/v1/experiments/{alice}")
+        deadline = time.monotonic() + 120
+        while client.get(f"/v1/experiments/{alice}").json()["status"] != "cancelled":
+            assert time.monotonic() < deadline, "the run was not cancelled"
+            time.sleep(0.5)
+        with pytest.raises((redis.exceptions.AuthenticationError, redis.exceptions.ConnectionError)):
+            redis_client(url).ping()
+        while alive(supervisor) and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+
+def _printed_model_folder(api: DevApi) -> Path:
+    """The first folder ``serve --dev`` prints for the dev tenant's models (its own, created)."""
+    api.log.seek(0)
+    line = next(line for line in api.log.read().splitlines() if line.startswith("model paths of tenant"))
+    return Path(line.split("may lie under: ", 1)[1].split(",")[0].split(" (")[0])
+
+
+def _supervisor_of(api_pid: int, experiment: str) -> tuple[int, dict[str, str]]:
+    """The pid and environment of one experiment's run supervisor."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for pid in descendants(api_pid):
+            with contextlib.suppress(OSError):
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+                if (
+                    b"lecritique.launch.api_local.run_and_record" in command
+                    and experiment.encode() in command
+                ):
+                    parts = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                    if any(parts):
+                        return pid, dict(part.decode().split("=", 1) for part in parts if part)
+        time.sleep(0.05)
+    raise AssertionError(f"no run supervisor of {experiment} below the API")

@@ -5,8 +5,9 @@ the API's runs directory, the checkout and the Python installation in a failed r
 a path under the run folder or the runs folder is shown relative to it (``<run>/...``,
 ``<runs>/...``), one in the checkout or the interpreter's installation as ``<lecritique>/...`` /
 ``<python>/...``, and any other absolute path by its last component only; the same in the logs the
-API serves. What the tenant writes itself stays as written: its model root (it names it in every
-spec) and the paths of its own spec. Real API processes with the local launcher.
+API serves. What the tenant writes itself stays as written: the paths of its own spec; its model
+root is named as ``<models>/<tenant>`` (issue #46, item 4: a refusal named the host's folder).
+Real API processes with the local launcher.
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ def test_a_failed_run_and_a_refused_path_name_no_host_folder(
     for text in (refused.text, failed["error"], listed, log):
         for host in _host_paths(tmp_path):
             assert host not in text, (host, text)
-    assert "policy.path" in refused.text and str(tmp_path / "models" / "tester") in refused.text, refused.text
+    # The tenant's model root as the tenant sees it (issue #46, item 4: it named the host's folder).
+    assert "policy.path" in refused.text and "<models>/tester" in refused.text, refused.text
+    assert str(tmp_path / "models") not in refused.text, refused.text
     assert "lecritique run exited with code" in failed["error"] and "<run>/" in failed["error"], failed[
         "error"
     ]
@@ -111,3 +114,36 @@ def test_a_launch_failure_names_no_host_folder(tmp_path: Path, embedded_redis: A
     for host in _host_paths(tmp_path):
         assert host not in view["error"], (host, view["error"])
     assert "<runs>/" in view["error"], view["error"]
+
+
+def test_a_refused_model_path_names_the_tenants_root_as_the_tenant_sees_it(
+    tmp_path: Path, embedded_redis: Any, redis_db: Any
+) -> None:
+    """Issue #46, item 4: the 403 named ``['/<host dir>/models/bob']``. In process, local launcher."""
+    from fastapi.testclient import TestClient
+
+    from lecritique.launch.api_local.launcher import LocalProcessLauncher
+    from lecritique.tenancy.tokens import hash_token
+    from services.api.app import create_app
+    from services.api.settings import ApiSettings
+
+    settings = ApiSettings(
+        redis_url=embedded_redis.url,
+        launcher="local",
+        tokens={"bob": hash_token(TOKEN)},
+        runs_dir=tmp_path / "runs",
+        models_root=str(tmp_path / "models"),
+        datasets_root=str(tmp_path / "datasets"),
+        reconcile_seconds=3600,
+    )
+    launcher = LocalProcessLauncher(tmp_path / "runs", embedded_redis.url, models_root=settings.models_root)
+    with TestClient(create_app(settings, launcher=launcher, redis_client=redis_db)) as api:
+        for path in ("/etc/passwd", str(tmp_path / "models" / "alice" / "policy")):
+            refused = api.post(
+                "/v1/experiments",
+                json=tiny_spec_data("paths", steps=1, policy_path=Path(path)),
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+            assert refused.status_code == 403, refused.text
+            assert "<models>/bob" in refused.text, refused.text
+            assert str(tmp_path) not in refused.text.replace(path, ""), refused.text

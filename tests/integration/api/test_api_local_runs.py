@@ -177,8 +177,9 @@ def test_a_running_experiment_survives_an_api_restart_and_delete_stops_all_of_it
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_full_lifecycle_of_a_local_experiment(tmp_path: Path) -> None:
-    """With Redis ACL users as the chart sets them: the run writes as ``experiments`` (which cannot
-    read the API's records), the API reads and writes as ``api``."""
+    """With Redis ACL users as the chart sets them: the run writes as its own user, created by the API
+    (issue #46, item 5; it cannot read the API's records) and deleted once the run has finished; the
+    API reads and writes as ``api``."""
     steps = 3
     policy = quick_policy()
     server = start_embedded_redis(tmp_path / "redis")
@@ -232,6 +233,10 @@ def test_full_lifecycle_of_a_local_experiment(tmp_path: Path) -> None:
         assert experiments.llen(f"lecritique:{experiment}:metrics") == steps + 1
         with pytest.raises(redis.exceptions.NoPermissionError):
             experiments.get(f"lecritique:api:experiment:{experiment}")
+        own = redis_acl.ExperimentUsers(redis_client(api_url), experiments_url).url(experiment)
+        assert own.split("://", 1)[1].startswith(f"{experiment}:")
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            redis_client(own).ping()  # deleted with the finished experiment
     finally:
         api_process.stop()
         server.stop()

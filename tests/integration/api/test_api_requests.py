@@ -92,6 +92,7 @@ def test_submit_launches_and_returns_201_with_id_and_status(
         "Job",
         "NetworkPolicy",
         "PodDisruptionBudget",
+        "Secret",  # the password of the experiment's own Redis user (issue #46, item 5)
     }
 
 
@@ -241,7 +242,7 @@ def test_details_and_metrics_come_from_what_the_orchestrator_writes(
     assert (view["step"], view["policy_version"], view["value_version"]) == (3, 3, 6)
     assert view["latest_metrics"] == rows[-1]
     series = api.get(f"/v1/experiments/{experiment}/metrics", headers=_auth(ALICE)).json()
-    assert series == {"experiment_id": experiment, "rows": rows}
+    assert series == {"experiment_id": experiment, "rows": rows, "skipped_rows": 0}
     later = api.get(
         f"/v1/experiments/{experiment}/metrics", params={"since_step": 1}, headers=_auth(ALICE)
     ).json()

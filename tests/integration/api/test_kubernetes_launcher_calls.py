@@ -57,8 +57,14 @@ def _permission(method: str, path: str) -> tuple[str, str, str]:
     return group, resource, verb
 
 
-def _submit(spec: object, experiment_id: str = EXPERIMENT) -> Submission:
-    return Submission(experiment_id=experiment_id, spec=spec, tenant="alice", policy=TenantPolicy())  # type: ignore[arg-type]
+def _submit(spec: object, experiment_id: str = EXPERIMENT, redis_url: str | None = None) -> Submission:
+    return Submission(
+        experiment_id=experiment_id,
+        spec=spec,  # type: ignore[arg-type]
+        tenant="alice",
+        policy=TenantPolicy(),
+        redis_url=redis_url,
+    )
 
 
 def _allowed() -> set[tuple[str, str, str]]:
@@ -89,6 +95,7 @@ def test_launch_creates_every_rendered_object_and_a_retry_is_harmless(api_server
             "Job": "jobs",
             "NetworkPolicy": "networkpolicies",
             "PodDisruptionBudget": "poddisruptionbudgets",
+            "Secret": "secrets",
         }[body["kind"]]
         assert path.endswith(f"/namespaces/{NAMESPACE}/{resource}")
     launcher.launch(_submit(spec))  # every create now answers 409 AlreadyExists
@@ -142,7 +149,11 @@ def test_delete_removes_every_object_of_the_experiment_and_only_those(api_server
         q["labelSelector"] == [f"{EXPERIMENT_LABEL}={EXPERIMENT},app.kubernetes.io/instance={RELEASE}"]
         for q in lists
     )
-    deletes = [(path, body) for method, path, _, body in api_server.calls if method == "DELETE"]
+    deletes = [
+        (path, body)
+        for method, path, _, body in api_server.calls
+        if method == "DELETE" and "/secrets/" not in path
+    ]
     assert len(deletes) == count and all(
         path.rsplit("/", 1)[-1].startswith(EXPERIMENT) for path, _ in deletes
     )
@@ -151,9 +162,47 @@ def test_delete_removes_every_object_of_the_experiment_and_only_those(api_server
     )
 
 
+def test_an_experiments_own_redis_user_is_a_secret_its_pods_read(api_server: RecordingApiServer) -> None:
+    """Issue #46, item 5: each experiment's pods connect as its own Redis user, whose password is in a
+    Secret of the experiment (created before the workloads, deleted by name with them)."""
+    launcher = _launcher(api_server)
+    assert launcher.runs_redis_url == launcher.defaults.redis_url
+    url = f"redis://{EXPERIMENT}:hmac-password@lecritique-redis:6379/0"
+    launcher.launch(_submit(parse_spec(spec_data()), redis_url=url))
+    posted = [body for method, _, _, body in api_server.calls if method == "POST"]
+    kinds = [body["kind"] for body in posted]
+    secret = posted[kinds.index("Secret")]
+    assert secret["metadata"]["name"] == f"{EXPERIMENT}-redis"
+    assert secret["metadata"]["labels"][EXPERIMENT_LABEL] == EXPERIMENT
+    assert secret["stringData"] == {"password": "hmac-password"}
+    first_workload = min(kinds.index(kind) for kind in ("Deployment", "StatefulSet", "Job"))
+    assert kinds.index("Secret") < first_workload
+    connecting = 0
+    for body in posted:
+        if body["kind"] not in ("Deployment", "StatefulSet", "Job"):
+            continue
+        for container in body["spec"]["template"]["spec"]["containers"]:
+            env = {item["name"]: item for item in container["env"]}
+            assert "hmac-password" not in str(env)
+            if "REDIS_URL" not in env:
+                continue
+            connecting += 1
+            assert env["REDIS_URL"]["value"].startswith(f"redis://{EXPERIMENT}:$(LECRITIQUE_REDIS_PASSWORD)@")
+            assert env["LECRITIQUE_REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+                "name": f"{EXPERIMENT}-redis",
+                "key": "password",
+            }
+    assert connecting >= 4  # orchestrator, rollout, value evaluator, trainers; not the verifier
+    assert f"/api/v1/namespaces/{NAMESPACE}/secrets/{EXPERIMENT}-redis" in api_server.objects
+    launcher.delete(EXPERIMENT, keep_job=True)
+    assert f"/api/v1/namespaces/{NAMESPACE}/secrets/{EXPERIMENT}-redis" not in api_server.objects
+    secret_calls = [(method, path) for method, path, _, _ in api_server.calls if "/secrets" in path]
+    assert {method for method, _ in secret_calls} == {"POST", "DELETE"}  # never listed or read
+
+
 def test_every_call_is_allowed_by_the_chart_role(api_server: RecordingApiServer) -> None:
     launcher = _launcher(api_server)
-    launcher.launch(_submit(parse_spec(spec_data())))
+    launcher.launch(_submit(parse_spec(spec_data()), redis_url=f"redis://{EXPERIMENT}:pw@redis:6379/0"))
     launcher.job_status(EXPERIMENT)
     _add_pod(api_server, "exp-00aa11bb22-orchestrator-x1", "orchestrator", "step 1\n")
     launcher.logs(EXPERIMENT, {}, "run", 10)

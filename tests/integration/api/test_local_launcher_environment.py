@@ -96,8 +96,13 @@ def test_a_run_gets_only_allow_listed_variables_and_the_key_its_tenant_may_use(
     assert CANARY not in environment and "OTHER_LLM_KEY" not in environment
     assert not any(name.startswith("LECRITIQUE_API_") for name in environment)
     assert environment["TESTER_LLM_KEY"] == "the tester's key"
-    assert environment["REDIS_URL"] == experiment_url, "the run uses the experiments' Redis user"
-    assert not any("not-a-real-password" in part for part in command_line), "no password on a command line"
+    # The run's own Redis user, named after its experiment, at the experiments' address (issue #46, item 5).
+    experiment = created.json()["id"]
+    own = f"redis://{experiment}:"
+    assert environment["REDIS_URL"].startswith(own), "the run uses its experiment's own Redis user"
+    assert environment["REDIS_URL"].endswith(experiment_url.rpartition("@")[2])
+    password = environment["REDIS_URL"][len(own) :].partition("@")[0]
+    assert not any(password in part for part in command_line), "no password on a command line"
 
 
 def test_the_embedded_redis_of_lecritique_run_requires_a_password(tmp_path: Path) -> None:

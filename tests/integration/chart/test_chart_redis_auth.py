@@ -112,3 +112,41 @@ def test_experiments_cannot_read_the_api_records_and_anonymous_clients_only_ping
     assert anonymous.ping() is True  # what the probes do
     with pytest.raises(redis.exceptions.AuthenticationError):
         redis_client(redis_user_url(base, "api", "wrong-password")).ping()
+
+
+def test_the_charts_redis_bounds_its_memory_without_evicting() -> None:
+    """Issue #46, item 5: Redis had no ``maxmemory``; now the library's memory lines are in redis.conf."""
+    config = one(render_objects(), "ConfigMap", "-redis")["data"]["redis.conf"].splitlines()
+    lines = {line.strip() for line in config}
+    assert set(redis_acl.memory_limits("3gb")) <= lines
+    bigger = one(render_objects({"redis": {"maxmemory": "12gb"}}), "ConfigMap", "-redis")["data"][
+        "redis.conf"
+    ]
+    assert "maxmemory 12gb" in bigger and "maxmemory-policy noeviction" in bigger
+
+
+def test_the_api_creates_each_experiments_own_user_on_the_charts_redis(
+    chart_redis: tuple[int, dict[str, str]],
+) -> None:
+    """The chart's API user may create and delete experiment users (and nothing else of ACL); an
+    experiment's user lists no keys and writes no other experiment's keys."""
+    port, passwords = chart_redis
+    base = f"redis://127.0.0.1:{port}/0"
+    api = redis_client(redis_user_url(base, "api", passwords["LECRITIQUE_REDIS_API_PASSWORD"]))
+    users = redis_acl.ExperimentUsers(api, base)
+    alice = redis_client(users.ensure("exp-a11ce00001"))
+    users.ensure("exp-b0b0000002")
+    assert alice.rpush("lecritique:exp-a11ce00001:metrics", '{"step": 1}') == 1
+    for command in (
+        ("SCAN", "0"),
+        ("RANDOMKEY",),
+        ("RPUSH", "lecritique:exp-b0b0000002:metrics", "{}"),
+        ("HSET", "lecritique:exp-b0b0000002:status", "step", "9"),
+        ("GET", redis_acl.USERS_KEY),
+        ("SETRANGE", "lecritique:exp-a11ce00001:big", "268435455", "x"),
+    ):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            alice.execute_command(*command)
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        api.execute_command("ACL", "LIST")  # the API's user administers experiment users only
+    users.remove("exp-a11ce00001")

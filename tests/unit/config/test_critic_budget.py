@@ -85,3 +85,36 @@ def test_guaranteed_updates_happen_under_every_sampling_order(fresh, batch, reus
             updates += 1
         achieved.append(updates)
     assert min(achieved) >= budget.guaranteed and max(achieved) <= budget.nominal
+
+
+def _counted_guaranteed(policy_batch: int, batch_size: int, max_reuse: int, capacity: int) -> int:
+    """The budget's guaranteed updates counted one at a time (what ``update_budget`` did before it
+    was closed form; issue #46 item 4: 1.3e11 iterations for a 638-byte spec)."""
+    fresh = min(policy_batch, capacity)
+    nominal = fresh * max_reuse // batch_size
+    guaranteed = 0
+    while guaranteed < nominal and (
+        guaranteed < max_reuse or fresh - guaranteed * batch_size // max_reuse >= batch_size
+    ):
+        guaranteed += 1
+    return 0 if fresh < batch_size else guaranteed
+
+
+def test_the_closed_form_counts_what_counting_one_at_a_time_counts():
+    for policy_batch in range(1, 30):
+        for batch_size in range(1, 30):
+            for max_reuse in range(1, 14):
+                for capacity in (1, 4, 13, 64):
+                    budget = update_budget(policy_batch, batch_size, max_reuse, capacity)
+                    expected = _counted_guaranteed(policy_batch, batch_size, max_reuse, capacity)
+                    assert budget.guaranteed == expected, (policy_batch, batch_size, max_reuse, capacity)
+
+
+def test_the_largest_numbers_a_spec_allows_cost_no_counting():
+    """max_reuse 10^9 at batch size 1 (the issue's 638-byte body): answered at once, exactly."""
+    budget = update_budget(65_536 * 1024, 1, 1_000_000_000, 10_000_000)
+    assert budget.fresh == 10_000_000
+    assert budget.nominal == 10_000_000 * 1_000_000_000
+    assert budget.guaranteed == budget.nominal
+    parsed = parse_spec(spec(1, batch_size=1, max_reuse=1_000_000_000))
+    assert parsed.critic.replay.max_reuse == 1_000_000_000

@@ -12,14 +12,17 @@ import pytest
 import yaml
 
 from lecritique.config.experiment import ExperimentSpec, load_spec
+from lecritique.config.work import spec_work
 from lecritique.envs.codeio import CodeIOConfig
 from lecritique.envs.reasoning_gym import registered_datasets
 from lecritique.envs.sandbox import SandboxConfig
+from lecritique.replay.memory import trajectory_row_bytes
 from lecritique.tenancy.generator_config import dataset_defaults, generator_violations
 from lecritique.tenancy.placement_rules import kubernetes_toleration, placement_violations
 from lecritique.tenancy.policy import SandboxPolicy, TenantPolicy, resolve_policy
 from lecritique.tenancy.quotas import quota_violations, resource_violations
 from lecritique.tenancy.spec_rules import spec_violations
+from lecritique.tenancy.work import Sizes, generation_per_step
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted(
@@ -39,7 +42,7 @@ def test_the_parallel_disk_default_is_the_sandbox_defaults_product() -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_every_example_spec_fits_the_default_quotas(path: Path) -> None:
     spec = load_spec(path)
-    assert quota_violations(spec.model_dump(mode="json"), TenantPolicy()) == []
+    assert quota_violations(spec.model_dump(mode="json"), TenantPolicy(), _sizes(spec)) == []
     sandboxes = [
         v
         for v in spec_violations(
@@ -48,6 +51,11 @@ def test_every_example_spec_fits_the_default_quotas(path: Path) -> None:
         if ".sandbox" in v.field
     ]
     assert sandboxes == []
+
+
+def _sizes(spec: ExperimentSpec) -> Sizes:
+    work = spec_work(spec)
+    return Sizes(work.prompt, work.response, work.row_bytes, work.critic)
 
 
 def test_every_reasoning_gym_datasets_own_defaults_pass() -> None:
@@ -126,3 +134,110 @@ def test_the_spec_default_sizes_pass() -> None:
 
     spec = ExperimentSpec.model_validate(spec_data())
     assert quota_violations(spec.model_dump(mode="json"), TenantPolicy()) == []
+
+
+# ---- issue #46, item 4: every model that generates, and the replay's memory ----------------------
+def _generative(sections: dict[str, Any] | None = None, **critic: Any) -> ExperimentSpec:
+    from tests.helm_support import spec_data
+
+    return ExperimentSpec.model_validate(
+        spec_data(critic={"kind": "generative", **critic}, **(sections or {}))
+    )
+
+
+def test_a_generative_critics_tokens_count_against_the_tokens_per_step() -> None:
+    """The issue's spec: eval_samples 1024 x samples_per_state 1024 x max_tokens 32,768 x max_segments
+    4,096 was accepted because only the policy's tokens counted."""
+    spec = _generative(
+        eval_samples=1024, samples_per_state=1024, max_tokens=32_768, segments={"max_segments": 4096}
+    )
+    (refused,) = quota_violations(spec.model_dump(mode="json"), TenantPolicy(), _sizes(spec))
+    assert refused.field == "critic" and "maxTokensPerStep" in refused.message
+    assert "eval_samples 1024" in refused.message and "samples_per_state 1024" in refused.message
+    batch = spec.batch_size
+    scoring = batch * 4096 * 1024 * 32_768
+    assert str(scoring) in refused.message
+
+
+def test_the_models_together_are_bounded_when_none_is_alone() -> None:
+    spec = _generative(
+        {"orchestrator": {"eval_every": 5, "eval_tasks": 64}},
+        max_tokens=1024,
+        segments={"max_segments": 64},
+        eval_samples=4,
+    )
+    data = spec.model_dump(mode="json")
+    models = {model.field: model.tokens for model in generation_per_step(data, _sizes(spec))}
+    assert set(models) == {"rollout", "critic", "orchestrator.eval_tasks"}, models
+    total = sum(models.values())
+    policy = TenantPolicy(max_tokens_per_step=max(models.values()) + 1)
+    assert total > policy.max_tokens_per_step
+    (refused,) = quota_violations(data, policy, _sizes(spec))
+    assert "every model together" in refused.message and str(total) in refused.message
+    assert quota_violations(data, TenantPolicy(max_tokens_per_step=total), _sizes(spec)) == []
+
+
+def test_a_frozen_llm_critic_and_a_probe_count_too() -> None:
+    from tests.helm_support import spec_data
+
+    frozen = ExperimentSpec.model_validate(
+        spec_data(
+            critic={"kind": "frozen_llm", "max_tokens": 32_768, "hindsight": False},
+            estimator={"name": "rloo"},
+        )
+    )
+    fields = {m.field for m in generation_per_step(frozen.model_dump(mode="json"), _sizes(frozen))}
+    assert "critic" in fields
+    probed = ExperimentSpec.model_validate(spec_data(critic_probe={"states": 64, "continuations": 8}))
+    found = {m.field: m.tokens for m in generation_per_step(probed.model_dump(mode="json"), _sizes(probed))}
+    assert found["critic_probe"] == 64 * 8 * probed.rollout.sampling.max_tokens
+
+
+def test_replay_memory_counts_against_the_tenants_quota() -> None:
+    """The issue's spec: capacity 10^7 at 65,536 trajectories a step and max_reuse 1000 (201 before)."""
+    from tests.helm_support import spec_data
+
+    spec = ExperimentSpec.model_validate(
+        spec_data(
+            rollout={"tasks_per_step": 16_384, "group_size": 4},
+            critic={"kind": "discriminative", "replay": {"capacity": 10**7, "max_reuse": 1000}},
+        )
+    )
+    refused = [
+        v
+        for v in quota_violations(spec.model_dump(mode="json"), TenantPolicy(), _sizes(spec))
+        if v.field == "critic.replay.capacity"
+    ]
+    assert len(refused) == 1 and "maxReplayMemoryGib" in refused[0].message, refused
+    assert "10000000 trajectories" in refused[0].message
+    roomy = TenantPolicy(max_replay_memory_gib=1e4)
+    assert not [
+        v
+        for v in quota_violations(spec.model_dump(mode="json"), roomy, _sizes(spec))
+        if v.field == "critic.replay.capacity"
+    ]
+
+
+def test_the_numbers_a_tenant_wrote_are_checked_before_validation() -> None:
+    """What the body says is refused before the spec is built (validation costs more than reading numbers);
+    a body these checks cannot read yields nothing here, and validation names what is wrong with it."""
+    from lecritique.tenancy.quotas import written_quota_violations
+
+    body = {"rollout": {"tasks_per_step": 65_536, "group_size": 1024, "sampling": {"max_tokens": 32_768}}}
+    (refused,) = written_quota_violations(body, TenantPolicy())
+    assert refused.field == "rollout" and "maxTokensPerStep" in refused.message
+    capacity = {"critic": {"replay": {"capacity": 10**7}}}
+    smallest_row = Sizes(row_bytes=trajectory_row_bytes(0, 0))
+    refused = written_quota_violations(capacity, TenantPolicy(), smallest_row)
+    assert [v.field for v in refused] == ["critic.replay.capacity"]
+    for unreadable in (
+        [],
+        "spec",
+        {"rollout": [1]},
+        {"critic_probe": {"states": "many"}},
+        {"orchestrator": 5},
+        {"orchestrator": {"eval_every": False, "eval_tasks": 64}},  # found by schemathesis: 64 / 0
+        {"orchestrator": {"eval_every": 0, "eval_tasks": 64}},
+        {"critic_probe": {"states": "x" * 1000, "continuations": 10**9}},  # no terabyte string
+    ):
+        assert written_quota_violations(unreadable, TenantPolicy()) == []

@@ -1,7 +1,8 @@
 """The API's ``local`` launcher: each experiment is ``lecritique run`` under a small supervisor.
 
-Its metrics land in Redis (``experiment_redis_url``: the API's Redis, ideally as an ACL user that
-sees only ``lecritique:exp-*`` keys), its files in ``runs_dir/<id>/``. It keeps running if the API
+Its metrics land in Redis, as the experiment's own ACL user where the API creates one
+(``Submission.redis_url``), else as ``experiment_redis_url`` (an ACL user that sees only
+``lecritique:exp-*`` keys); its files in ``runs_dir/<id>/``. It keeps running if the API
 restarts; the record's handle (pid, start time, result file) is all a new API process needs to
 poll or cancel it.
 
@@ -68,6 +69,8 @@ class LocalProcessLauncher:
     ) -> None:
         self.runs_dir = Path(runs_dir).resolve()
         self.redis_url = redis_url
+        self.runs_redis_url: str | None = redis_url
+        """Where runs connect (the API gives each its own user there: ``Submission.redis_url``)."""
         self.cancel_grace_seconds = cancel_grace_seconds
         self.models_root = models_root
         self.env_passthrough = env_passthrough
@@ -97,7 +100,7 @@ class LocalProcessLauncher:
         if paths:
             env["PYTHONPATH"] = os.pathsep.join(paths)
         env["PYTHONUNBUFFERED"] = "1"
-        env["REDIS_URL"] = self.redis_url
+        env["REDIS_URL"] = submission.redis_url or self.redis_url
         if submission.dataset_roots:
             env[DATASET_ROOTS_ENV] = os.pathsep.join(submission.dataset_roots)
         critic = submission.spec.critic

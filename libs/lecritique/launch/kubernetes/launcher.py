@@ -14,9 +14,11 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from lecritique.launch.base import LogNotFound, Observation, Submission, Usage
 from lecritique.launch.components import COMPONENTS, EXPERIMENT_LABEL, ChartDefaults, Component
+from lecritique.launch.kubernetes.pods import redis_user_secret_name
 from lecritique.launch.kubernetes.render import object_name, render_experiment_objects
 from lecritique.launch.kubernetes.resources import resource_totals
 
@@ -33,6 +35,7 @@ _KINDS: dict[tuple[str, str], tuple[str, str, str]] = {
     ("batch/v1", "Job"): ("BatchV1Api", "jobs", "job"),
     ("networking.k8s.io/v1", "NetworkPolicy"): ("NetworkingV1Api", "networkpolicies", "network_policy"),
     ("policy/v1", "PodDisruptionBudget"): ("PolicyV1Api", "poddisruptionbudgets", "pod_disruption_budget"),
+    ("v1", "Secret"): ("CoreV1Api", "secrets", "secret"),
 }
 # Workloads go first on teardown so that no pod outlives the Services, ConfigMap and policies it uses.
 _DELETE_ORDER = [
@@ -61,9 +64,12 @@ REQUIRED_RULES: list[dict[str, list[str]]] = [
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["create", "list", "delete"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "delete"]},
 ]
 """The RBAC rules the launcher's calls need: create objects, read the orchestrator Job, list by label
-and delete by name, find an experiment's pods and read their logs. No ``deletecollection``: that verb deletes whatever matches, label or not."""
+and delete by name, find an experiment's pods and read their logs. No ``deletecollection``: that verb deletes whatever matches, label or not.
+Secrets (an experiment's own Redis password) are created and deleted by name, never listed or read:
+``list`` on Secrets would return every Secret's data, the tenants' API keys included."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +129,14 @@ class KubernetesLauncher:
             self._apis[class_name] = getattr(client, class_name)(self.api_client)
         return self._apis[class_name]
 
+    @property
+    def runs_redis_url(self) -> str | None:
+        """Where experiment pods connect, as their own users (the API creates them); None without
+        Redis auth in the chart (no users to create)."""
+        return self.defaults.redis_url if self.defaults.redis_auth is not None else None
+
     def render(self, submission: Submission) -> list[dict[str, Any]]:
+        password = urlsplit(submission.redis_url).password if submission.redis_url else None
         return render_experiment_objects(
             submission.spec,
             submission.experiment_id,
@@ -131,6 +144,7 @@ class KubernetesLauncher:
             llm_egress=list(submission.policy.llm_egress),
             tracker_egress=list(submission.policy.tracker_egress),
             dataset_roots=submission.dataset_roots,
+            redis_password=password,
         )
 
     def check(self, submission: Submission) -> Usage:
@@ -220,9 +234,22 @@ class KubernetesLauncher:
                         409,
                     ):  # gone already, or replaced by a newer object of that name
                         raise
+        self._delete_redis_secret(experiment_id)
         logger.info(
             "deleted the objects of experiment %s%s", experiment_id, " (kept its Job)" if keep_job else ""
         )
+
+    def _delete_redis_secret(self, experiment_id: str) -> None:
+        """Delete the experiment's Redis password by name (the admission policy checks its labels)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self._api("CoreV1Api").delete_namespaced_secret(
+                redis_user_secret_name(experiment_id), self.defaults.namespace
+            )
+        except ApiException as error:
+            if error.status != 404:  # none: launched without Redis auth, or deleted already
+                raise
 
     def poll(self, experiment_id: str, handle: dict[str, Any]) -> Observation:
         status = self.job_status(experiment_id)

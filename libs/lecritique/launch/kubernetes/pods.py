@@ -46,23 +46,39 @@ def _secret_env(spec: ExperimentSpec, component: Component) -> list[dict[str, An
     ]
 
 
-def redis_env(defaults: ChartDefaults) -> list[dict[str, Any]]:
-    """``REDIS_URL`` of experiment pods: as the experiments' ACL user when the chart set Redis auth.
+REDIS_USER_SECRET_KEY = "password"
+"""Key of the password in an experiment's own Redis Secret (:func:`redis_user_secret_name`)."""
 
-    The password comes from the chart's Secret and is spliced in by Kubernetes' ``$(VAR)``
-    expansion, so it appears in no object the launcher creates.
+
+def redis_user_secret_name(experiment_id: str) -> str:
+    """The Secret holding the password of the experiment's own Redis user (the launcher creates it)."""
+    return f"{experiment_id}-redis"
+
+
+def redis_env(defaults: ChartDefaults, own_user: str | None = None) -> list[dict[str, Any]]:
+    """``REDIS_URL`` of experiment pods: as the experiment's own ACL user (``own_user``: the experiment
+    id, :class:`lecritique.launch.redis_acl.ExperimentUsers`, its password in the experiment's Secret),
+    else as the chart's experiments user when the chart set Redis auth.
+
+    The password comes from a Secret and is spliced in by Kubernetes' ``$(VAR)`` expansion, so it
+    appears in no workload the launcher creates.
     """
     auth = defaults.redis_auth
     if auth is None:
         return [{"name": "REDIS_URL", "value": defaults.redis_url}]
     scheme, _, rest = defaults.redis_url.partition("://")
+    secret, key, username = (
+        (redis_user_secret_name(own_user), REDIS_USER_SECRET_KEY, own_user)
+        if own_user is not None
+        else (auth.secret_name, auth.password_key, auth.username)
+    )
     password = {
         "name": "LECRITIQUE_REDIS_PASSWORD",
-        "valueFrom": {"secretKeyRef": {"name": auth.secret_name, "key": auth.password_key}},
+        "valueFrom": {"secretKeyRef": {"name": secret, "key": key}},
     }
     return [
         password,
-        {"name": "REDIS_URL", "value": f"{scheme}://{auth.username}:$(LECRITIQUE_REDIS_PASSWORD)@{rest}"},
+        {"name": "REDIS_URL", "value": f"{scheme}://{username}:$(LECRITIQUE_REDIS_PASSWORD)@{rest}"},
     ]
 
 

@@ -3,6 +3,8 @@
 Per experiment ``ID`` (a DNS label), in the release's namespace:
 
 * ConfigMap ``ID-spec``: the resolved spec (``spec.json``) every pod reads.
+* Secret ``ID-redis`` (when launched with Redis auth): the password of the experiment's own Redis
+  user, named ``ID`` (:class:`lecritique.launch.redis_acl.ExperimentUsers`); its pods connect as it.
 * A headless Service per component (``ID-rollout``, ...): the single address of a service whose
   name resolves to every ready pod's IP (the orchestrator's ``ReplicaPool`` round-robins over them);
   it also carries the ``metrics`` port the chart's ServiceMonitors scrape.
@@ -41,7 +43,14 @@ from lecritique.launch.kubernetes.names import (
     object_name,
     selector_labels,
 )
-from lecritique.launch.kubernetes.pods import RUN_AS_USER, multi_node_trainer, pod_template
+from lecritique.launch.kubernetes.pods import (
+    REDIS_USER_SECRET_KEY,
+    RUN_AS_USER,
+    multi_node_trainer,
+    pod_template,
+    redis_env,
+    redis_user_secret_name,
+)
 from lecritique.launch.kubernetes.policies import collective_peers, disruption_budget, network_policy
 from lecritique.tenancy.spec_rules import DATASET_ROOTS_ENV
 
@@ -169,6 +178,7 @@ def render_experiment_objects(
     llm_egress: list[dict[str, Any]] | None = None,
     tracker_egress: list[dict[str, Any]] | None = None,
     dataset_roots: tuple[str, ...] = (),
+    redis_password: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object of one experiment, in creation order (network policies first, so no
     pod ever runs unconfined; then config, services, disruption budgets, workloads).
@@ -177,7 +187,7 @@ def render_experiment_objects(
     tenant's LLM endpoints / tracker servers); ``dataset_roots``: the tenant's dataset folders, the
     only part of the weight volume its environment verifier mounts (read-only; see
     :func:`~lecritique.launch.kubernetes.pods.weights_mounts`) and checked again where a file is
-    opened (:func:`_confine_datasets`).
+    opened (:func:`_confine_datasets`); ``redis_password``: see :func:`_own_redis_user`.
 
     Raises :class:`SpecError` naming the field when the spec's placement cannot be scheduled as
     written (a request above its limit, GPUs not matching the policy trainer's processes), and
@@ -218,7 +228,35 @@ def render_experiment_objects(
         resolved, experiment_id, defaults, workloads, egress, multi_node
     )
     config_map = _spec_config_map(resolved, experiment_id, defaults)
-    return [*policies, config_map, *services, *budgets, *workloads]
+    secrets = _own_redis_user(resolved, experiment_id, defaults, workloads, redis_password)
+    return [*policies, config_map, *secrets, *services, *budgets, *workloads]
+
+
+def _own_redis_user(
+    resolved: ExperimentSpec,
+    experiment_id: str,
+    defaults: ChartDefaults,
+    workloads: list[dict[str, Any]],
+    password: str | None,
+) -> list[dict[str, Any]]:
+    """With ``password`` (of the experiment's own Redis user, named after it, which the API creates)
+    and Redis auth in the chart: the Secret holding it, and every container that connects to Redis
+    does so as that user; else nothing, and the pods connect as the chart's experiments user."""
+    if password is None or defaults.redis_auth is None:
+        return []
+    own = {item["name"]: item for item in redis_env(defaults, own_user=experiment_id)}
+    for workload in workloads:
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            container["env"] = [own.get(item["name"], item) for item in container.get("env", [])]
+    name = redis_user_secret_name(experiment_id)
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": object_metadata(defaults, experiment_id, name, None, resolved),
+        "stringData": {REDIS_USER_SECRET_KEY: password},
+    }
+    return [secret]
 
 
 def _spec_config_map(resolved: ExperimentSpec, experiment_id: str, defaults: ChartDefaults) -> dict[str, Any]:
