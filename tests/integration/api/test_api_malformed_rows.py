@@ -10,16 +10,12 @@ kubernetes launcher on a recording endpoint, real Redis.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 import redis
 from fastapi.testclient import TestClient
 
 from tests.helm_support import spec_data
-from tests.integration.api.kubernetes_recorder import RecordingApiServer
-from tests.integration.api.test_api_requests import ALICE, _app
+from tests.integration.api.conftest import ALICE
 
 AUTH = {"Authorization": f"Bearer {ALICE}"}
 GOOD = '{"step": 1, "reward_mean": 0.25, "value_version": 3, "policy_version": 1}'
@@ -33,12 +29,6 @@ MALFORMED = [
     "[" * 100_000,
     "",
 ]
-
-
-@pytest.fixture
-def api(redis_db: redis.Redis, embedded_redis: Any, recorder: RecordingApiServer) -> Iterator[TestClient]:
-    with TestClient(_app(redis_db, embedded_redis, recorder)) as client:
-        yield client
 
 
 def _experiment(api: TestClient) -> str:

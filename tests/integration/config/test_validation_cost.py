@@ -19,7 +19,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SPECS = [
     "examples/sudoku-mini/tether-pvf.yaml",
     "examples/critics/sudoku-mini-generative.yaml",

@@ -26,7 +26,7 @@ def _dataset(tmp: Path, verifier: dict, **settings: object):
 
 def test_a_dying_scorer_scores_zero_and_its_worker_is_replaced(tmp_path: Path) -> None:
     config, environment = _dataset(
-        tmp_path, {"kind": "python", "entry_point": "tests.envs.dataset_verifiers:exits"}
+        tmp_path, {"kind": "python", "entry_point": "tests.unit.envs.dataset_verifiers:exits"}
     )
     pool = ScoringPool(ScoringLimits(workers=1, answer_seconds=30))
     kills: list[Killed] = []

@@ -22,7 +22,7 @@ from lecritique.envs.audit import WIN_MARGIN, InProcess, audit, sample_per_group
 from lecritique.envs.reasoning_gym import registered_datasets
 from lecritique.envs.reasoning_gym_fixes import FIXES, score_coin_flip
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SECURITY = ROOT / "docs" / "security.md"
 TABLE = re.compile(r"<!-- audit-table:begin -->\n(.*?)<!-- audit-table:end -->", re.DOTALL)
 AUDIT_TASKS = 6
@@ -95,7 +95,7 @@ def test_a_constant_that_wins_is_named_and_fails_the_command(tmp_path: Path) -> 
             {
                 "kind": "dataset",
                 "path": "rows.jsonl",
-                "verifier": {"kind": "python", "entry_point": "tests.envs.dataset_verifiers:always_one"},
+                "verifier": {"kind": "python", "entry_point": "tests.unit.envs.dataset_verifiers:always_one"},
             }
         )
     )

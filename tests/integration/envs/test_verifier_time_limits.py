@@ -127,7 +127,7 @@ def test_a_slow_honest_answer_still_scores(tmp_path: Path) -> None:
     environment = {
         "kind": "dataset",
         "path": _dataset(tmp_path),
-        "verifier": {"kind": "python", "entry_point": "tests.envs.dataset_verifiers:slow_exact"},
+        "verifier": {"kind": "python", "entry_point": "tests.unit.envs.dataset_verifiers:slow_exact"},
     }
     with verifier_process(tmp_path, environment, answer_seconds=LIMIT) as (verifier, _):
         tasks = verifier.tasks(3)

@@ -19,7 +19,7 @@ from lecritique.envs.base import Task
 from lecritique.rpc.codec import task_from_proto, task_to_proto
 from lecritique.v1 import common_pb2, environment_pb2, environment_pb2_grpc
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Verifier:

@@ -86,7 +86,9 @@ def test_pvf_tether_with_two_rollout_replicas(tiny_policy, tmp_path):
     spec = pipeline_spec(
         tiny_policy,
         rollout={"replicas": 2},
-        critic={"context": "reference", "warmup_updates": 2, "processes": 2},
+        # blocking: the first step must already see a warmed critic (TETHER's default, ``auto``,
+        # steps at rho = 0 while the critic warms; tests/unit/orchestrator/test_warmup_stream.py)
+        critic={"context": "reference", "warmup_updates": 2, "processes": 2, "warmup": "blocking"},
         orchestrator={"steps": 4},
     )
     prompt_log, input_log = tmp_path / "prompts.jsonl", tmp_path / "critic-inputs.jsonl"
