@@ -145,7 +145,9 @@ def test_the_sweep_ranks_settings_by_held_out_ev_resumes_and_writes_its_doc_bloc
         means[(r["setting"]["optimizer.lr"], r["setting"]["head_init"])].append(r)
     ranked = sorted(means.values(), key=lambda rs: -np.mean([r["budget_ev"] for r in rs]))
     assert verdict["winner"] == ranked[0][0]["setting"] and verdict["runner_up"] == ranked[1][0]["setting"]
-    assert verdict["leads"] == pytest.approx([a["budget_ev"] - b["budget_ev"] for a, b in zip(*ranked[:2], strict=False)])
+    assert verdict["leads"] == pytest.approx(
+        [a["budget_ev"] - b["budget_ev"] for a, b in zip(*ranked[:2], strict=False)]
+    )
     assert "Best at the budget" in (tmp_path / "out" / "sweep.md").read_text()
 
     # A rerun trains nothing again; the docs block is regenerated from the JSON beside the doc.
@@ -175,3 +177,15 @@ def test_the_sweep_blocks_in_docs_are_in_step_with_their_data():
     if not (REPO / "docs" / "critic-sweep.json").is_file():
         pytest.fail("docs/critic-sweep.json is missing: the sweep tables in docs/critics.md have no data")
     assert regenerate(doc) == doc.read_text(), "run `lecritique critic sweep ... --doc docs/critics.md`"
+
+
+def test_a_replay_fed_at_the_runs_pace_pushes_a_policy_batch_every_so_many_updates():
+    # A critic making 1.25 updates a policy step: 80 pushes feed 100 updates, and rows the critic
+    # has no time for leave the replay by its capacity, unused, as in the run.
+    replay = ReplayEmulator(64 * 200, 64, 256, 2, 64, np.random.default_rng(1), updates_per_push=1.25)
+    uses = np.zeros(64 * 200, dtype=int)
+    for _ in range(100):
+        np.add.at(uses, replay.sample(), 1)
+    assert replay.pushes == 80 and uses.max() <= 2
+    pushed = uses[replay.order[: replay.cursor]]
+    assert (pushed == 0).sum() > 0 and 100 * 64 / replay.cursor == pytest.approx(1.25, rel=0.01)

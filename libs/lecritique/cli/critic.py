@@ -165,6 +165,9 @@ def sweep(
     tasks_per_policy: Annotated[int | None, typer.Option(help="Tasks played (default: enough rows).")] = None,
     held_out_fraction: Annotated[float, typer.Option(help="Share of tasks held out for the EV.")] = 0.2,
     seeds: Annotated[str, typer.Option(help="Seeds of split, head and order, comma-separated.")] = "0",
+    report_only: Annotated[
+        bool, typer.Option(help="Train nothing: the table of the settings OUT has finished.")
+    ] = False,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's).")] = None,
     doc: Annotated[
         Path | None,
@@ -212,7 +215,7 @@ def sweep(
 
             torch.set_num_threads(threads)
         with Progress(disable=not progress) as bars:
-            document = run_sweep(experiment, config, out, progress=bars)
+            document = run_sweep(experiment, config, out, progress=bars, train=not report_only)
     except (SpecError, ValueError) as error:
         console.print(f"[red]{error}", soft_wrap=True)
         raise typer.Exit(2) from None

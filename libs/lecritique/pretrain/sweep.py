@@ -334,8 +334,10 @@ def run_sweep(
     *,
     progress: Any = None,
     on_result: Callable[[dict[str, Any]], None] | None = None,
+    train: bool = True,
 ) -> dict[str, Any]:
-    """Every setting x seed (finished ones read back from ``out/results.jsonl``); the sweep document."""
+    """Every setting x seed (finished ones read back from ``out/results.jsonl``); the sweep document.
+    ``train=False`` trains nothing: the document holds the finished ones only."""
     critic = pretrained_critic(spec)
     critics = [(setting, critic_with(critic, setting)) for setting in settings_of(config.grid)]
     out.mkdir(parents=True, exist_ok=True)
@@ -352,7 +354,7 @@ def run_sweep(
     for setting, swept in critics:
         for seed in config.seeds:
             key = (setting_key(setting), seed)
-            if key not in done:
+            if key not in done and train:
                 result = {"setting": setting, **train_setting(spec, swept, data, config, seed)}
                 with results_path.open("a") as file:
                     file.write(json.dumps({**result, "fingerprint": _fingerprint(spec, config)}) + "\n")
@@ -361,7 +363,14 @@ def run_sweep(
                     on_result(result)
             if task is not None:
                 progress.advance(task)
-    results = [done[(setting_key(s), seed)] for s, _ in critics for seed in config.seeds]
+    results = [
+        done[(setting_key(s), seed)]
+        for s, _ in critics
+        for seed in config.seeds
+        if (setting_key(s), seed) in done
+    ]
+    if not results:
+        raise ValueError(f"--out: {out} holds no finished setting of this sweep yet")
     batch, max_reuse, capacity = _schedule(spec, critic, config)
     return {
         "spec": spec.name,

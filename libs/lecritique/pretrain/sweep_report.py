@@ -28,13 +28,15 @@ def _mean(values: list[float]) -> float:
 
 def by_setting(document: dict[str, Any]) -> list[dict[str, Any]]:
     """Per setting: its results over seeds, the mean held-out EV at the budget and the best over the
-    longer one; ordered best first by the budget's mean."""
+    longer one; ordered best first by the budget's mean over the seeds every setting has (a setting
+    run on more seeds is not ranked by a different sample)."""
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     settings: dict[str, dict[str, Any]] = {}
     for result in document["results"]:
         key = json.dumps(result["setting"], sort_keys=True)
         grouped[key].append(result)
         settings[key] = result["setting"]
+    common = set.intersection(*({r["seed"] for r in results} for results in grouped.values()))
     rows = []
     for key, results in grouped.items():
         results = sorted(results, key=lambda r: r["seed"])
@@ -43,16 +45,17 @@ def by_setting(document: dict[str, Any]) -> list[dict[str, Any]]:
                 "setting": settings[key],
                 "results": results,
                 "budget_ev": _mean([r["budget_ev"] for r in results]),
+                "rank_ev": _mean([r["budget_ev"] for r in results if r["seed"] in common]),
                 "budget_train_ev": _mean([r["budget_train_ev"] for r in results]),
                 "best_ev": _mean([r["best_ev"] for r in results]),
             }
         )
-    return sorted(rows, key=lambda r: -r["budget_ev"] if np.isfinite(r["budget_ev"]) else np.inf)
+    return sorted(rows, key=lambda r: -r["rank_ev"] if np.isfinite(r["rank_ev"]) else np.inf)
 
 
 def margin(document: dict[str, Any]) -> dict[str, Any] | None:
-    """The winner at the budget, the runner-up, and the winner's lead per seed (paired: same split,
-    same rows); None with fewer than two settings."""
+    """The winner at the budget, the runner-up, and the winner's lead per seed both ran (paired: same
+    split, same rows); None with fewer than two settings."""
     rows = by_setting(document)
     if len(rows) < 2:
         return None
