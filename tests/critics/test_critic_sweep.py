@@ -189,3 +189,37 @@ def test_a_replay_fed_at_the_runs_pace_pushes_a_policy_batch_every_so_many_updat
     assert replay.pushes == 80 and uses.max() <= 2
     pushed = uses[replay.order[: replay.cursor]]
     assert (pushed == 0).sum() > 0 and 100 * 64 / replay.cursor == pytest.approx(1.25, rel=0.01)
+
+
+def _result(lr, seed, ev):
+    return {
+        "setting": {"optimizer.lr": lr},
+        "seed": seed,
+        "budget_ev": ev,
+        "budget_train_ev": ev,
+        "best_ev": ev,
+        "best_at": 8,
+        "history": [],
+        "train_rows": 80,
+        "held_out_rows": 20,
+    }
+
+
+def test_the_table_ranks_on_common_seeds_and_names_the_leader_over_more_seeds():
+    results = [_result(1e-3, 0, 0.30), _result(1e-4, 0, 0.25), _result(3e-3, 0, 0.40)]
+    results += [_result(1e-3, s, ev) for s, ev in [(1, 0.20), (2, 0.22)]]
+    results += [_result(1e-4, s, ev) for s, ev in [(1, 0.27), (2, 0.26)]]
+    document = {
+        "policy": "p/model", "policy_seed": 0, "mean_return": 0.3, "context": "reference", "trajectories": 100,
+        "grid": {"optimizer.lr": [1e-4, 1e-3, 3e-3]}, "updates": 8, "long_updates": None, "batch_size": 4,
+        "max_reuse": 2, "capacity": 16, "fresh_per_push": 4, "updates_per_push": None, "lambda_target": 1.0,
+        "seeds": [0, 1, 2], "results": results,
+    }  # fmt: skip
+    text = render(document)
+    # Seed 0 is the one every setting has: 3e-3 leads there, by +0.10 over 1e-3.
+    assert (
+        "Best at the budget: **optimizer.lr 0.003** (held-out EV 0.400), ahead of optimizer.lr 0.001" in text
+    )
+    # Over the three seeds the two leaders share, 1e-4 is ahead of 1e-3 (paired leads -0.05, +0.07, +0.04).
+    assert "Among the 2 settings run on 3 seeds, best by their mean: **optimizer.lr 0.0001**" in text
+    assert "per seed -0.050, +0.070, +0.040" in text

@@ -53,10 +53,17 @@ def by_setting(document: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -r["rank_ev"] if np.isfinite(r["rank_ev"]) else np.inf)
 
 
-def margin(document: dict[str, Any]) -> dict[str, Any] | None:
+def margin(document: dict[str, Any], *, most_seeds: bool = False) -> dict[str, Any] | None:
     """The winner at the budget, the runner-up, and the winner's lead per seed both ran (paired: same
-    split, same rows); None with fewer than two settings."""
+    split, same rows); None with fewer than two settings. ``most_seeds``: among the settings run on the
+    most seeds only, ranked by their mean over those seeds (a sweep re-runs its leaders on more seeds)."""
     rows = by_setting(document)
+    if most_seeds:
+        most = max(len(r["results"]) for r in rows)
+        rows = sorted(
+            (r for r in rows if len(r["results"]) == most),
+            key=lambda r: -r["budget_ev"] if np.isfinite(r["budget_ev"]) else np.inf,
+        )
     if len(rows) < 2:
         return None
     first, second = rows[0], rows[1]
@@ -70,7 +77,20 @@ def margin(document: dict[str, Any]) -> dict[str, Any] | None:
         "lead": _mean(leads),
         "leads": leads,
         "spread": float(np.std(leads, ddof=1)) if len(leads) > 1 else None,
+        "seeds": len(leads),
+        "candidates": len(rows),
     }
+
+
+def _verdict(verdict: dict[str, Any], opening: str) -> str:
+    spread = verdict["spread"]
+    leads = ", ".join(f"{lead:+.3f}" for lead in verdict["leads"])
+    return (
+        f"{opening}: **{_setting(verdict['winner'])}** (held-out EV {_ev(verdict['winner_ev'])}), "
+        f"ahead of {_setting(verdict['runner_up'])} ({_ev(verdict['runner_up_ev'])}) by "
+        f"{verdict['lead']:+.3f} (per seed {leads}"
+        + (f"; s.d. {spread:.3f})." if spread is not None else "; one seed, no spread).")
+    )
 
 
 def _value(value: Any) -> str:
@@ -130,14 +150,15 @@ def render(document: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     verdict = margin(document)
     if verdict is not None:
-        spread = verdict["spread"]
-        leads = ", ".join(f"{lead:+.3f}" for lead in verdict["leads"])
+        lines += ["", _verdict(verdict, "Best at the budget")]
+    leaders = margin(document, most_seeds=True)
+    if leaders is not None and leaders["seeds"] > (verdict or {}).get("seeds", 0):
         lines += [
             "",
-            f"Best at the budget: **{_setting(verdict['winner'])}** (held-out EV {_ev(verdict['winner_ev'])}), "
-            f"ahead of {_setting(verdict['runner_up'])} ({_ev(verdict['runner_up_ev'])}) by "
-            f"{verdict['lead']:+.3f} (per seed {leads}"
-            + (f"; s.d. {spread:.3f})." if spread is not None else "; one seed, no spread)."),
+            _verdict(
+                leaders,
+                f"Among the {leaders['candidates']} settings run on {leaders['seeds']} seeds, best by their mean",
+            ),
         ]
     return "\n".join(lines) + "\n"
 
