@@ -80,3 +80,30 @@ def state_evs(
         predicted, returns = (np.asarray(column, dtype=np.float64) for column in zip(*pairs, strict=True))
         evs[state] = float(explained_variance(predicted, returns))
     return evs
+
+
+DIGITS_ALPHABET = "0123456789:. abcdefghijklmnopqrstuvwxyz\n"
+"""The probe critic's characters: digits, the layouts' punctuation and role names."""
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<bos>{{ message['role'] }}\n{{ message['content'] }}<eos>\n{% endfor %}"
+    "{% if add_generation_prompt %}<bos>assistant\n{% endif %}"
+)
+"""A ChatML-like template over the probe's character vocabulary, with <eos> closing every turn."""
+
+
+def half_right(seed: int) -> Callable[[Task, int], str]:
+    """Responses that are the hidden string with probability 1/2, else another string as long."""
+    import random
+
+    rng = random.Random(seed)
+
+    def write(task: Task, member: int) -> str:
+        hidden = str(task.privileged["hidden"])
+        if rng.random() < 0.5:
+            return hidden
+        while (other := "".join(rng.choice("0123456789") for _ in hidden)) == hidden:
+            pass
+        return other
+
+    return write

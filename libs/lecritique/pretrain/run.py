@@ -78,7 +78,9 @@ def _fingerprint(
         "seed": schedule.seed,
         "split": len(held_out),
     }
-    digest.update(json.dumps({**settings, "critic": critic.model_dump(mode="json")}, sort_keys=True).encode())
+    # head_init joined the critic's settings later: at its default a checkpoint written before keeps its key.
+    dumped = critic.model_dump(mode="json", exclude={"head_init"} if critic.head_init == "random" else None)
+    digest.update(json.dumps({**settings, "critic": dumped}, sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
 

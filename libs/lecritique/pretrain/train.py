@@ -92,7 +92,8 @@ def returns_ev(trainer: CriticTrainer, trajectories: Sequence[Trajectory]) -> fl
     return float(explained_variance(predicted, returns))
 
 
-def _update(trainer: CriticTrainer, batch: list[Trajectory], lambda_target: float) -> dict[str, float]:
+def update_critic(trainer: CriticTrainer, batch: list[Trajectory], lambda_target: float) -> dict[str, float]:
+    """One value-trainer update on ``batch``: :meth:`CriticTrainer.train_step` on its targets."""
     if lambda_target < 1.0:  # GAE targets read the values the critic gave the batch
         batch = [dataclasses.replace(t, values=v) for t, v in zip(batch, trainer.predict(batch), strict=True)]
     return trainer.train_step(batch, critic_targets(batch, lambda_target))
@@ -110,7 +111,7 @@ def train_epoch(
     losses = []
     for start in range(0, len(order), schedule.batch_size):
         batch = [train[i] for i in order[start : start + schedule.batch_size]]
-        losses.append(_update(trainer, batch, schedule.lambda_target)["loss"])
+        losses.append(update_critic(trainer, batch, schedule.lambda_target)["loss"])
         on_update()
     return float(np.mean(losses))
 

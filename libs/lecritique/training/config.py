@@ -163,6 +163,15 @@ class CriticTrainerConfig(DataParallelConfig):
 
     loss: Literal["bce", "mse"] = "bce"
     """``bce`` for rewards in [0, 1] (value = sigmoid(head)), ``mse`` for any real return."""
+    head_init: Literal["random", "mean_return"] = "random"
+    """How a fresh critic's scalar head starts (a saved critic keeps its own). ``random``: the
+    Hugging Face default (weights ~ N(0, initializer_range), bias 0: values start near 0.5 for
+    ``bce``, near 0 for ``mse``, with per-state noise). ``mean_return``: weights 0 and the bias at
+    the mean return of the first update's batch (its logit for ``bce``, clipped to [1e-3, 1 - 1e-3]),
+    so the critic starts as the constant baseline that batch implies and its first updates move the
+    head's weights rather than undo a random offset; until that update its value is the constant
+    0.5 (``bce``) or 0 (``mse``). Measured against each other by ``lecritique critic sweep``
+    (``docs/critics.md``)."""
     predict_batch_tokens: int = Field(default=32768, ge=1)
     """Tokens per forward of ``predict``, padding included (the value evaluator's path: no gradients, no activations kept, so larger than ``micro_batch_tokens``)."""
     optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))

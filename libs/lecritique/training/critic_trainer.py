@@ -36,6 +36,7 @@ from lecritique.models.critic import (
     CriticShapeError,
     critic_from_policy,
     critic_or_backbone,
+    is_saved_critic,
     load_critic,
     same_tokenizer,
     shaped_critic,
@@ -72,6 +73,8 @@ class CriticTrainer(HFTrainer):
         model: PreTrainedModel,
         config: CriticTrainerConfig | None = None,
         tokenizer_source: str | Path | None = None,
+        *,
+        fresh_head: bool = False,
     ) -> None:
         self.config = config or CriticTrainerConfig()
         if getattr(model.config, "num_labels", None) != 1:
@@ -80,6 +83,10 @@ class CriticTrainer(HFTrainer):
             )
         nn.Module.to(model, torch_dtype(self.config.dtype))  # in place
         source = Path(tokenizer_source) if tokenizer_source is not None else None
+        # ``head_init: mean_return`` applies to a head this trainer created, never to a saved one.
+        self._head_pending = fresh_head and self.config.head_init == "mean_return"
+        if self._head_pending:
+            _set_head(model, 0.0)
         self._start(
             model,
             self.config.optimizer,
@@ -94,7 +101,7 @@ class CriticTrainer(HFTrainer):
         """Backbone copied from the policy, head freshly initialised (Le Critique B.3)."""
         config = config or CriticTrainerConfig()
         model = critic_from_policy(policy_dir, dtype=torch_dtype(config.dtype))
-        return cls(model, config, tokenizer_source=policy_dir)
+        return cls(model, config, tokenizer_source=policy_dir, fresh_head=True)
 
     @classmethod
     def load(cls, critic_dir: str | Path, config: CriticTrainerConfig | None = None) -> CriticTrainer:
@@ -113,7 +120,12 @@ class CriticTrainer(HFTrainer):
         differs = same_tokenizer(path, policy_dir)
         if differs is not None:
             raise CriticShapeError(f"critic.model_path: {path} cannot read the policy's tokens: {differs}")
-        return cls(critic_or_backbone(path, torch_dtype(config.dtype)), config, tokenizer_source=path)
+        return cls(
+            critic_or_backbone(path, torch_dtype(config.dtype)),
+            config,
+            tokenizer_source=path,
+            fresh_head=not is_saved_critic(path),
+        )
 
     @classmethod
     def shaped(
@@ -130,7 +142,7 @@ class CriticTrainer(HFTrainer):
         model = shaped_critic(
             policy_dir, layers=layers, hidden=hidden, init=init, seed=seed, dtype=torch_dtype(config.dtype)
         )
-        return cls(model, config, tokenizer_source=policy_dir)
+        return cls(model, config, tokenizer_source=policy_dir, fresh_head=True)
 
     def _values_from_outputs(self, outputs: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(outputs) if self.config.loss == "bce" else outputs
@@ -159,6 +171,11 @@ class CriticTrainer(HFTrainer):
         started = time.perf_counter()
         validate_critic_trajectories(trajectories, self.vocab_size)
         targets = _as_rows(targets, len(trajectories))
+        if self._head_pending:
+            # A resumed checkpoint has made updates already: its head is trained, not fresh.
+            if self.engine.steps == 0:
+                self._start_head_at(_mean_target(trajectories, targets))
+            self._head_pending = False
         lengths = [critic_length(t) for t in trajectories]
         names = [describe_row(i, t) for i, t in enumerate(trajectories)]
         self.check_budget(lengths, self.config.micro_batch_tokens, TRAIN_BUDGET, names)
@@ -234,6 +251,18 @@ class CriticTrainer(HFTrainer):
                     )
         return results
 
+    def _start_head_at(self, mean_return: float) -> None:
+        """``head_init: mean_return``: the head's bias at the batch's mean return (its logit for bce)."""
+        if self.config.loss == "bce":
+            clipped = min(max(mean_return, HEAD_INIT_CLIP), 1.0 - HEAD_INIT_CLIP)
+            bias = float(np.log(clipped / (1.0 - clipped)))
+        else:
+            bias = mean_return
+        _set_head(self.model, bias)
+        logger.info(
+            "critic head started at the first batch's mean return %.4f (bias %.4f)", mean_return, bias
+        )
+
     def _predict_autocast(self) -> contextlib.AbstractContextManager[Any]:
         """bf16 on CUDA for the forward-only path unless mixed precision is ``off``; the training autocast elsewhere."""
         device = self.engine.device
@@ -245,6 +274,35 @@ class CriticTrainer(HFTrainer):
         ):
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return self.engine.autocast()
+
+
+HEAD_INIT_CLIP = 1e-3
+"""``head_init: mean_return`` with ``bce`` clips the mean return to [clip, 1 - clip] before its logit
+(a batch of all-0 or all-1 returns would otherwise start the head at an infinite bias)."""
+
+
+def _set_head(model: nn.Module, bias: float) -> None:
+    """Zero the scalar head's weights and set its bias (``head_init: mean_return``)."""
+    head = getattr(model, "score", None)
+    if not isinstance(head, nn.Linear) or head.bias is None:
+        raise ValueError(
+            "critic.head_init: 'mean_return' needs a linear head with a bias (the model's `score`); "
+            f"{type(model).__name__} has {type(head).__name__}"
+        )
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.fill_(bias)
+
+
+def _mean_target(trajectories: Sequence[Trajectory], targets: Any) -> float:
+    """The batch's mean target over its trained (policy) tokens, as the loss weighs them."""
+    total, count = 0.0, 0
+    for index, trajectory in enumerate(trajectories):
+        mask = trajectory.policy_mask
+        row = np.full(mask.shape[0], trajectory.reward) if targets is None else np.asarray(targets[index])
+        total += float(np.asarray(row, dtype=np.float64)[mask].sum())
+        count += int(mask.sum())
+    return total / max(count, 1)
 
 
 def _as_rows(targets: Targets, batch_size: int) -> Any:

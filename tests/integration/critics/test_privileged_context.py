@@ -21,8 +21,7 @@ compare, and does (``docs/critics.md``, "Does a privileged critic read its conte
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +30,10 @@ import torch
 
 from lecritique.critics.specs import DiscriminativeCriticSpec
 from lecritique.envs import get_environment
-from lecritique.envs.base import Task
 from lecritique.models.policy import load_tokenizer
 from lecritique.models.templates import build_template
 from lecritique.models.tiny_arch import TinyArchitecture, write_random_tiny_policy
-from lecritique.pretrain.probe import offline_episodes, state_evs
+from lecritique.pretrain.probe import CHAT_TEMPLATE, DIGITS_ALPHABET, half_right, offline_episodes, state_evs
 from lecritique.pretrain.train import Schedule, split_by_task, train_epoch
 from lecritique.training.critic_trainer import CriticTrainer
 
@@ -45,11 +43,6 @@ GROUP_SIZE = 8
 TASKS = 400
 EPOCHS = 10
 LOO_GROUP_FLOOR = 0.2
-# A ChatML-like template over the character vocabulary, with <eos> closing every turn.
-CHAT_TEMPLATE = (
-    "{% for message in messages %}<bos>{{ message['role'] }}\n{{ message['content'] }}<eos>\n{% endfor %}"
-    "{% if add_generation_prompt %}<bos>assistant\n{% endif %}"
-)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -72,26 +65,11 @@ def digits_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(
         write_random_tiny_policy(
             tmp_path_factory.mktemp("digits") / "model",
-            "0123456789:. abcdefghijklmnopqrstuvwxyz\n",
+            DIGITS_ALPHABET,
             seed=5,
             architecture=architecture,
         )
     )
-
-
-def half_right(seed: int) -> Callable[[Task, int], str]:
-    """Responses that are the hidden string with probability 1/2, else another string as long."""
-    rng = random.Random(seed)
-
-    def write(task: Task, member: int) -> str:
-        hidden = str(task.privileged["hidden"])
-        if rng.random() < 0.5:
-            return hidden
-        while (other := "".join(rng.choice("0123456789") for _ in hidden)) == hidden:
-            pass
-        return other
-
-    return write
 
 
 def held_out_evs(model: Path, context: str, template_kind: str) -> tuple[float, float, float]:
