@@ -124,55 +124,66 @@ def _scalar(value: Any) -> Any:
     return value
 
 
+SweepSpecArgument = Annotated[
+    Path,
+    typer.Argument(
+        help="Experiment spec, or a study file with --variant: the arm whose critic is swept.",
+        exists=True,
+        dir_okay=False,
+    ),
+]
+SweepOut = Annotated[Path, typer.Option(help="Output directory (created; an existing one is resumed).")]
+SweepUpdates = Annotated[
+    int,
+    typer.Option(
+        help="The run's budget: critic updates an arm's critic makes (metrics' critic_updates_done)."
+    ),
+]
+SweepVariant = Annotated[
+    str | None, typer.Option(help="With a study file: the variant whose critic is swept.")
+]
+SweepPolicySeed = Annotated[
+    int, typer.Option(help="With a study file: the seed of the tiny build (starting policy) it plays.")
+]
+SweepGrid = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--grid",
+        metavar="PATH=V1,V2,...",
+        help="A critic field and its values (repeatable; default: optimizer.lr 1e-5..3e-3 x head_init x loss).",
+    ),
+]
+SweepUpdatesPerPush = Annotated[
+    float | None,
+    typer.Option(help="The run's critic updates per policy step (default: rows enter only when needed)."),
+]
+SweepReportOnly = Annotated[
+    bool, typer.Option(help="Train nothing: the table of the settings OUT has finished.")
+]
+SweepDoc = Annotated[
+    Path | None,
+    typer.Option(help="Write the table into this document's generated block (and the JSON beside it)."),
+]
+
+
 @critic_app.command()
 def sweep(
-    spec: Annotated[
-        Path,
-        typer.Argument(
-            help="Experiment spec, or a study file with --variant: the arm whose critic is swept.",
-            exists=True,
-            dir_okay=False,
-        ),
-    ],
-    out: Annotated[Path, typer.Option(help="Output directory (created; an existing one is resumed).")],
-    updates: Annotated[
-        int,
-        typer.Option(
-            help="The run's budget: critic updates an arm's critic makes (metrics' critic_updates_done)."
-        ),
-    ],
-    variant: Annotated[
-        str | None, typer.Option(help="With a study file: the variant whose critic is swept.")
-    ] = None,
-    policy_seed: Annotated[
-        int, typer.Option(help="With a study file: the seed of the tiny build (starting policy) it plays.")
-    ] = 0,
-    grid: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--grid",
-            metavar="PATH=V1,V2,...",
-            help="A critic field and its values (repeatable; default: optimizer.lr 1e-5..3e-3 x head_init x loss).",
-        ),
-    ] = None,
+    spec: SweepSpecArgument,
+    out: SweepOut,
+    updates: SweepUpdates,
+    variant: SweepVariant = None,
+    policy_seed: SweepPolicySeed = 0,
+    grid: SweepGrid = None,
     overrides: SetOption = None,
     long_updates: Annotated[int | None, typer.Option(help="A longer budget measured beside it.")] = None,
     eval_every: Annotated[int | None, typer.Option(help="Updates between held-out evaluations.")] = None,
-    updates_per_push: Annotated[
-        float | None,
-        typer.Option(help="The run's critic updates per policy step (default: rows enter only when needed)."),
-    ] = None,
+    updates_per_push: SweepUpdatesPerPush = None,
     tasks_per_policy: Annotated[int | None, typer.Option(help="Tasks played (default: enough rows).")] = None,
     held_out_fraction: Annotated[float, typer.Option(help="Share of tasks held out for the EV.")] = 0.2,
     seeds: Annotated[str, typer.Option(help="Seeds of split, head and order, comma-separated.")] = "0",
-    report_only: Annotated[
-        bool, typer.Option(help="Train nothing: the table of the settings OUT has finished.")
-    ] = False,
+    report_only: SweepReportOnly = False,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's).")] = None,
-    doc: Annotated[
-        Path | None,
-        typer.Option(help="Write the table into this document's generated block (and the JSON beside it)."),
-    ] = None,
+    doc: SweepDoc = None,
     name: Annotated[
         str | None, typer.Option(help="The block's name in --doc (default: the spec's name).")
     ] = None,
@@ -186,46 +197,66 @@ def sweep(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s sweep %(levelname)s %(name)s: %(message)s"
     )
-    import json
-
     from rich.console import Console
-    from rich.progress import Progress
 
     from lecritique.config import SpecError
-    from lecritique.pretrain.sweep import parse_sweep_config, run_sweep
-    from lecritique.pretrain.sweep_report import publish, render
 
     console = Console(soft_wrap=True)
+    settings: dict[str, Any] = {
+        "updates": updates,
+        "long_updates": long_updates,
+        "eval_every": eval_every,
+        "updates_per_push": updates_per_push,
+        "tasks_per_policy": tasks_per_policy,
+        "held_out_fraction": held_out_fraction,
+        "seeds": [int(s) for s in seeds.split(",") if s.strip()],
+    }
     try:
         experiment = _swept_spec(spec, variant, policy_seed, overrides or [], cache_dir)
-        settings: dict[str, Any] = {
-            "updates": updates,
-            "long_updates": long_updates,
-            "eval_every": eval_every,
-            "updates_per_push": updates_per_push,
-            "tasks_per_policy": tasks_per_policy,
-            "held_out_fraction": held_out_fraction,
-            "seeds": [int(s) for s in seeds.split(",") if s.strip()],
-        }
         if grid:
             settings["grid"] = _grid(grid)
-        config = parse_sweep_config(settings)
-        if threads is not None:
-            import torch
-
-            torch.set_num_threads(threads)
-        with Progress(disable=not progress) as bars:
-            document = run_sweep(experiment, config, out, progress=bars, train=not report_only)
+        document = _run_sweep(experiment, settings, out, threads, progress, report_only)
     except (SpecError, ValueError) as error:
         console.print(f"[red]{error}", soft_wrap=True)
         raise typer.Exit(2) from None
+    _write_sweep(console, document, out, doc, name or experiment.name)
+
+
+def _run_sweep(
+    experiment: Any,
+    settings: dict[str, Any],
+    out: Path,
+    threads: int | None,
+    progress: bool,
+    report_only: bool,
+) -> dict[str, Any]:
+    """The sweep document of ``settings`` (``SweepConfig``'s fields) on ``experiment``'s critic."""
+    from rich.progress import Progress
+
+    from lecritique.pretrain.sweep import parse_sweep_config, run_sweep
+
+    config = parse_sweep_config(settings)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    with Progress(disable=not progress) as bars:
+        return run_sweep(experiment, config, out, progress=bars, train=not report_only)
+
+
+def _write_sweep(console: Console, document: dict[str, Any], out: Path, doc: Path | None, name: str) -> None:
+    """OUT/sweep.json and sweep.md, the table printed, and the generated block in ``doc``."""
+    import json
+
+    from lecritique.pretrain.sweep_report import publish, render
+
     (out / "sweep.json").write_text(json.dumps(document, indent=1) + "\n")
     table = render(document)
     (out / "sweep.md").write_text(table)
     console.print(table, markup=False)
     if doc is not None:
-        publish(document, doc, name or experiment.name)
-        console.print(f"wrote the block {name or experiment.name!r} into {doc}", soft_wrap=True)
+        publish(document, doc, name)
+        console.print(f"wrote the block {name!r} into {doc}", soft_wrap=True)
 
 
 def _swept_spec(

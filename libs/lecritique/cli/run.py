@@ -11,6 +11,7 @@ import typer
 
 from lecritique.cli.spec_options import SetOption
 from lecritique.launch.local.signals import signals_ignored, terminate_as_interrupt
+from lecritique.run_folder import RunFolder
 
 if TYPE_CHECKING:
     from lecritique.config import ExperimentSpec
@@ -178,7 +179,7 @@ def _report_and_exit(
     ``progress``: (the last completed step, the spec's steps)."""
     from lecritique.reporting import write_report
 
-    if (out / "metrics.jsonl").exists():
+    if RunFolder(out).metrics_path.exists():
         png, md = write_report(out, title=title)
         console.print(f"report: {md} and {png}")
     if code in (CANCELLED, ORCHESTRATOR_CANCELLED):
@@ -202,8 +203,6 @@ def _extended(
 ) -> ExperimentSpec:
     """The spec with ``orchestrator.steps`` = the steps OUT's run recorded + ``extend`` (exit 2,
     with the fix, when there is nothing to add to or nothing added, or --force would delete it)."""
-    from lecritique.launch.local.launcher import recorded_steps
-
     if force:
         console.print("[red]--extend continues the run in OUT and --force deletes it: give one of them")
         raise typer.Exit(2)
@@ -214,7 +213,7 @@ def _extended(
             "(--extend 20 runs 20 more steps)"
         )
         raise typer.Exit(2)
-    before = recorded_steps(out)
+    before = RunFolder(out).recorded_steps()
     if before is None:
         console.print(
             f"[red]--extend {extend}: {out} holds no run to extend (no spec.json); "
@@ -242,13 +241,13 @@ def _refuse_drift(out: Path, resolved: ExperimentSpec, extend: bool, console: An
 def _left_alone(out: Path, experiment: ExperimentSpec, console: Any) -> bool:
     """When OUT holds a finished run, say so (the report is written if missing) and return True:
     nothing is to be started."""
-    from lecritique.launch.local.launcher import finished_step
     from lecritique.reporting import write_report
 
-    done = finished_step(out, experiment.orchestrator.steps)
+    folder = RunFolder(out)
+    done = folder.finished_step(experiment.orchestrator.steps)
     if done is None:
         return False
-    if not (out / "report.md").exists() and (out / "metrics.jsonl").exists():
+    if not (out / "report.md").exists() and folder.metrics_path.exists():
         write_report(out, title=experiment.name)
     console.print(
         f"{out} already holds a finished run (step {done} of {experiment.orchestrator.steps}); nothing started. "

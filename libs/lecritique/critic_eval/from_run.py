@@ -7,7 +7,6 @@ prefixes at every response position (segment rule ``token``), so the report has 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,20 +14,21 @@ from lecritique.config.experiment import ExperimentSpec, SpecError, parse_spec
 from lecritique.config.probe import FixedPolicyProbe
 from lecritique.critic_eval.config import CriticEvalSpec, EvaluatedCritic
 from lecritique.critics.config import SegmentsConfig
+from lecritique.run_folder import RunFolder
 from lecritique.weights.store import WeightStore
 
 
 def run_spec(folder: Path) -> ExperimentSpec:
     """The run's resolved experiment spec (``RUN_DIR/spec.json``)."""
-    path = folder / "spec.json"
-    if not path.is_file():
+    try:
+        document = RunFolder(folder).recorded_spec()
+    except ValueError as error:
+        raise SpecError(f"--run {folder}: {error}") from None
+    if document is None:
         raise SpecError(
             f"--run {folder}: no spec.json in it; name the --out folder of a `lecritique run` (or a study's runs/<variant>/seed<s>)"
         )
-    try:
-        return parse_spec(json.loads(path.read_text()), spec_dir=folder)
-    except json.JSONDecodeError as error:
-        raise SpecError(f"--run {folder}: spec.json is not valid JSON: {error}") from None
+    return parse_spec(document, spec_dir=folder)
 
 
 def critic_label(spec: ExperimentSpec) -> str:

@@ -60,6 +60,7 @@ from lecritique.orchestrator.telemetry import StepLog, Telemetry
 from lecritique.orchestrator.update_gate import update_gate
 from lecritique.orchestrator.warmup import CriticWarmup
 from lecritique.replay import ReplayBuffer
+from lecritique.run_folder import RunFolder
 from lecritique.trajectory import Trajectory
 from lecritique.v1 import policy_pb2
 
@@ -87,8 +88,8 @@ class Orchestrator:
         self.spec = spec
         self.clients = clients
         self.replay = replay
-        self.checkpoints = CheckpointStore(Path(out_dir) / "orchestrator")
-        self.log = StepLog(Path(out_dir) / "metrics.jsonl", metrics_sink)
+        self.checkpoints = CheckpointStore(RunFolder(Path(out_dir)).checkpoint_dir)
+        self.log = StepLog(RunFolder(Path(out_dir)).metrics_path, metrics_sink)
         self.telemetry = Telemetry(experiment_id, spec.critic.context if spec.critic is not None else "none")
         self.estimator: AdvantageEstimator = spec.estimator.build()
         # Resolved settings (e.g. GAE's lambda under ``auto``) are the estimator's metrics before any fit.

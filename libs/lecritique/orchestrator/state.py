@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lecritique.orchestrator.row import StepRow
+from lecritique.run_folder import PENDING_FILE, STATE_FILE
 from lecritique.trajectory import Trajectory
 
 
@@ -87,8 +88,9 @@ class CheckpointStore:
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.state_path = self.directory / "state.json"
-        self.pending_path = self.directory / "pending.bin"
+        # The names are the run folder's (``lecritique.run_folder``), which readers go through.
+        self.state_path = self.directory / STATE_FILE
+        self.pending_path = self.directory / PENDING_FILE
 
     def load(self) -> OrchestratorState:
         if not self.state_path.exists():

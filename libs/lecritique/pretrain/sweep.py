@@ -31,6 +31,7 @@ from lecritique.config.experiment import ExperimentSpec, SpecError
 from lecritique.critics.specs import DiscriminativeCriticSpec
 from lecritique.pretrain.collect import collect
 from lecritique.pretrain.config import pretrained_critic
+from lecritique.pretrain.replay_emulator import ReplayEmulator
 from lecritique.pretrain.train import returns_ev, split_by_task, update_critic
 from lecritique.training.critic_trainer import CriticTrainer
 from lecritique.trajectory import Trajectory
@@ -64,12 +65,6 @@ class SweepConfig(SpecModel):
     way, and its best is reported beside the budget's (once the rows run out, a new pass starts)."""
     eval_every: int | None = Field(default=None, ge=1, le=1_000_000)
     """Updates between held-out evaluations (None: a quarter of ``updates``)."""
-    batch_size: int | None = Field(default=None, ge=1, le=10_000_000)
-    """Distinct trajectories per update (None: the spec's critic batch size, as in the run)."""
-    max_reuse: int | None = Field(default=None, ge=1, le=1_000_000)
-    """Times a row may be sampled (None: the spec's ``critic.replay.max_reuse``)."""
-    capacity: int | None = Field(default=None, ge=1, le=10_000_000)
-    """Replay capacity (None: the spec's ``critic.replay.capacity``)."""
     updates_per_push: float | None = Field(default=None, gt=0.0, le=1_000_000.0)
     """Critic updates per policy step of the run mirrored (its mean ``critic_updates_done``): a
     policy batch of fresh rows enters the replay every this many updates, so a critic slower than
@@ -147,84 +142,6 @@ def setting_key(setting: dict[str, Any]) -> str:
     return json.dumps(setting, sort_keys=True)
 
 
-class ReplayEmulator:
-    """The replay's rules on a fixed stream of rows, as an asynchronous critic meets them.
-
-    Rows enter ``fresh`` at a time (a policy step's batch), oldest first out past ``capacity``; an
-    update samples ``batch`` distinct entries uniformly (not by remaining uses) and an entry leaves
-    once sampled ``max_reuse`` times (:mod:`lecritique.replay.buffer`). Rows are pushed only when
-    the buffer cannot feed an update: the critic is never starved and never lets fresh rows pass
-    unused, the data-bound regime of a critic that keeps up with the policy. When the stream is used
-    up a new pass starts over the same rows (``passes`` counts them): beyond the first pass, rows
-    are reused more than ``max_reuse`` times."""
-
-    def __init__(
-        self,
-        rows: int,
-        fresh: int,
-        capacity: int,
-        max_reuse: int,
-        batch: int,
-        rng: np.random.Generator,
-        updates_per_push: float | None = None,
-    ) -> None:
-        if batch > min(capacity, rows):
-            raise ValueError(
-                f"batch_size: {batch} distinct rows per update, but the replay holds at most "
-                f"{min(capacity, rows)} (capacity {capacity}, {rows} training rows)"
-            )
-        self.rows, self.fresh, self.capacity, self.max_reuse, self.batch = (
-            rows,
-            fresh,
-            capacity,
-            max_reuse,
-            batch,
-        )
-        self.rng = rng
-        self.order = rng.permutation(rows)
-        self.cursor = 0
-        self.passes = 1
-        self.buffer: list[int] = []
-        self.uses: dict[int, int] = {}
-        self.most_uses = 0
-        self.updates_per_push = updates_per_push
-        self.pushes = 0
-        self.updates = 0
-
-    def _push(self) -> None:
-        if self.cursor >= self.rows:
-            self.order, self.cursor, self.passes = self.rng.permutation(self.rows), 0, self.passes + 1
-        chunk = [int(i) for i in self.order[self.cursor : self.cursor + self.fresh]]
-        self.cursor += len(chunk)
-        self.pushes += 1
-        self.buffer.extend(chunk)
-        for row in chunk:
-            self.uses.setdefault(row, 0)
-        if len(self.buffer) > self.capacity:
-            self.buffer = self.buffer[len(self.buffer) - self.capacity :]
-
-    def sample(self) -> list[int]:
-        """The rows of the next update."""
-        self.updates += 1
-        while self.updates_per_push is not None and self.pushes < self.updates / self.updates_per_push:
-            self._push()
-        while len(set(self.buffer)) < self.batch:
-            self._push()
-        positions = self.rng.choice(len(self.buffer), size=self.batch, replace=False)
-        taken = [self.buffer[p] for p in positions]
-        if len(set(taken)) < self.batch:  # a row pushed again in a later pass may sit twice
-            distinct = list(dict.fromkeys(self.buffer))
-            taken = [distinct[p] for p in self.rng.choice(len(distinct), size=self.batch, replace=False)]
-        spent = set()
-        for row in taken:
-            self.uses[row] += 1
-            self.most_uses = max(self.most_uses, self.uses[row])
-            if self.uses[row] % self.max_reuse == 0:
-                spent.add(row)
-        self.buffer = [row for row in self.buffer if row not in spent]
-        return taken
-
-
 @dataclass(frozen=True)
 class SweepData:
     """The rows every setting trains and is measured on."""
@@ -250,8 +167,9 @@ def _fresh(spec: ExperimentSpec) -> int:
 def _schedule(
     spec: ExperimentSpec, critic: DiscriminativeCriticSpec, config: SweepConfig
 ) -> tuple[int, int, int]:
-    batch = config.batch_size or spec.critic_batch_size
-    return batch, config.max_reuse or critic.replay.max_reuse, config.capacity or critic.replay.capacity
+    # The replay's settings are the spec's (``--set critic.replay.max_reuse=...`` changes them), so
+    # each is declared once, in the critic's own section.
+    return spec.critic_batch_size, critic.replay.max_reuse, critic.replay.capacity
 
 
 def collect_rows(spec: ExperimentSpec, config: SweepConfig, out: Path, progress: Any = None) -> SweepData:
@@ -312,7 +230,7 @@ def train_setting(
             losses = []
             logger.info("seed %d, %d updates: held-out EV %.4f", seed, update, row["held_out_ev"])
     at_budget = next(h for h in history if h["updates"] == config.updates)
-    best = max(history, key=lambda h: h["held_out_ev"] if np.isfinite(h["held_out_ev"]) else -np.inf)
+    best = max(history, key=_ranked_ev)
     return {
         "seed": seed,
         "history": history,
@@ -325,6 +243,12 @@ def train_setting(
         "held_out_rows": len(held_out),
         "seconds": time.perf_counter() - started,
     }
+
+
+def _ranked_ev(row: dict[str, Any]) -> float:
+    """A history row's held-out EV for ranking (not finite, or none: below every finite one)."""
+    value = row.get("held_out_ev")
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else -math.inf
 
 
 def run_sweep(
@@ -371,6 +295,18 @@ def run_sweep(
     ]
     if not results:
         raise ValueError(f"--out: {out} holds no finished setting of this sweep yet")
+    return _document(spec, critic, config, data, collect_seconds, results)
+
+
+def _document(
+    spec: ExperimentSpec,
+    critic: DiscriminativeCriticSpec,
+    config: SweepConfig,
+    data: SweepData,
+    collect_seconds: float,
+    results: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The sweep document: the budget and schedule every setting had, and the results."""
     batch, max_reuse, capacity = _schedule(spec, critic, config)
     return {
         "spec": spec.name,

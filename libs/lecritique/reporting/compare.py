@@ -22,7 +22,6 @@ A - B with 95% intervals (:func:`lecritique.reporting.noise.paired_arms`).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from lecritique.reporting.noise import (
     window_standard_error,
 )
 from lecritique.reporting.report import load_metrics
+from lecritique.run_folder import RunFolder
 
 FINAL_FRACTION = 0.25
 """The share of a run's last policy steps its final reward and EV are averaged over."""
@@ -82,14 +82,7 @@ def series(rows: list[dict[str, Any]], key: str, x: str = "step") -> tuple[list[
 
 def _spec(run_dir: Path) -> dict[str, Any]:
     """The run's ``spec.json`` ({} where it has none)."""
-    path = run_dir / "spec.json"
-    if not path.exists():
-        return {}
-    try:
-        spec: dict[str, Any] = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from None
-    return spec
+    return RunFolder(run_dir).recorded_spec() or {}
 
 
 def _spec_fields(run_dir: Path) -> tuple[str, str, str]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from lecritique.run_folder import RunFolder
 
 # Curves drawn when present: (metrics key, panel title).
 PANELS = (
@@ -27,19 +28,8 @@ BUCKET_PANELS = (
 
 
 def load_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    """Rows of ``metrics.jsonl`` in step order; a torn last line (killed writer) is ignored."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: is {run_dir} a lecritique run directory?")
-    rows = []
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return sorted(rows, key=lambda row: row["step"])
+    """Rows of ``metrics.jsonl`` in step order (:meth:`RunFolder.metrics`: a torn line is skipped)."""
+    return RunFolder(Path(run_dir)).metrics()
 
 
 def _series(rows: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray]:

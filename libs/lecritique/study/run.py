@@ -11,8 +11,8 @@ from typing import Any
 from rich.console import Console
 
 from lecritique.config.experiment import SpecError
-from lecritique.launch.local.launcher import ended_by
 from lecritique.reporting.report import load_metrics
+from lecritique.run_folder import RunFolder
 from lecritique.study.accounting import record_section, run_account, run_timings, study_sections
 from lecritique.study.ceiling_table import with_ceiling_figures
 from lecritique.study.config import (
@@ -92,14 +92,7 @@ def _record_build(out: Path, task: str, seed: int, build: Any, seconds: float) -
 
 def recorded_experiment(folder: Path) -> str | None:
     """The experiment name the run folder's ``spec.json`` records (None: none recorded)."""
-    path = folder / "spec.json"
-    if not path.is_file():
-        return None
-    try:
-        name = json.loads(path.read_text()).get("name")
-    except (ValueError, AttributeError):
-        return None
-    return str(name) if name is not None else None
+    return RunFolder(folder).recorded_name()
 
 
 def collect(study: StudySpec, runs: list[PlannedRun], out: Path) -> dict[str, dict[int, dict[str, Any]]]:
@@ -123,7 +116,7 @@ def collect(study: StudySpec, runs: list[PlannedRun], out: Path) -> dict[str, di
             continue
         if rows:
             produced = run.spec.batch_size
-            ended = ended_by(folder, run.spec.orchestrator.steps)
+            ended = RunFolder(folder).ended_by(run.spec.orchestrator.steps)
             # A run its wall-time budget ended averages the last fraction of the steps it made.
             made = int(rows[-1]["step"]) if ended == "wall budget" else run.spec.orchestrator.steps
             summary = run_summary(rows, study.final_steps(made), float(produced))

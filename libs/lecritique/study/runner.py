@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from lecritique.config.experiment import ExperimentSpec
 from lecritique.launch.local.launcher import check_recorded_spec
 from lecritique.launch.local.signals import signals_ignored
-from lecritique.reporting.report import load_metrics
+from lecritique.run_folder import RunFolder
 from lecritique.study.accounting import timed_run
 from lecritique.study.config import PlannedRun
 from lecritique.tinybuild.identity import same_build
@@ -62,21 +62,9 @@ def run_dir(out: Path, run: PlannedRun) -> Path:
     return out / "runs" / run.variant / f"seed{run.seed}"
 
 
-def last_step(folder: Path) -> int:
-    """The last policy step recorded in ``folder/metrics.jsonl`` (0: none)."""
-    try:
-        rows = load_metrics(folder)
-    except FileNotFoundError:
-        return 0
-    return int(rows[-1]["step"]) if rows else 0
-
-
 def is_finished(folder: Path, spec: ExperimentSpec) -> bool:
     """All its steps are in the metrics, or its wall-time budget (``orchestrator.max_seconds``) ended it."""
-    from lecritique.launch.local.launcher import finished_step
-
-    steps = spec.orchestrator.steps
-    return last_step(folder) >= steps or finished_step(folder, steps) is not None
+    return RunFolder(folder).is_finished(spec.orchestrator.steps)
 
 
 def _summary(row: dict[str, Any]) -> str:
@@ -186,7 +174,7 @@ def run_over_api(
         if experiment.final:
             break
         time.sleep(poll_seconds)
-    (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    RunFolder(folder).metrics_path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     if experiment.status != "succeeded":
         raise RuntimeError(f"experiment {experiment_id} ended {experiment.status}: {experiment.error or ''}")
 
@@ -209,7 +197,7 @@ def run_all(
             if is_finished(folder, run.spec):
                 console.print(f"{run.key}: finished before, skipped")
             else:
-                on_row = progress.start(run, last_step(folder))
+                on_row = progress.start(run, RunFolder(folder).last_step())
                 if client is None:
                     run_local(run.spec, folder, on_row, pools=run.pools)
                 else:

@@ -171,11 +171,7 @@ class CriticTrainer(HFTrainer):
         started = time.perf_counter()
         validate_critic_trajectories(trajectories, self.vocab_size)
         targets = _as_rows(targets, len(trajectories))
-        if self._head_pending:
-            # A resumed checkpoint has made updates already: its head is trained, not fresh.
-            if self.engine.steps == 0:
-                self._start_head_at(_mean_target(trajectories, targets))
-            self._head_pending = False
+        self._start_pending_head(trajectories, targets)
         lengths = [critic_length(t) for t in trajectories]
         names = [describe_row(i, t) for i, t in enumerate(trajectories)]
         self.check_budget(lengths, self.config.micro_batch_tokens, TRAIN_BUDGET, names)
@@ -250,6 +246,14 @@ class CriticTrainer(HFTrainer):
                         np.float32
                     )
         return results
+
+    def _start_pending_head(self, trajectories: Sequence[Trajectory], targets: Any) -> None:
+        """``head_init: mean_return``: start a fresh head at the first batch's mean return, once."""
+        if self._head_pending:
+            # A resumed checkpoint has made updates already: its head is trained, not fresh.
+            if self.engine.steps == 0:
+                self._start_head_at(_mean_target(trajectories, targets))
+            self._head_pending = False
 
     def _start_head_at(self, mean_return: float) -> None:
         """``head_init: mean_return``: the head's bias at the batch's mean return (its logit for bce)."""

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from lecritique.cli.main import app
 from lecritique.config import parse_spec
-from lecritique.pretrain.sweep import ReplayEmulator, SweepConfig, critic_with, settings_of
+from lecritique.pretrain.sweep import SweepConfig, critic_with, settings_of
 from lecritique.pretrain.sweep_report import margin, regenerate, render
 from lecritique.training.config import CriticTrainerConfig, OptimizerConfig
 from lecritique.training.critic_trainer import CriticTrainer
@@ -23,29 +23,6 @@ from tests.integration.services.conftest import write_spec
 from tests.unit.critics.conftest import text_trajectory
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-@pytest.mark.parametrize(("fresh", "max_reuse", "batch"), [(64, 2, 64), (64, 2, 32), (16, 4, 8), (64, 1, 64)])
-def test_the_emulated_replay_samples_distinct_rows_at_most_max_reuse_times(fresh, max_reuse, batch):
-    rows = 64 * 12
-    replay = ReplayEmulator(rows, fresh, 256, max_reuse, batch, np.random.default_rng(3))
-    uses = np.zeros(rows, dtype=int)
-    updates = 0
-    while replay.passes == 1:
-        taken = replay.sample()
-        assert len(set(taken)) == batch
-        np.add.at(uses, taken, 1)
-        updates += 1
-        assert len(replay.buffer) <= 256
-        if replay.passes == 1:
-            assert uses.max() <= max_reuse
-    # Pushed only when needed: a first pass feeds close to rows x max_reuse / batch updates.
-    assert updates >= 0.75 * rows * max_reuse / batch
-
-
-def test_the_emulated_replay_refuses_a_batch_it_can_never_hold():
-    with pytest.raises(ValueError, match="batch_size: 300 distinct rows"):
-        ReplayEmulator(1000, 64, 256, 2, 300, np.random.default_rng(0))
 
 
 def _trajectories(tokenizer, rewards):
@@ -177,18 +154,6 @@ def test_the_sweep_blocks_in_docs_are_in_step_with_their_data():
     if not (REPO / "docs" / "critic-sweep.json").is_file():
         pytest.fail("docs/critic-sweep.json is missing: the sweep tables in docs/critics.md have no data")
     assert regenerate(doc) == doc.read_text(), "run `lecritique critic sweep ... --doc docs/critics.md`"
-
-
-def test_a_replay_fed_at_the_runs_pace_pushes_a_policy_batch_every_so_many_updates():
-    # A critic making 1.25 updates a policy step: 80 pushes feed 100 updates, and rows the critic
-    # has no time for leave the replay by its capacity, unused, as in the run.
-    replay = ReplayEmulator(64 * 200, 64, 256, 2, 64, np.random.default_rng(1), updates_per_push=1.25)
-    uses = np.zeros(64 * 200, dtype=int)
-    for _ in range(100):
-        np.add.at(uses, replay.sample(), 1)
-    assert replay.pushes == 80 and uses.max() <= 2
-    pushed = uses[replay.order[: replay.cursor]]
-    assert (pushed == 0).sum() > 0 and 100 * 64 / replay.cursor == pytest.approx(1.25, rel=0.01)
 
 
 def _result(lr, seed, ev):

@@ -20,7 +20,7 @@ from lecritique.config import SpecError, parse_spec
 from lecritique.engines.base import SamplingParams
 from lecritique.envs import get_environment
 from lecritique.episodes import EpisodePlayer
-from lecritique.launch.local.launcher import finished_step
+from lecritique.run_folder import RunFolder
 from lecritique.models.char_tokenizer import build_char_tokenizer
 from lecritique.models.templates import PlainTemplate
 from lecritique.orchestrator.loop import Orchestrator
@@ -86,7 +86,7 @@ def test_the_run_ends_after_the_step_that_spent_the_budget_and_stays_finished(tm
     assert trainer.steps == [1, 2, 3] and seconds == [1.0, 2.0, 3.0]
     recorded = json.loads((tmp_path / "orchestrator" / "state.json").read_text())
     assert recorded["wall_budget_spent"] is True
-    assert finished_step(tmp_path, STEPS) == state.completed_step
+    assert RunFolder(tmp_path).finished_step(STEPS) == state.completed_step
 
     again = _SlowPolicyTrainer()
     resumed = _orchestrator(tmp_path, again, BUDGET).run(rows.append)
@@ -96,8 +96,8 @@ def test_the_run_ends_after_the_step_that_spent_the_budget_and_stays_finished(tm
 def test_without_a_budget_a_run_short_of_its_steps_is_not_finished(tmp_path: Path) -> None:
     (tmp_path / "orchestrator").mkdir()
     (tmp_path / "orchestrator" / "state.json").write_text(json.dumps({"completed_step": 3}))
-    assert finished_step(tmp_path, STEPS) is None
-    assert finished_step(tmp_path, 3) == 3
+    assert RunFolder(tmp_path).finished_step(STEPS) is None
+    assert RunFolder(tmp_path).finished_step(3) == 3
 
 
 @pytest.mark.parametrize("seconds", [0, -5])

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from lecritique.launch.api_local.process_tree import alive, kill_tree, process_start_ticks
 from lecritique.launch.base import LogNotFound, Observation, OutsideRoots, Submission, Usage
+from lecritique.run_folder import RunFolder
 from lecritique.tenancy.policy import path_under
 from lecritique.tenancy.spec_rules import DATASET_ROOTS_ENV, marked_values
 
@@ -115,7 +116,7 @@ class LocalProcessLauncher:
         experiment_id, spec = submission.experiment_id, submission.spec
         run_dir = self.runs_dir / experiment_id
         run_dir.mkdir(parents=True, exist_ok=True)
-        spec_path = run_dir / "spec.json"
+        spec_path = RunFolder(run_dir).spec_path
         # `lecritique run` names its Redis keys and metric labels after spec.name; the API's id
         # must be that name so that GET /metrics finds the series.
         spec_path.write_text(spec.model_copy(update={"name": experiment_id}).model_dump_json(indent=1))

@@ -32,6 +32,7 @@ from lecritique.launch.local.processes import (
 )
 from lecritique.launch.local.restarts import Supervisor
 from lecritique.launch.local.signals import signals_deferred
+from lecritique.run_folder import RunFolder
 
 if TYPE_CHECKING:
     from lecritique.redis_connection import EmbeddedRedis
@@ -39,42 +40,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
-
-
-def finished_step(out_dir: Path, steps: int) -> int | None:
-    """The step a finished run in ``out_dir`` reached, or None when there is none or it is not done
-    (no checkpoint, a step still pending, or fewer than ``steps`` steps completed and its
-    wall-time budget, ``orchestrator.max_seconds``, not spent)."""
-    checkpoint = Path(out_dir) / "orchestrator"
-    try:
-        state = json.loads((checkpoint / "state.json").read_text())
-        completed = int(state["completed_step"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if (checkpoint / "pending.bin").exists():
-        return None
-    if completed < steps and not state.get("wall_budget_spent", False):
-        return None
-    return completed
-
-
-def ended_by(out_dir: Path, steps: int) -> str | None:
-    """What ended the finished run in ``out_dir``: ``"steps"`` (all of them done), ``"wall budget"``
-    (``orchestrator.max_seconds`` spent first), or None (not finished)."""
-    if finished_step(out_dir, steps) is None:
-        return None
-    state = json.loads((Path(out_dir) / "orchestrator" / "state.json").read_text())
-    return "wall budget" if state.get("wall_budget_spent", False) else "steps"
-
-
-def recorded_steps(out_dir: Path) -> int | None:
-    """``orchestrator.steps`` of the spec a run folder records (``spec.json``); None without one
-    (or one that cannot be read: :func:`check_recorded_spec` says why)."""
-    try:
-        recorded = json.loads((Path(out_dir) / "spec.json").read_text())
-        return int(recorded["orchestrator"]["steps"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 class SpecDrift(ValueError):
@@ -104,7 +69,7 @@ def check_recorded_spec(
     from lecritique.config.changes import spec_changes
     from lecritique.config.experiment import SpecError, parse_spec
 
-    recorded_path = Path(out_dir) / "spec.json"
+    recorded_path = RunFolder(Path(out_dir)).spec_path
     if not recorded_path.is_file():
         return None
     try:
@@ -179,7 +144,7 @@ class LocalLauncher:
         self.services: list[ManagedProcess] = []
         self.orchestrator: ManagedProcess | None = None
         self.env = child_environment(REPO_ROOT if (REPO_ROOT / "libs" / "lecritique").is_dir() else None)
-        self.spec_path = self.out_dir / "spec.json"
+        self.spec_path = RunFolder(self.out_dir).spec_path
         self.weights_dir = self.out_dir / "weights"
         self.supervisor = Supervisor(self.out_dir / "logs" / "supervisor.jsonl")
         self._redis_password = ""
@@ -231,12 +196,7 @@ class LocalLauncher:
 
     def completed_step(self) -> int:
         """The last policy step an earlier run in this directory completed (0: a fresh run)."""
-        try:
-            return int(
-                json.loads((self.out_dir / "orchestrator" / "state.json").read_text())["completed_step"]
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return 0
+        return RunFolder(self.out_dir).completed_step()
 
     def start_services(
         self, timeout: float = 600.0, on_stage: Callable[[str], None] | None = None
@@ -318,7 +278,7 @@ class LocalLauncher:
     def wait(self, on_metrics: Callable[[dict[str, Any]], None] | None = None, poll: float = 0.5) -> int:
         """Follow metrics.jsonl until the orchestrator exits, supervising the services meanwhile."""
         assert self.orchestrator is not None
-        metrics_path = self.out_dir / "metrics.jsonl"
+        metrics_path = RunFolder(self.out_dir).metrics_path
         offset = metrics_path.stat().st_size if metrics_path.exists() else 0
         while True:
             if metrics_path.exists() and on_metrics is not None:
