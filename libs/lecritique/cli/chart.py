@@ -13,22 +13,12 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from lecritique.config.documents import SpecError, merge_documents, read_mapping
+
 chart_app = typer.Typer(
     name="chart", help="The Helm chart (helm/lecritique) without a helm binary.", no_args_is_help=True
 )
 DEFAULT_CHART = Path("helm/lecritique")
-
-
-def merge_values(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """``extra`` over ``base``, mappings merged key by key (as Helm merges ``-f`` files)."""
-    merged = dict(base)
-    for key, value in extra.items():
-        merged[key] = (
-            merge_values(merged[key], value)
-            if isinstance(value, dict) and isinstance(merged.get(key), dict)
-            else value
-        )
-    return merged
 
 
 def set_value(values: dict[str, Any], assignment: str) -> dict[str, Any]:
@@ -39,7 +29,7 @@ def set_value(values: dict[str, Any], assignment: str) -> dict[str, Any]:
     nested: Any = yaml.safe_load(raw) if raw else ""
     for part in reversed(path.split(".")):
         nested = {part: nested}
-    return merge_values(values, nested)
+    return merge_documents(values, nested)
 
 
 def rendered_documents(templates: dict[str, str]) -> str:
@@ -118,10 +108,11 @@ def _values(values: list[Path] | None, set_: list[str] | None) -> dict[str, Any]
     """The values files merged in order, then the --set assignments."""
     merged: dict[str, Any] = {}
     for path in values or ():
-        loaded = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise typer.BadParameter(f"{path} is not a mapping of values", param_hint="--values")
-        merged = merge_values(merged, loaded)
+        try:
+            loaded = read_mapping(path, "values file")
+        except SpecError as error:
+            raise typer.BadParameter(str(error), param_hint="--values") from None
+        merged = merge_documents(merged, loaded)
     for assignment in set_ or ():
         merged = set_value(merged, assignment)
     return merged

@@ -273,7 +273,8 @@ def _swept_spec(
     if variant is None:
         experiment = load_spec(spec, overrides)
     else:
-        from lecritique.study.config import base_document, load_study_spec, merge
+        from lecritique.config.documents import merge_documents
+        from lecritique.study.config import base_document, load_study_spec
 
         study = load_study_spec(spec)
         chosen = next((v for v in study.variants if v.name == variant), None)
@@ -281,7 +282,7 @@ def _swept_spec(
             names = ", ".join(v.name for v in study.variants)
             raise SpecError(f"--variant: {study.name} has no variant {variant!r} (it has {names})")
         document, spec_dir = base_document(study, spec.parent)
-        document = merge(document, chosen.overrides)
+        document = merge_documents(document, chosen.overrides)
         document.update(name=f"{study.name}-{variant}-sweep", seed=policy_seed)
         try:
             document = apply_overrides(document, overrides, ExperimentSpec)

@@ -13,13 +13,16 @@ envs_app = typer.Typer(help="Environments: audit their scorers.", no_args_is_hel
 
 def _environment_config(spec: Path) -> Any:
     """The environment of an experiment spec (it has an ``environment``) or of an environment spec (a ``kind``)."""
-    import yaml
     from pydantic import TypeAdapter, ValidationError
 
     from lecritique.config import load_spec
+    from lecritique.config.documents import SpecError, read_document
     from lecritique.envs import EnvironmentConfig
 
-    data = yaml.safe_load(spec.read_text())
+    try:
+        data = read_document(spec, "spec")
+    except SpecError as error:
+        raise typer.BadParameter(str(error)) from None
     if not isinstance(data, dict):
         raise typer.BadParameter(f"{spec} holds no mapping")
     if "environment" in data:

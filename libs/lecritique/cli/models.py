@@ -47,14 +47,14 @@ def build_tiny_command(
         raise typer.BadParameter(
             f"unknown tiny task {task!r}; known: {', '.join(sorted(TINY_TASKS))}", param_hint="--task"
         )
-    import yaml
     from pydantic import ValidationError
 
-    settings = yaml.safe_load(config.read_text()) if config is not None else {}
-    if not isinstance(settings, dict):
-        raise typer.BadParameter(
-            f"{config} must hold a mapping of TinyBuildConfig fields", param_hint="--config"
-        )
+    from lecritique.config.documents import SpecError, read_mapping
+
+    try:
+        settings = read_mapping(config, "TinyBuildConfig settings") if config is not None else {}
+    except SpecError as error:
+        raise typer.BadParameter(str(error), param_hint="--config") from None
     settings.update(task=task, seed=seed, max_minutes=minutes)
     if max_steps is not None:
         settings["max_steps"] = max_steps

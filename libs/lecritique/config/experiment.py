@@ -6,18 +6,17 @@ that names the field's full path (e.g. ``critic.replay.capcity``).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
-from lecritique.config.errors import describe_errors, model_named
+from lecritique.config.documents import SpecError as SpecError  # re-exported: where callers import it
+from lecritique.config.documents import read_document, validation_message
 from lecritique.config.estimators import EstimatorSpec, TetherSpec
 from lecritique.config.findings import errors
 from lecritique.config.placement import PlacementSpec
@@ -35,10 +34,6 @@ _TINY_TASK = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 MAX_INT = 10**12
 """No integer anywhere in a spec is larger (in magnitude): bounds fields in every config module at once."""
 MAX_PATH_CHARS = 4096
-
-
-class SpecError(ValueError):
-    """An invalid experiment spec; the message names every offending field."""
 
 
 class SpecValueError(ValueError):
@@ -287,16 +282,6 @@ def response_budget(rollout: RolloutSpec, environment: EnvironmentConfig) -> int
     return rollout.sampling.max_tokens * environment_turn_limit(environment)
 
 
-def _format(error: ValidationError, model: type[BaseModel] | None = None) -> str:
-    """Every problem on its own line, paths as the YAML spells them (``model``: the validated
-    class; by default the spec model the error's title names)."""
-    lines = [
-        f"{path or 'spec'}: {message}"
-        for path, message in describe_errors(error, model or model_named(error.title, ExperimentSpec))
-    ]
-    return "invalid experiment spec:\n  " + "\n  ".join(lines)
-
-
 def parse_spec(data: Any, spec_dir: Path | None = None) -> ExperimentSpec:
     """Validate a spec mapping; raises :class:`SpecError` naming every bad field.
 
@@ -309,23 +294,14 @@ def parse_spec(data: Any, spec_dir: Path | None = None) -> ExperimentSpec:
             data, context={"spec_dir": spec_dir} if spec_dir is not None else None
         )
     except ValidationError as error:
-        raise SpecError(_format(error)) from None
+        raise SpecError(validation_message(error, ExperimentSpec)) from None
 
 
 def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentSpec:
     """Read a YAML (or JSON) spec file, apply ``--set``-style overrides (``a.b=value``,
     :mod:`lecritique.config.overrides`) and validate it."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise SpecError(f"cannot read spec {path}: {error}") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as error:
-        raise SpecError(
-            f"spec {path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}"
-        ) from None
+    data = read_document(path, "spec")
     if overrides:
         from lecritique.config.overrides import OverrideError, apply_overrides
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
-from lecritique.config.experiment import PolicyModelSpec, SamplingSpec, SpecError, _format
+from lecritique.config.documents import SpecError, read_document, validation_message
+from lecritique.config.experiment import PolicyModelSpec, SamplingSpec
 from lecritique.config.probe import FixedPolicyProbe
 from lecritique.critics.config import SegmentsConfig
 from lecritique.critics.kinds import critic_kind
@@ -122,16 +122,13 @@ class CriticEvalSpec(FixedPolicyProbe):
 def load_critic_eval_spec(path: str | Path) -> CriticEvalSpec:
     """Read and validate a YAML critic-eval spec; :class:`SpecError` names every bad field."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
-        raise SpecError(f"cannot read critic-eval spec {path}: {error}") from None
+    data = read_document(path, "critic-eval spec")
     _refuse_experiment_spec(path, data)
     try:
         return CriticEvalSpec.model_validate(data)
     except ValidationError as error:
         # The experiment spec's error layout: one line per offending field, named by its path.
-        raise SpecError(_format(error).replace("experiment spec", "critic-eval spec")) from None
+        raise SpecError(validation_message(error, CriticEvalSpec, "critic-eval spec")) from None
 
 
 EXPERIMENT_ONLY = ("rollout", "estimator", "orchestrator", "critic", "policy_trainer", "name")

@@ -7,7 +7,8 @@ from pathlib import Path
 from pydantic import Field, ValidationError, field_validator
 
 from lecritique.config.base import SpecModel
-from lecritique.config.experiment import ExperimentSpec, SpecError, _format
+from lecritique.config.documents import SpecError, validation_message
+from lecritique.config.experiment import ExperimentSpec
 from lecritique.critics.specs import DiscriminativeCriticSpec
 
 
@@ -48,7 +49,7 @@ def parse_pretrain_config(values: dict[str, object]) -> PretrainConfig:
     try:
         return PretrainConfig.model_validate(values)
     except ValidationError as error:
-        raise SpecError(_format(error).replace("experiment spec", "pretrain settings")) from None
+        raise SpecError(validation_message(error, PretrainConfig, "pretrain settings")) from None
 
 
 def pretrained_critic(spec: ExperimentSpec) -> DiscriminativeCriticSpec:

@@ -27,6 +27,7 @@ import torch
 from pydantic import Field, ValidationError, field_validator
 
 from lecritique.config.base import SpecModel
+from lecritique.config.documents import merge_documents
 from lecritique.config.experiment import ExperimentSpec, SpecError
 from lecritique.critics.specs import DiscriminativeCriticSpec
 from lecritique.pretrain.collect import collect
@@ -109,17 +110,6 @@ def _nested(path: str, value: Any) -> dict[str, Any]:
     return {head: _nested(rest, value) if rest else value}
 
 
-def _merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in overrides.items():
-        merged[key] = (
-            _merged(merged[key], value)
-            if isinstance(value, dict) and isinstance(merged.get(key), dict)
-            else value
-        )
-    return merged
-
-
 def settings_of(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Every combination of the grid's values, in the grid's order."""
     paths = list(grid)
@@ -130,7 +120,7 @@ def critic_with(critic: DiscriminativeCriticSpec, setting: dict[str, Any]) -> Di
     """The spec's critic with one setting of the grid; a bad value is refused naming its field."""
     document = critic.model_dump(mode="json")
     for path, value in setting.items():
-        document = _merged(document, _nested(path, value))
+        document = merge_documents(document, _nested(path, value))
     try:
         return DiscriminativeCriticSpec.model_validate(document)
     except ValidationError as error:

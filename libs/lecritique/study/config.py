@@ -12,11 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from lecritique.config.base import SpecModel
-from lecritique.config.experiment import ExperimentSpec, SpecError, _format, parse_spec
+from lecritique.config.documents import (
+    SpecError,
+    merge_documents,
+    read_document,
+    read_mapping,
+    validation_message,
+)
+from lecritique.config.experiment import ExperimentSpec, parse_spec
 from lecritique.config.probe import PROBE_DEFAULTS, FixedPolicyProbe
 from lecritique.pretrain.config import PretrainConfig
 from lecritique.study.arms import MEAN_ARM, estimator_name, missing_rloo, quick_comparisons
@@ -246,31 +252,12 @@ def pretrain_dir(out: Path, stage: str, policy_seed: int | None = None) -> Path:
     return folder if policy_seed is None else folder / f"policy-seed{policy_seed}"
 
 
-def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``overrides`` merged in: mappings merge recursively, ``None`` deletes the key."""
-    merged = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if value is None:
-            merged.pop(key, None)
-        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
-
-
 def base_document(study: StudySpec, study_dir: Path) -> tuple[dict[str, Any], Path]:
     """The base spec as a mapping, and the folder its relative paths start from."""
     if isinstance(study.base, dict):
         return copy.deepcopy(study.base), study_dir
     path = (study_dir / study.base).resolve()
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
-        raise SpecError(f"cannot read the study's base spec {path}: {error}") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"base spec {path} must be a mapping")
-    return data, path.parent
+    return read_mapping(path, "the study's base spec"), path.parent
 
 
 def apply_quick(study: StudySpec, study_dir: Path = Path(".")) -> StudySpec:
@@ -283,7 +270,9 @@ def apply_quick(study: StudySpec, study_dir: Path = Path(".")) -> StudySpec:
         next((v.name for v in study.variants if v.name != study.reference), study.reference),
     ]
     base, _ = base_document(study, study_dir)
-    mean = next((v for v in study.variants if estimator_name(merge(base, v.overrides)) == "mean"), None)
+    mean = next(
+        (v for v in study.variants if estimator_name(merge_documents(base, v.overrides)) == "mean"), None
+    )
     added = [] if mean is not None else [VariantSpec.model_validate(_mean_arm(study))]
     mean_name = mean.name if mean is not None else added[0].name
     variants = [v for v in study.variants if v.name in names or v.name == mean_name] + added
@@ -328,7 +317,7 @@ def plan_runs(
     run's starting policy) in ``out``; a TETHER-vs-MEAN comparison without its RLOO arm is refused
     (not in the quick profile, which checks the machinery)."""
     base, spec_dir = base_document(study, study_dir)
-    documents = {v.name: merge(base, v.overrides) for v in study.variants}
+    documents = {v.name: merge_documents(base, v.overrides) for v in study.variants}
     missing = (
         None
         if quick
@@ -354,7 +343,7 @@ def plan_runs(
                     pretrain_dir(out or Path("study-out"), stage, per_build).resolve() / "critic"
                 )
             if quick:
-                document = merge(document, _quick_overrides(study.quick, "critic" in document))
+                document = merge_documents(document, _quick_overrides(study.quick, "critic" in document))
             try:
                 spec = parse_spec(document, spec_dir=spec_dir)
             except SpecError as error:
@@ -367,7 +356,7 @@ def plan_runs(
 def plan_pretrain(study: StudySpec, study_dir: Path, stage: PretrainStage) -> ExperimentSpec:
     """The experiment spec whose critic a stage pretrains: the base with the stage's overrides."""
     base, spec_dir = base_document(study, study_dir)
-    document = merge(base, stage.overrides)
+    document = merge_documents(base, stage.overrides)
     document["name"] = f"{study.name}-pretrain-{stage.name}"
     if isinstance(document.get("critic"), dict):
         document["critic"].pop("model_path", None)
@@ -389,12 +378,8 @@ def _quick_overrides(quick: QuickProfile, has_critic: bool) -> dict[str, Any]:
 
 def load_study_spec(path: str | Path) -> StudySpec:
     """Read and validate a YAML study spec; :class:`SpecError` names every bad field."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
-        raise SpecError(f"cannot read study spec {path}: {error}") from None
+    data = read_document(path, "study spec")
     try:
         return StudySpec.model_validate(data)
     except ValidationError as error:
-        raise SpecError(_format(error).replace("experiment spec", "study spec")) from None
+        raise SpecError(validation_message(error, StudySpec, "study spec")) from None

@@ -10,8 +10,9 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from lecritique.cli.chart import merge_values, set_value
+from lecritique.cli.chart import set_value
 from lecritique.cli.main import app
+from lecritique.config.documents import merge_documents as merge_values
 from tests.helm_support import CHART, GPU_VALUES_FILE, OPERATOR_TOKEN_HASH, gpu_values, render_objects
 
 
@@ -44,6 +45,7 @@ def test_set_and_values_merge_as_helm_merges_them() -> None:
     assert values == {"a": {"b": 1, "c": 3}, "d": [2]}
     assert set_value(values, "a.e.f=true") == {"a": {"b": 1, "c": 3, "e": {"f": True}}, "d": [2]}
     assert set_value({}, "x=sha256:ab")["x"] == "sha256:ab"
+    assert set_value({"a": {"b": 1, "c": 2}}, "a.b=null") == {"a": {"c": 2}}  # null deletes, as in Helm
     with pytest.raises(typer.BadParameter, match="KEY.PATH=VALUE"):
         set_value({}, "a..b=1")
 

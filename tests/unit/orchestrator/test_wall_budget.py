@@ -20,10 +20,10 @@ from lecritique.config import SpecError, parse_spec
 from lecritique.engines.base import SamplingParams
 from lecritique.envs import get_environment
 from lecritique.episodes import EpisodePlayer
-from lecritique.run_folder import RunFolder
 from lecritique.models.char_tokenizer import build_char_tokenizer
 from lecritique.models.templates import PlainTemplate
 from lecritique.orchestrator.loop import Orchestrator
+from lecritique.run_folder import RunFolder
 from lecritique.v1 import policy_pb2
 from tests.unit.orchestrator.test_warmup_stream import _Environment, _Sampler
 

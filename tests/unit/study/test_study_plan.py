@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from lecritique.config import SpecError
-from lecritique.study.config import StudySpec, apply_quick, merge, plan_runs
+from lecritique.config.documents import merge_documents as merge
+from lecritique.study.config import StudySpec, apply_quick, plan_runs
 
 BASE = {
     "name": "base",
