@@ -45,6 +45,7 @@ def pretrain(
         int | None, typer.Option(help="Trajectories per update (default: the spec's critic batch size).")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed (default: the spec's).")] = None,
+    overrides: SetOption = None,
     cache_dir: Annotated[Path | None, typer.Option(help="Cache of built tiny models.")] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "WARNING",
@@ -69,7 +70,7 @@ def pretrain(
         "batch_size": batch_size,
         "seed": seed,
     }
-    result = _pretrained(spec, settings, out, cache_dir, progress, console)
+    result = _pretrained(spec, overrides or [], settings, out, (cache_dir, progress), console)
     state = result.state
     console.print(
         f"held-out EV {state.history[0]['held_out_ev']:.4f} -> {state.best_ev:.4f} (epoch {state.best_epoch} of "
@@ -79,16 +80,23 @@ def pretrain(
 
 
 def _pretrained(
-    spec: Path, settings: dict[str, Any], out: Path, cache_dir: Path | None, progress: bool, console: Console
+    spec: Path,
+    overrides: list[str],
+    settings: dict[str, Any],
+    out: Path,
+    build: tuple[Path | None, bool],
+    console: Console,
 ) -> PretrainResult:
-    """Load the spec, check its critic and the settings, then pretrain (exit 2 with the reason on a
-    bad spec or setting, before anything is built)."""
+    """Load the spec (``--set`` applied), check its critic and the settings, then pretrain (exit 2
+    with the reason on a bad spec or setting, before anything is built). ``build``: the tiny-model
+    cache and whether progress bars show."""
+    cache_dir, progress = build
     from lecritique.cli.tiny_policy import with_tiny_policy_built
     from lecritique.config import SpecError, load_spec
     from lecritique.pretrain import parse_pretrain_config, pretrain, pretrained_critic
 
     try:
-        experiment = load_spec(spec)
+        experiment = load_spec(spec, overrides)
         pretrained_critic(experiment)  # refuse other critic kinds before building anything
         config = parse_pretrain_config(settings)
         experiment = with_tiny_policy_built(experiment, cache_dir)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from lecritique.cli.client_options import ApiOption
+from lecritique.cli.spec_options import SetOption
 from lecritique.launch.local.signals import terminate_as_interrupt
 
 
@@ -37,11 +38,13 @@ def study(
             help="Also put this study's tables into DOC's generated block, its data into DOC's .json, its figure beside it."
         ),
     ] = None,
+    overrides: SetOption = None,
 ) -> None:
     """Run every (variant, seed) experiment, resumably, then write study.json, study.md, study.png.
 
     Locally each run is what ``lecritique run`` does; with ``--api`` the same specs are submitted
-    to the REST API (the ceiling probe needs the checkpoints, so it runs only locally).
+    to the REST API (the ceiling probe needs the checkpoints, so it runs only locally). ``--set``
+    changes the base spec every variant starts from (a variant's own overrides still apply after it).
     """
     from rich.console import Console
 
@@ -54,7 +57,14 @@ def study(
     try:
         with terminate_as_interrupt():
             run_study(
-                spec, out, quick=quick, api=api, console=console, ceiling=ceiling, report_only=report_only
+                spec,
+                out,
+                quick=quick,
+                api=api,
+                console=console,
+                ceiling=ceiling,
+                report_only=report_only,
+                overrides=overrides or [],
             )
             if doc is not None:
                 from lecritique.study.docs import publish

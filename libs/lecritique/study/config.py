@@ -23,6 +23,7 @@ from lecritique.config.documents import (
     validation_message,
 )
 from lecritique.config.experiment import ExperimentSpec, parse_spec
+from lecritique.config.overrides import OverrideError, apply_overrides
 from lecritique.config.probe import PROBE_DEFAULTS, FixedPolicyProbe
 from lecritique.pretrain.config import PretrainConfig
 from lecritique.study.arms import MEAN_ARM, estimator_name, missing_rloo, quick_comparisons
@@ -102,6 +103,10 @@ class StudySpec(SpecModel):
     """Study name (prefix of every experiment's name)."""
     base: str | dict[str, Any]
     """The base experiment spec: a path (relative to the study file) or the spec inline."""
+    base_set: list[str] = Field(default_factory=list, max_length=256)
+    """``PATH=VALUE`` overrides of the base spec (``lecritique study --set``, as ``lecritique run
+    --set``), applied before any variant's or pretrain stage's own overrides, so a variant still
+    differs where it says it does; recorded in the study folder's ``study.yaml.json``."""
     variants: list[VariantSpec] = Field(min_length=1)
     """The arms compared."""
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
@@ -255,9 +260,16 @@ def pretrain_dir(out: Path, stage: str, policy_seed: int | None = None) -> Path:
 def base_document(study: StudySpec, study_dir: Path) -> tuple[dict[str, Any], Path]:
     """The base spec as a mapping, and the folder its relative paths start from."""
     if isinstance(study.base, dict):
-        return copy.deepcopy(study.base), study_dir
-    path = (study_dir / study.base).resolve()
-    return read_mapping(path, "the study's base spec"), path.parent
+        document = copy.deepcopy(study.base)
+    else:
+        path = (study_dir / study.base).resolve()
+        document, study_dir = read_mapping(path, "the study's base spec"), path.parent
+    if study.base_set:
+        try:
+            document = apply_overrides(document, study.base_set, ExperimentSpec)
+        except OverrideError as error:
+            raise SpecError(f"study {study.name}, base spec: {error}") from None
+    return document, study_dir
 
 
 def apply_quick(study: StudySpec, study_dir: Path = Path(".")) -> StudySpec:

@@ -246,8 +246,13 @@ def render_markdown(document: Mapping[str, Any], png_name: str = "study.png") ->
         if unfinished
         else ""
     )
+    changed = (
+        f"Base spec changed for this study by `--set {' '.join(study.base_set)}` (every variant).\n\n"
+        if study.base_set
+        else ""
+    )
     return (
-        f"# Study `{study.name}`\n\n{partial}Seeds {study.seeds}; reference `{study.reference}`.\n\n{descriptions}\n"
+        f"# Study `{study.name}`\n\n{partial}{changed}Seeds {study.seeds}; reference `{study.reference}`.\n\n{descriptions}\n"
         f"![curves]({png_name})\n\n" + render_tables(document)
     )
 

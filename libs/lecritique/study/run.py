@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -154,13 +155,17 @@ def run_study(
     console: Console | None = None,
     ceiling: bool = True,
     report_only: bool = False,
+    overrides: Sequence[str] = (),
 ) -> dict[str, Path]:
     """Run (or resume) the study in ``study_path`` into ``out``; returns the report's paths.
 
     ``report_only``: run nothing; report the runs that have metrics (a partial study is marked so).
+    ``overrides``: ``--set PATH=VALUE`` of the base spec (``StudySpec.base_set``).
     """
     console = console or Console()
     study = load_study_spec(study_path)
+    if overrides:
+        study = study.model_copy(update={"base_set": [*study.base_set, *overrides]})
     if quick:
         study = apply_quick(study, study_path.resolve().parent)
     runs = plan_runs(study, study_path.resolve().parent, quick=quick, out=out)

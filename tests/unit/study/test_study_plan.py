@@ -338,3 +338,19 @@ def test_the_tether_study_runs_tether_and_mean_on_the_fresh_data_studys_critics(
         by_name["rloo-fresh"].critic is None
         and by_name["rloo-fresh"].rollout == by_name["mean-fresh"].rollout
     )
+
+
+def test_set_changes_the_base_of_every_variant_and_a_variant_still_wins_where_it_differs():
+    """``lecritique study --set`` (``base_set``): applied to the base before each variant's overrides."""
+    runs = {
+        r.key: r.spec
+        for r in plan_runs(study(base_set=["orchestrator.steps=7", "critic.context=none"]), Path("."))
+    }
+    assert {spec.orchestrator.steps for spec in runs.values()} == {7}
+    assert runs["pvf/seed0"].critic.context == "none"  # the base's value, overridden
+    assert runs["mean/seed0"].critic is None  # the variant's own override still applies after it
+
+
+def test_a_bad_set_is_refused_naming_the_field_and_the_nearest_one():
+    with pytest.raises(SpecError, match=r"study s, base spec: .*orchestrator\.stesp"):
+        plan_runs(study(base_set=["orchestrator.stesp=7"]), Path("."))
