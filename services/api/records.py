@@ -31,9 +31,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import redis
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from lecritique.client.models import FINAL_STATES, Status
+from lecritique.client.models import FINAL_STATES, ExperimentFields
 
 logger = logging.getLogger(__name__)
 
@@ -41,29 +41,13 @@ IDEMPOTENCY_TTL_SECONDS = 24 * 3600
 _PREFIX = "lecritique:api"
 
 
-class ExperimentRecord(BaseModel):
-    """One submitted experiment."""
+class ExperimentRecord(ExperimentFields):
+    """One submitted experiment: the fields its tenant sees (:class:`ExperimentFields`; the id names
+    Kubernetes objects, Redis keys and metric labels; only the owner's token reads or cancels it)
+    and what only the API keeps."""
 
-    id: str
-    """Experiment id (a DNS label; names Kubernetes objects, Redis keys and metric labels)."""
-    tenant: str
-    """Owner; only this tenant's token can read or cancel it."""
-    name: str
-    """The spec's name."""
-    status: Status
-    """pending -> running -> succeeded | failed; cancelling -> cancelled after DELETE."""
-    launcher: str
-    """Which launcher runs it (local or kubernetes)."""
     spec: dict[str, Any]
     """The validated spec, with every default filled in."""
-    created_at: float
-    """Submission time (Unix seconds)."""
-    updated_at: float
-    """Last status change (Unix seconds)."""
-    error: str | None = None
-    """Why it failed, when it did."""
-    warnings: list[str] = Field(default_factory=list)
-    """What the spec's check found marginal but allowed (e.g. a critic budget some steps may miss)."""
     handle: dict[str, Any] = Field(default_factory=dict)
     """Launcher bookkeeping (process ids, namespace) needed to poll and cancel it."""
 

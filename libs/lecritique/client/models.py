@@ -11,9 +11,9 @@ Status = Literal["pending", "running", "cancelling", "succeeded", "failed", "can
 FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 
 
-class ExperimentView(BaseModel):
-    """One experiment as the REST API answers it: the server's response model (its OpenAPI schema)
-    and the client's view are this one class, so the two cannot drift apart."""
+class ExperimentFields(BaseModel):
+    """What the API both stores of an experiment (its record, ``services/api/records.py``) and shows
+    its tenant (:class:`ExperimentView`): declared once, so the record and the view cannot drift."""
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 
@@ -35,6 +35,12 @@ class ExperimentView(BaseModel):
     """Why it failed."""
     warnings: list[str] = []
     """What the spec's check found marginal but allowed at submission (e.g. a critic budget some steps may miss)."""
+
+
+class ExperimentView(ExperimentFields):
+    """One experiment as the REST API answers it: the server's response model (its OpenAPI schema)
+    and the client's view are this one class, so the two cannot drift apart."""
+
     step: int | None = None
     """Last completed policy step (None before the first)."""
     policy_version: int | None = None

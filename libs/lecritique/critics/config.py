@@ -15,7 +15,7 @@ from lecritique.critics.segments import SegmentRule
 from lecritique.critics.types import PEER_SUMMARY_CHARS
 from lecritique.engines.config import EngineConfig, HFEngineConfig
 from lecritique.models.dtypes import DType
-from lecritique.training.config import OptimizerConfig
+from lecritique.training.config import CRITIC_LR, OptimizerConfig
 
 GENERATIVE_PROMPT = (
     "{context}actor: {actor}, avg reward {reward_average:.2f}\n"
@@ -100,8 +100,8 @@ class GenerativeCriticConfig(SpecBase):
     """In-Context Conditioning: decay of the running average of the actor's batch mean reward."""
     initial_reward_average: float = Field(default=INITIAL_REWARD_AVERAGE, ge=0.0, le=1.0)
     """In-Context Conditioning: the reward average shown before the first batch has finished."""
-    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
-    """AdamW settings of the REINFORCE updates."""
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=CRITIC_LR))
+    """AdamW settings of the REINFORCE updates (the critic's learning rate by default)."""
     samples_per_state: int = Field(default=1, ge=1, le=1024)
     """REINFORCE: critic completions sampled per state in each update."""
     baseline: Literal["none", "batch_mean", "state_mean"] = "batch_mean"

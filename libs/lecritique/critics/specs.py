@@ -15,7 +15,7 @@ from lecritique.critics.config import FrozenLLMConfig, GenerativeCriticConfig, S
 from lecritique.critics.icc import INITIAL_REWARD_AVERAGE, REWARD_AVERAGE_DECAY
 from lecritique.critics.types import PEER_SUMMARY_CHARS, CriticContextKind
 from lecritique.replay.config import ReplayBounds
-from lecritique.training.config import CriticTrainerConfig, OptimizerConfig, TrainerProcessesConfig
+from lecritique.training.config import CriticTrainerConfig, TrainerProcessesConfig
 
 DEFAULT_KIND = "discriminative"
 """The kind of a critic section that names none."""
@@ -127,8 +127,6 @@ class DiscriminativeCriticSpec(CriticTrainerConfig, TrainerProcessesConfig, Trai
 
     kind: Literal["discriminative"] = "discriminative"
     """Critic kind served by the value evaluator."""
-    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
-    """AdamW settings of the critic (Table 2: lr 1e-5, weight decay 0.01)."""
     model_path: str | None = Field(default=None, json_schema_extra={"x-tenant-rule": "model_path"})
     """A saved critic to start from (Le Critique §7.1, value pretraining reused across runs): a
     published critic version of an earlier run (``RUN/weights/critic/NNNNNNNN``) or a pretrained

@@ -13,13 +13,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from lecritique.models.dtypes import DType
 from lecritique.weights.config import SharedVolumeTransport, WeightTransportConfig
 
+POLICY_LR = 1e-6
+"""The policy's learning rate (Le Critique Table 1, the 4B policy): the default everywhere a policy trains."""
+CRITIC_LR = 1e-5
+"""The critic's learning rate (Le Critique Table 2): the default of every trained critic."""
+
 
 class OptimizerConfig(BaseModel):
     """AdamW with global-norm gradient clipping (Le Critique Tables 1 and 2)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    lr: float = Field(default=1e-6, gt=0.0)
+    lr: float = Field(default=POLICY_LR, gt=0.0)
     """Learning rate (the paper: 1e-6 for the 4B policy, 1e-5 for the critic); constant."""
     betas: tuple[float, float] = (0.9, 0.999)
     """AdamW betas."""
@@ -138,7 +143,7 @@ class PolicyTrainerConfig(DataParallelConfig):
 
     loss: PolicyLossConfig = Field(default_factory=DPPOLossConfig)
     """Policy loss: ``dppo`` (the paper's PRIME-RL default) or ``ppo_clip``."""
-    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-6))
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=POLICY_LR))
     """AdamW settings; the paper uses lr 1e-6, betas (0.9, 0.999), weight decay 0.01, clip 1.0."""
     micro_batch_tokens: int = Field(default=8192, ge=1)
     """Tokens per forward/backward, padding included (lines x width); bounds activation memory.
@@ -174,7 +179,7 @@ class CriticTrainerConfig(DataParallelConfig):
     (``docs/critics.md``)."""
     predict_batch_tokens: int = Field(default=32768, ge=1)
     """Tokens per forward of ``predict``, padding included (the value evaluator's path: no gradients, no activations kept, so larger than ``micro_batch_tokens``)."""
-    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=1e-5))
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=CRITIC_LR))
     """AdamW settings; the paper uses lr 1e-5, betas (0.9, 0.999), weight decay 0.01."""
     micro_batch_tokens: int = Field(default=8192, ge=1)
     """Tokens per forward/backward, padding included (lines x width); bounds activation memory.

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import Counter
 
+from lecritique.client.models import ExperimentFields
 from lecritique.launch.host_paths import HostPaths, spec_paths
 from services.api.auth import TokenRegistry
 from services.api.body import parse_body
@@ -70,21 +71,10 @@ def _view(
     service: ExperimentService, record: ExperimentRecord, paths: HostPaths, *, with_spec: bool
 ) -> ExperimentView:
     """The record as its tenant reads it (an error names no host folder: :class:`HostPaths`)."""
-    return ExperimentView(
-        id=record.id,
-        name=record.name,
-        tenant=record.tenant,
-        status=record.status,
-        launcher=record.launcher,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-        error=paths.hide(record.error, record.handle.get("run_dir"), spec_paths(record.spec))
-        if record.error
-        else record.error,
-        warnings=record.warnings,
-        spec=record.spec if with_spec else None,
-        **service.details(record),
-    )
+    shared = record.model_dump(include=set(ExperimentFields.model_fields))
+    if record.error:
+        shared["error"] = paths.hide(record.error, record.handle.get("run_dir"), spec_paths(record.spec))
+    return ExperimentView(**shared, spec=record.spec if with_spec else None, **service.details(record))
 
 
 def known_id(experiment_id: str) -> str:

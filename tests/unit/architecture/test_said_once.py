@@ -182,3 +182,20 @@ def test_the_quick_studys_ceiling_takes_the_tables_row():
     study = load_study_spec(LIBS.parents[1] / "examples" / "studies" / "arithmetic.yaml")
     quick = apply_quick(study, LIBS.parents[1] / "examples" / "studies").ceiling
     assert quick.probe_settings() == {**row, "group_size": study.ceiling.group_size}
+
+
+def test_the_learning_rate_defaults_are_written_once():
+    """A default learning rate is a number in one place (``training/config.py``: ``POLICY_LR``,
+    ``CRITIC_LR``); elsewhere an ``lr=`` keyword with a literal number is a second home for it."""
+    literal_lr = []
+    for path in _python_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "lr" and isinstance(node.value, ast.Constant):
+                literal_lr.append(f"{path.relative_to(LIBS)}:{node.value.lineno}")
+    assert literal_lr == [], literal_lr
+    from lecritique.critics.config import GenerativeCriticConfig
+    from lecritique.critics.specs import DiscriminativeCriticSpec
+    from lecritique.training.config import CRITIC_LR, POLICY_LR, PolicyTrainerConfig
+
+    assert PolicyTrainerConfig().optimizer.lr == POLICY_LR
+    assert DiscriminativeCriticSpec().optimizer.lr == CRITIC_LR == GenerativeCriticConfig().optimizer.lr
