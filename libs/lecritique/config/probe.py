@@ -21,8 +21,8 @@ its per-position buckets; critic-eval spends its continuations on values and the
 The in-run probe has no ``tasks`` or ``group_size``: it plays groups of the run's own
 ``rollout.group_size`` (so a group-context critic sees groups as in the run) on
 ceil(states / group_size) eval-split tasks. ``lecritique study --quick`` replaces the ceiling's
-tasks, states and continuations (``quick.ceiling_states``, ``quick.ceiling_continuations``) and
-keeps its group size.
+tasks (the row's), states and continuations (``quick.ceiling``: ``QuickCeiling``, this row's
+model) and keeps its group size.
 ``tests/unit/architecture/test_said_once.py`` checks this table against the models and that no other
 model declares the fields.
 """
@@ -68,6 +68,8 @@ class MonteCarloProbe(SpecModel):
         defaults = PROBE_DEFAULTS[cls.probe_context]
         fields = dict(cls.__pydantic_fields__)
         for name, value in defaults.items():
+            if name not in fields:  # a row may say more than a model has (the quick profile's tasks)
+                continue
             # A copy: the parent's field keeps its own default.
             fields[name] = copy.copy(fields[name])
             fields[name].default = value

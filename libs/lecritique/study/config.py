@@ -24,7 +24,7 @@ from lecritique.config.documents import (
 )
 from lecritique.config.experiment import ExperimentSpec, parse_spec
 from lecritique.config.overrides import OverrideError, apply_overrides
-from lecritique.config.probe import PROBE_DEFAULTS, FixedPolicyProbe
+from lecritique.config.probe import PROBE_DEFAULTS, FixedPolicyProbe, MonteCarloProbe
 from lecritique.pretrain.config import PretrainConfig
 from lecritique.study.arms import MEAN_ARM, estimator_name, missing_rloo, quick_comparisons
 from lecritique.study.summary import COMPARABLE, COMPARED
@@ -80,6 +80,13 @@ QUICK_CEILING = PROBE_DEFAULTS["study --quick"]
 """The ``--quick`` ceiling probe's tasks, states and continuations (:mod:`lecritique.config.probe`)."""
 
 
+class QuickCeiling(MonteCarloProbe):
+    """The quick profile's ceiling probe: the probe's own fields, defaults from the ``study --quick``
+    row of :mod:`lecritique.config.probe`."""
+
+    probe_context = "study --quick"
+
+
 class QuickProfile(SpecModel):
     """``--quick``: the machinery end to end in a minute or two; not science."""
 
@@ -90,10 +97,10 @@ class QuickProfile(SpecModel):
     variants: list[str] | None = None
     """Variants run; None: the reference and the first other variant. A MEAN arm is always added
     (the study's own, else a critic-free ``mean`` variant), each kept variant compared with it."""
-    ceiling_states: int = Field(default=QUICK_CEILING["states"], ge=2)
-    """States of the ceiling probe."""
-    ceiling_continuations: int = Field(default=QUICK_CEILING["continuations"], ge=2)
-    """Continuations per ceiling state."""
+    # model_validate: the defaults come from the probe table when the class is built (as CeilingSpec).
+    ceiling: QuickCeiling = Field(default_factory=lambda: QuickCeiling.model_validate({}))
+    """The ceiling probe's states and continuations (its tasks: the table's row; its group size: the
+    study's ceiling's)."""
 
 
 class StudySpec(SpecModel):
@@ -292,8 +299,7 @@ def apply_quick(study: StudySpec, study_dir: Path = Path(".")) -> StudySpec:
     ceiling = study.ceiling.model_copy(
         update={
             "tasks": QUICK_CEILING["tasks"],
-            "states": quick.ceiling_states,
-            "continuations": quick.ceiling_continuations,
+            **quick.ceiling.probe_settings(),
             "seeds": None,
         }
     )

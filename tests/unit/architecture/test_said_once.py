@@ -171,14 +171,15 @@ def test_a_context_default_leaves_the_shared_model_and_its_siblings_alone():
 
 
 def test_the_quick_studys_ceiling_takes_the_tables_row():
-    from lecritique.config.probe import PROBE_DEFAULTS
-    from lecritique.study.config import QuickProfile, apply_quick, load_study_spec
+    from lecritique.config.probe import PROBE_DEFAULTS, MonteCarloProbe
+    from lecritique.study.config import QuickCeiling, QuickProfile, apply_quick, load_study_spec
 
     row = PROBE_DEFAULTS["study --quick"]
-    assert (QuickProfile().ceiling_states, QuickProfile().ceiling_continuations) == (
+    assert (QuickProfile().ceiling.states, QuickProfile().ceiling.continuations) == (
         row["states"],
         row["continuations"],
     )
+    assert QuickCeiling.probe_context == "study --quick" and issubclass(QuickCeiling, MonteCarloProbe)
     study = load_study_spec(LIBS.parents[1] / "examples" / "studies" / "arithmetic.yaml")
     quick = apply_quick(study, LIBS.parents[1] / "examples" / "studies").ceiling
     assert quick.probe_settings() == {**row, "group_size": study.ceiling.group_size}
