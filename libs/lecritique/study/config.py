@@ -102,6 +102,20 @@ class QuickProfile(SpecModel):
     """The ceiling probe's states and continuations (its tasks: the table's row; its group size: the
     study's ceiling's)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_names(cls, data: Any) -> Any:
+        """Studies published before ``ceiling`` (their study.json) name its fields ``ceiling_states``
+        and ``ceiling_continuations``: read them as the probe's own."""
+        if isinstance(data, dict) and ("ceiling_states" in data or "ceiling_continuations" in data):
+            data = dict(data)
+            ceiling = dict(data.get("ceiling") or {})
+            for old, new in (("ceiling_states", "states"), ("ceiling_continuations", "continuations")):
+                if old in data:
+                    ceiling[new] = data.pop(old)
+            data["ceiling"] = ceiling
+        return data
+
 
 class StudySpec(SpecModel):
     """Variants x seeds of one base experiment, compared against a reference variant."""
