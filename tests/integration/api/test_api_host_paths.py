@@ -13,12 +13,10 @@ Real API processes with the local launcher.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from lecritique.client import LecritiqueClient
 from tests.helm_support import ROOT, tiny_spec_data
 from tests.integration.api.api_process import ApiProcess, local_api_settings
 
@@ -50,14 +48,10 @@ def _api(tmp_path: Path, redis_url: str, runs: Path) -> ApiProcess:
     return ApiProcess(settings, tmp_path / f"api-{runs.name}.log").start()
 
 
-def _wait_final(client: httpx.Client, experiment: str, seconds: float = 300) -> dict[str, Any]:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        view = dict(client.get(f"/v1/experiments/{experiment}").json())
-        if view["status"] in ("succeeded", "failed", "cancelled"):
-            return view
-        time.sleep(1)
-    raise AssertionError(f"experiment {experiment} did not finish")
+def _wait_final(api: ApiProcess, experiment: str, seconds: float = 300) -> dict[str, Any]:
+    """The experiment once final, as the tenant's client waits for it (``LecritiqueClient.wait``)."""
+    with LecritiqueClient(api.url, TOKEN) as client:
+        return client.wait(experiment, poll_seconds=1, timeout=seconds).model_dump()
 
 
 def test_a_failed_run_and_a_refused_path_name_no_host_folder(
@@ -80,7 +74,7 @@ def test_a_failed_run_and_a_refused_path_name_no_host_folder(
                 "/v1/experiments", json=tiny_spec_data("paths", steps=1, policy_path=empty_model)
             )
             assert created.status_code == 201, created.text
-            failed = _wait_final(client, created.json()["id"])
+            failed = _wait_final(api, created.json()["id"])
             listed = client.get("/v1/experiments").text
             log = client.get(f"/v1/experiments/{created.json()['id']}/logs", params={"component": "run"}).text
     finally:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import redis
 
+from lecritique.client import LecritiqueClient
 from lecritique.launch import redis_acl
 from lecritique.redis_connection import redis_client, start_embedded_redis
 from tests.helm_support import ROOT, redis_user_url, tiny_spec_data
@@ -200,11 +201,8 @@ def test_full_lifecycle_of_a_local_experiment(tmp_path: Path) -> None:
             listed = api.get("/v1/experiments").json()["experiments"]
             assert [e["id"] for e in listed] == [experiment]
 
-            def finished() -> dict[str, Any] | None:
-                view = api.get(f"/v1/experiments/{experiment}").json()
-                return view if view["status"] in ("succeeded", "failed", "cancelled") else None
-
-            view = _wait_for(finished, 360, "the experiment to finish", poll=2.0)
+            with LecritiqueClient(api_process.url, TOKEN) as client:
+                view = client.wait(experiment, poll_seconds=2.0, timeout=360).model_dump()
             assert view["status"] == "succeeded", view.get("error")
             assert view["step"] == steps and view["policy_version"] == steps
             assert view["value_version"] is not None and view["latest_metrics"]["step"] == steps

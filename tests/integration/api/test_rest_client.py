@@ -293,13 +293,16 @@ def test_submit_and_wait_for_a_real_experiment(api: ApiProcess, tmp_path: Path) 
 def test_the_client_reads_the_api_response_with_the_servers_own_model() -> None:
     """One view model (issue 40): the server answers with the class the client parses into."""
     from lecritique.client import Experiment
+    from lecritique.client.models import FINAL_STATES, ExperimentFields, Status
     from lecritique.client.models import ExperimentView as ClientView
-    from services.api.records import FINAL_STATES, Status
+    from services.api.records import ExperimentRecord
     from services.api.schemas import ExperimentView
 
     assert ExperimentView is ClientView and issubclass(Experiment, ExperimentView)
     assert Experiment.model_fields.keys() == ExperimentView.model_fields.keys()
     assert set(Status.__args__) >= FINAL_STATES
+    # The record the API stores and the view its tenant reads declare their shared fields once.
+    assert issubclass(ExperimentRecord, ExperimentFields) and issubclass(ExperimentView, ExperimentFields)
 
 
 def test_submit_applies_set_overrides_before_sending(api: ApiProcess, tmp_path: Path) -> None:
