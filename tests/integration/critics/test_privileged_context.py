@@ -10,9 +10,10 @@ For every critic input layout the project ships (``reference``, ``loo_group``,
 ``reference_loo_group``; plain and chat templates) a tiny critic is pretrained offline with the
 pretraining tool's own epoch loop (:mod:`lecritique.pretrain.train`) and measured on held-out
 tasks (hidden strings it never saw in training) at the state after the answer, where the return
-is decided: the PVF must reach EV 0.9, the VF stay within 0.1 of 0. In the group layouts the
-context is the siblings' responses with their rewards, which reveal the hidden string whenever a
-sibling was right (groups of 8: all 7 siblings wrong in 1 group of 128).
+is decided: the PVF must reach its layout's floor (``FLOOR``: a margin below what every
+measured seed reached), the VF stay below 0.1. In the group layouts the context is the
+siblings' responses with their rewards, which reveal the hidden string whenever a sibling was
+right (groups of 8: all 7 siblings wrong in 1 group of 128).
 
 What made it fail first: 2-digit strings (100 in all, 72 seen in training) let the critic memorise
 (string, response) pairs, train EV 0.93 and held-out 0.05; with 1,000 strings it has to learn to
@@ -42,7 +43,6 @@ pytestmark = [pytest.mark.slow(seconds=120), pytest.mark.timeout(1800)]
 GROUP_SIZE = 8
 TASKS = 400
 EPOCHS = 10
-LOO_GROUP_FLOOR = 0.2
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -101,10 +101,19 @@ def held_out_evs(model: Path, context: str, template_kind: str) -> tuple[float, 
     return held[0], held[-1], state_evs(trainer.predict(train), train, [-1])[-1]
 
 
-FLOOR = {"reference": 0.9, "reference_loo_group": 0.9, "loo_group": LOO_GROUP_FLOOR}
-"""Held-out EV after the answer each layout must reach. ``loo_group`` falls short of 0.9: the
-tiny critic must find a sibling paid 1.00 and compare its digits with the response's, and at
-this budget it learns only part of that (measured: see ``docs/critics.md``)."""
+FLOOR = {"reference": 0.7, "reference_loo_group": 0.5, "loo_group": 0.1}
+"""Held-out EV after the answer each layout must reach: a stated margin below the lowest value measured
+over seeds of this case (split, head and epoch order; ``bench/context_probe.py``, docs/critics.md
+"Does a privileged critic read its context?"): ``reference`` chat 0.782-1.000 over 10 seeds (plain
+0.990-1.000 over 3), ``reference_loo_group`` chat 0.655-0.976 over 3, ``loo_group`` plain
+0.193-0.577 over 3. The test's own seed 0 measured 0.911 / 0.990, 0.976 and 0.409. Each floor stays
+far above the ordinary critic's ceiling here (it cannot beat the mean: -0.075..0.008 over 6 cases),
+so a critic that ignored its context still fails. ``loo_group`` falls short of 0.9 at this size; the
+measurements of why are in the doc."""
+VF_CEILING = 0.1
+"""The ordinary critic cannot predict the return: held-out EV after the answer stays below this
+(measured -0.075..0.008); a negative EV (worse than the mean, mild over-fitting) is allowed down to
+-0.25."""
 
 
 @pytest.mark.parametrize("template_kind", ["plain", "chat"])
@@ -121,4 +130,4 @@ def test_a_privileged_critic_predicts_the_return_from_its_context(
 @pytest.mark.parametrize("template_kind", ["plain", "chat"])
 def test_the_ordinary_critic_cannot_predict_it(digits_model: Path, template_kind: str) -> None:
     before, after, train = held_out_evs(digits_model, "none", template_kind)
-    assert abs(before) < 0.1 and abs(after) < 0.1, (template_kind, before, after, train)
+    assert abs(before) < 0.1 and -0.25 < after < VF_CEILING, (template_kind, before, after, train)
