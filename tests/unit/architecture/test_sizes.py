@@ -11,15 +11,13 @@ from __future__ import annotations
 import ast
 import warnings
 
+from tests.unit.architecture.size_limits import SizeWarning
+
 SOFT_MODULE_LINES, HARD_MODULE_LINES = 400, 600
 SOFT_FUNCTION_LINES, HARD_FUNCTION_LINES = 60, 100
 
 EXCLUDED = ()
 """Paths (prefixes) outside the limits: none. Generated code (``libs/lecritique/v1``) is never checked."""
-
-
-class SizeWarning(UserWarning):
-    """A module or function past its soft limit: look whether it holds one concept."""
 
 
 def _checked(modules):
