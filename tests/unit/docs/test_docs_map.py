@@ -48,7 +48,10 @@ def test_the_readme_opens_with_results_at_a_glance():
     quoted = re.search(r"TETHER over a privileged critic − MEAN ([+−-]\d\.\d{3}) final reward", critic_pays)
     assert quoted is not None, critic_pays
     generated = re.search(r"\| tether-pvf-async vs mean \| final reward \| ([+-]\d\.\d{3}) \|", block)
-    assert generated is not None and generated.group(1) == quoted.group(1).replace("−", "-"), (quoted, generated)
+    assert generated is not None and generated.group(1) == quoted.group(1).replace("−", "-"), (
+        quoted,
+        generated,
+    )
     anchors = set(re.findall(r"\]\(#([^)]+)\)", table))
     headings = {
         re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
