@@ -36,7 +36,9 @@ def last_step_version(folder: Path) -> int | None:
 
 
 def last_step_critic(folder: Path) -> tuple[int | None, Path | None, str | None]:
-    """(version, weights, why not): the critic the last step used, kept by the runner or still in the store."""
+    """(version, weights, why not): the critic the last step used, kept by the runner or still in the
+    store; else the newest one the runner kept before it (an earlier step's), said by
+    :func:`substituted_critic`."""
     version = last_step_version(folder)
     if version is None:
         return None, None, "no step recorded a critic version"
@@ -46,10 +48,39 @@ def last_step_critic(folder: Path) -> tuple[int | None, Path | None, str | None]
     ):
         if candidate.is_dir():
             return version, candidate, None
+    earlier = _newest_kept_before(folder, version)
+    if earlier is not None:
+        return earlier, folder / KEPT / version_dirname(earlier), None
     return (
         version,
         None,
         f"critic version {version} (the last step's) was pruned (critic.keep_versions) and not kept",
+    )
+
+
+def _newest_kept_before(folder: Path, version: int) -> int | None:
+    """The newest critic version the runner kept that is older than ``version``. The last step's row
+    is written after the run's final held-out evaluation, during which an asynchronous critic can
+    publish more than ``critic.keep_versions`` versions: the last step's is then pruned before the
+    runner sees the row, and the one it kept for the step before is the nearest critic there is."""
+    kept = folder / KEPT
+    versions = (
+        [int(path.name) for path in kept.iterdir() if path.is_dir() and path.name.isdigit()]
+        if kept.is_dir()
+        else []
+    )
+    older = [v for v in versions if v < version]
+    return max(older) if older else None
+
+
+def substituted_critic(folder: Path, used: int | None) -> str | None:
+    """What the probe says when it measured an earlier step's critic than the last step's."""
+    last = last_step_version(folder)
+    if used is None or last is None or used == last:
+        return None
+    return (
+        f"critic version {used} (kept for an earlier step; the last step's, {last}, was pruned while the "
+        "final held-out evaluation ran)"
     )
 
 
@@ -74,10 +105,11 @@ def probe_spec(
         position_edges=ceiling.position_edges,
         seed=seed,
     )
-    return probe, {
-        "critic_version": version,
-        "policy_version": policy[0],
-    }
+    info: dict[str, Any] = {"critic_version": version, "policy_version": policy[0]}
+    substituted = substituted_critic(folder, version)
+    if substituted is not None:
+        info["critic_note"] = substituted
+    return probe, info
 
 
 def probe_ceilings(study: StudySpec, runs: list[PlannedRun], out: Path, console: Console) -> dict[str, Any]:

@@ -115,9 +115,15 @@ def ceiling_table(ceiling: Mapping[str, Any]) -> str:
         {r["note_version"] for seeds in by_variant.values() for _, r in seeds if r.get("note_version")}
     )
     caveat = "".join(f"\nProbed critic: {note}.\n" for note in stale)
+    substituted = "".join(
+        f"\nProbed for {variant}/{seed}: {r['critic_note']}."
+        for variant, seeds in by_variant.items()
+        for seed, r in seeds
+        if r.get("buckets") and r.get("critic_note")
+    )
     return (
         "".join(lines)
-        + f"\nVerdict (all positions, mean over probed seeds): {verdict}.\n{missing}{caveat}"
+        + f"\nVerdict (all positions, mean over probed seeds): {verdict}.\n{missing}{substituted}{caveat}"
         + fit_table(by_variant)
     )
 
