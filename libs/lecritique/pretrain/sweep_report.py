@@ -102,7 +102,7 @@ def _ev(value: float) -> str:
 
 
 def _setting(setting: dict[str, Any]) -> str:
-    return ", ".join(f"{path} {_value(value)}" for path, value in setting.items())
+    return ", ".join(f"{path} {_value(value)}" for path, value in sorted(setting.items()))
 
 
 def _pushes(document: dict[str, Any]) -> str:
@@ -117,7 +117,7 @@ def _pushes(document: dict[str, Any]) -> str:
 def render(document: dict[str, Any]) -> str:
     """The sweep's table (best first) and its verdict line, as markdown."""
     rows = by_setting(document)
-    paths = list(document["grid"])
+    paths = sorted(document["grid"])  # the order the JSON beside the doc keeps (sort_keys)
     seeds = document["seeds"]
     long = document.get("long_updates")
     header = [
