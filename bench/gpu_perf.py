@@ -179,6 +179,21 @@ def run(
             if on_stage is not None:
                 on_stage(result)
 
+        def policy_stage(name: str, trainer: PolicyTrainer) -> dict[str, Any]:
+            """One policy trainer's timed steps on the batch, as a stage row."""
+            times, metrics = _timed(partial(trainer.train_step, batch), device, args.steps)
+            return _rate(
+                name,
+                times,
+                tokens,
+                train_flops,
+                peak["flops_per_s"],
+                padding_fraction=metrics["padding_fraction"],
+                peak_gib=_peak_gib(device),
+                attention=trainer.engine.attention_line,
+                layout=trainer.layout_line,
+            )
+
         # Packed (the default) and padded micro-batches of the same batch (issue #49): "tokens/s"
         # counts real tokens only, so the two stages' ratio is the useful-token speed-up.
         for packing, name in ((True, "policy trainer, plain"), (False, "policy trainer, plain, padded")):
@@ -188,20 +203,7 @@ def run(
                     {**_settings(device, False, args.micro_batch_tokens), "packing": packing}
                 ),
             )
-            times, metrics = _timed(partial(plain.train_step, batch), device, args.steps)
-            add(
-                _rate(
-                    name,
-                    times,
-                    tokens,
-                    train_flops,
-                    peak["flops_per_s"],
-                    padding_fraction=metrics["padding_fraction"],
-                    peak_gib=_peak_gib(device),
-                    attention=plain.engine.attention_line,
-                    layout=plain.layout_line,
-                )
-            )
+            add(policy_stage(name, plain))
             del plain
             _reset_memory(device)
         backend = "nccl" if device == "cuda" else "gloo"
@@ -213,20 +215,7 @@ def run(
                 model_dir,
                 PolicyTrainerConfig.model_validate(_settings(device, True, args.micro_batch_tokens)),
             )
-            times, metrics = _timed(partial(sharded.train_step, batch), device, args.steps)
-            add(
-                _rate(
-                    "policy trainer, FSDP2 + checkpointing",
-                    times,
-                    tokens,
-                    train_flops,
-                    peak["flops_per_s"],
-                    padding_fraction=metrics["padding_fraction"],
-                    peak_gib=_peak_gib(device),
-                    attention=sharded.engine.attention_line,
-                    layout=sharded.layout_line,
-                )
-            )
+            add(policy_stage("policy trainer, FSDP2 + checkpointing", sharded))
             del sharded
             _reset_memory(device)
             critic_config = CriticTrainerConfig.model_validate(
