@@ -68,8 +68,12 @@ class Orchestrator(PolicyStep):
         experiment_id: str,
         replay: ReplayBuffer[Trajectory] | None = None,
         metrics_sink: OnStep | None = None,
+        pin_critic: Callable[[int], bool] | None = None,
     ) -> None:
+        """``pin_critic(version)`` keeps that critic version from pruning (the weight store's
+        :meth:`~lecritique.weights.store.WeightStore.pin`); each step pins the one that scored it."""
         self.spec = spec
+        self.pin_critic = pin_critic
         self.clients = clients
         self.replay = replay
         self.checkpoints = CheckpointStore(RunFolder(Path(out_dir)).checkpoint_dir)

@@ -73,6 +73,7 @@ class PolicyStep:
     warmup: CriticWarmup
     batches: BatchSource
     probe: CriticProbe | None
+    pin_critic: Callable[[int], bool] | None
     _stop: threading.Event
     _eval_player: EpisodePlayer
     _clock: Callable[[], float]
@@ -84,6 +85,7 @@ class PolicyStep:
         step_start = time.perf_counter()
         batch = self.batches.next(state.cursor)
         wait_end = time.perf_counter()
+        self._pin_scoring_critic(batch.scored.value_version)
         limit = self.spec.orchestrator.max_off_policy_steps
         evaluated, dropped = fresh_trajectories(batch, state.policy_version, limit)
         if dropped:
@@ -239,6 +241,18 @@ class PolicyStep:
             newest_value_version=newest,
             **changes,
         )
+
+    def _pin_scoring_critic(self, version: int) -> None:
+        """Keep the critic version that scored this step's batch in the weight store until a later
+        step pins its own: the in-run record (and the study's ceiling probe) name the critic a step
+        used, and the value trainer goes on publishing (and pruning) through the final evaluation."""
+        if self.pin_critic is None or version < 0:
+            return
+        try:
+            if not self.pin_critic(version):
+                logger.info("critic version %d was pruned before this step could pin it", version)
+        except OSError as error:  # a pin is bookkeeping: it never stops a step
+            logger.warning("could not pin critic version %d: %s", version, error)
 
     def _push_replay(self, trajectories: list[Trajectory]) -> None:
         if self.replay is None:

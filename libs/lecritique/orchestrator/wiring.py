@@ -71,6 +71,11 @@ def build_orchestrator(
         metrics_sink=_redis_sink(
             redis_client, experiment_id, on_step, spec.orchestrator.service_down_seconds
         ),
+        pin_critic=(
+            None
+            if spec.critic is None
+            else lambda version: store.pin("critic", version, holder="orchestrator")
+        ),
     )
 
 

@@ -3,9 +3,12 @@ its last policy step used (``critic-eval``).
 
 States are held-out (eval split) prefixes at every response position (segment rule ``token``),
 drawn from episodes of the final policy; the ceiling estimator is :mod:`lecritique.critic_eval.ceiling`.
-The value trainer goes on publishing after the last step (and prunes old versions), so the
-runner keeps a hard-linked copy of the version each step used (``runner.keep_scoring_critic``); the
-newest version would be a critic no policy step ever saw.
+The value trainer goes on publishing after the last step (and prunes old versions): each policy
+step pins the version that scored its batch in the weight store (``WeightStore.pin``), so the last
+step's survives the final held-out evaluation, and the runner keeps a hard-linked copy of the version
+each step used (``runner.keep_scoring_critic``); the newest version would be a critic no policy step
+ever saw. Runs from before the pin (or a pin that found its version gone) fall back to the newest
+critic kept for an earlier step, and the report names it.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ Layout of one role (e.g. ``policy`` or ``value``)::
         LATEST             text file holding the newest version number ("1\\n")
         .lock              flock(2) target that serialises publishers of this role
         .tmp-<random>/     a version being written (never visible under a version name)
+        .pins/<holder>     a version some reader still needs (e.g. the critic a policy step used):
+                           :meth:`WeightStore.prune` never deletes a pinned version
 
 A version directory appears only through ``rename(2)`` of a fully written temporary directory in
 the same folder, so a reader never sees a half-written version. Publishers take an exclusive
@@ -41,6 +43,7 @@ _LATEST = "LATEST"
 _LOCK = ".lock"
 _TMP_PREFIX = ".tmp-"
 _TRASH_PREFIX = ".trash-"
+_PINS = ".pins"
 _STALE_TMP_SECONDS = 3600.0
 
 # Sets the key only when the new version is greater than the stored one, atomically.
@@ -218,8 +221,44 @@ class WeightStore:
                 error,
             )
 
+    def pin(self, role: str, version: int, holder: str) -> bool:
+        """Keep ``version`` of ``role`` from pruning for ``holder`` (one pin per holder: a new pin
+        replaces its previous one). False when the version is not (or no longer) in the store.
+
+        Retention alone cannot promise a reader its version: a trainer that publishes more than
+        ``keep_last`` versions while the reader is busy (the critic a policy step used, during the
+        final held-out evaluation) prunes it. Taken under the role's lock, so a pin either lands
+        before a prune sees the versions or finds its version already gone."""
+        if not _ROLE_PATTERN.match(holder):
+            raise ValueError(f"invalid pin holder {holder!r}: use letters, digits, '_', '-', '.'")
+        pins = self.role_dir(role) / _PINS
+        pins.mkdir(parents=True, exist_ok=True)
+        with self._locked(role):
+            if not self.path(role, version).is_dir():
+                return False
+            partial = pins / f"{_TMP_PREFIX}{holder}"
+            partial.write_text(f"{version}\n")
+            os.replace(partial, pins / holder)
+        return True
+
+    def pinned(self, role: str) -> dict[str, int]:
+        """Each holder's pinned version of ``role``."""
+        pins = self.role_dir(role) / _PINS
+        if not pins.is_dir():
+            return {}
+        found: dict[str, int] = {}
+        for entry in pins.iterdir():
+            if entry.name.startswith(_TMP_PREFIX):
+                continue
+            try:
+                found[entry.name] = int(entry.read_text().strip())
+            except (OSError, ValueError):
+                continue  # removed or half-written by hand: it pins nothing
+        return found
+
     def prune(self, role: str, keep_last: int) -> list[int]:
-        """Delete all but the newest ``keep_last`` versions (>= 1); return the deleted ones.
+        """Delete all but the newest ``keep_last`` versions (>= 1) and the pinned ones
+        (:meth:`pin`); return the deleted ones.
 
         A deleted version is first renamed away (atomically), so it disappears as a whole; a
         reader still loading it from its old path may fail, hence keep at least 2 where readers
@@ -230,7 +269,10 @@ class WeightStore:
         folder = self.role_dir(role)
         deleted: list[int] = []
         with self._locked(role):
+            pinned = set(self.pinned(role).values())
             for old in self.versions(role)[:-keep_last]:
+                if old in pinned:
+                    continue
                 trash = folder / f"{_TRASH_PREFIX}{version_dirname(old)}-{os.getpid()}-{time.time_ns()}"
                 os.rename(self.path(role, old), trash)
                 deleted.append(old)

@@ -77,7 +77,9 @@ class _Trainer:
         return policy_pb2.TrainResponse(policy_version=step, path=f"v{step}")
 
 
-def _orchestrator(tmp_path, degraded: set[int], **orchestrator: Any) -> tuple[Orchestrator, _Trainer]:
+def _orchestrator(
+    tmp_path, degraded: set[int], experiment_id: str = "degraded-test", **orchestrator: Any
+) -> tuple[Orchestrator, _Trainer]:
     spec = parse_spec(
         {
             "name": "degraded",
@@ -98,7 +100,7 @@ def _orchestrator(tmp_path, degraded: set[int], **orchestrator: Any) -> tuple[Or
         rollout=SimpleNamespace(load_weights=lambda version, path: {"r0": object()}),
     )
     player = EpisodePlayer(None, None, SimpleNamespace(eos_token_id=0), None, None, 64)  # type: ignore[arg-type]
-    orchestrator_ = Orchestrator(spec, clients, player, tmp_path, experiment_id="degraded-test")  # type: ignore[arg-type]
+    orchestrator_ = Orchestrator(spec, clients, player, tmp_path, experiment_id=experiment_id)  # type: ignore[arg-type]
     orchestrator_.batches = _Batches(degraded)  # type: ignore[assignment]
     return orchestrator_, trainer
 
