@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from lecritique.config.errors import describe_errors
 from lecritique.config.experiment import ExperimentSpec, SpecError, SpecValueError, check_values
-from lecritique.config.findings import warning_texts
+from lecritique.config.findings import SpecRefused, warning_texts
 from lecritique.config.work import spec_work
 from lecritique.launch.base import ExperimentLauncher, Observation, OutsideRoots, Submission
 from lecritique.launch.redis_acl import ExperimentUsers
@@ -88,6 +88,14 @@ def validation_errors(error: ValidationError, data: Any) -> list[FieldError]:
     return [
         FieldError(field_path(tuple(item["loc"]), data), message, item["type"])
         for item, (_, message) in zip(error.errors(), described, strict=True)
+    ]
+
+
+def _refused_fields(refused: SpecRefused) -> list[FieldError]:
+    """Every error a context found (the cluster's, :mod:`lecritique.config.findings`), one per field."""
+    return [
+        FieldError(finding.field, finding.text.removeprefix(f"{finding.field}: "), "placement_error")
+        for finding in refused.findings
     ]
 
 
@@ -237,6 +245,8 @@ class ExperimentService:
             widened = self.roots_widened_by.get(error.rule)
             message = f"{found.message}; {widened}" if widened else found.message
             raise PolicyDenied([FieldError(found.field, message, found.type)]) from None
+        except SpecRefused as refused:
+            raise InvalidSpec(_refused_fields(refused)) from None
         except SpecError as error:
             raise InvalidSpec([_spec_error_field(error)]) from None
         placement = spec.model_dump(mode="json")["placement"]

@@ -84,14 +84,27 @@ def pod_summary(workload: dict[str, Any]) -> dict[str, Any]:
 def experiment_pods(
     templates: dict[str, str], spec_path: Path, experiment_id: str
 ) -> tuple[str, list[dict[str, Any]]]:
-    """(a YAML summary of every pod of the experiment, every object it would create); exit 2 with
-    the reason when the spec cannot be placed as written."""
+    """(a YAML summary of every pod of the experiment, every object it would create). The spec's
+    findings and the cluster's (the list the API's kubernetes launcher answers a submission with)
+    go to stderr first; exit 2 when any is an error."""
     from lecritique.config import SpecError, load_spec
+    from lecritique.config.findings import spec_findings
+    from lecritique.launch.components import ChartDefaults
+    from lecritique.launch.kubernetes.cluster_findings import ClusterFindings
     from lecritique.launch.kubernetes.render import render_experiment_objects
 
     defaults = launcher_defaults(templates)
     try:
         spec = load_spec(spec_path)
+        findings = spec_findings(spec, [ClusterFindings(ChartDefaults.model_validate(defaults))])
+        for finding in findings:
+            typer.secho(
+                f"{finding.level} ({finding.context}): {finding.text}",
+                fg="red" if finding.level == "error" else "yellow",
+                err=True,
+            )
+        if any(finding.level == "error" for finding in findings):
+            raise typer.Exit(2)
         objects = render_experiment_objects(spec, experiment_id, defaults)
     except (SpecError, ValueError) as error:
         typer.secho(f"error: {error}", fg="red", err=True)

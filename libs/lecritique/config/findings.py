@@ -7,6 +7,14 @@ allows but will not do as it reads, or will do slowly. The callers show the same
 submit and keeps them on the experiment's record, ``lecritique study`` prints them once per
 variant, and the orchestrator logs them and writes them into the first step's row.
 
+Some refusals need more than the spec: a cluster (the chart's launcher defaults: a request above the
+chart's limit, trainer processes that do not fill whole GPU nodes) refuses what a laptop runs. Such
+a rule is a :class:`FindingContext`, passed to :func:`spec_findings`, and its findings carry the
+context's name: the API's kubernetes launcher and ``lecritique chart render --experiment`` list the
+same cluster findings from :class:`lecritique.launch.kubernetes.cluster_findings.ClusterFindings`,
+every one at once rather than the first. A context whose errors stop a render raises
+:class:`SpecRefused`, which carries them.
+
 Where the facts come from: the estimator's class (``uses_critic``, ``min_group_size``,
 ``ignored_values``), the critic kind's row in :mod:`lecritique.critics.kinds` (its refusals, its
 hindsight), the replay arithmetic in :mod:`lecritique.config.critic_budget`. This module only
@@ -15,11 +23,12 @@ gathers them, so a new fact is declared where it belongs and every caller hears 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from lecritique.config.critic_budget import budget_refusal, update_budget_findings
+from lecritique.config.documents import SpecError
 from lecritique.critics.kinds import critic_kind
 from lecritique.critics.specs import TrainedCriticSpec
 from lecritique.critics.types import GROUP_CONTEXT_KINDS
@@ -56,23 +65,48 @@ class Finding:
     """``error``: the spec is refused; ``warning``: it runs, and the text says what to expect."""
     text: str
     """What is wrong or marginal and what to change (names the fields it involves)."""
+    context: str = "spec"
+    """Whose rule found it: ``spec`` (the spec alone, everywhere), or a :class:`FindingContext`'s
+    name (``cluster``: the chart's launcher defaults)."""
 
     def __str__(self) -> str:
         return self.text
 
 
-def spec_findings(spec: ExperimentSpec) -> list[Finding]:
-    """Every finding about ``spec``, errors first (each rule in the order a reader meets its field)."""
+class FindingContext(Protocol):
+    """Rules that need more than the spec (a cluster's defaults); their findings name the context."""
+
+    @property
+    def name(self) -> str: ...
+
+    def findings(self, spec: Any) -> list[Finding]: ...
+
+
+class SpecRefused(SpecError):
+    """A spec refused by the errors among ``findings`` (every one, not the first); the message is
+    their texts, one per line."""
+
+    def __init__(self, findings: Sequence[Finding]) -> None:
+        self.findings = [finding for finding in findings if finding.level == "error"]
+        if not self.findings:
+            raise ValueError("SpecRefused needs at least one error finding")
+        super().__init__("\n".join(finding.text for finding in self.findings))
+
+
+def spec_findings(spec: ExperimentSpec, contexts: Sequence[FindingContext] = ()) -> list[Finding]:
+    """Every finding about ``spec`` (and each context's), errors first: each rule in the order a
+    reader meets its field, the spec's own before the contexts'."""
     found = [finding for rule in _RULES for finding in rule(spec)]
+    found += [finding for context in contexts for finding in context.findings(spec)]
     return [f for f in found if f.level == "error"] + [f for f in found if f.level == "warning"]
 
 
-def errors(spec: ExperimentSpec) -> list[Finding]:
-    return [finding for finding in spec_findings(spec) if finding.level == "error"]
+def errors(spec: ExperimentSpec, contexts: Sequence[FindingContext] = ()) -> list[Finding]:
+    return [finding for finding in spec_findings(spec, contexts) if finding.level == "error"]
 
 
-def warnings(spec: ExperimentSpec) -> list[Finding]:
-    return [finding for finding in spec_findings(spec) if finding.level == "warning"]
+def warnings(spec: ExperimentSpec, contexts: Sequence[FindingContext] = ()) -> list[Finding]:
+    return [finding for finding in spec_findings(spec, contexts) if finding.level == "warning"]
 
 
 def warning_texts(spec: ExperimentSpec) -> list[str]:

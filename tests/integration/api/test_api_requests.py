@@ -161,6 +161,32 @@ def test_spec_errors_are_422_naming_the_field(
     )
 
 
+def test_every_cluster_refusal_is_one_field_error_the_list_chart_render_prints(
+    api: TestClient, recorder: RecordingApiServer
+) -> None:
+    """Issue 47, item 4: the kubernetes launcher refused at the first unplaceable field; the API now
+    answers with every cluster finding (the list ``lecritique chart render --experiment`` prints)."""
+    from lecritique.config.experiment import parse_spec
+    from lecritique.launch.components import ChartDefaults
+    from lecritique.launch.kubernetes.cluster_findings import ClusterFindings
+    from tests.helm_support import launcher_defaults
+    from tests.unit.chart.test_cluster_findings import FIELDS, UNPLACEABLE
+
+    response = _submit(api, body=UNPLACEABLE)
+    assert response.status_code == 422, response.text
+    details = response.json()["detail"]
+    expected = ClusterFindings(ChartDefaults.model_validate(launcher_defaults())).findings(
+        parse_spec(UNPLACEABLE)
+    )
+    assert [d["field"] for d in details] == [f.field for f in expected], details
+    assert sorted(d["field"] for d in details) == sorted(FIELDS)
+    assert all(
+        d["type"] == "placement_error" and f.text.endswith(d["message"])
+        for d, f in zip(details, expected, strict=True)
+    )
+    assert recorder.calls == []
+
+
 def test_a_body_that_is_not_json_is_422(api: TestClient) -> None:
     response = api.post(
         "/v1/experiments", content=b"{not json", headers=_auth(ALICE) | {"Content-Type": "application/json"}

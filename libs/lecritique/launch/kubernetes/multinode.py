@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lecritique.config.experiment import ExperimentSpec, SpecError
+from lecritique.config.experiment import ExperimentSpec
+from lecritique.config.findings import Finding, SpecRefused
 from lecritique.launch.components import COMPONENTS, Component
 
 RENDEZVOUS_PORT = 29500
@@ -63,7 +64,8 @@ def trainer_processes(spec: ExperimentSpec, component: Component) -> tuple[int, 
 def trainer_layout(spec: ExperimentSpec, component: Component, gpus_per_node: int | None) -> TrainerLayout:
     """Pods and processes per pod of a trainer (one of each for other components).
 
-    Raises :class:`SpecError` if the processes do not fill whole pods.
+    Raises :class:`SpecRefused` (a ``cluster`` finding on ``<section>.processes``) if the processes
+    do not fill whole pods.
     """
     found = trainer_processes(spec, component)
     if found is None:
@@ -71,10 +73,17 @@ def trainer_layout(spec: ExperimentSpec, component: Component, gpus_per_node: in
     processes, per_node, section = found
     per_pod = min(per_node or gpus_per_node or processes, processes)
     if processes % per_pod:
-        raise SpecError(
-            f"{section}.processes: {processes} processes do not fill pods of {per_pod} "
-            f"({section}.processes_per_node, else the chart's {COMPONENTS[component].values_key}.gpusPerNode); "
-            "use a multiple"
+        raise SpecRefused(
+            [
+                Finding(
+                    f"{section}.processes",
+                    "error",
+                    f"{section}.processes: {processes} processes do not fill pods of {per_pod} "
+                    f"({section}.processes_per_node, else the chart's {COMPONENTS[component].values_key}"
+                    ".gpusPerNode); use a multiple",
+                    context="cluster",
+                )
+            ]
         )
     return TrainerLayout(processes // per_pod, per_pod)
 

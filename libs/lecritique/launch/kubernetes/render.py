@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lecritique.config.experiment import ExperimentSpec
+from lecritique.config.findings import SpecRefused
 from lecritique.config.placement import ScalablePlacement
 from lecritique.launch.components import (
     COMPONENTS,
@@ -35,6 +36,7 @@ from lecritique.launch.components import (
     Component,
     ComponentDefaults,
 )
+from lecritique.launch.kubernetes.cluster_findings import ClusterFindings
 from lecritique.launch.kubernetes.multinode import POD_NAME_LABEL, TRAINERS, ranks_service, trainer_layout
 from lecritique.launch.kubernetes.names import (
     EXPERIMENT_ID,
@@ -189,8 +191,9 @@ def render_experiment_objects(
     :func:`~lecritique.launch.kubernetes.pods.weights_mounts`) and checked again where a file is
     opened (:func:`_confine_datasets`); ``redis_password``: see :func:`_own_redis_user`.
 
-    Raises :class:`SpecError` naming the field when the spec's placement cannot be scheduled as
-    written (a request above its limit, GPUs not matching the policy trainer's processes), and
+    Raises :class:`~lecritique.config.findings.SpecRefused` with every field whose placement cannot
+    be scheduled as written (:class:`~lecritique.launch.kubernetes.cluster_findings.ClusterFindings`:
+    a request above its limit, trainer processes that do not fill whole pods or their GPUs), and
     ``ValueError`` for an experiment id that is not a short DNS label.
     """
     if not EXPERIMENT_ID.fullmatch(experiment_id):
@@ -202,6 +205,9 @@ def render_experiment_objects(
         if isinstance(chart_defaults, ChartDefaults)
         else ChartDefaults.model_validate(chart_defaults)
     )
+    refused = [finding for finding in ClusterFindings(defaults).findings(spec) if finding.level == "error"]
+    if refused:
+        raise SpecRefused(refused)
     resolved = resolved_spec(spec, defaults)
     components = component_names(resolved)
     services = [_service(resolved, experiment_id, component, defaults) for component in components]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from lecritique.config.experiment import ExperimentSpec, SpecError
+from lecritique.config.experiment import ExperimentSpec
+from lecritique.config.findings import Finding, SpecRefused
 from lecritique.config.placement import GPU_RESOURCE, ComponentPlacement, is_extended_resource, parse_quantity
 from lecritique.launch.components import COMPONENTS, Component, ComponentDefaults
 from lecritique.launch.kubernetes.multinode import trainer_layout, trainer_processes
@@ -16,8 +17,22 @@ def merge_resources(
 ) -> dict[str, dict[str, str]]:
     """Chart requests/limits overridden key by key by the spec's; checked like the API server would.
 
+    Raises :class:`SpecRefused` with every placement field at fault (:func:`checked_resources`).
+    """
+    merged, refused = checked_resources(component, chart, placed, spec)
+    if refused:
+        raise SpecRefused(refused)
+    return merged
+
+
+def checked_resources(
+    component: Component, chart: ComponentDefaults, placed: ComponentPlacement, spec: ExperimentSpec
+) -> tuple[dict[str, dict[str, str]], list[Finding]]:
+    """The merged requests/limits and what the cluster refuses of them (``cluster`` findings): a
+    request above its limit, a trainer whose processes do not fill whole pods or whose pods get
+    other than one GPU per process.
+
     Extended resources (``nvidia.com/gpu``) get request == limit, since Kubernetes refuses anything else.
-    Raises :class:`SpecError` naming the placement field at fault.
     """
     field = f"placement.{COMPONENTS[component].placement_key}.resources"
     requests = dict(chart.resources.requests)
@@ -37,14 +52,24 @@ def merge_resources(
     for name in list(requests):
         if is_extended_resource(name):
             limits[name] = requests[name]
-    for name, request in requests.items():
-        if name in limits and parse_quantity(request) > parse_quantity(limits[name]):
-            raise SpecError(f"{field}.requests.{name}: request {request} exceeds the limit {limits[name]}")
+    refused = [
+        Finding(
+            f"{field}.requests.{name}",
+            "error",
+            f"{field}.requests.{name}: request {request} exceeds the limit {limits[name]}",
+            context="cluster",
+        )
+        for name, request in requests.items()
+        if name in limits and parse_quantity(request) > parse_quantity(limits[name])
+    ]
     found = trainer_processes(spec, component)
     if found is not None:
-        processes = trainer_layout(
-            spec, component, chart.gpus_per_node
-        ).per_pod  # torchrun processes of one pod
+        try:
+            processes = trainer_layout(
+                spec, component, chart.gpus_per_node
+            ).per_pod  # torchrun processes of one pod
+        except SpecRefused as layout:
+            return {"requests": requests, "limits": limits}, refused + layout.findings
         placed_gpus = placed.resources is not None and (
             GPU_RESOURCE in placed.resources.limits or GPU_RESOURCE in placed.resources.requests
         )
@@ -53,11 +78,16 @@ def merge_resources(
             requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(processes)
         gpus = parse_quantity(limits.get(GPU_RESOURCE, "0"))
         if gpus > 0 and gpus != processes:
-            raise SpecError(
-                f"{field}.limits.{GPU_RESOURCE}: {limits[GPU_RESOURCE]} GPUs but each {component.value} pod runs {processes} "
-                f"processes ({found[2]}.processes over its pods); torchrun runs one process per GPU"
+            refused.append(
+                Finding(
+                    f"{field}.limits.{GPU_RESOURCE}",
+                    "error",
+                    f"{field}.limits.{GPU_RESOURCE}: {limits[GPU_RESOURCE]} GPUs but each {component.value} pod runs "
+                    f"{processes} processes ({found[2]}.processes over its pods); torchrun runs one process per GPU",
+                    context="cluster",
+                )
             )
-    return {"requests": requests, "limits": limits}
+    return {"requests": requests, "limits": limits}, refused
 
 
 def resource_totals(objects: list[dict[str, Any]], resource: str) -> tuple[Decimal, Decimal]:
