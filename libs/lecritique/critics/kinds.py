@@ -31,6 +31,7 @@ from lecritique.trajectory import Trajectory
 
 if TYPE_CHECKING:
     from lecritique.advantages import AdvantageEstimator
+    from lecritique.training.critic_trainer import CriticTrainer
 
 S = TypeVar("S", bound=CriticServingSpec)
 
@@ -137,6 +138,14 @@ def _discriminative_backend(
 
 
 def _discriminative_fresh(critic: DiscriminativeCriticSpec, policy_dir: Path, seed: int) -> CriticLearner:
+    return starting_critic(critic, Path(policy_dir), seed)
+
+
+def starting_critic(critic: DiscriminativeCriticSpec, policy_dir: Path, seed: int) -> CriticTrainer:
+    """The critic a run of this spec starts from: ``critic.model_path``, else the policy's backbone
+    with a fresh head, or a critic of its own shape (``critic.tiny``) from the policy or fresh
+    (``critic.init``). The value trainer, ``critic pretrain`` and ``critic sweep`` all start here,
+    so an offline measurement of a setting is of the critic a run would train."""
     from lecritique.training.critic_trainer import CriticTrainer
 
     if critic.model_path is not None:  # a critic of an earlier run, a pretrained one (§7.1), or another LM

@@ -23,6 +23,7 @@ import torch
 from rich.progress import Progress
 
 from lecritique.config.experiment import ExperimentSpec
+from lecritique.critics.kinds import starting_critic
 from lecritique.critics.specs import DiscriminativeCriticSpec
 from lecritique.pretrain.collect import PolicyRollouts, collect
 from lecritique.pretrain.config import PretrainConfig, pretrained_critic
@@ -85,12 +86,10 @@ def _fingerprint(
 
 
 def _fresh_trainer(critic: DiscriminativeCriticSpec, policy_dir: str, seed: int) -> CriticTrainer:
-    """The critic a run of the spec would start from: its ``model_path``, else the policy's backbone
-    with a fresh head (seeded)."""
+    """The critic a run of the spec would start from (:func:`~lecritique.critics.kinds.starting_critic`:
+    its ``model_path``, its own shape and ``init``, else the policy's backbone), the head seeded."""
     torch.manual_seed(seed)
-    if critic.model_path is not None:
-        return CriticTrainer.load(critic.model_path, critic)
-    return CriticTrainer.from_policy(policy_dir, critic)
+    return starting_critic(critic, Path(policy_dir), seed)
 
 
 def _train(

@@ -29,6 +29,7 @@ from pydantic import Field, ValidationError, field_validator
 from lecritique.config.base import SpecModel
 from lecritique.config.documents import merge_documents
 from lecritique.config.experiment import ExperimentSpec, SpecError
+from lecritique.critics.kinds import starting_critic
 from lecritique.critics.specs import DiscriminativeCriticSpec
 from lecritique.pretrain.collect import collect
 from lecritique.pretrain.config import pretrained_critic
@@ -200,7 +201,7 @@ def train_setting(
         len(train), _fresh(spec), capacity, max_reuse, batch, rng, config.updates_per_push
     )
     torch.manual_seed(seed)
-    trainer = CriticTrainer.from_policy(data.policy, critic)
+    trainer = starting_critic(critic, Path(data.policy), seed)
     lambda_target = spec.estimator.critic_target_lambda()
     last = max(config.updates, config.long_updates or 0)
     checkpoints = sorted({*range(config.every_eval(), last + 1, config.every_eval()), config.updates, last})
@@ -303,7 +304,7 @@ def _document(
         "environment": spec.environment.model_dump(mode="json"),
         "context": critic.context,
         "critic": critic.model_dump(
-            mode="json", include={"optimizer", "loss", "head_init", "init", "warmup_updates"}
+            mode="json", include={"optimizer", "loss", "head_init", "init", "tiny", "warmup_updates"}
         ),
         "policy": data.policy,
         "policy_seed": spec.seed,

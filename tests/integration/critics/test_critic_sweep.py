@@ -137,6 +137,53 @@ def test_the_sweep_ranks_settings_by_held_out_ev_resumes_and_writes_its_doc_bloc
     assert regenerate(doc) == text
 
 
+def test_the_sweep_and_pretraining_start_the_critic_a_run_would_start(
+    ascii_model,
+    character_classes,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    """``critic.tiny`` and ``critic.init`` were ignored offline: the sweep and ``critic pretrain``
+    started every critic from the policy's backbone (found measuring a fresh 4.5x critic on
+    arithmetic, whose numbers came out identical to the fresh one of the policy's shape)."""
+    import lecritique.pretrain.sweep as sweep_module
+    from lecritique.critics.kinds import starting_critic
+    from lecritique.pretrain.run import _fresh_trainer
+
+    started: list[tuple[int, int]] = []
+
+    def recorded(critic, policy_dir, seed):  # type: ignore[no-untyped-def]
+        trainer = starting_critic(critic, policy_dir, seed)
+        started.append((trainer.model.config.num_hidden_layers, trainer.model.config.hidden_size))
+        return trainer
+
+    monkeypatch.setattr(sweep_module, "starting_critic", recorded)
+    spec = class_spec(ascii_model, character_classes)
+    spec["rollout"]["tasks_per_step"] = 2
+    path = write_spec(tmp_path / "spec.yaml", spec)
+    shape = ["--set", "critic.tiny={layers: 2, hidden: 32}", "--set", "critic.init=fresh"]
+    result = CliRunner().invoke(
+        app,
+        [
+            "critic", "sweep", str(path), "--out", str(tmp_path / "out"), "--updates", "3",
+            "--grid", "optimizer.lr=1e-3", "--grid", "head_init=random", "--grid", "loss=mse",
+            "--no-progress", *shape,
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert started == [(2, 32)]  # the policy is 1 layer of 64
+    document = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert document["critic"]["tiny"] == {"layers": 2, "hidden": 32} and document["critic"]["init"] == "fresh"
+
+    critic = parse_spec(
+        {**spec, "critic": {**spec["critic"], "tiny": {"hidden": 48}, "init": "fresh"}}
+    ).critic
+    pretrained = _fresh_trainer(critic, str(ascii_model), 0)
+    assert pretrained.model.config.hidden_size == 48
+    policy_shaped = _fresh_trainer(parse_spec(spec).critic, str(ascii_model), 0)
+    assert policy_shaped.model.config.hidden_size == 64
+
+
 def test_a_bad_grid_or_variant_is_refused_naming_it(ascii_model, character_classes, tmp_path):  # noqa: F811
     path = write_spec(tmp_path / "spec.yaml", class_spec(ascii_model, character_classes))
     bad = _sweep_cli(path, tmp_path / "out", "--grid", "optimizer.lr")
