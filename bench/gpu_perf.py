@@ -179,8 +179,8 @@ def run(
             if on_stage is not None:
                 on_stage(result)
 
-        def policy_stage(name: str, trainer: PolicyTrainer) -> dict[str, Any]:
-            """One policy trainer's timed steps on the batch, as a stage row."""
+        def trainer_stage(name: str, trainer: PolicyTrainer | CriticTrainer, **extra: Any) -> dict[str, Any]:
+            """One trainer's timed steps on the batch, as a stage row (``extra``: more columns)."""
             times, metrics = _timed(partial(trainer.train_step, batch), device, args.steps)
             return _rate(
                 name,
@@ -190,9 +190,12 @@ def run(
                 peak["flops_per_s"],
                 padding_fraction=metrics["padding_fraction"],
                 peak_gib=_peak_gib(device),
-                attention=trainer.engine.attention_line,
+                **extra,
                 layout=trainer.layout_line,
             )
+
+        def policy_stage(name: str, trainer: PolicyTrainer) -> dict[str, Any]:
+            return trainer_stage(name, trainer, attention=trainer.engine.attention_line)
 
         # Packed (the default) and padded micro-batches of the same batch (issue #49): "tokens/s"
         # counts real tokens only, so the two stages' ratio is the useful-token speed-up.
@@ -225,19 +228,7 @@ def run(
                 }
             )
             critic = CriticTrainer.from_policy(model_dir, critic_config)
-            times, metrics = _timed(partial(critic.train_step, batch), device, args.steps)
-            add(
-                _rate(
-                    "critic trainer, FSDP2 + checkpointing",
-                    times,
-                    tokens,
-                    train_flops,
-                    peak["flops_per_s"],
-                    padding_fraction=metrics["padding_fraction"],
-                    peak_gib=_peak_gib(device),
-                    layout=critic.layout_line,
-                )
-            )
+            add(trainer_stage("critic trainer, FSDP2 + checkpointing", critic))
             times, _ = _timed(partial(critic.predict, batch), device, args.steps)
             add(_rate("critic predict (forward only)", times, tokens, forward_flops, peak["flops_per_s"]))
             del critic
