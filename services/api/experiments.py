@@ -15,15 +15,14 @@ from pydantic import ValidationError
 
 from lecritique.config.errors import describe_errors
 from lecritique.config.experiment import ExperimentSpec, SpecError, SpecValueError, check_values
-from lecritique.config.findings import SpecRefused, warning_texts
-from lecritique.config.work import spec_work
+from lecritique.config.findings import Finding, SpecRefused, warning_texts
 from lecritique.launch.base import ExperimentLauncher, Observation, OutsideRoots, Submission
 from lecritique.launch.redis_acl import ExperimentUsers
+from lecritique.launch.tenant_findings import TenantFindings, TenantUsageFindings, tenant_finding
 from lecritique.replay.memory import trajectory_row_bytes
-from lecritique.tenancy.placement_rules import placement_violations
 from lecritique.tenancy.policy import Violation, resolve_policy
-from lecritique.tenancy.quotas import resource_violations, written_quota_violations
-from lecritique.tenancy.spec_rules import ROOTS_WIDENED_BY, spec_violations, tenant_dataset_roots
+from lecritique.tenancy.quotas import written_quota_violations
+from lecritique.tenancy.spec_rules import ROOTS_WIDENED_BY, tenant_dataset_roots
 from lecritique.tenancy.work import Sizes
 from services.api.records import ExperimentRecord, RecordStore, fingerprint
 
@@ -111,12 +110,22 @@ def _spec_error_field(error: SpecError) -> FieldError:
 
 
 def _refuse(violations: list[Violation]) -> None:
-    """Raise for what the tenant's policy refuses: 403 if an allow-list does, else 422 for quotas."""
-    denied = [FieldError(v.field, v.message, "policy_denied") for v in violations if v.kind == "forbidden"]
-    if denied:
-        raise PolicyDenied(denied)
-    if violations:
-        raise InvalidSpec([FieldError(v.field, v.message, "quota_exceeded") for v in violations])
+    """Raise for what the tenant's policy refuses of a body not yet validated (its quotas)."""
+    _refuse_findings([tenant_finding(violation) for violation in violations])
+
+
+def _refuse_findings(findings: list[Finding]) -> None:
+    """Raise for the errors of the ``tenant`` context (:mod:`lecritique.launch.tenant_findings`),
+    every one (``policy_denied`` or ``quota_exceeded``): 403 if an allow-list refuses any, else 422."""
+    refused = [finding for finding in findings if finding.level == "error"]
+    errors = [
+        FieldError(f.field, f.text, "policy_denied" if f.kind == "forbidden" else "quota_exceeded")
+        for f in refused
+    ]
+    if any(f.kind == "forbidden" for f in refused):
+        raise PolicyDenied(errors)
+    if errors:
+        raise InvalidSpec(errors)
 
 
 def _whole(value: Any) -> int | None:
@@ -131,12 +140,6 @@ def _whole(value: Any) -> int | None:
 
 WRITTEN = Sizes(row_bytes=trajectory_row_bytes(0, 0))
 """What the quotas know of a body before it is validated: a replay row takes at least its overhead."""
-
-
-def work_sizes(spec: ExperimentSpec) -> Sizes:
-    """What the tenant's quotas count of a validated spec besides its numbers (:mod:`lecritique.config.work`)."""
-    work = spec_work(spec)
-    return Sizes(work.prompt, work.response, work.row_bytes, work.critic)
 
 
 def new_experiment_id() -> str:
@@ -219,18 +222,15 @@ class ExperimentService:
         """The tenant's policy, then the launcher's own checks, the placement allow-lists and the
         GPU, CPU and memory quotas over what the launcher would create."""
         policy = resolve_policy(self.policies, tenant)
-        _refuse(
-            spec_violations(
-                spec,
-                tenant,
-                policy,
-                models_root=self.models_root,
-                datasets_root=self.datasets_root,
-                secrets_are=self.launcher.secrets_are,
-                roots_widened_by=self.roots_widened_by,
-                sizes=work_sizes(spec),
-            )
+        tenant_rules = TenantFindings(
+            tenant,
+            policy,
+            models_root=self.models_root,
+            datasets_root=self.datasets_root,
+            secrets_are=self.launcher.secrets_are,
+            roots_widened_by=self.roots_widened_by,
         )
+        _refuse_findings(tenant_rules.findings(spec))
         submission = Submission(
             experiment_id=experiment_id,
             spec=spec,
@@ -249,11 +249,7 @@ class ExperimentService:
             raise InvalidSpec(_refused_fields(refused)) from None
         except SpecError as error:
             raise InvalidSpec([_spec_error_field(error)]) from None
-        placement = spec.model_dump(mode="json")["placement"]
-        _refuse(
-            placement_violations(placement, usage.chart_placement, policy)
-            + resource_violations(usage.gpus, usage.cpus, usage.memory, policy)
-        )
+        _refuse_findings(TenantUsageFindings(policy, usage).findings(spec))
         return submission
 
     def _drop_redis_user(self, experiment_id: str) -> None:

@@ -78,6 +78,13 @@ def render(
             help="--experiment: the id the objects are named after (the API makes one per submission)."
         ),
     ] = "exp-preview",
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            help="--experiment: also list what this tenant's policy in the values (api.tenantPolicies, "
+            "modelsRoot, datasetsRoot) refuses, as the API would answer its submission."
+        ),
+    ] = None,
 ) -> None:
     """Render the chart with Helm's engine (what `helm template NAME CHART -n NAMESPACE -f FILE` prints),
     or with --experiment SPEC the pods that experiment would get."""
@@ -90,7 +97,7 @@ def render(
     if experiment is not None:
         from lecritique.cli.chart_experiment import experiment_pods
 
-        summary, objects = experiment_pods(templates, experiment, experiment_id)
+        summary, objects = experiment_pods(templates, experiment, experiment_id, tenant)
         typer.echo(summary, nl=False)
         if out is not None:
             out.write_text(yaml.safe_dump_all(objects, sort_keys=False))

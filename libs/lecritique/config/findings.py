@@ -12,7 +12,10 @@ chart's limit, trainer processes that do not fill whole GPU nodes) refuses what 
 a rule is a :class:`FindingContext`, passed to :func:`spec_findings`, and its findings carry the
 context's name: the API's kubernetes launcher and ``lecritique chart render --experiment`` list the
 same cluster findings from :class:`lecritique.launch.kubernetes.cluster_findings.ClusterFindings`,
-every one at once rather than the first. A context whose errors stop a render raises
+every one at once rather than the first. A tenant's policy on the API is the ``tenant`` context
+(:mod:`lecritique.launch.tenant_findings`: its allow-lists and quotas over the spec, then over what
+the launcher would create), which ``lecritique chart render --experiment --tenant`` lists from the
+chart's values as the API would answer. A context whose errors stop a render raises
 :class:`SpecRefused`, which carries them.
 
 Where the facts come from: the estimator's class (``uses_critic``, ``min_group_size``,
@@ -67,7 +70,10 @@ class Finding:
     """What is wrong or marginal and what to change (names the fields it involves)."""
     context: str = "spec"
     """Whose rule found it: ``spec`` (the spec alone, everywhere), or a :class:`FindingContext`'s
-    name (``cluster``: the chart's launcher defaults)."""
+    name (``cluster``: the chart's launcher defaults; ``tenant``: the tenant's policy on the API)."""
+    kind: str = ""
+    """What kind of refusal, where a context tells them apart: a tenant's ``forbidden`` (an
+    allow-list refuses it; the API answers 403) or ``limit`` (a quota; 422). Empty elsewhere."""
 
     def __str__(self) -> str:
         return self.text

@@ -13,5 +13,5 @@ Three rooms and what they share:
 
 Shared by them: the launcher interface (:mod:`.base`), the components and the chart's defaults
 for them (:mod:`.components`), the Redis ACL users (:mod:`.redis_acl`) and host paths kept out of
-what a tenant reads (:mod:`.host_paths`).
+what a tenant reads (:mod:`.host_paths`), and a tenant's policy as findings (:mod:`.tenant_findings`).
 """

@@ -70,16 +70,21 @@ def kubernetes_api_settings(
 
 
 def in_process_app(
-    redis_db: redis.Redis, embedded_redis: Any, recorder: RecordingApiServer, tokens_file: Path | None = None
+    redis_db: redis.Redis,
+    embedded_redis: Any,
+    recorder: RecordingApiServer,
+    tokens_file: Path | None = None,
+    policies: dict[str, dict[str, Any]] | None = None,
 ) -> Any:
-    """The API app with the kubernetes launcher on ``recorder``; tokens of alice and bob."""
+    """The API app with the kubernetes launcher on ``recorder``; tokens of alice and bob; the tenants'
+    ``policies`` (default: every tenant may use models under /weights/models)."""
     settings = ApiSettings(
         redis_url=embedded_redis.url,
         launcher="kubernetes",
         tokens={"alice": hash_token(ALICE), "bob": hash_token(BOB)},
         tokens_file=tokens_file,
         reconcile_seconds=3600,
-        tenant_policies={"*": {"model_roots": ["/weights/models"]}},
+        tenant_policies=policies if policies is not None else {"*": {"model_roots": ["/weights/models"]}},
     )
     api_client = kubernetes_client.ApiClient(kubernetes_client.Configuration(host=recorder.url))
     launcher = KubernetesLauncher(ChartDefaults.model_validate(launcher_defaults()), api_client)

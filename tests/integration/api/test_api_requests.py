@@ -187,6 +187,28 @@ def test_every_cluster_refusal_is_one_field_error_the_list_chart_render_prints(
     assert recorder.calls == []
 
 
+def test_every_tenant_refusal_is_one_field_error_the_list_chart_render_prints(
+    redis_db: redis.Redis, embedded_redis: Any, recorder: RecordingApiServer
+) -> None:
+    """Issue 47, item 4: the tenant's refusals are the ``tenant`` context's findings; the API answers
+    every one (403: an allow-list refuses some; each detail typed by its kind), in the order
+    ``lecritique chart render --experiment --tenant`` prints them."""
+    from lecritique.config.experiment import parse_spec
+    from tests.unit.chart.test_tenant_findings import POLICIES, REFUSED, REFUSED_FIELDS, tenant_rules
+
+    with TestClient(in_process_app(redis_db, embedded_redis, recorder, policies=POLICIES)) as api:
+        response = _submit(api, body=REFUSED)
+    assert response.status_code == 403, response.text
+    details = response.json()["detail"]
+    expected = tenant_rules().findings(parse_spec(REFUSED))
+    assert [(d["field"], d["message"]) for d in details] == [(f.field, f.text) for f in expected]
+    kinds = {"forbidden": "policy_denied", "limit": "quota_exceeded"}
+    assert {(d["field"], d["type"]) for d in details} == {
+        (field, kinds[kind]) for field, kind in REFUSED_FIELDS
+    }
+    assert recorder.calls == []
+
+
 def test_a_body_that_is_not_json_is_422(api: TestClient) -> None:
     response = api.post(
         "/v1/experiments", content=b"{not json", headers=_auth(ALICE) | {"Content-Type": "application/json"}

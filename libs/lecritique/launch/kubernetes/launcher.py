@@ -95,6 +95,30 @@ def gpus_of(objects: list[dict[str, Any]]) -> int:
     return total
 
 
+def chart_placement(defaults: ChartDefaults) -> dict[str, dict[str, Any]]:
+    """Each placement section's node selector, tolerations and affinity in the chart's defaults."""
+    placement = {}
+    for component, info in COMPONENTS.items():
+        chart = defaults.components.of(component)
+        placement[info.placement_key] = {
+            "node_selector": dict(chart.node_selector),
+            "tolerations": [dict(t) for t in chart.tolerations],
+            "affinity": dict(chart.affinity),
+        }
+    return placement
+
+
+def usage_of(objects: list[dict[str, Any]], defaults: ChartDefaults) -> Usage:
+    """What an experiment's rendered objects take from the cluster (the tenant's quotas read it):
+    the API's launcher and ``lecritique chart render --experiment --tenant`` compute it alike."""
+    return Usage(
+        gpus=gpus_of(objects),
+        cpus=resource_totals(objects, "cpu"),
+        memory=resource_totals(objects, "memory"),
+        chart_placement=chart_placement(defaults),
+    )
+
+
 class KubernetesLauncher:
     """Runs experiments as Kubernetes objects in the release's namespace."""
 
@@ -148,25 +172,7 @@ class KubernetesLauncher:
         )
 
     def check(self, submission: Submission) -> Usage:
-        objects = self.render(submission)
-        return Usage(
-            gpus=gpus_of(objects),
-            cpus=resource_totals(objects, "cpu"),
-            memory=resource_totals(objects, "memory"),
-            chart_placement=self.chart_placement(),
-        )
-
-    def chart_placement(self) -> dict[str, dict[str, Any]]:
-        """Each placement section's node selector, tolerations and affinity in the chart's defaults."""
-        placement = {}
-        for component, info in COMPONENTS.items():
-            chart = self.defaults.components.of(component)
-            placement[info.placement_key] = {
-                "node_selector": dict(chart.node_selector),
-                "tolerations": [dict(t) for t in chart.tolerations],
-                "affinity": dict(chart.affinity),
-            }
-        return placement
+        return usage_of(self.render(submission), self.defaults)
 
     def launch(self, submission: Submission) -> dict[str, Any]:
         """Create every object; ones that already exist (a retried launch) are left as they are."""
