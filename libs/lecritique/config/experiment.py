@@ -23,7 +23,7 @@ from lecritique.config.placement import PlacementSpec
 from lecritique.config.probe import CriticProbeSpec
 from lecritique.critics.specs import CriticSpec, TrainedCriticSpec, default_critic_kind
 from lecritique.engines.config import EngineConfig, HFEngineConfig
-from lecritique.envs import EnvironmentConfig, environment_prompt_budget, environment_turn_limit
+from lecritique.envs import EnvironmentConfig, environment_turn_limit
 from lecritique.models.templates import PlainTemplateConfig, TemplateConfig
 from lecritique.tracking.config import TrackerConfig
 from lecritique.training.config import PolicyTrainerConfig, TrainerProcessesConfig
@@ -206,24 +206,6 @@ class ExperimentSpec(SpecModel):
         if not estimator.needs_max_length() or rollout is None or environment is None:
             return estimator  # a missing rollout or environment reports its own error
         return estimator.model_copy(update={"max_length": response_budget(rollout, environment)})
-
-    @field_validator("rollout")
-    @classmethod
-    def _room_for_a_response(cls, rollout: RolloutSpec, info: ValidationInfo) -> RolloutSpec:
-        """An engine whose context cannot hold a prompt and one action ends every episode at once (reward 0)."""
-        environment = info.data.get("environment")
-        engine = rollout.engine
-        if environment is None or engine.kind != "vllm":
-            return rollout  # the HF engine's context is the model's own, known only once it is loaded
-        prompt = environment_prompt_budget(environment)
-        if engine.max_model_len < prompt + rollout.sampling.max_tokens:
-            raise ValueError(
-                f"rollout.engine.max_model_len ({engine.max_model_len}) leaves no room for a response: it must hold "
-                f"the {environment.kind} prompt budget ({prompt} tokens) plus rollout.sampling.max_tokens "
-                f"({rollout.sampling.max_tokens}), i.e. be at least {prompt + rollout.sampling.max_tokens}; "
-                "else every episode ends before its first action with reward 0"
-            )
-        return rollout
 
     @field_validator("critic", mode="before")
     @classmethod

@@ -35,7 +35,7 @@ from lecritique.config.documents import SpecError
 from lecritique.critics.kinds import critic_kind
 from lecritique.critics.specs import TrainedCriticSpec
 from lecritique.critics.types import GROUP_CONTEXT_KINDS
-from lecritique.envs import environment_turn_limit
+from lecritique.envs import environment_prompt_budget, environment_turn_limit
 
 
 class ExperimentSpec(Protocol):
@@ -142,6 +142,27 @@ def _estimator_needs(spec: ExperimentSpec) -> list[Finding]:
             )
         )
     return found
+
+
+def _room_for_a_response(spec: ExperimentSpec) -> list[Finding]:
+    """An engine whose context cannot hold a prompt and one action ends every episode at once (reward 0)."""
+    rollout, environment = spec.rollout, spec.environment
+    engine = rollout.engine
+    if engine.kind != "vllm":
+        return []  # the HF engine's context is the model's own, known only once it is loaded
+    needed = environment_prompt_budget(environment) + rollout.sampling.max_tokens
+    if engine.max_model_len >= needed:
+        return []
+    return [
+        Finding(
+            "rollout.engine.max_model_len",
+            "error",
+            f"rollout.engine.max_model_len ({engine.max_model_len}) leaves no room for a response: it must hold "
+            f"the {environment.kind} prompt budget ({needed - rollout.sampling.max_tokens} tokens) plus "
+            f"rollout.sampling.max_tokens ({rollout.sampling.max_tokens}), i.e. be at least {needed}; "
+            "else every episode ends before its first action with reward 0",
+        )
+    ]
 
 
 def _estimator_ignores_critic(spec: ExperimentSpec) -> list[Finding]:
@@ -253,6 +274,7 @@ def _schedules(spec: ExperimentSpec) -> list[Finding]:
 
 _RULES: tuple[Callable[[ExperimentSpec], list[Finding]], ...] = (
     _estimator_needs,
+    _room_for_a_response,
     _group_context,
     _needs_a_critic_or_engine,
     _critic_kind,
