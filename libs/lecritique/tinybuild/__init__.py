@@ -13,15 +13,48 @@ limit unless one is asked for (``max_minutes``); one cut short by it depends on 
 so it raises :class:`TinyBuildCut` and is neither cached nor handed out.
 """
 
-from lecritique.tinybuild.build import (
-    TinyBuildCut,
-    build_tiny,
-    build_tiny_model,
-    default_cache_dir,
-    describe_build,
-    load_build_report,
-)
-from lecritique.tinybuild.config import TINY_TASKS, TinyBuild, TinyBuildConfig, TinyTask
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lecritique.tinybuild.build import (
+        TinyBuildCut,
+        build_tiny,
+        build_tiny_model,
+        default_cache_dir,
+        describe_build,
+        load_build_report,
+    )
+    from lecritique.tinybuild.config import TINY_TASKS, TinyBuild, TinyBuildConfig, TinyTask
+
+_LAZY = {
+    **dict.fromkeys(
+        ("TINY_TASKS", "TinyBuild", "TinyBuildConfig", "TinyTask"), "lecritique.tinybuild.config"
+    ),
+    **dict.fromkeys(
+        (
+            "TinyBuildCut",
+            "build_tiny",
+            "build_tiny_model",
+            "default_cache_dir",
+            "describe_build",
+            "load_build_report",
+        ),
+        "lecritique.tinybuild.build",
+    ),
+}
+"""Each name of the package -> its module, imported when first used: both import torch and
+transformers (3 s, through the tiny architecture), which ``lecritique run`` into a finished folder
+and the study's planner, reading only :mod:`.identity`, never need."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "TINY_TASKS",

@@ -28,3 +28,26 @@ def test_loading_every_example_spec_imports_no_torch_transformers_or_vllm():
         timeout=120,
     )
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+_LAUNCHER_PROBE = """
+import json, sys
+import lecritique.launch.local.launcher, lecritique.study.runner, lecritique.tinybuild.identity
+print(json.dumps(sorted(m for m in ("torch", "transformers", "vllm") if m in sys.modules)))
+"""
+
+
+def test_the_launchers_and_the_study_planner_import_no_torch():
+    """``lecritique run`` into a finished folder took 4.6 s, 3 of them importing torch and
+    transformers through ``tinybuild`` (its package imported the build eagerly, and the launcher
+    reads ``tinybuild.identity``); a run's parent process computes nothing with them."""
+    environment = {"PYTHONPATH": f"{ROOT / 'libs'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER_PROBE],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=True,
+        timeout=120,
+    )
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
