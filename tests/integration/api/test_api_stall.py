@@ -17,18 +17,18 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from lecritique.tenancy.tokens import hash_token
 from services.api.body import MAX_NODES
-from tests.helm_support import NAMESPACE, launcher_defaults, spec_data
+from tests.helm_support import spec_data
 from tests.integration.api.api_process import ApiProcess
+from tests.integration.api.conftest import kubernetes_api_settings
 from tests.integration.api.kubernetes_recorder import RecordingApiServer
 
 TOKEN = "stall-token"
@@ -37,32 +37,12 @@ STALL_SECONDS = 5.0
 """Longest a health probe may wait: generous (it answers in milliseconds); a stall takes longer."""
 
 
-@pytest.fixture(scope="module")
-def recorder() -> Iterator[RecordingApiServer]:
-    server = RecordingApiServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def api(
-    tmp_path_factory: pytest.TempPathFactory, embedded_redis: Any, recorder: RecordingApiServer
-) -> Iterator[ApiProcess]:
-    tmp_path = tmp_path_factory.mktemp("api-stall")
-    defaults = tmp_path / "launcher-defaults.json"
-    defaults.write_text(json.dumps(launcher_defaults()))
-    settings = {
-        "LECRITIQUE_API_REDIS_URL": embedded_redis.url,
-        "LECRITIQUE_API_LAUNCHER": "kubernetes",
-        "LECRITIQUE_API_LAUNCHER_DEFAULTS": str(defaults),
-        "LECRITIQUE_API_TOKENS": json.dumps({"bob": hash_token(TOKEN)}),
-        "LECRITIQUE_API_TENANT_POLICIES": json.dumps({"bob": {"maxRunningExperiments": 100}}),
-        "LECRITIQUE_API_RECONCILE_SECONDS": "3600",
-        "KUBECONFIG": str(recorder.write_kubeconfig(tmp_path / "kubeconfig", NAMESPACE)),
-    }
-    process = ApiProcess(settings, tmp_path / "api.log").start()
-    yield process
-    process.stop()
+def api_settings(folder: Path, redis_url: str, recorder: RecordingApiServer) -> dict[str, str]:
+    """A real API process for the module (the ``api`` fixture of ``conftest.py``): bob may run 100
+    experiments at once, so the attacks meet the bounds under test, not the running quota."""
+    return kubernetes_api_settings(
+        folder, redis_url, recorder, {"bob": TOKEN}, {"bob": {"maxRunningExperiments": 100}}
+    )
 
 
 @dataclass

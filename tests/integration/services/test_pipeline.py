@@ -26,13 +26,17 @@ from tests.integration.services.conftest import (
 
 pytestmark = pytest.mark.slow
 
-CRITIC_FREE = {"mean": {}, "rloo": {}}
+CRITIC_FREE = {"mean": {}}
 CRITIC_ESTIMATORS = {
     "value": {},
     "gae": {"lambda_gae": "auto", "lambda_target": "auto"},
-    "evpo": {},
-    "lvrl": {},
 }
+"""The estimators run here as processes: one without a critic, the plain value baseline (what the
+critic is shown) and GAE (whose lambdas the value trainer resolves too). The estimator is math in
+the orchestrator's process; every estimator of every shipped spec runs through the same services
+over real gRPC in ``tests/integration/examples/test_examples_run.py``, and RLOO through the API's
+processes in ``tests/integration/study/test_study_command.py``; the other four ran here as well
+(20 s of processes each) and asserted nothing those do not."""
 AUTO_LAMBDA = 0.4 ** (1 / 16)
 """Le Critique §7.2 calibration for the pipeline spec: 8 tokens per turn x 2 turns (1-2 empty cells)."""
 
