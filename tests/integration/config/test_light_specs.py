@@ -17,17 +17,23 @@ print(json.dumps(sorted(m for m in ("torch", "transformers", "vllm") if m in sys
 """
 
 
-def test_loading_every_example_spec_imports_no_torch_transformers_or_vllm():
+def heavy_modules_imported(probe: str, *args: str) -> list[str]:
+    """What ``probe`` (run in a fresh interpreter) printed: the heavy libraries it imported."""
     environment = {"PYTHONPATH": f"{ROOT / 'libs'}:{ROOT}", "PATH": "/usr/bin:/bin"}
     result = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(ROOT / "examples")],
+        [sys.executable, "-c", probe, *args],
         capture_output=True,
         text=True,
         env=environment,
         check=True,
         timeout=120,
     )
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+    found: list[str] = json.loads(result.stdout.strip().splitlines()[-1])
+    return found
+
+
+def test_loading_every_example_spec_imports_no_torch_transformers_or_vllm():
+    assert heavy_modules_imported(_PROBE, str(ROOT / "examples")) == []
 
 
 _LAUNCHER_PROBE = """
@@ -41,13 +47,4 @@ def test_the_launchers_and_the_study_planner_import_no_torch():
     """``lecritique run`` into a finished folder took 4.6 s, 3 of them importing torch and
     transformers through ``tinybuild`` (its package imported the build eagerly, and the launcher
     reads ``tinybuild.identity``); a run's parent process computes nothing with them."""
-    environment = {"PYTHONPATH": f"{ROOT / 'libs'}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    result = subprocess.run(
-        [sys.executable, "-c", _LAUNCHER_PROBE],
-        capture_output=True,
-        text=True,
-        env=environment,
-        check=True,
-        timeout=120,
-    )
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+    assert heavy_modules_imported(_LAUNCHER_PROBE) == []
